@@ -1,0 +1,55 @@
+"""perfmodel: predict the wall-clock time of deep-learning training jobs, with honest prediction intervals.
+
+Public API (loaded lazily, so ``import perfmodel`` stays fast and never imports torch):
+
+- :func:`predict_training_time`, :func:`predict_many` — plan a job.
+- :func:`fit`, :class:`TrainingTimeModel`, :func:`load_model` — fit on a run history, save and load.
+- :func:`load_runs`, :func:`save_runs`, :func:`append_runs` — read, validate and write run histories.
+- :func:`get_spec`, :func:`resolve_gpu_type` — the hardware spec table.
+- :func:`record` — record a real training loop (needs torch; ``perfmodel[measure]``).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "predict_training_time": "perfmodel.predict",
+    "predict_many": "perfmodel.predict",
+    "fit": "perfmodel.predict",
+    "TrainingTimePrediction": "perfmodel.predict",
+    "TrainingTimeModel": "perfmodel.models",
+    "load_model": "perfmodel.persistence",
+    "save_model": "perfmodel.persistence",
+    "load_runs": "perfmodel.io",
+    "save_runs": "perfmodel.io",
+    "append_runs": "perfmodel.io",
+    "validate_runs": "perfmodel.schema",
+    "get_spec": "perfmodel.hardware",
+    "resolve_gpu_type": "perfmodel.hardware",
+    "load_bundled_runs": "perfmodel.datasets",
+    "record": "perfmodel.measure.recorder",
+    "PerfModelError": "perfmodel.exceptions",
+    "SchemaError": "perfmodel.exceptions",
+    "UnknownHardwareError": "perfmodel.exceptions",
+    "NotFittedError": "perfmodel.exceptions",
+    "ExtrapolationWarning": "perfmodel.exceptions",
+    "DataQualityWarning": "perfmodel.exceptions",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'perfmodel' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,219 @@
+"""The ``perfmodel`` command line.
+
+Every error from bad input prints one line (``perfmodel: error: ...``) and exits with status 2; Ctrl-C exits
+with 130. ``predict``, ``fit`` and ``summary`` never import torch; ``measure`` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import warnings
+
+from . import __version__
+
+__all__ = ["main"]
+
+
+def _csv_list(kind):
+    def parse(text: str):
+        try:
+            items = [kind(t.strip()) for t in text.split(",") if t.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list of {kind.__name__}, got {text!r}")
+        if not items:
+            raise argparse.ArgumentTypeError("expected at least one value")
+        return items
+
+    return parse
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="perfmodel", description="Predict the wall-clock time of training jobs.")
+    p.add_argument("--version", action="version", version=f"perfmodel {__version__}")
+    p.add_argument("-v", "--verbose", action="store_true", help="log diagnostics to stderr")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    f = sub.add_parser("fit", help="fit a model on a run history and save it")
+    f.add_argument("runs", help="run history (.csv or .parquet)")
+    f.add_argument("-o", "--output", required=True, help="model file to write (e.g. model.joblib)")
+    f.add_argument("--method", default="loglinear", choices=["loglinear", "gbm", "linear", "auto"])
+
+    pr = sub.add_parser("predict", help="predict the training time of a job")
+    pr.add_argument("--model", help="model name in the history (or a label with --params)")
+    pr.add_argument("--params", type=float, help="parameter count of a model not in the history")
+    pr.add_argument("--flops-per-sample", type=float, help="forward+backward FLOPs per sample (with --params)")
+    pr.add_argument("--batch-size", type=int, required=True, help="per-device batch size")
+    pr.add_argument("--gpu-count", type=int, default=1)
+    pr.add_argument("--gpu-type", required=True, help="device name, e.g. A100, H100, cpu")
+    pr.add_argument("--steps", type=int)
+    pr.add_argument("--epochs", type=int)
+    pr.add_argument("--dataset-size", type=int)
+    pr.add_argument("--precision", default="fp32")
+    pr.add_argument("--confidence", type=float, default=0.9)
+    pr.add_argument("--method", default="auto", choices=["auto", "loglinear", "gbm", "linear"])
+    src = pr.add_mutually_exclusive_group()
+    src.add_argument("--history", help="run history to fit on (default: the bundled runs)")
+    src.add_argument("--fitted", help="a model file written by 'perfmodel fit'")
+    pr.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    s = sub.add_parser("summary", help="print the summary of a fitted model (or of a fit on a history)")
+    s.add_argument("source", nargs="?", help="model file, or a .csv/.parquet history (default: bundled runs)")
+    s.add_argument("--method", default="loglinear", choices=["loglinear", "gbm", "linear", "auto"])
+
+    m = sub.add_parser("measure", help="measure training runs and append them to a history (needs torch)")
+    m.add_argument("--models", type=_csv_list(str), help="zoo models (default: the default sweep)")
+    m.add_argument("--batch-sizes", type=_csv_list(int), default=None)
+    m.add_argument("--gpu-counts", type=_csv_list(int), default=None)
+    m.add_argument("--precisions", type=_csv_list(str), default=["fp32"])
+    m.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda if available, else cpu")
+    g = m.add_mutually_exclusive_group()
+    g.add_argument("--steps", type=int, help="fixed number of timed steps")
+    g.add_argument("--max-seconds", type=float, help="adaptive timing budget per run (seconds)")
+    m.add_argument("--ci-target", type=float, default=None, help="stop when the 95%% CI half-width is below this")
+    m.add_argument("--repeats", type=int, default=1)
+    m.add_argument("--timeout", type=float, default=600.0, help="kill a run after this many seconds")
+    m.add_argument("--retry-failed", action="store_true", help="re-run configurations recorded as failed")
+    m.add_argument("--output", "-o", required=True, help="history to append to (.csv or .parquet)")
+    m.add_argument("--list-models", action="store_true", help="list the zoo and exit")
+
+    h = sub.add_parser("hardware", help="print the hardware spec table")
+    h.add_argument("name", nargs="?", help="resolve one device name")
+    return p
+
+
+def _cmd_fit(args) -> int:
+    from .predict import fit
+
+    model = fit(args.runs, method=args.method)
+    model.save(args.output)
+    print(model.summary().as_text())
+    print(f"\nsaved {model.method} model to {args.output}")
+    return 0
+
+
+def _cmd_predict(args) -> int:
+    from .persistence import load_model
+    from .predict import predict_training_time
+
+    if args.params is not None:
+        model = {"params": args.params, "name": args.model or "custom"}
+        if args.flops_per_sample is not None:
+            model["flops_per_sample"] = args.flops_per_sample
+    elif args.model:
+        model = args.model
+    else:
+        raise ValueError("predict needs --model NAME (a model in the history) or --params N.")
+    history = load_model(args.fitted) if args.fitted else args.history
+    result = predict_training_time(
+        model, batch_size=args.batch_size, gpu_count=args.gpu_count, gpu_type=args.gpu_type, steps=args.steps,
+        epochs=args.epochs, dataset_size=args.dataset_size, precision=args.precision, history=history,
+        confidence=args.confidence, method=args.method,
+    )
+    if args.json:
+        print(json.dumps(result.to_dict(), default=str, indent=2))
+    else:
+        print(result)
+        step = (f"step {result.step_seconds:.4g} s ({result.confidence:.0%} PI {result.step_lower:.4g} – "
+                f"{result.step_upper:.4g} s) x {result.steps} steps")
+        if result.startup_seconds:
+            step += f" + start-up {result.startup_seconds:.3g} s"
+        print(step)
+    return 0
+
+
+def _cmd_summary(args) -> int:
+    from .persistence import load_model
+    from .predict import fit
+
+    src = args.source
+    if src is None:
+        from .datasets import bundled_runs_path
+
+        src = str(bundled_runs_path())
+    if src.lower().endswith((".csv", ".parquet", ".pq")):
+        model = fit(src, method=args.method)
+    else:
+        model = load_model(src)
+    print(model.summary().as_text())
+    return 0
+
+
+def _cmd_measure(args) -> int:
+    from .measure.sweep import RunConfig, default_sweep_configs, run_sweep, sweep_configs
+    from .measure.zoo import ZOO
+
+    if args.list_models:
+        for name, (_, knobs) in ZOO.items():
+            print(name, knobs)
+        return 0
+    device = args.device
+    if device is None:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    opts = {}
+    if args.steps is not None:
+        opts["steps"] = args.steps
+    if args.max_seconds is not None:
+        opts["max_seconds"] = args.max_seconds
+    if args.ci_target is not None:
+        opts["ci_target"] = args.ci_target
+    if args.models is None and args.batch_sizes is None and args.gpu_counts is None:
+        configs = default_sweep_configs(device=device, **opts)
+    else:
+        defaults = {"max_seconds": 10.0}
+        configs = sweep_configs(args.models or list(ZOO), args.batch_sizes or [8, 32], args.gpu_counts or [1],
+                                precisions=args.precisions, repeats=args.repeats, device=device,
+                                **{**defaults, **opts})
+    assert all(isinstance(c, RunConfig) for c in configs)
+    done = run_sweep(configs, args.output, timeout_s=args.timeout, retry_failed=args.retry_failed)
+    failed = int((done["status"] != "ok").sum()) if len(done) else 0
+    print(f"wrote {len(done)} runs to {args.output} ({failed} failed)")
+    return 0
+
+
+def _cmd_hardware(args) -> int:
+    from .hardware import get_spec, spec_table
+
+    if args.name:
+        spec = get_spec(args.name)
+        for k, v in spec.to_dict().items():
+            print(f"{k:>22}: {v}")
+        return 0
+    import pandas as pd
+
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(spec_table().drop(columns=["source"]).to_string())
+    return 0
+
+
+_COMMANDS = {"fit": _cmd_fit, "predict": _cmd_predict, "summary": _cmd_summary, "measure": _cmd_measure,
+             "hardware": _cmd_hardware}
+
+
+def _one_line_warnings(message, category, filename, lineno, file=None, line=None):
+    print(f"perfmodel: warning: {message}", file=sys.stderr)
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="perfmodel: %(message)s")
+    warnings.showwarning = _one_line_warnings
+    from .exceptions import PerfModelError
+
+    try:
+        return _COMMANDS[args.command](args)
+    except KeyboardInterrupt:
+        print("perfmodel: interrupted (runs finished so far are saved)", file=sys.stderr)
+        return 130
+    except (PerfModelError, ValueError, TypeError, OSError, ImportError) as exc:
+        msg = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"perfmodel: error: {msg}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

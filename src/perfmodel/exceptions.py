@@ -1,0 +1,62 @@
+"""Exceptions and warnings raised by perfmodel.
+
+Hierarchy::
+
+    PerfModelError
+    ├── SchemaError(PerfModelError, ValueError)          a run history that breaks the schema
+    ├── UnknownHardwareError(PerfModelError, ValueError) a device name not in the spec table
+    ├── NotFittedError(PerfModelError, ValueError)        an estimator used before ``fit``
+    └── MeasurementError(PerfModelError, RuntimeError)    a measured run that could not complete
+
+    PerfModelWarning(UserWarning)
+    ├── ExtrapolationWarning   a query outside the range of the fitted runs
+    └── DataQualityWarning     a history that loads but looks suspicious (few runs, high noise)
+
+Every error that comes from bad input is a ``ValueError`` or ``TypeError`` subclass, so callers can catch the
+standard types; the CLI turns :class:`PerfModelError`, ``ValueError`` and ``TypeError`` into one line on stderr.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "PerfModelError",
+    "SchemaError",
+    "UnknownHardwareError",
+    "NotFittedError",
+    "MeasurementError",
+    "PerfModelWarning",
+    "ExtrapolationWarning",
+    "DataQualityWarning",
+]
+
+
+class PerfModelError(Exception):
+    """Base class of every perfmodel error."""
+
+
+class SchemaError(PerfModelError, ValueError):
+    """A run history is missing a column, has a wrong dtype, or has invalid values."""
+
+
+class UnknownHardwareError(PerfModelError, ValueError):
+    """A device name is not in the hardware spec table (the message lists the closest known names)."""
+
+
+class NotFittedError(PerfModelError, ValueError):
+    """An estimator was used before ``fit`` was called."""
+
+
+class MeasurementError(PerfModelError, RuntimeError):
+    """A measured training run failed, ran out of memory or timed out."""
+
+
+class PerfModelWarning(UserWarning):
+    """Base class of perfmodel's warnings."""
+
+
+class ExtrapolationWarning(PerfModelWarning):
+    """A prediction query lies outside the range of the runs the model was fitted on."""
+
+
+class DataQualityWarning(PerfModelWarning):
+    """A run history loads but looks unreliable (too few runs, large run-to-run spread)."""

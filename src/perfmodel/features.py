@@ -1,0 +1,157 @@
+"""Run records -> design matrix.
+
+:func:`run_quantities` derives the physical quantities of each run (work per step, global batch, the all-reduce
+volume, the device's peaks for the run's precision); :class:`RunFeaturizer` turns them into the columns a
+regressor sees, with inspectable names (``get_feature_names_out``).
+
+Feature sets
+------------
+``"seed"``
+    ``params, batch_size, gpu_count``: exactly the seed design's linear formula.
+``"log"``
+    Logs of the work per device per step (FLOPs), params, per-device batch and device count; an indicator of
+    data-parallel runs and the log all-reduce volume; precision indicators; and, when the history spans two or
+    more device types with known peaks, the log peak TFLOPS and memory bandwidth. Columns that are constant in
+    the training runs are dropped at ``fit`` (they are absorbed by the intercept).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from .hardware import get_spec
+
+__all__ = ["run_quantities", "RunFeaturizer", "FEATURE_SETS", "FP32_GRAD_BYTES"]
+
+FEATURE_SETS = ("seed", "log")
+#: Bytes per gradient element in the all-reduce (DDP keeps fp32 gradients under autocast).
+FP32_GRAD_BYTES = 4
+
+
+def _spec_columns(gpu_type: pd.Series, precision: pd.Series) -> pd.DataFrame:
+    cache: dict[tuple[str, str], tuple[float, float, float]] = {}
+    rows = []
+    for g, p in zip(gpu_type.astype(str), precision.astype(str)):
+        key = (g, p)
+        if key not in cache:
+            spec = get_spec(g)
+            peak = spec.peak_tflops(p)
+            cache[key] = (
+                np.nan if peak is None else float(peak),
+                np.nan if spec.memory_bandwidth_gbps is None else float(spec.memory_bandwidth_gbps),
+                np.nan if spec.interconnect_gbps is None else float(spec.interconnect_gbps),
+            )
+        rows.append(cache[key])
+    return pd.DataFrame(rows, columns=["peak_tflops", "memory_bandwidth_gbps", "interconnect_gbps"],
+                        index=gpu_type.index)
+
+
+def run_quantities(runs: pd.DataFrame) -> pd.DataFrame:
+    """Physical quantities of each run (validated history or query rows).
+
+    ``flops_per_sample`` falls back to ``6 * params`` (the "6·N" rule per sample-token) where it is missing;
+    ``flops_imputed`` says where.
+    """
+    params = runs["params"].to_numpy(dtype=float)
+    batch = runs["batch_size"].to_numpy(dtype=float)
+    n = runs["gpu_count"].to_numpy(dtype=float)
+    if "flops_per_sample" in runs.columns:
+        fps = runs["flops_per_sample"].to_numpy(dtype=float, na_value=np.nan)
+    else:
+        fps = np.full(len(runs), np.nan)
+    imputed = np.isnan(fps)
+    fps = np.where(imputed, 6.0 * params, fps)
+    precision = runs["precision"] if "precision" in runs.columns else pd.Series(["fp32"] * len(runs),
+                                                                               index=runs.index)
+    out = pd.DataFrame(
+        {
+            "params": params,
+            "batch_size": batch,
+            "gpu_count": n,
+            "global_batch": batch * n,
+            "flops_per_sample": fps,
+            "flops_imputed": imputed,
+            "flops_per_step_device": fps * batch,
+            "allreduce_bytes": 2.0 * (n - 1.0) / n * params * FP32_GRAD_BYTES,
+        },
+        index=runs.index,
+    )
+    return pd.concat([out, _spec_columns(runs["gpu_type"], precision)], axis=1).assign(
+        precision=precision.astype(str).to_numpy(), gpu_type=runs["gpu_type"].astype(str).to_numpy()
+    )
+
+
+class RunFeaturizer(TransformerMixin, BaseEstimator):
+    """Transform run records (a DataFrame) into a numeric design matrix.
+
+    Parameters
+    ----------
+    kind : {"log", "seed"}, default="log"
+        Feature set (see module docstring).
+
+    Attributes
+    ----------
+    feature_names_out_ : ndarray of str
+        Names of the columns produced, in order.
+    hardware_features_ : bool
+        Whether device peaks are features (the history spans several device types with known peaks).
+    precisions_ : list of str
+        Precisions seen in training.
+    """
+
+    def __init__(self, *, kind: str = "log"):
+        self.kind = kind
+
+    def _all_columns(self, q: pd.DataFrame) -> pd.DataFrame:
+        if self.kind == "seed":
+            return q[["params", "batch_size", "gpu_count"]].astype(float)
+        cols = {
+            "log_flops_per_step": np.log(q["flops_per_step_device"]),
+            "log_params": np.log(q["params"]),
+            "log_batch_size": np.log(q["batch_size"]),
+            "log_gpu_count": np.log(q["gpu_count"]),
+            "data_parallel": (q["gpu_count"] > 1).astype(float),
+            "log_allreduce_mb": np.log1p(q["allreduce_bytes"] / 1e6),
+        }
+        for p in ("tf32", "fp16", "bf16"):
+            cols[f"precision_{p}"] = (q["precision"] == p).astype(float)
+        cols["log_peak_tflops"] = np.log(q["peak_tflops"])
+        cols["log_memory_bandwidth"] = np.log(q["memory_bandwidth_gbps"])
+        return pd.DataFrame(cols, index=q.index)
+
+    def fit(self, X: pd.DataFrame, y=None):
+        if self.kind not in FEATURE_SETS:
+            raise ValueError(f"The 'kind' parameter of RunFeaturizer must be one of {FEATURE_SETS}. Got {self.kind!r}.")
+        if not isinstance(X, pd.DataFrame):
+            raise TypeError(f"RunFeaturizer expects a DataFrame of runs. Got {type(X).__name__}.")
+        q = run_quantities(X)
+        full = self._all_columns(q)
+        self.gpu_types_ = sorted(set(q["gpu_type"]))
+        self.precisions_ = sorted(set(q["precision"]))
+        hw = ["log_peak_tflops", "log_memory_bandwidth"]
+        self.hardware_features_ = bool(
+            self.kind == "log" and len(self.gpu_types_) > 1 and np.isfinite(full[hw].to_numpy()).all()
+        )
+        keep = []
+        for name in full.columns:
+            if name in hw and not self.hardware_features_:
+                continue
+            col = full[name].to_numpy(dtype=float)
+            if self.kind == "log" and (not np.isfinite(col).all() or np.ptp(col) == 0):
+                continue
+            keep.append(name)
+        self.feature_names_out_ = np.array(keep, dtype=object)
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def transform(self, X: pd.DataFrame) -> np.ndarray:
+        check_is_fitted(self, "feature_names_out_")
+        full = self._all_columns(run_quantities(X))
+        return full[list(self.feature_names_out_)].to_numpy(dtype=float)
+
+    def get_feature_names_out(self, input_features=None) -> np.ndarray:
+        check_is_fitted(self, "feature_names_out_")
+        return self.feature_names_out_.copy()

@@ -1,0 +1,26 @@
+"""Measure real torch training runs (needs the ``measure`` extra: torch, nvidia-ml-py).
+
+This subpackage is the only part of perfmodel that imports torch, and it does so lazily: importing
+``perfmodel.measure`` is cheap; the zoo, the worker and the recorder import torch when used.
+"""
+
+from __future__ import annotations
+
+__all__ = ["RunConfig", "measure_run", "run_sweep", "sweep_configs", "default_sweep_configs", "DEFAULT_SWEEP",
+           "record"]
+
+
+def __getattr__(name):
+    if name == "record":
+        from .recorder import record
+
+        return record
+    if name in __all__:
+        from . import sweep
+
+        return getattr(sweep, name)
+    raise AttributeError(f"module 'perfmodel.measure' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(__all__)

@@ -1,0 +1,102 @@
+"""Step-time statistics and the adaptive stopping rule (plain Python: shared by the worker and the recorder)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+
+__all__ = ["StepStats", "StopRule", "summarise_steps", "t_quantile_975"]
+
+# Student t 0.975 quantiles for 1..30 degrees of freedom (scipy.stats.t.ppf(0.975, df)); kept here so that the
+# worker does not import scipy (over a second of start-up per measured run).
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def t_quantile_975(df: int) -> float:
+    """The 0.975 quantile of Student's t with ``df`` degrees of freedom (table, then a 1/df expansion)."""
+    if df < 1:
+        raise ValueError(f"df must be >= 1. Got {df!r}.")
+    if df <= 30:
+        return _T975[df - 1]
+    z = 1.959964
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+
+@dataclass(frozen=True)
+class StepStats:
+    mean: float
+    median: float
+    std: float
+    cv: float
+    ci_rel: float
+    n: int
+
+    def to_record(self) -> dict:
+        return {
+            "step_time_s": self.mean,
+            "step_time_median_s": self.median,
+            "step_time_std_s": self.std,
+            "step_time_cv": self.cv,
+            "step_time_ci_rel": self.ci_rel,
+            "steps_timed": self.n,
+        }
+
+
+def summarise_steps(times: list[float]) -> StepStats:
+    """Mean, median, std, CV and the relative 95% CI half-width (Student t) of per-step times."""
+    n = len(times)
+    if n == 0:
+        raise ValueError("No timed steps to summarise.")
+    mean = statistics.fmean(times)
+    median = statistics.median(times)
+    std = statistics.stdev(times) if n > 1 else 0.0
+    ci = t_quantile_975(n - 1) * std / math.sqrt(n) / mean if n > 1 else math.inf
+    return StepStats(mean, median, std, std / mean if mean > 0 else math.nan, ci, n)
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """When to stop timing.
+
+    With ``steps`` set, exactly that many timed steps. Otherwise stop at the first of: the 95% CI half-width of
+    the mean below ``ci_target`` (relative, after ``min_steps``), ``max_steps`` timed steps, or ``max_seconds``
+    of timed steps.
+    """
+
+    steps: int | None = None
+    ci_target: float = 0.02
+    min_steps: int = 5
+    max_steps: int = 500
+    max_seconds: float = 30.0
+
+    def __post_init__(self):
+        if self.steps is not None and self.steps < 1:
+            raise ValueError(f"steps must be a positive int. Got {self.steps!r}.")
+        if not (0 < self.ci_target < 1):
+            raise ValueError(f"ci_target must be in (0, 1). Got {self.ci_target!r}.")
+        if self.min_steps < 2 or self.max_steps < self.min_steps:
+            raise ValueError(f"need 2 <= min_steps <= max_steps. Got {self.min_steps!r}, {self.max_steps!r}.")
+        if self.max_seconds <= 0:
+            raise ValueError(f"max_seconds must be positive. Got {self.max_seconds!r}.")
+
+    def reason(self, times: list[float]) -> str | None:
+        """The stop reason after these times, or None to go on."""
+        n = len(times)
+        if self.steps is not None:
+            return "fixed_steps" if n >= self.steps else None
+        if n >= self.min_steps and summarise_steps(times).ci_rel <= self.ci_target:
+            return "ci_target"
+        if n >= self.max_steps:
+            return "max_steps"
+        if n >= 2 and sum(times) >= self.max_seconds:
+            return "max_seconds"
+        return None
+
+    def describe(self) -> str:
+        if self.steps is not None:
+            return f"fixed {self.steps} timed steps"
+        return (f"until 95% CI half-width <= {self.ci_target:.0%} of mean (min {self.min_steps} steps), "
+                f"or {self.max_steps} steps, or {self.max_seconds:g} s timed")

@@ -1,0 +1,41 @@
+"""Parameters and forward+backward FLOPs of a user's torch module (``torch.utils.flop_counter``)."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+__all__ = ["count_module"]
+
+
+def count_module(module, example_input) -> tuple[int, float | None]:
+    """Trainable parameters and forward+backward FLOPs for one sample.
+
+    ``example_input`` is one sample without the batch dimension (a tensor, or a tuple of tensors); a batch
+    dimension of 1 is added. The loss is the sum of the output, so backward covers every parameter. The module
+    is deep-copied: the caller's module and its gradients are untouched. Returns ``None`` FLOPs where the counter
+    sees none (e.g. aten LSTM kernels).
+    """
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"count_module expects a torch.nn.Module. Got {type(module).__name__}.")
+    inputs = example_input if isinstance(example_input, (tuple, list)) else (example_input,)
+    if not all(isinstance(t, torch.Tensor) for t in inputs):
+        raise TypeError("example_input must be a torch.Tensor (one sample, no batch dimension) or a tuple of them.")
+    params = int(sum(p.numel() for p in module.parameters() if p.requires_grad))
+    clone = copy.deepcopy(module)
+    clone.train()
+    batch = tuple(t.unsqueeze(0) for t in inputs)
+    with FlopCounterMode(display=False) as counter:
+        out = clone(*batch)
+        if isinstance(out, (tuple, list)):
+            out = out[0]
+        if hasattr(out, "logits"):
+            out = out.logits
+        loss = out.float().sum()
+        if loss.requires_grad:
+            loss.backward()
+    total = float(counter.get_total_flops())
+    return params, (total if total > 0 and math.isfinite(total) else None)

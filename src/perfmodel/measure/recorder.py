@@ -1,0 +1,202 @@
+"""Record real training jobs: a step hook a user adds to their own loop, writing one run record at the end.
+
+Example
+-------
+::
+
+    import perfmodel
+    model = MyNet().cuda()
+    opt = torch.optim.AdamW(model.parameters())
+    with perfmodel.record("my-net", module=model, batch_size=64, output="runs.parquet") as rec:
+        for x, y in loader:
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            rec.step()          # one call per optimizer step
+    print(rec.result["step_time_s"])
+
+The first ``warmup_steps`` steps are left out of the step-time statistics (the first step's end gives
+``startup_s``). On a GPU the clock is read after ``torch.cuda.synchronize()``. Under DDP only rank 0 writes. If the
+loop is interrupted (Ctrl-C, an exception) the record is still written with ``stop_reason="interrupted"``; the
+exception then propagates.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from datetime import datetime, timezone
+
+from .. import __version__
+from .._validation import check_positive_int
+from ..hardware import resolve_gpu_type
+from ..io import append_runs
+from ._timing import summarise_steps
+from .telemetry import NvmlSampler, host_facts, nvml_device_facts
+
+__all__ = ["Recorder", "record"]
+
+logger = logging.getLogger(__name__)
+
+
+class Recorder:
+    """Times optimizer steps of a user's loop and appends one run record on exit. See :func:`record`."""
+
+    def __init__(self, model: str, *, batch_size: int, output=None, module=None, params: int | None = None,
+                 flops_per_sample: float | None = None, gpu_count: int | None = None, gpu_type: str | None = None,
+                 precision: str = "fp32", warmup_steps: int = 3, family: str | None = None,
+                 synchronize: bool | None = None):
+        if not isinstance(model, str) or not model:
+            raise TypeError(f"The 'model' parameter of record must be a non-empty str. Got {model!r}.")
+        self.model = model
+        self.batch_size = check_positive_int(batch_size, "batch_size", "record")
+        self.output = output
+        self.module = module
+        if params is None and module is not None:
+            params = int(sum(p.numel() for p in module.parameters() if p.requires_grad))
+        if params is None:
+            raise ValueError("record needs the model size: pass module=<torch.nn.Module> or params=<int>.")
+        self.params = check_positive_int(params, "params", "record")
+        self.flops_per_sample = flops_per_sample
+        self.world = int(os.environ.get("WORLD_SIZE", "1")) if gpu_count is None else \
+            check_positive_int(gpu_count, "gpu_count", "record")
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.precision = precision
+        if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
+            raise ValueError(f"The 'warmup_steps' parameter of record must be an int >= 0. Got {warmup_steps!r}.")
+        self.warmup_steps = warmup_steps
+        self.family = family
+        self._cuda = self._uses_cuda() if synchronize is None else bool(synchronize)
+        self.gpu_type = resolve_gpu_type(gpu_type) if gpu_type is not None else self._detect_gpu_type()
+        self.times: list[float] = []
+        self.result: dict | None = None
+        self._callbacks = []
+        self._sampler = None
+
+    def _uses_cuda(self) -> bool:
+        if self.module is None:
+            return False
+        try:
+            return next(self.module.parameters()).is_cuda
+        except StopIteration:
+            return False
+
+    def _detect_gpu_type(self) -> str:
+        if not self._cuda:
+            return "cpu"
+        name = nvml_device_facts(0).get("gpu_name")
+        if not name:
+            import torch
+
+            name = torch.cuda.get_device_name()
+        return resolve_gpu_type(name)
+
+    def _sync(self):
+        if self._cuda:
+            import torch
+
+            torch.cuda.synchronize()
+
+    def add_callback(self, fn) -> None:
+        """Call ``fn(recorder)`` after every step (e.g. an online remaining-time display)."""
+        self._callbacks.append(fn)
+
+    def __enter__(self):
+        self._t_start = time.perf_counter()
+        self._t_last = self._t_start
+        self._wall0 = time.time()
+        if self._cuda and self.rank == 0:
+            self._sampler = NvmlSampler().__enter__()
+        return self
+
+    def step(self) -> None:
+        """Mark the end of one optimizer step."""
+        self._sync()
+        now = time.perf_counter()
+        self.times.append(now - self._t_last)
+        self._t_last = now
+        for fn in self._callbacks:
+            fn(self)
+
+    @property
+    def steady_times(self) -> list[float]:
+        """Per-step times after warm-up (the first ``warmup_steps`` steps are left out)."""
+        return self.times[self.warmup_steps:]
+
+    def __exit__(self, exc_type, exc, tb):
+        if self._sampler is not None:
+            self._sampler.__exit__(None, None, None)
+        interrupted = exc_type is not None
+        steady = self.steady_times
+        rec = {
+            "run_id": uuid.uuid4().hex[:12],
+            "model": self.model,
+            "family": self.family,
+            "params": self.params,
+            "flops_per_sample": self.flops_per_sample,
+            "flops_method": "user" if self.flops_per_sample is not None else None,
+            "batch_size": self.batch_size,
+            "gpu_count": self.world,
+            "gpu_type": self.gpu_type,
+            "precision": self.precision,
+            "warmup_steps": self.warmup_steps,
+            "steps": len(self.times),
+            "wall_time_s": time.perf_counter() - self._t_start,
+            "startup_s": self.times[0] if self.times else None,
+            "stop_reason": "interrupted" if interrupted else "loop_end",
+            "source": "recorder",
+            "perfmodel_version": __version__,
+            "protocol": f"recorder: user loop, first {self.warmup_steps} steps excluded",
+            "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            **host_facts(),
+        }
+        if len(steady) >= 1:
+            stats = summarise_steps(steady)
+            rec.update(stats.to_record())
+            rec["samples_per_s"] = self.batch_size * self.world / stats.mean
+            rec["status"] = "ok"
+        else:
+            rec["status"] = "error"
+            rec["error"] = f"only {len(self.times)} steps recorded, none after the {self.warmup_steps} warm-up steps"
+        try:
+            import torch
+
+            rec["torch_version"] = torch.__version__
+        except ImportError:
+            pass
+        if self._cuda:
+            rec.update(nvml_device_facts(0))
+            if self._sampler is not None:
+                rec.update(self._sampler.summary())
+        self.result = rec
+        if self.output is not None and self.rank == 0:
+            append_runs(rec, self.output)
+        return False
+
+
+def record(model: str, *, batch_size: int, output=None, **kwargs) -> Recorder:
+    """Record a user's training loop as one run.
+
+    Parameters
+    ----------
+    model : str
+        A name for the model (the history's ``model`` column).
+    batch_size : int
+        Per-device batch size.
+    output : path, optional
+        History to append the record to on exit (``.csv``/``.parquet``); without it the record is only in
+        ``recorder.result``.
+    **kwargs
+        ``module`` (to count parameters and detect CUDA) or ``params``; ``flops_per_sample``, ``gpu_count``
+        (default ``$WORLD_SIZE`` or 1), ``gpu_type`` (default: detected; ``cpu`` without CUDA), ``precision``,
+        ``warmup_steps`` (default 3), ``family``, ``synchronize``.
+
+    Returns
+    -------
+    Recorder
+        A context manager; call ``.step()`` once per optimizer step.
+    """
+    return Recorder(model, batch_size=batch_size, output=output, **kwargs)

@@ -1,0 +1,327 @@
+"""Sweeps of measured training runs: each configuration in its own process, appended to the history at once.
+
+* Each run is a subprocess (``python -m perfmodel.measure._worker``, or ``torchrun --standalone`` for
+  ``gpu_count > 1``), so a crash, an out-of-memory error or a hang is recorded (``status`` ``error``/``oom``/
+  ``timeout``) and the sweep goes on.
+* Each finished run is appended atomically to the output history: Ctrl-C or a crash loses at most the run in
+  flight. Per-step times go to a sidecar ``<output>.steps.jsonl`` keyed by ``run_id``.
+* Re-running the same sweep resumes: configurations already in the output (same model, batch size, device
+  count, precision, device type and repeat index) are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import pandas as pd
+from filelock import FileLock
+
+from .. import __version__
+from .._validation import check_positive_int
+from ..hardware import PRECISIONS, resolve_gpu_type
+from ..io import append_runs, read_history
+from .zoo import ZOO
+
+__all__ = ["RunConfig", "measure_run", "run_sweep", "sweep_configs", "default_sweep_configs", "DEFAULT_SWEEP"]
+
+logger = logging.getLogger(__name__)
+
+_RECORD_KEYS = (
+    "params", "flops_per_sample", "flops_method", "family", "threads_per_worker", "step_time_s",
+    "step_time_median_s", "step_time_std_s", "step_time_cv", "step_time_ci_rel", "steps_timed", "warmup_steps",
+    "stop_reason", "samples_per_s", "startup_s", "wall_time_s", "steps", "gpu_name", "gpu_mem_total_bytes",
+    "gpu_mem_peak_bytes", "gpu_util_mean_pct", "mem_util_mean_pct", "power_mean_w", "driver_version",
+    "cuda_version", "cpu_model", "cpu_cores", "hostname", "torch_version", "python_version", "protocol",
+)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One measured run. ``batch_size`` is per device; ``gpu_count`` is devices (CPU: worker processes)."""
+
+    model: str
+    batch_size: int
+    gpu_count: int = 1
+    precision: str = "fp32"
+    device: str = "cpu"
+    repeat: int = 0
+    steps: int | None = None
+    max_seconds: float = 30.0
+    ci_target: float = 0.02
+    min_steps: int = 5
+    max_steps: int = 500
+    warmup_steps: int = 3
+    threads: int | None = None
+    knobs: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        where = "RunConfig"
+        if self.model not in ZOO:
+            import difflib
+
+            close = difflib.get_close_matches(self.model, list(ZOO), n=3, cutoff=0.3)
+            hint = f" Did you mean {', '.join(close)}?" if close else ""
+            raise ValueError(f"Unknown zoo model {self.model!r}.{hint} Known: {', '.join(ZOO)}.")
+        check_positive_int(self.batch_size, "batch_size", where)
+        check_positive_int(self.gpu_count, "gpu_count", where)
+        check_positive_int(self.steps, "steps", where, allow_none=True)
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}. Got {self.precision!r}.")
+        if self.device not in ("cpu", "cuda"):
+            raise ValueError(f"device must be 'cpu' or 'cuda'. Got {self.device!r}.")
+        if self.device == "cpu" and self.precision in ("fp16", "tf32"):
+            raise ValueError(f"precision {self.precision!r} is not supported on CPU; use fp32 or bf16.")
+
+    def key(self, gpu_type: str) -> tuple:
+        return (self.model, int(self.batch_size), int(self.gpu_count), self.precision, gpu_type, int(self.repeat))
+
+
+def _detect_gpu_type(device: str) -> str:
+    if device == "cpu":
+        return "cpu"
+    from .telemetry import nvml_device_facts
+
+    name = nvml_device_facts(0).get("gpu_name")
+    if not name:
+        import torch
+
+        name = torch.cuda.get_device_name(0)
+    return resolve_gpu_type(name)
+
+
+def _classify_failure(returncode: int, stderr: str) -> tuple[str, str]:
+    text = stderr.lower()
+    tail = "\n".join(stderr.strip().splitlines()[-3:])[-500:]
+    if "out of memory" in text or "outofmemoryerror" in text or "can't allocate memory" in text:
+        return "oom", tail or "out of memory"
+    if returncode in (-signal.SIGKILL, 137):
+        return "oom", f"worker killed by SIGKILL (likely the OOM killer). {tail}".strip()
+    return "error", tail or f"worker exited with status {returncode}"
+
+
+def _launch_command(cfg: RunConfig, config_path: str, result_path: str) -> list[str]:
+    worker = ["-m", "perfmodel.measure._worker", config_path, result_path]
+    if cfg.gpu_count == 1:
+        return [sys.executable, *worker]
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={cfg.gpu_count}",
+            "--log-dir", os.path.dirname(config_path), *worker]
+
+
+def measure_run(cfg: RunConfig, *, timeout_s: float = 600.0, gpu_type: str | None = None,
+                sweep_id: str | None = None) -> tuple[dict, list[float]]:
+    """Measure one configuration in a subprocess; return ``(record, per_step_times)``.
+
+    Never raises for a failed run: the record's ``status`` says ``oom``, ``error`` or ``timeout`` and ``error``
+    holds the message. ``KeyboardInterrupt`` kills the worker and propagates.
+    """
+    gpu_type = gpu_type or _detect_gpu_type(cfg.device)
+    record = {
+        "run_id": uuid.uuid4().hex[:12],
+        "status": "ok",
+        "error": None,
+        "model": cfg.model,
+        "batch_size": cfg.batch_size,
+        "gpu_count": cfg.gpu_count,
+        "gpu_type": gpu_type,
+        "precision": cfg.precision,
+        "repeat": cfg.repeat,
+        "nodes": 1,
+        "perfmodel_version": __version__,
+        "source": "sweep",
+        "sweep_id": sweep_id,
+    }
+    times: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="perfmodel-run-") as tmp:
+        config_path = os.path.join(tmp, "config.json")
+        result_path = os.path.join(tmp, "result.json")
+        payload = {k: v for k, v in asdict(cfg).items()}
+        payload["flops_per_sample"], payload["flops_method"] = _flops_for(cfg)
+        payload["launched_at"] = time.time()
+        with open(config_path, "w", encoding="utf-8") as fh:
+            json.dump(payload, fh)
+        env = dict(os.environ)
+        if cfg.device == "cpu":
+            env["OMP_NUM_THREADS"] = str(cfg.threads or max(1, (os.cpu_count() or 1) // cfg.gpu_count))
+        src_root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = src_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        proc = subprocess.Popen(_launch_command(cfg, config_path, result_path), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+        try:
+            _, stderr = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill(proc)
+            record.update(status="timeout", error=f"run exceeded {timeout_s:g} s and was killed")
+            return _finish(record), times
+        except BaseException:
+            _kill(proc)
+            raise
+        if proc.returncode == 0 and os.path.exists(result_path):
+            with open(result_path, encoding="utf-8") as fh:
+                result = json.load(fh)
+            times = result.pop("step_times_s", [])
+            record.update({k: result.get(k) for k in _RECORD_KEYS})
+        else:
+            status, message = _classify_failure(proc.returncode, stderr or "")
+            record.update(status=status, error=message)
+    return _finish(record), times
+
+
+_FLOPS_CACHE: dict[tuple, tuple[float, str]] = {}
+
+
+def _flops_for(cfg: RunConfig) -> tuple[float | None, str | None]:
+    """Forward+backward FLOPs per sample, counted once per model in this process (FlopCounterMode's first use
+    costs seconds, which would otherwise be paid by every worker)."""
+    key = (cfg.model, json.dumps(cfg.knobs, sort_keys=True))
+    if key not in _FLOPS_CACHE:
+        import math as _m
+
+        from .zoo import build, count_flops_per_sample
+
+        flops, method = count_flops_per_sample(build(cfg.model, **cfg.knobs), "cpu")
+        _FLOPS_CACHE[key] = (None if _m.isnan(flops) else flops, method)
+    return _FLOPS_CACHE[key]
+
+
+def _finish(record: dict) -> dict:
+    record["timestamp"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return record
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def sweep_configs(models: Sequence[str], batch_sizes: Sequence[int], gpu_counts: Sequence[int] = (1,), *,
+                  precisions: Sequence[str] = ("fp32",), repeats: int = 1, device: str = "cpu",
+                  **run_options) -> list[RunConfig]:
+    """The grid of configurations, repeat index outermost (so repeats are spread over the sweep)."""
+    check_positive_int(repeats, "repeats", "sweep_configs")
+    return [
+        RunConfig(model=m, batch_size=int(b), gpu_count=int(n), precision=p, device=device, repeat=r,
+                  **run_options)
+        for r in range(repeats) for m in models for n in gpu_counts for b in batch_sizes for p in precisions
+    ]
+
+
+#: The default sweep: ten zoo models (five families) at 4 batch sizes on 1 and 2 CPU workers, plus 2 more repeats of 2 models
+#: to measure run-to-run noise: 112 runs, about fifteen minutes on 2 CPU cores.
+DEFAULT_SWEEP = {
+    "models": ["mlp-xs", "mlp-m", "cnn-s", "cnn-m", "bert-s", "bert-m", "gpt-s", "gpt-m", "lstm-s", "lstm-m"],
+    "batch_sizes": (8, 16, 32, 64),
+    "gpu_counts": (1, 2),
+    "repeat_models": ("cnn-s", "gpt-s"),
+    "repeats": 3,
+    "run_options": {"max_seconds": 1.0, "warmup_steps": 2, "min_steps": 5, "max_steps": 200},
+}
+
+
+def default_sweep_configs(device: str = "cpu", **overrides) -> list[RunConfig]:
+    """The default sweep (:data:`DEFAULT_SWEEP`); ``overrides`` replace its run options."""
+    opts = {**DEFAULT_SWEEP["run_options"], **overrides}
+    d = DEFAULT_SWEEP
+    configs = sweep_configs(d["models"], d["batch_sizes"], d["gpu_counts"], device=device, **opts)
+    repeats = sweep_configs(d["repeat_models"], d["batch_sizes"], d["gpu_counts"], repeats=d["repeats"],
+                            device=device, **opts)
+    return configs + [c for c in repeats if c.repeat > 0]
+
+
+def _done_keys(output: Path, retry_failed: bool) -> set[tuple]:
+    if not output.exists():
+        return set()
+    df = read_history(output)
+    if len(df) == 0:
+        return set()
+    if retry_failed and "status" in df.columns:
+        df = df[df["status"].fillna("ok") == "ok"]
+    prec = df["precision"] if "precision" in df.columns else pd.Series(["fp32"] * len(df))
+    rep = df["repeat"] if "repeat" in df.columns else pd.Series([0] * len(df))
+    return {
+        (str(m), int(b), int(n), str(p), str(g), int(r))
+        for m, b, n, p, g, r in zip(df["model"], df["batch_size"], df["gpu_count"], prec, df["gpu_type"], rep)
+    }
+
+
+def _fmt_eta(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    m, s = divmod(int(round(seconds)), 60)
+    return f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+def run_sweep(configs: Iterable[RunConfig], output: str | os.PathLike, *, timeout_s: float = 600.0,
+              retry_failed: bool = False, progress: bool = True) -> pd.DataFrame:
+    """Run each configuration and append its record to ``output`` as soon as it finishes.
+
+    Parameters
+    ----------
+    configs : iterable of RunConfig
+        From :func:`sweep_configs` or :func:`default_sweep_configs`.
+    output : path
+        ``.csv`` or ``.parquet`` history; created if absent, appended to otherwise.
+    timeout_s : float, default=600
+        A run still going after this long is killed and recorded with ``status="timeout"``.
+    retry_failed : bool, default=False
+        Run again configurations whose earlier record failed (by default every recorded one is skipped).
+    progress : bool, default=True
+        Print a progress line (runs done, ETA) to stderr.
+
+    Returns
+    -------
+    DataFrame
+        The records written by this call.
+    """
+    output = Path(output)
+    configs = list(configs)
+    device = configs[0].device if configs else "cpu"
+    gpu_type = _detect_gpu_type(device)
+    done = _done_keys(output, retry_failed)
+    todo = [c for c in configs if c.key(gpu_type) not in done]
+    skipped = len(configs) - len(todo)
+    sweep_id = uuid.uuid4().hex[:8]
+    written: list[dict] = []
+    started = time.monotonic()
+    if progress and skipped:
+        print(f"resuming: {skipped} of {len(configs)} configurations already in {output}", file=sys.stderr)
+    for i, cfg in enumerate(todo):
+        record, times = measure_run(cfg, timeout_s=timeout_s, gpu_type=gpu_type, sweep_id=sweep_id)
+        append_runs(record, output)
+        _append_steps(output, record["run_id"], times)
+        written.append(record)
+        if progress:
+            elapsed = time.monotonic() - started
+            eta = elapsed / (i + 1) * (len(todo) - i - 1)
+            what = (f"{record['step_time_s']:.4g} s/step" if record["status"] == "ok"
+                    else f"{record['status']}: {str(record['error'])[:60]}")
+            print(f"[{skipped + i + 1:>4}/{len(configs)}] {cfg.model} batch={cfg.batch_size} n={cfg.gpu_count} "
+                  f"{cfg.precision} rep={cfg.repeat}: {what}  (ETA {_fmt_eta(eta)})", file=sys.stderr, flush=True)
+    return pd.DataFrame(written)
+
+
+def _append_steps(output: Path, run_id: str, times: list[float]) -> None:
+    if not times:
+        return
+    side = output.with_name(output.name + ".steps.jsonl")
+    line = json.dumps({"run_id": run_id, "step_times_s": [round(t, 7) for t in times]}) + "\n"
+    with FileLock(str(side) + ".lock"):
+        with open(side, "a", encoding="utf-8") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())

@@ -1,0 +1,272 @@
+"""A zoo of real torch models in plain torch (no torchvision), one builder per family with size knobs.
+
+Each entry builds a module, a synthetic batch maker and a loss, so that one training step is
+``loss_fn(model(x), y).backward(); opt.step()``. Parameter counts span from about 2e4 to 4e6 across the zoo
+(more with larger knobs), covering the families people train: MLP, ResNet-style CNN, BERT-style encoder,
+GPT-style decoder and LSTM.
+
+Examples
+--------
+>>> from perfmodel.measure.zoo import build, ZOO
+>>> bundle = build("mlp-xs")
+>>> bundle.family, sum(p.numel() for p in bundle.module.parameters()) > 0
+('mlp', True)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+__all__ = ["ZOO", "ModelBundle", "build", "list_models", "count_params", "count_flops_per_sample", "analytic_flops_per_sample"]
+
+
+# ----------------------------------------------------------------------------------------------- families
+class MLP(nn.Module):
+    def __init__(self, in_features: int = 256, width: int = 256, depth: int = 2, classes: int = 10):
+        super().__init__()
+        layers, d = [], in_features
+        for _ in range(depth):
+            layers += [nn.Linear(d, width), nn.ReLU()]
+            d = width
+        layers.append(nn.Linear(d, classes))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.short = (
+            nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+            if stride != 1 or cin != cout
+            else nn.Identity()
+        )
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return F.relu(out + self.short(x))
+
+
+class ResNet(nn.Module):
+    """ResNet-style CNN for 3x32x32 images: a stem, three stages of basic blocks, global pooling."""
+
+    def __init__(self, width: int = 16, blocks: int = 1, classes: int = 10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU())
+        stages, cin = [], width
+        for i, mult in enumerate((1, 2, 4)):
+            cout = width * mult
+            for b in range(blocks):
+                stages.append(BasicBlock(cin, cout, 2 if (b == 0 and i > 0) else 1))
+                cin = cout
+        self.stages = nn.Sequential(*stages)
+        self.head = nn.Linear(cin, classes)
+
+    def forward(self, x):
+        x = self.stages(self.stem(x))
+        return self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+class Encoder(nn.Module):
+    """BERT-style encoder: token + position embeddings, pre-norm Transformer layers, a classifier on token 0."""
+
+    def __init__(self, vocab: int = 1000, d_model: int = 128, layers: int = 2, heads: int = 4, seq: int = 32,
+                 classes: int = 2):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d_model)
+        self.pos = nn.Embedding(seq, d_model)
+        layer = nn.TransformerEncoderLayer(d_model, heads, 4 * d_model, dropout=0.0, batch_first=True,
+                                           norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(d_model, classes)
+
+    def forward(self, idx):
+        pos = torch.arange(idx.shape[1], device=idx.device)
+        h = self.encoder(self.tok(idx) + self.pos(pos))
+        return self.head(h[:, 0])
+
+
+class Decoder(nn.Module):
+    """GPT-style decoder-only LM: causal self-attention layers and a next-token head."""
+
+    def __init__(self, vocab: int = 1000, d_model: int = 128, layers: int = 2, heads: int = 4, seq: int = 32):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d_model)
+        self.pos = nn.Embedding(seq, d_model)
+        layer = nn.TransformerEncoderLayer(d_model, heads, 4 * d_model, dropout=0.0, batch_first=True,
+                                           norm_first=True)
+        self.blocks = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(d_model)
+        self.lm_head = nn.Linear(d_model, vocab, bias=False)
+        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(seq), persistent=False)
+
+    def forward(self, idx):
+        t = idx.shape[1]
+        pos = torch.arange(t, device=idx.device)
+        h = self.blocks(self.tok(idx) + self.pos(pos), mask=self.mask[:t, :t], is_causal=True)
+        return self.lm_head(self.norm(h))
+
+
+class LSTMClassifier(nn.Module):
+    def __init__(self, vocab: int = 1000, embed: int = 128, hidden: int = 128, layers: int = 1, seq: int = 32,
+                 classes: int = 10):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, embed)
+        self.lstm = nn.LSTM(embed, hidden, layers, batch_first=True)
+        self.head = nn.Linear(hidden, classes)
+
+    def forward(self, idx):
+        out, _ = self.lstm(self.tok(idx))
+        return self.head(out[:, -1])
+
+
+# ----------------------------------------------------------------------------------------------- registry
+@dataclass
+class ModelBundle:
+    """What one training step needs: the module, a synthetic batch maker and the loss."""
+
+    name: str
+    family: str
+    module: nn.Module
+    make_batch: Callable[[int, torch.device], tuple[torch.Tensor, torch.Tensor]]
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    sample_shape: tuple[int, ...]
+    analytic_flops: float | None = None  # forward+backward per sample, where FlopCounterMode cannot count
+    knobs: dict = field(default_factory=dict)
+
+
+def _cls_loss(out, y):
+    return F.cross_entropy(out, y)
+
+
+def _lm_loss(out, y):
+    return F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+
+
+def _build_mlp(width, depth):
+    def make(b, dev):
+        return torch.randn(b, 256, device=dev), torch.randint(0, 10, (b,), device=dev)
+
+    return "mlp", MLP(256, width, depth), make, _cls_loss, (256,), None
+
+
+def _build_cnn(width, blocks):
+    def make(b, dev):
+        return torch.randn(b, 3, 32, 32, device=dev), torch.randint(0, 10, (b,), device=dev)
+
+    return "cnn", ResNet(width, blocks), make, _cls_loss, (3, 32, 32), None
+
+
+def _build_encoder(d_model, layers, seq=32, vocab=1000):
+    def make(b, dev):
+        return torch.randint(0, vocab, (b, seq), device=dev), torch.randint(0, 2, (b,), device=dev)
+
+    return "encoder", Encoder(vocab, d_model, layers, max(2, d_model // 64), seq), make, _cls_loss, (seq,), None
+
+
+def _build_decoder(d_model, layers, seq=32, vocab=1000):
+    def make(b, dev):
+        x = torch.randint(0, vocab, (b, seq), device=dev)
+        return x, torch.roll(x, -1, dims=1)
+
+    return "decoder", Decoder(vocab, d_model, layers, max(2, d_model // 64), seq), make, _lm_loss, (seq,), None
+
+
+def analytic_flops_per_sample(embed: int, hidden: int, layers: int, seq: int, classes: int = 10) -> float:
+    """Forward+backward FLOPs of one LSTM sample (FlopCounterMode does not count aten LSTM kernels).
+
+    Forward: per layer and time step, the four gates' matmuls cost ``2 * 4 * hidden * (input + hidden)``;
+    backward costs twice the forward (gradients of inputs and weights), so the total is 3x the forward.
+    """
+    fwd = 0.0
+    d_in = embed
+    for _ in range(layers):
+        fwd += seq * 2 * 4 * hidden * (d_in + hidden)
+        d_in = hidden
+    fwd += 2 * hidden * classes
+    return 3.0 * fwd
+
+
+def _build_lstm(hidden, layers, seq=32, vocab=1000, embed=128):
+    def make(b, dev):
+        return torch.randint(0, vocab, (b, seq), device=dev), torch.randint(0, 10, (b,), device=dev)
+
+    flops = analytic_flops_per_sample(embed, hidden, layers, seq)
+    return "rnn", LSTMClassifier(vocab, embed, hidden, layers, seq), make, _cls_loss, (seq,), flops
+
+
+#: name -> (builder, knobs). Sizes chosen so the default sweep runs in about ten minutes on 2 CPU cores.
+ZOO: dict[str, tuple[Callable, dict]] = {
+    "mlp-xs": (_build_mlp, {"width": 64, "depth": 2}),
+    "mlp-m": (_build_mlp, {"width": 1024, "depth": 3}),
+    "cnn-xs": (_build_cnn, {"width": 8, "blocks": 1}),
+    "cnn-s": (_build_cnn, {"width": 16, "blocks": 1}),
+    "cnn-m": (_build_cnn, {"width": 16, "blocks": 2}),
+    "bert-s": (_build_encoder, {"d_model": 128, "layers": 2}),
+    "bert-m": (_build_encoder, {"d_model": 256, "layers": 3}),
+    "gpt-s": (_build_decoder, {"d_model": 128, "layers": 2}),
+    "gpt-m": (_build_decoder, {"d_model": 256, "layers": 4}),
+    "lstm-s": (_build_lstm, {"hidden": 128, "layers": 1}),
+    "lstm-m": (_build_lstm, {"hidden": 256, "layers": 2}),
+}
+
+
+def list_models() -> list[str]:
+    """Names in the zoo."""
+    return list(ZOO)
+
+
+def build(name: str, **knobs) -> ModelBundle:
+    """Build a zoo model by name; ``knobs`` override its size parameters (e.g. ``width=512``)."""
+    if name not in ZOO:
+        import difflib
+
+        close = difflib.get_close_matches(name, list(ZOO), n=3, cutoff=0.3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise ValueError(f"Unknown zoo model {name!r}.{hint} Known: {', '.join(ZOO)}.")
+    builder, default = ZOO[name]
+    params = {**default, **knobs}
+    family, module, make, loss, shape, flops = builder(**params)
+    return ModelBundle(name, family, module, make, loss, shape, flops, params)
+
+
+def count_params(module: nn.Module) -> int:
+    return int(sum(p.numel() for p in module.parameters() if p.requires_grad))
+
+
+def count_flops_per_sample(bundle: ModelBundle, device: torch.device | str = "cpu") -> tuple[float, str]:
+    """Forward+backward FLOPs for one sample and the method that counted them.
+
+    Uses ``torch.utils.flop_counter.FlopCounterMode`` on a batch of one; falls back to the bundle's analytic
+    count where the counter sees no FLOPs (LSTM kernels). Returns ``(nan, "none")`` if neither is available.
+    """
+    from torch.utils.flop_counter import FlopCounterMode
+
+    device = torch.device(device)
+    module = bundle.module.to(device)
+    x, y = bundle.make_batch(1, device)
+    was_training = module.training
+    module.train()
+    with FlopCounterMode(display=False) as counter:
+        bundle.loss_fn(module(x), y).backward()
+    module.zero_grad(set_to_none=True)
+    module.train(was_training)
+    total = float(counter.get_total_flops())
+    if bundle.analytic_flops is not None and total < 0.5 * bundle.analytic_flops:
+        return float(bundle.analytic_flops), "analytic"
+    if total > 0:
+        return total, "flop_counter"
+    return math.nan, "none"

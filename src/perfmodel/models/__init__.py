@@ -1,0 +1,10 @@
+"""Estimators: scikit-learn regressors on numeric features, and the run-level :class:`TrainingTimeModel`."""
+
+from __future__ import annotations
+
+from ._gbm import GBMRegressor, conformal_quantile
+from ._ols import OLSRegressor
+from ._training import METHODS, Summary, TrainingTimeModel, mape, median_ape
+
+__all__ = ["OLSRegressor", "GBMRegressor", "TrainingTimeModel", "Summary", "METHODS", "mape", "median_ape",
+           "conformal_quantile"]

@@ -1,0 +1,122 @@
+"""Ordinary least squares through statsmodels, as a scikit-learn regressor with prediction intervals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import statsmodels.api as sm
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .._validation import check_confidence
+
+__all__ = ["OLSRegressor"]
+
+
+class OLSRegressor(RegressorMixin, BaseEstimator):
+    """statsmodels OLS on ``X`` (an intercept is added), optionally on ``log(y)``.
+
+    Parameters
+    ----------
+    log_target : bool, default=False
+        Fit ``log(y)``; predictions are ``exp`` of the linear predictor (the median of a log-normal error) and
+        intervals are back-transformed, so they stay positive and multiplicative.
+    feature_names : list of str, optional
+        Names for the coefficient table (default ``x0, x1, ...``).
+
+    Attributes
+    ----------
+    results_ : statsmodels RegressionResults
+        The fitted statsmodels results (``summary()``, ``conf_int()``, ...).
+    coef_ : ndarray of shape (n_features,)
+    intercept_ : float
+    rsquared_, rsquared_adj_ : float
+        On the fitted scale (log time when ``log_target``).
+    resid_std_ : float
+        Residual standard deviation on the fitted scale.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from perfmodel.models import OLSRegressor
+    >>> X = np.arange(20.0).reshape(-1, 1)
+    >>> reg = OLSRegressor().fit(X, 3.0 + 2.0 * X[:, 0])
+    >>> round(reg.intercept_, 6), np.round(reg.coef_, 6)
+    (3.0, array([2.]))
+    """
+
+    def __init__(self, *, log_target: bool = False, feature_names=None):
+        self.log_target = log_target
+        self.feature_names = feature_names
+
+    def _design(self, X):
+        return sm.add_constant(np.asarray(X, dtype=float), has_constant="add")
+
+    def fit(self, X, y):
+        X, y = validate_data(self, X, y, y_numeric=True, ensure_min_samples=2)
+        y = np.asarray(y, dtype=float)
+        if self.log_target:
+            if np.any(y <= 0):
+                raise ValueError("OLSRegressor(log_target=True) needs a positive target; got values <= 0.")
+            y = np.log(y)
+        self.results_ = sm.OLS(y, self._design(X)).fit()
+        params = np.asarray(self.results_.params)
+        self.intercept_ = float(params[0])
+        self.coef_ = params[1:]
+        self.rsquared_ = float(self.results_.rsquared) if self.results_.df_resid > 0 else np.nan
+        self.rsquared_adj_ = float(self.results_.rsquared_adj) if self.results_.df_resid > 0 else np.nan
+        self.resid_std_ = float(np.sqrt(self.results_.scale)) if self.results_.df_resid > 0 else np.nan
+        return self
+
+    def _linear(self, X):
+        check_is_fitted(self, "results_")
+        X = validate_data(self, X, reset=False)
+        return X, self._design(X) @ np.asarray(self.results_.params)
+
+    def predict(self, X):
+        _, eta = self._linear(X)
+        return np.exp(eta) if self.log_target else eta
+
+    def predict_interval(self, X, confidence: float = 0.9):
+        """Point prediction and the prediction interval for one new observation.
+
+        Returns
+        -------
+        pred, lower, upper : ndarray of shape (n_samples,)
+        """
+        confidence = check_confidence(confidence, "OLSRegressor.predict_interval")
+        X, eta = self._linear(X)
+        frame = self.results_.get_prediction(self._design(X)).summary_frame(alpha=1 - confidence)
+        lo, hi = frame["obs_ci_lower"].to_numpy(), frame["obs_ci_upper"].to_numpy()
+        if self.log_target:
+            return np.exp(eta), np.exp(lo), np.exp(hi)
+        return eta, lo, hi
+
+    def predict_mean_interval(self, X, confidence: float = 0.9):
+        """Point prediction and the confidence interval of the mean (not of a new run)."""
+        confidence = check_confidence(confidence, "OLSRegressor.predict_mean_interval")
+        X, eta = self._linear(X)
+        frame = self.results_.get_prediction(self._design(X)).summary_frame(alpha=1 - confidence)
+        lo, hi = frame["mean_ci_lower"].to_numpy(), frame["mean_ci_upper"].to_numpy()
+        if self.log_target:
+            return np.exp(eta), np.exp(lo), np.exp(hi)
+        return eta, lo, hi
+
+    def coef_table(self, confidence: float = 0.95) -> pd.DataFrame:
+        """Coefficients with standard errors, t, p and a confidence interval."""
+        check_is_fitted(self, "results_")
+        names = ["const"] + (list(self.feature_names) if self.feature_names is not None
+                             else [f"x{i}" for i in range(len(self.coef_))])
+        r = self.results_
+        ci = np.asarray(r.conf_int(alpha=1 - confidence))
+        lo_name, hi_name = f"[{(1 - confidence) / 2:.3g}", f"{1 - (1 - confidence) / 2:.3g}]"
+        return pd.DataFrame(
+            {"coef": np.asarray(r.params), "std_err": np.asarray(r.bse), "t": np.asarray(r.tvalues),
+             "p": np.asarray(r.pvalues), lo_name: ci[:, 0], hi_name: ci[:, 1]},
+            index=names,
+        )
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.positive_only = bool(self.log_target)
+        return tags

@@ -1,0 +1,247 @@
+"""The fitted training-time model: features + regressor, fit on a run history, with its fit statistics."""
+
+from __future__ import annotations
+
+import html
+import warnings
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.model_selection import KFold, cross_val_predict
+from sklearn.pipeline import Pipeline
+from sklearn.utils.validation import check_is_fitted
+
+from .._validation import check_choice, check_confidence
+from ..exceptions import NotFittedError
+from ..features import RunFeaturizer
+from ..schema import validate_runs
+from ._gbm import GBMRegressor
+from ._ols import OLSRegressor
+
+__all__ = ["TrainingTimeModel", "METHODS", "Summary", "mape", "median_ape"]
+
+#: Methods: name -> (description, feature set).
+METHODS = {
+    "linear": ("statsmodels OLS, T = b0 + b1*params + b2*batch_size + b3*gpu_count (seed design)", "seed"),
+    "loglinear": ("statsmodels OLS on log step time (power law in FLOPs, params, batch, devices, hardware)", "log"),
+    "gbm": ("scikit-learn gradient boosting on log step time, cross-conformal intervals", "log"),
+}
+
+
+def mape(y_true, y_pred) -> float:
+    """Mean absolute percentage error, in percent."""
+    y_true, y_pred = np.asarray(y_true, float), np.asarray(y_pred, float)
+    return float(np.mean(np.abs(y_pred - y_true) / np.abs(y_true)) * 100)
+
+
+def median_ape(y_true, y_pred) -> float:
+    """Median absolute percentage error, in percent."""
+    y_true, y_pred = np.asarray(y_true, float), np.asarray(y_pred, float)
+    return float(np.median(np.abs(y_pred - y_true) / np.abs(y_true)) * 100)
+
+
+def _r2(y, yhat) -> float:
+    ss_tot = float(np.sum((y - np.mean(y)) ** 2))
+    return 1 - float(np.sum((y - yhat) ** 2)) / ss_tot if ss_tot > 0 else float("nan")
+
+
+class TrainingTimeModel(RegressorMixin, BaseEstimator):
+    """Predict the mean optimizer-step time of a run from its record (model size, batch, devices, hardware).
+
+    A scikit-learn estimator over DataFrames of runs: ``fit(runs)`` (the target defaults to the history's
+    ``step_time_s``), ``predict(runs)``, ``clone``, ``cross_val_score(..., groups=...)`` all work.
+
+    Parameters
+    ----------
+    method : {"loglinear", "gbm", "linear"}, default="loglinear"
+        See :data:`METHODS`.
+    cv : int, default=5
+        Folds of the k-fold cross-validated error computed at ``fit`` (``None`` to skip).
+    random_state : int, default=0
+
+    Attributes
+    ----------
+    pipeline_ : sklearn Pipeline
+        ``RunFeaturizer`` then the regressor.
+    n_runs_ : int
+    rsquared_, rsquared_log_, rsquared_adj_ : float
+        In-sample R² on step time and on log step time; adjusted R² of the OLS fit (on its own scale).
+    resid_std_ : float
+        Residual standard deviation on the fitted scale (log time for loglinear/gbm).
+    cv_mape_, cv_median_ape_ : float
+        k-fold cross-validated MAPE and median APE of step time, in percent.
+    domain_ : DataFrame
+        Min and max of each query quantity in the training runs (for the extrapolation check).
+    models_ : DataFrame
+        Per model name in the history: params, flops_per_sample, family.
+    startup_s_ : float
+        Median time to first step in the history (0 when the history has no ``startup_s``).
+    """
+
+    def __init__(self, *, method: str = "loglinear", cv: int | None = 5, random_state: int | None = 0):
+        self.method = method
+        self.cv = cv
+        self.random_state = random_state
+
+    # -------------------------------------------------------------------------------------------- fit
+    def _make_pipeline(self) -> Pipeline:
+        _, kind = METHODS[self.method]
+        if self.method == "gbm":
+            reg = GBMRegressor(random_state=self.random_state, cv=self.cv or 5)
+        else:
+            reg = OLSRegressor(log_target=(self.method == "loglinear"))
+        return Pipeline([("features", RunFeaturizer(kind=kind)), ("regressor", reg)])
+
+    def fit(self, X, y=None):
+        """Fit on a run history ``X`` (DataFrame); ``y`` defaults to ``X["step_time_s"]``."""
+        check_choice(self.method, "method", "TrainingTimeModel", tuple(METHODS))
+        runs = validate_runs(X)
+        y = runs["step_time_s"].to_numpy(dtype=float) if y is None else np.asarray(y, dtype=float)
+        if len(runs) < 3:
+            raise ValueError(f"TrainingTimeModel needs at least 3 runs to fit; the history has {len(runs)}.")
+        pipe = self._make_pipeline()
+        pipe.fit(runs, y)
+        reg = pipe.named_steps["regressor"]
+        if isinstance(reg, OLSRegressor):
+            reg.feature_names = list(pipe.named_steps["features"].get_feature_names_out())
+        self.pipeline_ = pipe
+        self.n_runs_ = len(runs)
+        self.n_features_in_ = runs.shape[1]
+        yhat = np.maximum(pipe.predict(runs), 1e-12)
+        self.rsquared_ = _r2(y, yhat)
+        self.rsquared_log_ = _r2(np.log(y), np.log(yhat))
+        self.rsquared_adj_ = float(getattr(reg, "rsquared_adj_", np.nan))
+        self.resid_std_ = float(reg.resid_std_)
+        self.gpu_types_ = sorted(set(runs["gpu_type"].astype(str)))
+        self.precisions_ = sorted(set(runs["precision"].astype(str)))
+        fps = runs["flops_per_sample"] if "flops_per_sample" in runs.columns else pd.Series(np.nan, index=runs.index)
+        fam = runs["family"] if "family" in runs.columns else pd.Series(pd.NA, index=runs.index, dtype="string")
+        self.models_ = (
+            pd.DataFrame({"model": runs["model"].astype(str), "params": runs["params"].astype(float),
+                          "flops_per_sample": pd.to_numeric(fps, errors="coerce"), "family": fam.astype("string")})
+            .groupby("model")
+            .agg(params=("params", "median"), flops_per_sample=("flops_per_sample", "median"),
+                 family=("family", "first"), runs=("params", "size"))
+        )
+        dom = pd.DataFrame({
+            "params": runs["params"].astype(float), "batch_size": runs["batch_size"].astype(float),
+            "gpu_count": runs["gpu_count"].astype(float),
+            "flops_per_sample": pd.to_numeric(fps, errors="coerce"),
+        })
+        self.domain_ = pd.DataFrame({"min": dom.min(), "max": dom.max()})
+        if "startup_s" in runs.columns and runs["startup_s"].notna().any():
+            self.startup_s_ = float(runs["startup_s"].median())
+        else:
+            self.startup_s_ = 0.0
+        self.cv_mape_ = self.cv_median_ape_ = np.nan
+        if self.cv:
+            k = min(int(self.cv), len(runs))
+            if isinstance(reg, GBMRegressor):
+                oof = reg.oof_pred_
+            else:
+                oof = cross_val_predict(clone(pipe), runs, y,
+                                        cv=KFold(k, shuffle=True, random_state=self.random_state))
+            self.cv_mape_ = mape(y, oof)
+            self.cv_median_ape_ = median_ape(y, oof)
+        return self
+
+    # ---------------------------------------------------------------------------------------- predict
+    def _check(self):
+        try:
+            check_is_fitted(self, "pipeline_")
+        except Exception:
+            raise NotFittedError("This TrainingTimeModel is not fitted yet; call fit(runs) first.") from None
+
+    def predict(self, X) -> np.ndarray:
+        """Predicted mean step time (seconds) for each run/query row."""
+        self._check()
+        return self.pipeline_.predict(X)
+
+    def predict_interval(self, X, confidence: float = 0.9) -> pd.DataFrame:
+        """Step time with a prediction interval for one new run at ``confidence``.
+
+        Returns
+        -------
+        DataFrame with columns ``step_time_s``, ``lower``, ``upper``.
+        """
+        self._check()
+        confidence = check_confidence(confidence, "TrainingTimeModel.predict_interval")
+        Xf = self.pipeline_.named_steps["features"].transform(X)
+        pred, lo, hi = self.pipeline_.named_steps["regressor"].predict_interval(Xf, confidence)
+        return pd.DataFrame({"step_time_s": pred, "lower": lo, "upper": hi}, index=getattr(X, "index", None))
+
+    # ---------------------------------------------------------------------------------------- reports
+    @property
+    def feature_names_(self) -> list[str]:
+        self._check()
+        return list(self.pipeline_.named_steps["features"].get_feature_names_out())
+
+    def coef_table(self, confidence: float = 0.95) -> pd.DataFrame:
+        """Coefficients with CIs (OLS methods) or feature importances (gbm)."""
+        self._check()
+        reg = self.pipeline_.named_steps["regressor"]
+        if isinstance(reg, OLSRegressor):
+            return reg.coef_table(confidence)
+        return pd.DataFrame({"importance": reg.feature_importances_}, index=self.feature_names_)
+
+    def summary(self) -> "Summary":
+        """A statsmodels-style summary (``print`` it, or display it in Jupyter)."""
+        self._check()
+        return Summary(self)
+
+    def save(self, path) -> None:
+        """Save the fitted model (joblib). Load with :func:`perfmodel.load_model`."""
+        from ..persistence import save_model
+
+        save_model(self, path)
+
+
+class Summary:
+    """Text and HTML summary of a fitted :class:`TrainingTimeModel`."""
+
+    def __init__(self, model: TrainingTimeModel):
+        self.model = model
+
+    def _header(self) -> list[tuple[str, str]]:
+        m = self.model
+        return [
+            ("Method", m.method),
+            ("Estimator", METHODS[m.method][0]),
+            ("Runs", str(m.n_runs_)),
+            ("Models", str(len(m.models_))),
+            ("Device types", ", ".join(m.gpu_types_)),
+            ("Precisions", ", ".join(m.precisions_)),
+            ("R² (step time)", f"{m.rsquared_:.4f}"),
+            ("R² (log step time)", f"{m.rsquared_log_:.4f}"),
+            ("Adj. R² (fitted scale)", "n/a" if np.isnan(m.rsquared_adj_) else f"{m.rsquared_adj_:.4f}"),
+            ("Residual std (fitted scale)", f"{m.resid_std_:.4g}"),
+            (f"{m.cv}-fold CV MAPE", "n/a" if np.isnan(m.cv_mape_) else f"{m.cv_mape_:.1f}%"),
+            (f"{m.cv}-fold CV median APE", "n/a" if np.isnan(m.cv_median_ape_) else f"{m.cv_median_ape_:.1f}%"),
+        ]
+
+    def as_text(self) -> str:
+        width = 78
+        lines = ["perfmodel fit summary".center(width), "=" * width]
+        lines += [f"{k + ':':<30}{v}" for k, v in self._header()]
+        lines.append("=" * width)
+        table = self.model.coef_table()
+        lines.append(table.to_string(float_format=lambda v: f"{v:.4g}"))
+        lines.append("=" * width)
+        if self.model.method != "linear":
+            lines.append("Target: log(step_time_s); predictions are exp(fit), intervals back-transformed.")
+        return "\n".join(lines)
+
+    def as_html(self) -> str:
+        rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in self._header())
+        table = self.model.coef_table().to_html(float_format=lambda v: f"{v:.4g}")
+        return f"<div><table><caption>perfmodel fit summary</caption>{rows}</table>{table}</div>"
+
+    def __str__(self) -> str:
+        return self.as_text()
+
+    def __repr__(self) -> str:
+        return self.as_text()
+
+    def _repr_html_(self) -> str:
+        return self.as_html()

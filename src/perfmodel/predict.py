@@ -1,0 +1,381 @@
+"""``predict_training_time``: wall-clock time of a training job, with a prediction interval."""
+
+from __future__ import annotations
+
+import difflib
+import math
+import numbers
+import os
+import warnings
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+from ._format import format_duration
+from ._validation import check_choice, check_confidence, check_positive_int
+from .exceptions import ExtrapolationWarning, SchemaError
+from .hardware import PRECISIONS, resolve_gpu_type
+from .models import METHODS, TrainingTimeModel
+
+__all__ = ["predict_training_time", "predict_many", "fit", "TrainingTimePrediction", "resolve_history"]
+
+_WHERE = "predict_training_time"
+_AUTO_CANDIDATES = ("loglinear", "gbm")
+
+
+@dataclass
+class TrainingTimePrediction:
+    """A predicted training time.
+
+    Attributes
+    ----------
+    seconds : float
+        Predicted wall-clock seconds: ``startup_seconds + steps * step_seconds``.
+    lower, upper : float
+        Prediction interval for one new run at ``confidence`` (not a CI of the mean).
+    step_seconds, step_lower, step_upper : float
+        The same for one optimizer step (the run's mean step time).
+    steps : int
+    startup_seconds : float
+        Time to first step, the median of the history's ``startup_s`` (0 when it has none).
+    r2 : float
+        In-sample R² of the fit on step time.
+    method, n_runs, confidence
+    inside_domain : bool
+        False when the query lies outside the range of the fitted runs (see ``warnings``).
+    warnings : list of str
+    """
+
+    seconds: float
+    lower: float
+    upper: float
+    confidence: float
+    step_seconds: float
+    step_lower: float
+    step_upper: float
+    steps: int
+    startup_seconds: float
+    r2: float
+    r2_log: float
+    cv_mape: float
+    method: str
+    n_runs: int
+    inside_domain: bool
+    query: dict = field(default_factory=dict)
+    warnings: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        pct = f"{self.confidence * 100:g}%"
+        return (f"{format_duration(self.seconds)} ({pct} PI {format_duration(self.lower)} – "
+                f"{format_duration(self.upper)}; {self.method}, R² {self.r2:.2f}, {self.n_runs} runs)")
+
+
+# --------------------------------------------------------------------------------------------- history
+@lru_cache(maxsize=8)
+def _fit_bundled(method: str, path: str, mtime: float) -> TrainingTimeModel:
+    from .io import load_runs
+
+    return _fit_method(load_runs(path), method)
+
+
+def _fit_method(runs: pd.DataFrame, method: str) -> TrainingTimeModel:
+    if method != "auto":
+        return TrainingTimeModel(method=method).fit(runs)
+    if len(runs) < 20:
+        return TrainingTimeModel(method="loglinear").fit(runs)
+    fits = [TrainingTimeModel(method=m).fit(runs) for m in _AUTO_CANDIDATES]
+    best = min(fits, key=lambda f: f.cv_mape_)
+    best.auto_scores_ = {f.method: f.cv_mape_ for f in fits}
+    return best
+
+
+def fit(runs, method: str = "loglinear", *, cv: int | None = 5) -> TrainingTimeModel:
+    """Fit a training-time model on a run history.
+
+    Parameters
+    ----------
+    runs : str, path-like or DataFrame
+        A ``.csv``/``.parquet`` history or a DataFrame (validated with :func:`perfmodel.load_runs`).
+    method : {"loglinear", "gbm", "linear", "auto"}, default="loglinear"
+        ``auto`` fits loglinear and gbm and keeps the one with the lower k-fold CV MAPE.
+    cv : int or None, default=5
+        Folds of the cross-validated error reported by the fit.
+
+    Returns
+    -------
+    TrainingTimeModel
+    """
+    from .io import load_runs
+
+    check_choice(method, "method", "fit", (*METHODS, "auto"))
+    data = load_runs(runs)
+    if method == "auto":
+        return _fit_method(data, "auto")
+    return TrainingTimeModel(method=method, cv=cv).fit(data)
+
+
+def resolve_history(history, method: str = "auto") -> TrainingTimeModel:
+    """A fitted model from ``history``: None (bundled runs), a path, a DataFrame or a fitted model."""
+    from .io import load_runs
+
+    check_choice(method, "method", _WHERE, (*METHODS, "auto"))
+    if isinstance(history, TrainingTimeModel):
+        history._check()
+        if method not in ("auto", history.method):
+            raise ValueError(
+                f"The 'method' parameter of {_WHERE} is {method!r} but the fitted model given as history uses "
+                f"{history.method!r}; pass method='auto' or refit."
+            )
+        return history
+    if history is None:
+        from .datasets import bundled_runs_path
+
+        path = bundled_runs_path()
+        return _fit_bundled(method, str(path), os.path.getmtime(path))
+    if isinstance(history, (str, os.PathLike, pd.DataFrame)):
+        return _fit_method(load_runs(history), method)
+    raise TypeError(
+        f"The 'history' parameter of {_WHERE} must be None, a path, a DataFrame or a fitted TrainingTimeModel. "
+        f"Got {type(history).__name__} instead."
+    )
+
+
+# ----------------------------------------------------------------------------------------------- model
+def _is_torch_module(obj) -> bool:
+    return any(c.__module__.startswith("torch.nn") and c.__name__ == "Module" for c in type(obj).__mro__)
+
+
+def _resolve_model(model, example_input, fitted: TrainingTimeModel) -> dict:
+    if isinstance(model, str):
+        if model not in fitted.models_.index:
+            close = difflib.get_close_matches(model, list(fitted.models_.index), n=3, cutoff=0.3)
+            hint = f" Closest: {', '.join(close)}." if close else ""
+            raise ValueError(
+                f"The 'model' parameter of {_WHERE} names {model!r}, which is not in the history.{hint} Known: "
+                f"{', '.join(map(str, fitted.models_.index))}. For another model pass a dict "
+                "{'params': ..., 'flops_per_sample': ...} or a torch.nn.Module with example_input."
+            )
+        row = fitted.models_.loc[model]
+        fps = row["flops_per_sample"]
+        return {"model": model, "params": float(row["params"]),
+                "flops_per_sample": None if pd.isna(fps) else float(fps)}
+    if isinstance(model, Mapping):
+        if "params" not in model:
+            raise ValueError(f"A model spec given to {_WHERE} needs 'params' (and optionally 'flops_per_sample'). "
+                             f"Got keys {sorted(model)}.")
+        params = model["params"]
+        if isinstance(params, bool) or not isinstance(params, numbers.Real) or not params > 0 \
+                or not math.isfinite(params):
+            raise ValueError(f"The model spec's 'params' must be a positive number. Got {params!r}.")
+        fps = model.get("flops_per_sample")
+        if fps is not None and (isinstance(fps, bool) or not isinstance(fps, numbers.Real) or not fps > 0
+                                or not math.isfinite(fps)):
+            raise ValueError(f"The model spec's 'flops_per_sample' must be a positive number. Got {fps!r}.")
+        return {"model": str(model.get("name", "custom")), "params": float(params),
+                "flops_per_sample": None if fps is None else float(fps)}
+    if _is_torch_module(model):
+        if example_input is None:
+            raise ValueError(
+                f"The 'example_input' parameter of {_WHERE} is required when model is a torch.nn.Module: pass "
+                "one sample without the batch dimension, e.g. torch.randn(3, 224, 224)."
+            )
+        from .measure.flops import count_module
+
+        params, fps = count_module(model, example_input)
+        return {"model": type(model).__name__, "params": float(params), "flops_per_sample": fps}
+    raise TypeError(
+        f"The 'model' parameter of {_WHERE} must be a model name from the history, a dict with 'params', or a "
+        f"torch.nn.Module. Got {type(model).__name__} instead."
+    )
+
+
+def _steps(steps, epochs, dataset_size, batch_size, gpu_count) -> int:
+    if steps is not None and (epochs is not None or dataset_size is not None):
+        raise ValueError(f"{_WHERE} takes either 'steps' or 'epochs' with 'dataset_size', not both. "
+                         f"Got steps={steps!r}, epochs={epochs!r}, dataset_size={dataset_size!r}.")
+    if steps is not None:
+        return check_positive_int(steps, "steps", _WHERE)
+    if epochs is None or dataset_size is None:
+        raise ValueError(f"{_WHERE} needs the amount of work: 'steps', or 'epochs' and 'dataset_size'. "
+                         f"Got steps=None, epochs={epochs!r}, dataset_size={dataset_size!r}.")
+    epochs = check_positive_int(epochs, "epochs", _WHERE)
+    dataset_size = check_positive_int(dataset_size, "dataset_size", _WHERE)
+    return math.ceil(dataset_size / (batch_size * gpu_count)) * epochs
+
+
+# ------------------------------------------------------------------------------------------- guarding
+def _domain_warnings(fitted: TrainingTimeModel, q: pd.DataFrame) -> list[list[str]]:
+    out: list[list[str]] = [[] for _ in range(len(q))]
+    dom = fitted.domain_
+    for col in ("params", "batch_size", "gpu_count", "flops_per_sample"):
+        if col not in q.columns or col not in dom.index:
+            continue
+        lo, hi = dom.loc[col, "min"], dom.loc[col, "max"]
+        if pd.isna(lo):
+            continue
+        vals = pd.to_numeric(q[col], errors="coerce").to_numpy(dtype=float)
+        for i in np.flatnonzero((vals < lo) | (vals > hi)):
+            out[i].append(f"{col}={vals[i]:g} is outside the fitted range [{lo:g}, {hi:g}]")
+    return out
+
+
+def _check_support(fitted: TrainingTimeModel, q: pd.DataFrame) -> list[str]:
+    notes = []
+    feats = fitted.pipeline_.named_steps["features"]
+    for g in sorted(set(q["gpu_type"])):
+        if g not in fitted.gpu_types_:
+            if not getattr(feats, "hardware_features_", False):
+                raise ValueError(
+                    f"The history has no runs on gpu_type {g!r} (it has: {', '.join(fitted.gpu_types_)}), and "
+                    "with one device type the fit cannot carry step times across devices. Fit on a history with "
+                    "runs on that device, or on two or more device types with known peaks."
+                )
+            notes.append(f"gpu_type {g!r} is not in the history; predicted through hardware peaks")
+    for p in sorted(set(q["precision"])):
+        if p not in fitted.precisions_:
+            raise ValueError(
+                f"The history has no runs at precision {p!r} (it has: {', '.join(fitted.precisions_)}); "
+                "add runs at that precision to predict it."
+            )
+    return notes
+
+
+def _predict_frame(fitted: TrainingTimeModel, q: pd.DataFrame, confidence: float) -> pd.DataFrame:
+    pi = fitted.predict_interval(q, confidence)
+    out = pi.rename(columns={"lower": "step_lower", "upper": "step_upper"})
+    nonpos = (out["step_time_s"] <= 0).to_numpy()
+    out = out.clip(lower=0.0)
+    steps = q["steps"].to_numpy(dtype=float)
+    start = fitted.startup_s_
+    out["steps"] = steps
+    out["seconds"] = start + steps * out["step_time_s"].to_numpy()
+    out["lower"] = start + steps * out["step_lower"].to_numpy()
+    out["upper"] = start + steps * out["step_upper"].to_numpy()
+    out["nonpositive_fit"] = nonpos
+    return out
+
+
+# --------------------------------------------------------------------------------------------- public
+def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=None, epochs=None,
+                          dataset_size=None, precision="fp32", example_input=None, history=None,
+                          confidence=0.9, method="auto") -> TrainingTimePrediction:
+    """Predict the wall-clock time of a training job, with a prediction interval.
+
+    Parameters
+    ----------
+    model : str, dict or torch.nn.Module
+        A model name in the history; a dict with ``params`` (and optionally ``flops_per_sample``, forward +
+        backward FLOPs of one sample); or a ``torch.nn.Module`` with ``example_input``.
+    batch_size : int
+        Per-device batch size.
+    gpu_count : int, default=1
+        Data-parallel devices (on CPU, worker processes).
+    gpu_type : str
+        Device name (any alias in :mod:`perfmodel.hardware`, e.g. ``"A100"``, ``"cpu"``).
+    steps : int, optional
+        Optimizer steps. Or give ``epochs`` and ``dataset_size``:
+        ``steps = ceil(dataset_size / (batch_size * gpu_count)) * epochs``.
+    precision : {"fp32", "tf32", "fp16", "bf16"}, default="fp32"
+    example_input : torch.Tensor, optional
+        One sample, without the batch dimension, when ``model`` is a module.
+    history : None, path, DataFrame or TrainingTimeModel, default=None
+        Runs to learn from; None uses the bundled runs (data/README.md).
+    confidence : float in (0, 1), default=0.9
+        Level of the prediction interval.
+    method : {"auto", "loglinear", "gbm", "linear"}, default="auto"
+
+    Returns
+    -------
+    TrainingTimePrediction
+
+    Examples
+    --------
+    >>> import perfmodel
+    >>> r = perfmodel.predict_training_time("gpt-s", batch_size=16, gpu_count=2, gpu_type="cpu", steps=1000)
+    >>> r.lower < r.seconds < r.upper
+    True
+    """
+    batch_size = check_positive_int(batch_size, "batch_size", _WHERE)
+    gpu_count = check_positive_int(gpu_count, "gpu_count", _WHERE)
+    confidence = check_confidence(confidence, _WHERE)
+    if not isinstance(precision, str) or precision.lower() not in PRECISIONS:
+        raise ValueError(f"The 'precision' parameter of {_WHERE} must be one of {', '.join(PRECISIONS)}. "
+                         f"Got {precision!r} instead.")
+    canonical = resolve_gpu_type(gpu_type)
+    n_steps = _steps(steps, epochs, dataset_size, batch_size, gpu_count)
+    fitted = resolve_history(history, method)
+    spec = _resolve_model(model, example_input, fitted)
+    q = pd.DataFrame([{**spec, "batch_size": batch_size, "gpu_count": gpu_count, "gpu_type": canonical,
+                       "precision": precision.lower(), "steps": n_steps}])
+    notes = _check_support(fitted, q) + _domain_warnings(fitted, q)[0]
+    res = _predict_frame(fitted, q, confidence).iloc[0]
+    if bool(res["nonpositive_fit"]):
+        notes.append(f"the {fitted.method} fit predicts a non-positive step time here; clipped to 0")
+    for note in notes:
+        warnings.warn(f"{_WHERE}: {note}.", ExtrapolationWarning, stacklevel=2)
+    return TrainingTimePrediction(
+        seconds=float(res["seconds"]), lower=float(res["lower"]), upper=float(res["upper"]),
+        confidence=confidence, step_seconds=float(res["step_time_s"]), step_lower=float(res["step_lower"]),
+        step_upper=float(res["step_upper"]), steps=n_steps, startup_seconds=float(fitted.startup_s_),
+        r2=float(fitted.rsquared_), r2_log=float(fitted.rsquared_log_), cv_mape=float(fitted.cv_mape_),
+        method=fitted.method, n_runs=int(fitted.n_runs_), inside_domain=not notes,
+        query={k: v for k, v in q.iloc[0].items()}, warnings=notes,
+    )
+
+
+def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9,
+                 method: str = "auto") -> pd.DataFrame:
+    """Predict many configurations at once (vectorised).
+
+    Parameters
+    ----------
+    queries : DataFrame
+        Columns ``batch_size``, ``gpu_type``, ``steps`` and either ``params`` (optionally ``flops_per_sample``)
+        or ``model`` (a name in the history); optional ``gpu_count`` (default 1) and ``precision`` (fp32).
+
+    Returns
+    -------
+    DataFrame
+        ``step_time_s, step_lower, step_upper, steps, seconds, lower, upper, outside_domain`` aligned with
+        ``queries``.
+    """
+    if not isinstance(queries, pd.DataFrame):
+        raise TypeError(f"predict_many expects a DataFrame of queries. Got {type(queries).__name__}.")
+    if len(queries) == 0:
+        raise ValueError("predict_many got an empty DataFrame of queries.")
+    confidence = check_confidence(confidence, "predict_many")
+    fitted = resolve_history(history, method)
+    q = queries.copy()
+    if "params" not in q.columns:
+        if "model" not in q.columns:
+            raise SchemaError("predict_many needs a 'params' or a 'model' column in the queries.")
+        unknown = sorted(set(q["model"].astype(str)) - set(fitted.models_.index))
+        if unknown:
+            raise ValueError(f"predict_many: models not in the history: {', '.join(unknown[:5])}.")
+        q["params"] = q["model"].map(fitted.models_["params"])
+        q["flops_per_sample"] = q["model"].map(fitted.models_["flops_per_sample"])
+    q["gpu_count"] = q["gpu_count"] if "gpu_count" in q.columns else 1
+    q["precision"] = q["precision"].str.lower() if "precision" in q.columns else "fp32"
+    for col in ("params", "batch_size", "gpu_count", "steps"):
+        if col not in q.columns:
+            raise SchemaError(f"predict_many needs a {col!r} column in the queries.")
+        vals = pd.to_numeric(q[col], errors="coerce").to_numpy(dtype=float)
+        bad = ~(np.isfinite(vals) & (vals > 0))
+        if bad.any():
+            raise ValueError(f"predict_many: column {col!r} must be finite and positive; {int(bad.sum())} rows "
+                             f"are not (first: row {int(np.flatnonzero(bad)[0])}).")
+    if "gpu_type" not in q.columns:
+        raise SchemaError("predict_many needs a 'gpu_type' column in the queries.")
+    mapping = {g: resolve_gpu_type(str(g)) for g in pd.unique(q["gpu_type"])}
+    q["gpu_type"] = q["gpu_type"].map(mapping)
+    _check_support(fitted, q)
+    out = _predict_frame(fitted, q, confidence)
+    dom = _domain_warnings(fitted, q)
+    out["outside_domain"] = [bool(w) for w in dom]
+    return out.drop(columns="nonpositive_fit")

@@ -1,0 +1,36 @@
+"""Shared fixtures. Generated histories here are for tests only (never bundled as measurements)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+def make_history(n_models: int = 8, seed: int = 0, noise: float = 0.05, noise_seed: int | None = None) -> pd.DataFrame:
+    """A generated history with a known power law: step = 2e-9 * flops_step^0.9 * n^0.1 * lognormal noise.
+
+    ``seed`` draws the models; ``noise_seed`` (default: ``seed``) the noise, so two calls with one ``seed`` and
+    two ``noise_seed`` give the same configurations measured twice.
+    """
+    rng = np.random.default_rng(seed)
+    nrng = np.random.default_rng(seed if noise_seed is None else noise_seed + 10_000)
+    rows = []
+    for m in range(n_models):
+        params = int(10 ** rng.uniform(4, 7))
+        fps = 6.0 * params * rng.uniform(5, 50)
+        for b in (8, 16, 32, 64):
+            for n in (1, 2, 4):
+                t = 2e-9 * (fps * b) ** 0.9 * n**0.1 * np.exp(nrng.normal(0, noise))
+                rows.append({"model": f"m{m}", "params": params, "flops_per_sample": fps, "batch_size": b,
+                             "gpu_count": n, "gpu_type": "A100", "precision": "fp32", "step_time_s": t})
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture
+def history() -> pd.DataFrame:
+    return make_history()

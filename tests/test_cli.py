@@ -1,0 +1,72 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import make_history
+
+
+def run(*args, check=True):
+    proc = subprocess.run([sys.executable, "-m", "perfmodel", *args], capture_output=True, text=True, timeout=300)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+@pytest.fixture(scope="module")
+def history_csv(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cli") / "runs.csv"
+    make_history().to_csv(path, index=False)
+    return path
+
+
+class TestEndToEnd:
+    def test_fit_then_predict_from_model_file(self, history_csv, tmp_path):
+        model = tmp_path / "model.joblib"
+        out = run("fit", str(history_csv), "-o", str(model)).stdout
+        assert "perfmodel fit summary" in out and model.exists()
+        out = run("predict", "--model", "m1", "--batch-size", "16", "--gpu-count", "2", "--gpu-type", "A100",
+                  "--steps", "1000", "--fitted", str(model), "--json").stdout
+        result = json.loads(out)
+        assert result["lower"] < result["seconds"] < result["upper"] and result["method"] == "loglinear"
+
+    def test_predict_from_history(self, history_csv):
+        out = run("predict", "--params", "1e6", "--batch-size", "16", "--gpu-type", "A100", "--epochs", "2",
+                  "--dataset-size", "10000", "--history", str(history_csv), "--method", "loglinear").stdout
+        assert "90% PI" in out and "steps" in out
+
+    def test_summary_of_model_file(self, history_csv, tmp_path):
+        model = tmp_path / "m.joblib"
+        run("fit", str(history_csv), "-o", str(model), "--method", "gbm")
+        assert "importance" in run("summary", str(model)).stdout
+
+    def test_hardware(self):
+        assert "A100-SXM4-80GB" in run("hardware").stdout
+        assert "bf16_tflops" in run("hardware", "NVIDIA H100 80GB HBM3").stdout
+
+
+class TestErrors:
+    @pytest.mark.parametrize("args, match", [
+        (["predict", "--model", "m1", "--batch-size", "0", "--gpu-type", "A100", "--steps", "5"], "'batch_size'"),
+        (["predict", "--model", "m1", "--batch-size", "8", "--gpu-type", "A1000", "--steps", "5"],
+         "Unknown gpu_type 'A1000'"),
+        (["predict", "--model", "m1", "--batch-size", "8", "--gpu-type", "A100"], "needs the amount of work"),
+        (["fit", "missing.csv", "-o", "m.joblib"], "does not exist"),
+        (["summary", "not-a-model.joblib"], "does not exist"),
+    ])
+    def test_one_line_no_traceback(self, history_csv, args, match):
+        if args[0] == "predict":
+            args = args + ["--history", str(history_csv)]
+        proc = run(*args, check=False)
+        assert proc.returncode == 2
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("perfmodel: error:") and match in lines[0]
+        assert "Traceback" not in proc.stderr
+
+    def test_bad_history_file(self, tmp_path):
+        bad = tmp_path / "bad.csv"
+        bad.write_text("model,params\nx,1\n")
+        proc = run("fit", str(bad), "-o", str(tmp_path / "m.joblib"), check=False)
+        assert proc.returncode == 2 and "missing required column" in proc.stderr
+        assert "Traceback" not in proc.stderr

@@ -1,0 +1,155 @@
+"""Measurement on CPU: tiny real runs (a few steps each), DDP over gloo, resume, failures, the recorder."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import perfmodel  # noqa: E402
+from perfmodel.io import load_runs, read_history  # noqa: E402
+from perfmodel.measure import RunConfig, measure_run, run_sweep, sweep_configs  # noqa: E402
+from perfmodel.measure._timing import StopRule, summarise_steps  # noqa: E402
+from perfmodel.measure.zoo import ZOO, build, count_flops_per_sample, count_params  # noqa: E402
+
+TINY = dict(steps=3, warmup_steps=1)
+
+
+class TestZoo:
+    def test_families_and_param_span(self):
+        bundles = {name: build(name) for name in ZOO}
+        assert {b.family for b in bundles.values()} == {"mlp", "cnn", "encoder", "decoder", "rnn"}
+        params = [count_params(b.module) for b in bundles.values()]
+        assert max(params) / min(params) >= 100
+
+    def test_flop_counter_exact_on_mlp(self):
+        b = build("mlp-xs")  # 256 -> 64 -> 64 -> 10
+        flops, method = count_flops_per_sample(b)
+        fwd = 2 * (256 * 64 + 64 * 64 + 64 * 10)
+        bwd = 2 * (256 * 64) + 2 * 2 * (64 * 64 + 64 * 10)  # no input grad for the first layer
+        assert method == "flop_counter" and flops == fwd + bwd
+
+    def test_lstm_falls_back_to_analytic(self):
+        _, method = count_flops_per_sample(build("lstm-s"))
+        assert method == "analytic"
+
+    def test_unknown_model(self):
+        with pytest.raises(ValueError, match="Unknown zoo model 'gpt-xxl'"):
+            RunConfig("gpt-xxl", 8)
+
+
+class TestTiming:
+    def test_stats(self):
+        s = summarise_steps([1.0, 2.0, 3.0])
+        assert s.mean == 2.0 and s.median == 2.0 and s.std == 1.0 and s.cv == 0.5
+        assert s.ci_rel == pytest.approx(4.303 * 1.0 / np.sqrt(3) / 2.0, rel=1e-3)
+
+    def test_stop_rule(self):
+        rule = StopRule(ci_target=0.05, min_steps=3, max_steps=10, max_seconds=100)
+        assert rule.reason([1.0, 1.0]) is None
+        assert rule.reason([1.0, 1.0, 1.0]) == "ci_target"
+        assert rule.reason([1.0, 3.0] * 5) == "max_steps"
+        assert StopRule(max_seconds=2.5).reason([1.0, 2.0]) == "max_seconds"
+        assert StopRule(steps=2).reason([1.0, 5.0]) == "fixed_steps"
+
+    def test_bad_rule(self):
+        with pytest.raises(ValueError, match="ci_target"):
+            StopRule(ci_target=0)
+
+
+class TestSweep:
+    def test_tiny_sweep_resumes_and_fits(self, tmp_path):
+        out = tmp_path / "runs.csv"
+        configs = sweep_configs(["mlp-xs", "lstm-s"], [2, 4], [1], **TINY)
+        first = run_sweep(configs, out, progress=False)
+        assert len(first) == 4 and (first["status"] == "ok").all()
+        again = run_sweep(configs, out, progress=False)
+        assert len(again) == 0
+        runs = load_runs(out)
+        assert len(runs) == 4 and set(runs["gpu_type"]) == {"cpu"}
+        assert (runs["steps_timed"] == 3).all() and (runs["stop_reason"] == "fixed_steps").all()
+        assert runs["flops_per_sample"].notna().all() and runs["startup_s"].gt(0).all()
+        steps = [json.loads(line) for line in open(str(out) + ".steps.jsonl")]
+        assert {s["run_id"] for s in steps} == set(runs["run_id"]) and all(len(s["step_times_s"]) == 3 for s in steps)
+        model = perfmodel.fit(runs, method="loglinear")
+        assert model.n_runs_ == 4
+
+    def test_ddp_two_gloo_workers(self, tmp_path):
+        rec, times = measure_run(RunConfig("mlp-xs", 4, gpu_count=2, **TINY))
+        assert rec["status"] == "ok", rec["error"]
+        assert rec["gpu_count"] == 2 and rec["threads_per_worker"] == max(1, (os.cpu_count() or 1) // 2)
+        assert len(times) == 3 and rec["samples_per_s"] == pytest.approx(8 / rec["step_time_s"])
+
+    def test_failure_is_recorded_and_sweep_goes_on(self, tmp_path):
+        out = tmp_path / "runs.parquet"
+        bad = RunConfig("mlp-xs", 2, knobs={"width": -1}, **TINY)
+        good = RunConfig("mlp-xs", 2, **TINY)
+        done = run_sweep([bad, good], out, progress=False)
+        assert list(done["status"]) == ["error", "ok"]
+        all_runs = read_history(out)
+        assert len(all_runs) == 2 and "negative dimension" in str(all_runs.loc[0, "error"])
+        assert len(load_runs(out)) == 1  # failed runs are evidence, not training data
+
+    def test_hung_run_times_out(self):
+        rec, _ = measure_run(RunConfig("mlp-xs", 2, steps=10_000_000, max_steps=10_000_000), timeout_s=1.0)
+        assert rec["status"] == "timeout" and "killed" in rec["error"]
+
+    def test_ctrl_c_loses_at_most_the_run_in_flight(self, tmp_path):
+        out = tmp_path / "runs.csv"
+        cmd = [sys.executable, "-m", "perfmodel", "measure", "--models", "mlp-xs,lstm-s", "--batch-sizes", "2,4",
+               "--steps", "3", "--output", str(out)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 120
+        while time.time() < deadline and not (out.exists() and len(read_history(out)) >= 1):
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130 and "interrupted" in err
+        partial = load_runs(out)
+        assert 1 <= len(partial) < 4
+        subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+        final = load_runs(out)
+        assert len(final) == 4
+        assert not final.duplicated(["model", "batch_size", "gpu_count", "precision", "repeat"]).any()
+
+
+class TestRecorder:
+    def test_records_a_user_loop(self, tmp_path):
+        out = tmp_path / "history.csv"
+        model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+        opt = torch.optim.AdamW(model.parameters())
+        x, y = torch.randn(16, 32), torch.randn(16, 1)
+        with perfmodel.record("tiny-mlp", module=model, batch_size=16, output=out, warmup_steps=2) as rec:
+            for _ in range(12):
+                torch.nn.functional.mse_loss(model(x), y).backward()
+                opt.step()
+                opt.zero_grad()
+                rec.step()
+        runs = load_runs(out)
+        assert len(runs) == 1
+        row = runs.iloc[0]
+        assert row["model"] == "tiny-mlp" and row["params"] == 32 * 64 + 64 + 64 + 1
+        assert row["steps"] == 12 and row["steps_timed"] == 10 and row["gpu_type"] == "cpu"
+        assert row["stop_reason"] == "loop_end" and row["source"] == "recorder"
+        assert row["step_time_s"] == pytest.approx(np.mean(rec.times[2:]))
+
+    def test_interrupted_loop_still_records(self, tmp_path):
+        out = tmp_path / "history.csv"
+        with pytest.raises(KeyboardInterrupt):
+            with perfmodel.record("m", params=10, batch_size=4, output=out, warmup_steps=1) as rec:
+                for i in range(5):
+                    rec.step()
+                raise KeyboardInterrupt
+        runs = load_runs(out)
+        assert runs.loc[0, "stop_reason"] == "interrupted" and runs.loc[0, "steps_timed"] == 4
+
+    def test_needs_size(self):
+        with pytest.raises(ValueError, match="needs the model size"):
+            perfmodel.record("m", batch_size=4)

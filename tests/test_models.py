@@ -1,0 +1,157 @@
+import joblib
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.base import clone
+from sklearn.model_selection import GroupKFold, cross_val_score
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from perfmodel.exceptions import NotFittedError
+from perfmodel.models import GBMRegressor, OLSRegressor, TrainingTimeModel, conformal_quantile, mape, median_ape
+
+from conftest import make_history
+
+
+@parametrize_with_checks([OLSRegressor(), OLSRegressor(log_target=True),
+                          GBMRegressor(n_estimators=20, cv=3)])
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+class TestOLS:
+    def test_recovers_linear_coefficients(self):
+        rng = np.random.default_rng(0)
+        X = rng.uniform(0, 10, size=(500, 3))
+        y = 1.5 + X @ np.array([2.0, -0.5, 0.25]) + rng.normal(0, 0.01, 500)
+        reg = OLSRegressor().fit(X, y)
+        np.testing.assert_allclose(reg.intercept_, 1.5, atol=0.01)
+        np.testing.assert_allclose(reg.coef_, [2.0, -0.5, 0.25], atol=0.01)
+        assert reg.rsquared_ > 0.999
+
+    def test_recovers_power_law_on_logs(self):
+        rng = np.random.default_rng(1)
+        X = np.log(rng.uniform(1, 1000, size=(400, 2)))
+        y = np.exp(-3.0 + X @ np.array([0.9, 0.3]) + rng.normal(0, 0.02, 400))
+        reg = OLSRegressor(log_target=True).fit(X, y)
+        np.testing.assert_allclose(reg.coef_, [0.9, 0.3], atol=0.01)
+        np.testing.assert_allclose(reg.intercept_, -3.0, atol=0.02)
+
+    def test_interval_coverage_near_nominal(self):
+        rng = np.random.default_rng(2)
+        def draw(n):
+            X = rng.uniform(0, 5, size=(n, 2))
+            return X, np.exp(0.5 + X @ np.array([0.4, -0.2]) + rng.normal(0, 0.1, n))
+        X, y = draw(300)
+        Xt, yt = draw(4000)
+        _, lo, hi = OLSRegressor(log_target=True).fit(X, y).predict_interval(Xt, 0.9)
+        coverage = np.mean((yt >= lo) & (yt <= hi))
+        assert 0.85 <= coverage <= 0.95
+
+    def test_mean_interval_narrower_than_prediction_interval(self):
+        rng = np.random.default_rng(3)
+        X = rng.uniform(0, 5, size=(100, 1))
+        y = 2 * X[:, 0] + rng.normal(0, 1, 100)
+        reg = OLSRegressor().fit(X, y)
+        _, mlo, mhi = reg.predict_mean_interval(X[:5], 0.9)
+        _, plo, phi = reg.predict_interval(X[:5], 0.9)
+        assert np.all(mhi - mlo < phi - plo)
+
+    def test_log_target_needs_positive_y(self):
+        with pytest.raises(ValueError, match="positive target"):
+            OLSRegressor(log_target=True).fit(np.ones((5, 1)) * np.arange(5)[:, None], [1, 2, 0, 3, 4])
+
+    def test_coef_table_has_ci(self):
+        rng = np.random.default_rng(4)
+        X = rng.normal(size=(50, 2))
+        reg = OLSRegressor(feature_names=["a", "b"]).fit(X, X[:, 0] + rng.normal(0, 0.1, 50))
+        table = reg.coef_table(0.95)
+        assert list(table.index) == ["const", "a", "b"]
+        assert {"coef", "std_err", "[0.025", "0.975]"} <= set(table.columns)
+        assert (table["[0.025"] < table["coef"]).all() and (table["coef"] < table["0.975]"]).all()
+
+
+class TestGBM:
+    def test_conformal_quantile(self):
+        scores = np.arange(1, 10.0)  # n = 9
+        assert conformal_quantile(scores, 0.9) == 9.0  # ceil(10 * 0.9) = 9th
+        assert conformal_quantile(scores, 0.5) == 5.0
+        assert conformal_quantile(scores[:3], 0.9) == np.inf
+
+    def test_conformal_coverage_near_nominal(self):
+        rng = np.random.default_rng(5)
+        def draw(n):
+            X = rng.uniform(0, 3, size=(n, 2))
+            return X, np.exp(np.sin(X[:, 0]) + 0.3 * X[:, 1] + rng.normal(0, 0.1, n))
+        X, y = draw(400)
+        Xt, yt = draw(3000)
+        _, lo, hi = GBMRegressor(n_estimators=100, random_state=0).fit(X, y).predict_interval(Xt, 0.9)
+        coverage = np.mean((yt >= lo) & (yt <= hi))
+        assert 0.85 <= coverage <= 0.95
+
+
+class TestTrainingTimeModel:
+    @pytest.mark.parametrize("method", ["linear", "loglinear", "gbm"])
+    def test_fit_reports(self, history, method):
+        m = TrainingTimeModel(method=method).fit(history)
+        assert m.n_runs_ == len(history)
+        assert np.isfinite(m.rsquared_) and np.isfinite(m.cv_mape_)
+        assert "R² (step time)" in m.summary().as_text()
+        assert "<table>" in m.summary()._repr_html_()
+        pi = m.predict_interval(history.head(5), 0.9)
+        assert list(pi.columns) == ["step_time_s", "lower", "upper"]
+        assert (pi["lower"] <= pi["step_time_s"]).all() and (pi["step_time_s"] <= pi["upper"]).all()
+
+    def test_loglinear_recovers_generated_exponent(self, history):
+        m = TrainingTimeModel(method="loglinear").fit(history)
+        table = m.coef_table()
+        # generated with step = c * flops_step^0.9 * n^0.1, flops_step = fps * batch
+        assert table.loc["log_flops_per_step", "coef"] == pytest.approx(0.9, abs=0.05)
+        assert m.rsquared_log_ > 0.95
+        assert m.cv_median_ape_ < 10
+
+    def test_linear_uses_exactly_the_seed_formula(self, history):
+        m = TrainingTimeModel(method="linear").fit(history)
+        assert m.feature_names_ == ["params", "batch_size", "gpu_count"]
+        assert list(m.coef_table().index) == ["const", "params", "batch_size", "gpu_count"]
+
+    def test_sklearn_tools_work_on_run_frames(self, history):
+        m = TrainingTimeModel(method="loglinear", cv=None)
+        scores = cross_val_score(m, history, history["step_time_s"], groups=history["model"],
+                                 cv=GroupKFold(4), scoring="neg_mean_absolute_percentage_error")
+        assert len(scores) == 4 and np.all(np.isfinite(scores))
+        assert clone(m).get_params()["method"] == "loglinear"
+
+    def test_joblib_round_trip(self, history, tmp_path):
+        m = TrainingTimeModel(method="gbm").fit(history)
+        joblib.dump(m, tmp_path / "m.joblib")
+        back = joblib.load(tmp_path / "m.joblib")
+        np.testing.assert_allclose(back.predict(history), m.predict(history))
+
+    def test_not_fitted(self, history):
+        with pytest.raises(NotFittedError, match="not fitted"):
+            TrainingTimeModel().predict(history)
+
+    def test_bad_method(self, history):
+        with pytest.raises(ValueError, match="'method' parameter of TrainingTimeModel must be one of"):
+            TrainingTimeModel(method="magic").fit(history)
+
+    def test_bad_confidence(self, history):
+        m = TrainingTimeModel().fit(history)
+        with pytest.raises(ValueError, match=r"'confidence' parameter .* must be a float in \(0, 1\). Got 1.5"):
+            m.predict_interval(history, 1.5)
+
+    @pytest.mark.parametrize("method", ["loglinear", "gbm"])
+    def test_interval_coverage_on_generated_repeats(self, method):
+        train = make_history(n_models=12, seed=10, noise_seed=1)
+        test = pd.concat([make_history(n_models=12, seed=10, noise_seed=s) for s in (2, 3, 4)])
+        pi = TrainingTimeModel(method=method).fit(train).predict_interval(test, 0.9)
+        cover = np.mean((test["step_time_s"] >= pi["lower"]) & (test["step_time_s"] <= pi["upper"]))
+        assert 0.85 <= cover <= 0.95
+
+
+def test_metrics_match_hand_computation():
+    y, p = np.array([1.0, 2.0, 4.0]), np.array([1.1, 1.8, 5.0])
+    assert mape(y, p) == pytest.approx((10 + 10 + 25) / 3)
+    assert median_ape(y, p) == pytest.approx(10)

@@ -1,0 +1,162 @@
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import perfmodel
+from perfmodel import ExtrapolationWarning, TrainingTimeModel, predict_many, predict_training_time
+from perfmodel.exceptions import UnknownHardwareError
+
+from conftest import make_history
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    return TrainingTimeModel(method="loglinear").fit(make_history())
+
+
+def call(fitted, **over):
+    kw = dict(batch_size=16, gpu_count=2, gpu_type="A100", steps=1000, history=fitted)
+    kw.update(over)
+    model = kw.pop("model", "m1")
+    return predict_training_time(model, **kw)
+
+
+class TestResult:
+    def test_fields_and_interval(self, fitted):
+        r = call(fitted)
+        assert r.lower < r.seconds < r.upper
+        assert r.steps == 1000 and r.method == "loglinear" and r.n_runs == fitted.n_runs_
+        assert r.seconds == pytest.approx(r.startup_seconds + 1000 * r.step_seconds)
+        assert r.confidence == 0.9 and r.inside_domain and r.warnings == []
+        d = r.to_dict()
+        assert {"seconds", "lower", "upper", "confidence", "step_seconds", "r2", "method", "n_runs", "warnings"} <= set(d)
+
+    def test_str_is_readable(self, fitted):
+        text = str(call(fitted, steps=2_000_000))
+        assert "(90% PI" in text and "loglinear, R² " in text and f"{fitted.n_runs_} runs)" in text
+
+    def test_higher_confidence_is_wider(self, fitted):
+        a, b = call(fitted, confidence=0.5), call(fitted, confidence=0.99)
+        assert b.upper - b.lower > a.upper - a.lower
+
+    def test_epochs_and_dataset_size(self, fitted):
+        r = call(fitted, steps=None, epochs=3, dataset_size=1000)
+        assert r.steps == math.ceil(1000 / (16 * 2)) * 3
+
+    def test_spec_dict(self, fitted):
+        row = fitted.models_.loc["m1"]
+        r = call(fitted, model={"params": row["params"], "flops_per_sample": row["flops_per_sample"]})
+        assert r.seconds == pytest.approx(call(fitted).seconds)
+
+    def test_alias_gpu_type(self, fitted):
+        assert call(fitted, gpu_type="NVIDIA A100-SXM4-80GB").seconds == call(fitted).seconds
+
+    def test_outside_domain_warns(self, fitted):
+        with pytest.warns(ExtrapolationWarning, match="gpu_count=64 is outside the fitted range"):
+            r = call(fitted, gpu_count=64)
+        assert not r.inside_domain and r.warnings
+
+    def test_history_as_dataframe_and_path(self, tmp_path):
+        h = make_history()
+        path = tmp_path / "h.csv"
+        h.to_csv(path, index=False)
+        a = predict_training_time("m1", batch_size=16, gpu_type="A100", steps=10, history=h, method="loglinear")
+        b = predict_training_time("m1", batch_size=16, gpu_type="A100", steps=10, history=str(path),
+                                  method="loglinear")
+        assert a.seconds == pytest.approx(b.seconds)
+
+    def test_auto_picks_a_method(self):
+        r = predict_training_time("m1", batch_size=16, gpu_type="A100", steps=10, history=make_history())
+        assert r.method in ("loglinear", "gbm")
+
+
+class TestBadInput:
+    @pytest.mark.parametrize("over, exc, match", [
+        ({"batch_size": 0}, ValueError, r"'batch_size' parameter of predict_training_time must be a positive int. Got 0"),
+        ({"batch_size": -4}, ValueError, r"'batch_size' .* Got -4"),
+        ({"batch_size": "8"}, TypeError, r"'batch_size' .* positive int. Got '8'"),
+        ({"gpu_count": 0}, ValueError, r"'gpu_count' .* Got 0"),
+        ({"steps": 0}, ValueError, r"'steps' .* Got 0"),
+        ({"steps": -10}, ValueError, r"'steps' .* Got -10"),
+        ({"gpu_type": "A1000"}, UnknownHardwareError, r"Unknown gpu_type 'A1000'.*Closest"),
+        ({"steps": 10, "epochs": 1, "dataset_size": 100}, ValueError, r"either 'steps' or 'epochs'.*not both"),
+        ({"steps": None}, ValueError, r"needs the amount of work: 'steps', or 'epochs' and 'dataset_size'"),
+        ({"steps": None, "epochs": 2}, ValueError, r"needs the amount of work"),
+        ({"confidence": 1.0}, ValueError, r"'confidence' parameter .* in \(0, 1\). Got 1.0"),
+        ({"confidence": 0}, ValueError, r"'confidence' .* Got 0"),
+        ({"precision": "int8"}, ValueError, r"'precision' parameter .* Got 'int8'"),
+        ({"model": "resnet-9000"}, ValueError, r"names 'resnet-9000', which is not in the history"),
+        ({"model": 3.5}, TypeError, r"'model' parameter .* Got float"),
+        ({"model": {"flops_per_sample": 1e9}}, ValueError, r"needs 'params'"),
+        ({"model": {"params": -5}}, ValueError, r"'params' must be a positive number. Got -5"),
+        ({"method": "magic"}, ValueError, r"'method' parameter of predict_training_time must be one of"),
+        ({"history": 12}, TypeError, r"'history' parameter .* Got int"),
+    ])
+    def test_raises_naming_the_parameter(self, fitted, over, exc, match):
+        with pytest.raises(exc, match=match):
+            call(fitted, **over)
+
+    def test_empty_history(self):
+        with pytest.raises(ValueError, match="empty"):
+            predict_training_time("m1", batch_size=8, gpu_type="A100", steps=1, history=make_history().iloc[:0])
+
+    def test_unseen_device_with_one_device_history(self, fitted):
+        with pytest.raises(ValueError, match=r"no runs on gpu_type 'H100-SXM5-80GB' \(it has: A100-SXM4-80GB\)"):
+            call(fitted, gpu_type="H100")
+
+    def test_unseen_precision(self, fitted):
+        with pytest.raises(ValueError, match="no runs at precision 'bf16'"):
+            call(fitted, precision="bf16")
+
+    def test_module_without_example_input(self, fitted):
+        torch = pytest.importorskip("torch")
+        with pytest.raises(ValueError, match="'example_input' parameter .* required"):
+            call(fitted, model=torch.nn.Linear(4, 4))
+
+
+def test_torch_module_is_counted():
+    torch = pytest.importorskip("torch")
+    h = make_history()
+    module = torch.nn.Sequential(torch.nn.Linear(100, 200), torch.nn.ReLU(), torch.nn.Linear(200, 10))
+    r = predict_training_time(module, example_input=torch.randn(100), batch_size=16, gpu_type="A100", steps=10,
+                              history=h, method="loglinear")
+    params = 100 * 200 + 200 + 200 * 10 + 10
+    assert r.query["params"] == params
+    # forward 2*(100*200 + 200*10) per sample, backward twice that (input grads of layer 1 skipped: x needs none)
+    assert r.query["flops_per_sample"] == pytest.approx(2 * 100 * 200 * 2 + 2 * 200 * 10 * 3)
+
+
+def test_cross_device_history_predicts_unseen_device_with_warning():
+    a = make_history(seed=0)
+    b = make_history(seed=0, noise_seed=5).assign(gpu_type="H100", step_time_s=lambda d: d["step_time_s"] / 3)
+    fitted = TrainingTimeModel(method="loglinear").fit(pd.concat([a, b]))
+    with pytest.warns(ExtrapolationWarning, match="not in the history; predicted through hardware peaks"):
+        r = predict_training_time("m1", batch_size=16, gpu_type="H200", steps=10, history=fitted)
+    assert r.seconds > 0
+
+
+class TestPredictMany:
+    def test_vectorised_matches_single(self, fitted):
+        q = pd.DataFrame({"model": ["m1", "m2", "m1"], "batch_size": [16, 32, 64], "gpu_count": [2, 1, 4],
+                          "gpu_type": ["A100", "A100", "NVIDIA A100-SXM4-80GB"], "steps": [1000, 10, 5]})
+        out = predict_many(q, history=fitted)
+        assert len(out) == 3
+        assert out.loc[0, "seconds"] == pytest.approx(call(fitted).seconds)
+        assert (out["lower"] <= out["seconds"]).all() and (out["seconds"] <= out["upper"]).all()
+        assert not out["outside_domain"].any()
+
+    def test_bad_column(self, fitted):
+        q = pd.DataFrame({"params": [1e6], "batch_size": [0], "gpu_type": ["A100"], "steps": [10]})
+        with pytest.raises(ValueError, match="column 'batch_size' must be finite and positive"):
+            predict_many(q, history=fitted)
+
+
+class TestBundled:
+    def test_default_history_is_the_bundled_runs(self):
+        runs = perfmodel.load_bundled_runs()
+        model = runs["model"].iloc[0]
+        r = predict_training_time(model, batch_size=int(runs["batch_size"].iloc[0]), gpu_type="cpu", steps=100)
+        assert r.n_runs == len(runs) and r.lower < r.seconds < r.upper
