@@ -139,13 +139,32 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
         for name in full.columns:
             if name in hw and not self.hardware_features_:
                 continue
+            # With k device types, at most k - 1 hardware columns are identifiable beside the intercept.
+            if name == "log_memory_bandwidth" and len(self.gpu_types_) < 3:
+                continue
             col = full[name].to_numpy(dtype=float)
             if self.kind == "log" and (not np.isfinite(col).all() or np.ptp(col) == 0):
                 continue
             keep.append(name)
+        if self.kind == "log":
+            keep = self._independent(full, keep)
         self.feature_names_out_ = np.array(keep, dtype=object)
         self.n_features_in_ = X.shape[1]
         return self
+
+    @staticmethod
+    def _independent(full: pd.DataFrame, names: list[str]) -> list[str]:
+        """Greedily keep columns that add rank beside the intercept (e.g. with devices 1 and 2 only,
+        ``data_parallel`` is ``log_gpu_count / log 2`` and is dropped)."""
+        cols = [np.ones(len(full))]
+        out = []
+        for name in names:
+            trial = np.column_stack(cols + [full[name].to_numpy(dtype=float)])
+            scaled = trial / np.maximum(np.abs(trial).max(axis=0), 1e-300)
+            if np.linalg.matrix_rank(scaled, tol=1e-8 * max(scaled.shape)) == trial.shape[1]:
+                cols.append(full[name].to_numpy(dtype=float))
+                out.append(name)
+        return out
 
     def transform(self, X: pd.DataFrame) -> np.ndarray:
         check_is_fitted(self, "feature_names_out_")

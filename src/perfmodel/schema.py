@@ -223,13 +223,13 @@ def validate_runs(df: pd.DataFrame, *, include_failed: bool = False) -> pd.DataF
         fill = df["step_time_s"].isna() & df["wall_time_s"].notna() & df["steps"].notna()
         df.loc[fill, "step_time_s"] = df.loc[fill, "wall_time_s"] / df.loc[fill, "steps"].astype(float)
 
-    for name in ("model", "gpu_type"):
+    for name in ("model", "gpu_type"):  # needed even for failed runs: they name the configuration
         isna = df[name].isna().to_numpy() | (df[name].astype("string").str.strip() == "").fillna(True).to_numpy()
         if isna.any():
             raise SchemaError(f"Column {name!r} has {int(isna.sum())} empty values ({_where(df, isna)}).")
     for name in ("params", "batch_size", "gpu_count", "step_time_s"):
         values = df[name].to_numpy(dtype=float, na_value=np.nan)
-        check = ok if name == "step_time_s" else np.ones(len(df), bool)
+        check = ok  # failed runs are kept as evidence; they may lack a size or a time
         nan = np.isnan(values) & check
         if nan.any():
             raise SchemaError(

@@ -142,6 +142,7 @@ def measure_run(cfg: RunConfig, *, timeout_s: float = 600.0, gpu_type: str | Non
         "perfmodel_version": __version__,
         "source": "sweep",
         "sweep_id": sweep_id,
+        **{k: None for k in _RECORD_KEYS},
     }
     times: list[float] = []
     with tempfile.TemporaryDirectory(prefix="perfmodel-run-") as tmp:
@@ -191,7 +192,11 @@ def _flops_for(cfg: RunConfig) -> tuple[float | None, str | None]:
 
         from .zoo import build, count_flops_per_sample
 
-        flops, method = count_flops_per_sample(build(cfg.model, **cfg.knobs), "cpu")
+        try:
+            flops, method = count_flops_per_sample(build(cfg.model, **cfg.knobs), "cpu")
+        except Exception as exc:  # a broken configuration: the worker will fail and the run is recorded
+            logger.info("FLOP count failed for %s (%s); left to the worker.", cfg.model, exc)
+            return None, None
         _FLOPS_CACHE[key] = (None if _m.isnan(flops) else flops, method)
     return _FLOPS_CACHE[key]
 
