@@ -26,7 +26,13 @@ from .hardware import get_spec
 
 __all__ = ["run_quantities", "RunFeaturizer", "FEATURE_SETS", "FP32_GRAD_BYTES"]
 
-FEATURE_SETS = ("seed", "log")
+FEATURE_SETS = ("seed", "log", "physics")
+#: Nominal bandwidths that put CPU optimizer and gloo all-reduce traffic on a seconds scale (fitted factors
+#: absorb them); GPUs use the spec table's memory and interconnect bandwidths.
+CPU_NOMINAL_MEMORY_GBPS = 20.0
+CPU_NOMINAL_INTERCONNECT_GBPS = 5.0
+#: AdamW traffic per parameter: read/write param, grad, two moments in fp32.
+ADAMW_BYTES_PER_PARAM = 16
 #: Bytes per gradient element in the all-reduce (DDP keeps fp32 gradients under autocast).
 FP32_GRAD_BYTES = 4
 
@@ -105,6 +111,41 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
     def __init__(self, *, kind: str = "log"):
         self.kind = kind
 
+    def _physics_columns(self, X: pd.DataFrame, q: pd.DataFrame) -> pd.DataFrame:
+        from .models._physics import CPU_THREAD_NOMINAL_FLOPS
+
+        cpu = (q["gpu_type"] == "cpu").to_numpy()
+        n = q["gpu_count"].to_numpy(dtype=float)
+        threads = self._threads(X, n)
+        peak = q["peak_tflops"].to_numpy(dtype=float) * 1e12
+        peak = np.where(cpu, threads * CPU_THREAD_NOMINAL_FLOPS, peak)
+        mem = np.where(cpu, CPU_NOMINAL_MEMORY_GBPS, q["memory_bandwidth_gbps"].to_numpy(dtype=float)) * 1e9
+        link = np.where(cpu, CPU_NOMINAL_INTERCONNECT_GBPS, q["interconnect_gbps"].to_numpy(dtype=float)) * 1e9
+        work = q["flops_per_step_device"].to_numpy(dtype=float)
+        fam = X["family"].astype("string").fillna("") if "family" in X.columns else pd.Series([""] * len(X))
+        fam_code = np.array([self.families_.index(f) if f in self.families_ else -1 for f in fam], dtype=float)
+        model_code = np.array([self.model_names_.index(m) if m in self.model_names_ else -1
+                               for m in X["model"].astype(str)], dtype=float) if "model" in X.columns \
+            else np.full(len(X), -1.0)
+        return pd.DataFrame({
+            "t_compute_s": work / peak,
+            "work_gflop": work / 1e9,
+            "t_opt_s": q["params"].to_numpy(dtype=float) * ADAMW_BYTES_PER_PARAM / mem,
+            "t_comm_s": q["allreduce_bytes"].to_numpy(dtype=float) / link,
+            "data_parallel": (n > 1).astype(float),
+            "family_code": fam_code,
+            "model_code": model_code,
+            "batch_size": q["batch_size"].to_numpy(dtype=float),
+            "gpu_count": n,
+        }, index=X.index)
+
+    def _threads(self, X: pd.DataFrame, n: np.ndarray) -> np.ndarray:
+        """Threads per worker: the record's own, else what the training runs used at that device count."""
+        own = (pd.to_numeric(X["threads_per_worker"], errors="coerce").to_numpy(dtype=float)
+               if "threads_per_worker" in X.columns else np.full(len(X), np.nan))
+        default = np.array([self.threads_by_count_.get(int(c), max(1.0, self.total_threads_ / c)) for c in n])
+        return np.where(np.isfinite(own) & (own > 0), own, default)
+
     def _all_columns(self, q: pd.DataFrame) -> pd.DataFrame:
         if self.kind == "seed":
             return q[["params", "batch_size", "gpu_count"]].astype(float)
@@ -128,9 +169,25 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
         if not isinstance(X, pd.DataFrame):
             raise TypeError(f"RunFeaturizer expects a DataFrame of runs. Got {type(X).__name__}.")
         q = run_quantities(X)
-        full = self._all_columns(q)
         self.gpu_types_ = sorted(set(q["gpu_type"]))
         self.precisions_ = sorted(set(q["precision"]))
+        if self.kind == "physics":
+            fam = X["family"].astype("string").dropna() if "family" in X.columns else pd.Series([], dtype="string")
+            self.families_ = sorted(set(f for f in fam if f))
+            self.model_names_ = sorted(set(X["model"].astype(str)))
+            thr = (pd.to_numeric(X["threads_per_worker"], errors="coerce") if "threads_per_worker" in X.columns
+                   else pd.Series(np.nan, index=X.index))
+            counts = q["gpu_count"].astype(int)
+            self.threads_by_count_ = {int(k): float(v) for k, v in thr.groupby(counts.to_numpy()).median().dropna().items()}
+            total = (thr * counts).median()
+            self.total_threads_ = float(total) if np.isfinite(total) else 1.0
+            self.hardware_features_ = True  # peaks enter through t_compute_s
+            self.feature_names_out_ = np.array(["t_compute_s", "work_gflop", "t_opt_s", "t_comm_s",
+                                                "data_parallel", "family_code", "model_code", "batch_size",
+                                                "gpu_count"], dtype=object)
+            self.n_features_in_ = X.shape[1]
+            return self
+        full = self._all_columns(q)
         hw = ["log_peak_tflops", "log_memory_bandwidth"]
         self.hardware_features_ = bool(
             self.kind == "log" and len(self.gpu_types_) > 1 and np.isfinite(full[hw].to_numpy()).all()
@@ -168,6 +225,8 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
 
     def transform(self, X: pd.DataFrame) -> np.ndarray:
         check_is_fitted(self, "feature_names_out_")
+        if self.kind == "physics":
+            return self._physics_columns(X, run_quantities(X)).to_numpy(dtype=float)
         full = self._all_columns(run_quantities(X))
         return full[list(self.feature_names_out_)].to_numpy(dtype=float)
 

@@ -23,7 +23,7 @@ from .models import METHODS, TrainingTimeModel
 __all__ = ["predict_training_time", "predict_many", "fit", "TrainingTimePrediction", "resolve_history"]
 
 _WHERE = "predict_training_time"
-_AUTO_CANDIDATES = ("loglinear", "gbm")
+_AUTO_CANDIDATES = ("physics", "loglinear", "gbm")
 
 
 @dataclass

@@ -18,6 +18,7 @@ from ..features import RunFeaturizer
 from ..schema import validate_runs
 from ._gbm import GBMRegressor
 from ._ols import OLSRegressor
+from ._physics import PhysicsRegressor
 
 __all__ = ["TrainingTimeModel", "METHODS", "Summary", "mape", "median_ape"]
 
@@ -26,6 +27,8 @@ METHODS = {
     "linear": ("statsmodels OLS, T = b0 + b1*params + b2*batch_size + b3*gpu_count (seed design)", "seed"),
     "loglinear": ("statsmodels OLS on log step time (power law in FLOPs, params, batch, devices, hardware)", "log"),
     "gbm": ("scikit-learn gradient boosting on log step time, cross-conformal intervals", "log"),
+    "physics": ("overhead + optimizer + FLOPs at a fitted per-family efficiency + all-reduce, least squares on "
+                "log time, cross-conformal intervals", "physics"),
 }
 
 
@@ -89,6 +92,8 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         _, kind = METHODS[self.method]
         if self.method == "gbm":
             reg = GBMRegressor(random_state=self.random_state, cv=self.cv or 5)
+        elif self.method == "physics":
+            reg = PhysicsRegressor(random_state=self.random_state, cv=self.cv or 5)
         else:
             reg = OLSRegressor(log_target=(self.method == "loglinear"))
         return Pipeline([("features", RunFeaturizer(kind=kind)), ("regressor", reg)])
@@ -137,7 +142,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         self.cv_mape_ = self.cv_median_ape_ = np.nan
         if self.cv:
             k = min(int(self.cv), len(runs))
-            if isinstance(reg, GBMRegressor):
+            if isinstance(reg, (GBMRegressor, PhysicsRegressor)):
                 oof = reg.oof_pred_
             else:
                 oof = cross_val_predict(clone(pipe), runs, y,
@@ -183,6 +188,8 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         reg = self.pipeline_.named_steps["regressor"]
         if isinstance(reg, OLSRegressor):
             return reg.coef_table(confidence)
+        if isinstance(reg, PhysicsRegressor):
+            return reg.coef_table(self.pipeline_.named_steps["features"].families_)
         return pd.DataFrame({"importance": reg.feature_importances_}, index=self.feature_names_)
 
     def summary(self) -> "Summary":

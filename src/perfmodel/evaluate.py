@@ -1,0 +1,280 @@
+"""Grouped cross-validation of training-time predictors, with baselines and the measured noise floor.
+
+Splits hold out one whole group at a time (scikit-learn ``LeaveOneGroupOut``): every run of one model
+(``leave-one-model-out``), of one per-device batch size, of one device count, or of one device type. A held-out
+group never appears in the training fold. Metrics per split and method: MAPE, median APE, R² on log time,
+coverage of the prediction interval at ``confidence`` and its mean relative width ``(upper - lower) / predicted``.
+
+The noise floor is the leave-one-repeat-out error of repeated runs of one configuration: the best any predictor
+can do on this data. An error below it is not a real improvement.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from joblib import Parallel, delayed
+from sklearn.model_selection import LeaveOneGroupOut
+
+from ._validation import check_confidence
+from .features import run_quantities
+from .models import TrainingTimeModel
+from .models._training import METHODS, mape, median_ape
+from .schema import validate_runs
+
+__all__ = ["SPLITS", "CONFIG_KEYS", "noise_floor", "NoiseFloor", "grouped_folds", "evaluate", "Evaluation",
+           "coverage", "mean_relative_width", "r2_log", "AnalyticBaseline", "BASELINES"]
+
+#: split name -> the column whose groups are held out one at a time.
+SPLITS = {
+    "leave-one-model-out": "model",
+    "leave-one-batch-size-out": "batch_size",
+    "leave-one-gpu-count-out": "gpu_count",
+    "leave-one-gpu-type-out": "gpu_type",
+}
+#: Columns that identify one configuration (its repeats share them).
+CONFIG_KEYS = ("model", "batch_size", "gpu_count", "gpu_type", "precision")
+
+
+# ------------------------------------------------------------------------------------------------ metrics
+def coverage(y, lower, upper) -> float:
+    """Fraction of ``y`` inside ``[lower, upper]``."""
+    y, lower, upper = (np.asarray(a, float) for a in (y, lower, upper))
+    return float(np.mean((y >= lower) & (y <= upper)))
+
+
+def mean_relative_width(pred, lower, upper) -> float:
+    """Mean of ``(upper - lower) / pred``."""
+    pred, lower, upper = (np.asarray(a, float) for a in (pred, lower, upper))
+    return float(np.mean((upper - lower) / pred))
+
+
+def r2_log(y, pred) -> float:
+    """R² of log predictions against log observations (1 - SS_res / SS_tot on the log scale)."""
+    ly, lp = np.log(np.asarray(y, float)), np.log(np.maximum(np.asarray(pred, float), 1e-300))
+    ss_tot = float(np.sum((ly - ly.mean()) ** 2))
+    return 1 - float(np.sum((ly - lp) ** 2)) / ss_tot if ss_tot > 0 else float("nan")
+
+
+@dataclass(frozen=True)
+class NoiseFloor:
+    """Leave-one-repeat-out error of repeated configurations, in percent."""
+
+    median_ape: float
+    mean_ape: float
+    n_configs: int
+    n_runs: int
+
+    def __str__(self) -> str:
+        if self.n_configs == 0:
+            return "noise floor: no repeated configurations in the history"
+        return (f"noise floor: {self.median_ape:.1f}% median APE ({self.mean_ape:.1f}% mean) predicting a run by "
+                f"the mean of its repeats; {self.n_configs} configurations, {self.n_runs} runs")
+
+
+def noise_floor(runs: pd.DataFrame, keys=CONFIG_KEYS) -> NoiseFloor:
+    """Run-to-run noise: each repeat predicted by the mean of the other repeats of its configuration.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> runs = pd.DataFrame({"model": ["a"] * 3, "params": 1, "batch_size": 8, "gpu_count": 1, "gpu_type": "cpu",
+    ...                      "step_time_s": [1.0, 1.1, 0.9]})
+    >>> round(noise_floor(runs).median_ape, 2)
+    10.0
+    """
+    runs = validate_runs(runs)
+    keys = [k for k in keys if k in runs.columns]
+    apes, configs, n = [], 0, 0
+    for _, grp in runs.groupby(keys, dropna=False):
+        t = grp["step_time_s"].to_numpy(dtype=float)
+        if len(t) < 2:
+            continue
+        configs += 1
+        n += len(t)
+        for i in range(len(t)):
+            apes.append(abs(t[i] / np.delete(t, i).mean() - 1) * 100)
+    if not apes:
+        return NoiseFloor(math.nan, math.nan, 0, 0)
+    return NoiseFloor(float(np.median(apes)), float(np.mean(apes)), configs, n)
+
+
+def grouped_folds(runs: pd.DataFrame, column: str):
+    """``(held_out_value, train_index, test_index)`` for each group of ``column`` (LeaveOneGroupOut)."""
+    groups = runs[column].astype(str).to_numpy()
+    for train, test in LeaveOneGroupOut().split(runs, groups=groups):
+        yield groups[test[0]], train, test
+
+
+# ---------------------------------------------------------------------------------------------- baselines
+class AnalyticBaseline:
+    """The "6·N·D"-style estimate: ``T = FLOPs per device-step / (peak FLOP/s × utilisation)``.
+
+    With ``utilisation`` a number, it is the calculators' assumption (0.4); with ``utilisation="fit"`` a single
+    constant is fitted on the training runs (geometric mean of achieved/peak). ``peak_flops`` maps a
+    ``gpu_type`` to FLOP/s per device; by default the spec table's dense peak for the run's precision, and
+    ``host_peak_flops`` (a measured CPU matmul peak for the whole host) split over the worker processes for
+    ``cpu``. Intervals: for the fitted variant, the empirical spread of training log-ratios; none for the fixed.
+    """
+
+    def __init__(self, utilisation=0.4, host_peak_flops: float | None = None):
+        self.utilisation = utilisation
+        self.host_peak_flops = host_peak_flops
+
+    def _peak(self, runs: pd.DataFrame) -> np.ndarray:
+        q = run_quantities(runs)
+        peak = q["peak_tflops"].to_numpy(dtype=float) * 1e12
+        cpu = (q["gpu_type"] == "cpu").to_numpy()
+        if cpu.any():
+            if self.host_peak_flops is None:
+                peak[cpu] = np.nan
+            else:
+                peak[cpu] = self.host_peak_flops / q["gpu_count"].to_numpy(dtype=float)[cpu]
+        return q["flops_per_step_device"].to_numpy(dtype=float), peak
+
+    def fit(self, runs: pd.DataFrame, y=None):
+        flops, peak = self._peak(runs)
+        y = runs["step_time_s"].to_numpy(dtype=float) if y is None else np.asarray(y, float)
+        log_u = np.log(flops / (peak * y))
+        if self.utilisation == "fit":
+            self.log_u_ = float(np.mean(log_u))
+            resid = log_u - self.log_u_
+            self.resid_ = np.sort(np.abs(resid))
+        else:
+            self.log_u_ = math.log(float(self.utilisation))
+            self.resid_ = None
+        return self
+
+    def predict_interval(self, runs: pd.DataFrame, confidence: float = 0.9) -> pd.DataFrame:
+        flops, peak = self._peak(runs)
+        pred = flops / (peak * math.exp(self.log_u_))
+        if self.resid_ is None:
+            lo = hi = np.full(len(pred), np.nan)
+        else:
+            from .models import conformal_quantile
+
+            q = conformal_quantile(self.resid_, confidence)
+            lo, hi = pred * math.exp(-q), pred * math.exp(q)
+        return pd.DataFrame({"step_time_s": pred, "lower": lo, "upper": hi}, index=runs.index)
+
+
+#: Baselines measured beside perfmodel's methods: (a) the seed formula, (b) the analytic estimate, two ways.
+BASELINES = ("seed-linear", "6ND-util0.4", "6ND-fitted-util")
+
+
+def _make(method: str, host_peak_flops):
+    if method == "seed-linear":
+        return TrainingTimeModel(method="linear", cv=None)
+    if method == "6ND-util0.4":
+        return AnalyticBaseline(0.4, host_peak_flops)
+    if method == "6ND-fitted-util":
+        return AnalyticBaseline("fit", host_peak_flops)
+    if method == "auto":
+        return "auto"
+    return TrainingTimeModel(method=method, cv=None)
+
+
+def _fit_predict(method, runs, train, test, confidence, host_peak_flops):
+    tr, te = runs.iloc[train], runs.iloc[test]
+    est = _make(method, host_peak_flops)
+    chosen = method
+    if est == "auto":
+        from .predict import _fit_method
+
+        est = _fit_method(tr.reset_index(drop=True), "auto")
+        chosen = est.method
+    else:
+        est.fit(tr.reset_index(drop=True))
+    pi = est.predict_interval(te.reset_index(drop=True), confidence)
+    out = pi.rename(columns={"step_time_s": "pred"})
+    out["y"] = te["step_time_s"].to_numpy(dtype=float)
+    out["row"] = test
+    out["method"] = method
+    out["chosen"] = chosen
+    return out
+
+
+@dataclass
+class Evaluation:
+    """Results of :func:`evaluate`: per-row predictions, the metric table and the noise floor."""
+
+    predictions: pd.DataFrame
+    table: pd.DataFrame
+    noise: NoiseFloor
+    confidence: float
+
+    def to_json(self, **kwargs) -> str:
+        return json.dumps({"confidence": self.confidence, "noise_floor": self.noise.__dict__,
+                           "table": json.loads(self.table.to_json(orient="records"))}, **kwargs)
+
+    def __str__(self) -> str:
+        with pd.option_context("display.width", 160, "display.max_columns", 20):
+            text = self.table.to_string(index=False, float_format=lambda v: f"{v:.3g}")
+        return f"{text}\n{self.noise}"
+
+
+def evaluate(runs, *, methods=("linear", "loglinear", "gbm", "physics", "auto"), splits=tuple(SPLITS), baselines=True,
+             confidence: float = 0.9, n_jobs: int = 1, host_peak_flops: float | None = None) -> Evaluation:
+    """Grouped cross-validation of each method (and the baselines) on the same splits of the same runs.
+
+    Parameters
+    ----------
+    runs : path or DataFrame
+        A run history.
+    methods : sequence of str
+        perfmodel methods (:data:`~perfmodel.models.METHODS` and ``"auto"``).
+    splits : sequence of str
+        Keys of :data:`SPLITS`; a split whose column has fewer than two groups is skipped.
+    baselines : bool, default=True
+        Also score :data:`BASELINES`.
+    confidence : float, default=0.9
+    n_jobs : int, default=1
+        Folds × methods run in parallel with joblib.
+    host_peak_flops : float, optional
+        Measured FLOP/s of the host, the CPU "peak" of the ``6ND-util0.4`` baseline (``NaN`` without it).
+
+    Returns
+    -------
+    Evaluation
+    """
+    from .io import load_runs
+
+    confidence = check_confidence(confidence, "evaluate")
+    runs = load_runs(runs).reset_index(drop=True)
+    unknown = [m for m in methods if m not in (*METHODS, "auto")]
+    if unknown:
+        raise ValueError(f"evaluate: unknown method(s) {unknown}; choose from {(*METHODS, 'auto')}.")
+    bad = [s for s in splits if s not in SPLITS]
+    if bad:
+        raise ValueError(f"evaluate: unknown split(s) {bad}; choose from {tuple(SPLITS)}.")
+    all_methods = list(methods) + (list(BASELINES) if baselines else [])
+    jobs = []
+    for split in splits:
+        col = SPLITS[split]
+        if runs[col].nunique() < 2:
+            continue
+        for held, train, test in grouped_folds(runs, col):
+            for method in all_methods:
+                jobs.append((split, held, method, train, test))
+    results = Parallel(n_jobs=n_jobs)(
+        delayed(_fit_predict)(m, runs, tr, te, confidence, host_peak_flops) for _, _, m, tr, te in jobs
+    )
+    frames = []
+    for (split, held, *_), res in zip(jobs, results):
+        frames.append(res.assign(split=split, held_out=held))
+    preds = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    rows = []
+    for (split, method), g in preds.groupby(["split", "method"], sort=False):
+        has_pi = g["lower"].notna().all()
+        ape = np.abs(g["pred"] / g["y"] - 1) * 100
+        rows.append({
+            "split": split, "method": method, "folds": g["held_out"].nunique(), "n": len(g),
+            "mape": float(ape.mean()), "median_ape": float(ape.median()), "r2_log": r2_log(g["y"], g["pred"]),
+            "coverage": coverage(g["y"], g["lower"], g["upper"]) if has_pi else np.nan,
+            "rel_width": mean_relative_width(g["pred"], g["lower"], g["upper"]) if has_pi else np.nan,
+        })
+    return Evaluation(preds, pd.DataFrame(rows), noise_floor(runs), confidence)
