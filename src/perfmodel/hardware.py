@@ -109,13 +109,21 @@ _SPECS: tuple[HardwareSpec, ...] = (
        "NVIDIA H100 datasheet: PCIe 51 FP32, 756 TF32 / 1,513 BF16 with sparsity (halved here), 2 TB/s, PCIe Gen5 128 GB/s"),
     _s("H200-SXM-141GB",   "nvidia", 67.0,  494.7,  989.4,  989.4,  141,   4800,  900,  "nvlink4",
        "NVIDIA H200 datasheet: SXM 67 FP32, 989 TF32 / 1,979 BF16 with sparsity (halved here), 141 GB, 4.8 TB/s"),
+    _s("H200-NVL-141GB",   "nvidia", 60.0,  417.5,  835.5,  835.5,  141,   4800,  900,  "nvlink-bridge",
+       "NVIDIA H200 NVL datasheet: 60 FP32, 835 TF32 / 1,671 BF16 with sparsity (halved here), 141 GB, 4.8 TB/s, "
+       "NVLink bridge 900 GB/s"),
     _s("B200",             "nvidia", 75.0,  1125.0, 2250.0, 2250.0, 180,   8000,  1800, "nvlink5",
        "NVIDIA HGX B200 datasheet (per GPU, 1/8 of 8-GPU figures): 18 PF TF32 / 36 PF FP16 sparse, 600 TF FP32, "
        "1.44 TB, 64 TB/s, NVLink 1.8 TB/s"),
+    _s("GB200",            "nvidia", 80.0,  1250.0, 2500.0, 2500.0, 186,   8000,  1800, "nvlink5",
+       "NVIDIA GB200 NVL72 datasheet (per GPU, 1/72 of rack figures): 180 PF TF32 / 360 PF FP16 sparse, "
+       "5,760 TF FP32, 13.4 TB HBM3e at 576 TB/s, NVLink 1.8 TB/s"),
     _s("MI250X",           "amd",    95.7,  None,   383.0,  383.0,  128,   3277,  800,  "infinity-fabric",
        "AMD Instinct MI250X datasheet: 95.7 FP32 matrix, 383 FP16/BF16, 128 GB HBM2e 3.2 TB/s, 8 IF links 800 GB/s"),
     _s("MI300X",           "amd",    163.4, 653.7,  1307.4, 1307.4, 192,   5300,  896,  "infinity-fabric",
        "AMD Instinct MI300X datasheet: 163.4 FP32 matrix, 653.7 TF32, 1,307.4 FP16/BF16 dense, 5.3 TB/s, IF 896 GB/s"),
+    _s("MI325X",           "amd",    163.4, 653.7,  1307.4, 1307.4, 256,   6000,  896,  "infinity-fabric",
+       "AMD Instinct MI325X datasheet: 163.4 FP32 matrix, 653.7 TF32, 1,307.4 FP16/BF16 dense, 256 GB, 6 TB/s"),
     # A CPU has no vendor datasheet peak that applies to every host; perfmodel leaves its peaks empty and
     # fits CPU runs on their own (the measured runs record the CPU model and thread count).
     _s("cpu",              "any",    None,  None,   None,   None,   None,  None,  None, "shared-memory",
@@ -146,7 +154,8 @@ _ALIASES: dict[str, str] = {
     "h100-pcie": "H100-PCIE-80GB", "h100-pcie-80gb": "H100-PCIE-80GB",
     "h200": "H200-SXM-141GB", "h200-sxm": "H200-SXM-141GB", "h200-sxm-141gb": "H200-SXM-141GB",
     "h200-141gb-hbm3e": "H200-SXM-141GB",
-    "b200": "B200", "mi250x": "MI250X", "mi300x": "MI300X",
+    "h200-nvl": "H200-NVL-141GB", "h200-nvl-141gb": "H200-NVL-141GB",
+    "b200": "B200", "b200-sxm": "B200", "gb200": "GB200", "mi250x": "MI250X", "mi300x": "MI300X", "mi325x": "MI325X",
     "cpu": "cpu",
 }
 for _spec in _SPECS:
@@ -166,6 +175,28 @@ def _normalise(name: str) -> str:
     return key
 
 
+# Trailing tokens that describe memory or packaging, not the chip: dropped one at a time when a reported name
+# is not known as a whole ("MI300X 192GB HBM3" -> "mi300x"). Tokens that name another variant (NVL, PCIe) are
+# never dropped, so a variant never resolves to its sibling.
+_PACKAGING = re.compile(r"^(\d+gb|hbm\d*e?|dlc|sxm\d*|oam|gpu)$")
+
+
+def _lookup(key: str) -> str | None:
+    if key in _ALIASES:
+        return _ALIASES[key]
+    inner = re.search(r"\(([^)]+)\)", key)  # "blackwell-gpu-(b200-sxm-180gb)"
+    if inner:
+        found = _lookup(inner.group(1).strip("-"))
+        if found:
+            return found
+    parts = key.split("-")
+    while len(parts) > 1 and _PACKAGING.match(parts[-1]):
+        parts = parts[:-1]
+        if "-".join(parts) in _ALIASES:
+            return _ALIASES["-".join(parts)]
+    return None
+
+
 def resolve_gpu_type(name: str) -> str:
     """Return the canonical spec-table name for ``name`` (a user's or NVML's device name).
 
@@ -179,8 +210,9 @@ def resolve_gpu_type(name: str) -> str:
     if not isinstance(name, str):
         raise TypeError(f"gpu_type must be a str such as 'A100' or 'cpu'. Got {name!r} of type {type(name).__name__}.")
     key = _normalise(name)
-    if key in _ALIASES:
-        return _ALIASES[key]
+    found = _lookup(key)
+    if found is not None:
+        return found
     candidates = sorted(set(_ALIASES) | {s.name for s in _SPECS})
     close = difflib.get_close_matches(key, candidates, n=4, cutoff=0.4)
     close_names = list(dict.fromkeys(_ALIASES.get(c, c) for c in close))

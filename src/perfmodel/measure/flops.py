@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import math
 
-__all__ = ["count_module"]
+__all__ = ["count_module", "host_peak_flops"]
 
 
 def count_module(module, example_input) -> tuple[int, float | None]:
@@ -39,3 +39,29 @@ def count_module(module, example_input) -> tuple[int, float | None]:
             loss.backward()
     total = float(counter.get_total_flops())
     return params, (total if total > 0 and math.isfinite(total) else None)
+
+
+def host_peak_flops(size: int = 2048, repeats: int = 10, threads: int | None = None) -> float:
+    """Achieved fp32 matmul FLOP/s of this host (best of ``repeats`` ``size``×``size`` products, all cores).
+
+    A CPU has no datasheet peak that applies to every host; this measured figure stands in for it where a
+    "FLOPs / (peak × utilisation)" estimate needs one (the 6·N·D baseline of ``benchmarks/accuracy.py``).
+    """
+    import os
+    import time
+
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads or os.cpu_count() or 1)
+    try:
+        a, b = torch.randn(size, size), torch.randn(size, size)
+        a @ b  # warm-up
+        best = float("inf")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            a @ b
+            best = min(best, time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(old)
+    return 2.0 * size**3 / best

@@ -17,8 +17,9 @@
 Prediction intervals are cross-conformal on the log scale, with three sets of conformity scores, each the
 out-of-fold residuals of one kind of generalisation: random K-fold (a seen model at a batch size and device count
 the fit has seen), leave-one-batch-size-out (a seen model at a new batch size) and leave-one-model-out (a new
-model). Each query uses the set matching its kind; a device count outside the fitted range is treated like a
-new model (the widest), since device-count scaling is then extrapolated.
+model) — split into the rows whose family still had another model in the refit (a new model of a known family)
+and all rows (a new family). Each query uses the set matching its kind; a device count outside the fitted range
+is treated like a new model of a new family (the widest), since device-count scaling is then extrapolated.
 """
 
 from __future__ import annotations
@@ -117,25 +118,36 @@ class PhysicsRegressor(RegressorMixin, BaseEstimator):
         self.scores_seen_ = np.sort(np.abs(logy - oof))
         self.oof_pred_ = np.exp(oof)
         models = X[:, 6].astype(int)
-        self.scores_new_ = self._group_scores(X, y, models, blank_model=True)
-        self.scores_batch_ = self._group_scores(X, y, X[:, 7], blank_model=False)
+        self.scores_new_, sibling = self._group_scores(X, y, models, blank_model=True)
+        # rows whose held-out model still had a sibling of its family in the refit: the situation of a new model
+        # of a family the fit knows (its scores are smaller than those of a new family)
+        self.scores_new_known_family_ = self.scores_new_ if sibling is None else np.sort(
+            self._last_oof_abs[sibling]) if sibling.sum() >= 10 else self.scores_new_
+        self.scores_batch_, _ = self._group_scores(X, y, X[:, 7], blank_model=False)
+        fam = X[:, 5].astype(int)
+        self.known_families_ = np.unique(fam[fam >= 0])
         self.known_models_ = np.unique(models[models >= 0])
         self.batch_sizes_ = np.unique(X[:, 7])
         self.gpu_range_ = (X[:, 8].min(), X[:, 8].max())
         return self
 
     def _group_scores(self, X, y, groups, *, blank_model: bool):
-        """Absolute log residuals of leave-one-group-out refits (the seen-model scores if < 3 groups)."""
+        """Absolute log residuals of leave-one-group-out refits (the seen-model scores if < 3 groups), and a
+        mask of the rows whose family still had another model in their refit (None if not computed)."""
         if len(np.unique(groups)) < 3:
-            return self.scores_seen_
+            return self.scores_seen_, None
         logy = np.log(y)
         out = np.empty_like(logy)
+        sibling = np.zeros(len(y), dtype=bool)
+        fam = X[:, 5].astype(int)
         for tr, te in LeaveOneGroupOut().split(X, groups=groups):
             Xte = X[te].copy()
             if blank_model:
                 Xte[:, 6] = -1
             out[te] = np.log(self._predict_raw(self._fit_params(X[tr], y[tr]), Xte))
-        return np.sort(np.abs(logy - out))
+            sibling[te] = (fam[te] >= 0) & np.isin(fam[te], fam[tr])
+        self._last_oof_abs = np.abs(logy - out)
+        return np.sort(self._last_oof_abs), sibling
 
     def predict(self, X):
         check_is_fitted(self, "params_")
@@ -149,9 +161,12 @@ class PhysicsRegressor(RegressorMixin, BaseEstimator):
         seen_model = np.isin(X[:, 6].astype(int), self.known_models_)
         in_counts = (X[:, 8] >= self.gpu_range_[0]) & (X[:, 8] <= self.gpu_range_[1])
         seen_batch = np.isin(X[:, 7], self.batch_sizes_)
-        q_seen, q_batch, q_new = (conformal_quantile(s, confidence)
-                                  for s in (self.scores_seen_, self.scores_batch_, self.scores_new_))
-        q = np.where(seen_model & in_counts, np.where(seen_batch, q_seen, q_batch), q_new)
+        known_family = np.isin(X[:, 5].astype(int), self.known_families_)
+        q_seen, q_batch, q_fam, q_new = (
+            conformal_quantile(s, confidence)
+            for s in (self.scores_seen_, self.scores_batch_, self.scores_new_known_family_, self.scores_new_))
+        q_new_model = np.where(known_family & in_counts, q_fam, q_new)
+        q = np.where(seen_model & in_counts, np.where(seen_batch, q_seen, q_batch), q_new_model)
         return pred, pred * np.exp(-q), pred * np.exp(q)
 
     def coef_table(self, family_names=None):

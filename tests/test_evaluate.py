@@ -1,0 +1,155 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perfmodel.evaluate import (AnalyticBaseline, SPLITS, coverage, evaluate, grouped_folds, mean_relative_width,
+                                noise_floor, r2_log)
+from perfmodel.models import PhysicsRegressor, TrainingTimeModel
+
+from conftest import make_history
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class TestMetrics:
+    def test_hand_computed(self):
+        y, lo, hi = np.array([1.0, 2.0, 3.0, 4.0]), np.array([0.5, 2.5, 2.0, 3.9]), np.array([1.5, 3.0, 4.0, 4.1])
+        assert coverage(y, lo, hi) == 0.75
+        pred = np.array([1.0, 2.0, 4.0, 4.0])
+        assert mean_relative_width(pred, lo, hi) == pytest.approx(np.mean([1.0, 0.25, 0.5, 0.05]))
+        ly = np.log(y)
+        expected = 1 - np.sum((ly - np.log(pred)) ** 2) / np.sum((ly - ly.mean()) ** 2)
+        assert r2_log(y, pred) == pytest.approx(expected)
+
+    def test_noise_floor_by_hand(self):
+        runs = pd.DataFrame({"model": ["a", "a", "b", "b", "c"], "params": 1, "batch_size": 8, "gpu_count": 1,
+                             "gpu_type": "cpu", "step_time_s": [1.0, 1.2, 2.0, 2.0, 5.0]})
+        nf = noise_floor(runs)
+        # a: |1/1.2-1|, |1.2/1-1|; b: 0, 0; c has no repeat
+        apes = [abs(1 / 1.2 - 1) * 100, 20.0, 0.0, 0.0]
+        assert nf.median_ape == pytest.approx(np.median(apes)) and nf.n_configs == 2 and nf.n_runs == 4
+
+
+class TestGroupedFolds:
+    @pytest.mark.parametrize("split", ["leave-one-model-out", "leave-one-batch-size-out", "leave-one-gpu-count-out"])
+    def test_held_out_group_never_in_training(self, split):
+        runs = make_history()
+        col = SPLITS[split]
+        seen = set()
+        for held, train, test in grouped_folds(runs, col):
+            assert set(runs.iloc[test][col].astype(str)) == {held}
+            assert held not in set(runs.iloc[train][col].astype(str))
+            assert len(set(train) & set(test)) == 0
+            seen.add(held)
+        assert seen == set(runs[col].astype(str))
+
+    def test_evaluate_predictions_come_from_folds_without_their_group(self):
+        runs = make_history(n_models=4)
+        ev = evaluate(runs, methods=("loglinear",), splits=("leave-one-model-out",), baselines=False)
+        preds = ev.predictions
+        assert len(preds) == len(runs) and sorted(preds["row"]) == list(range(len(runs)))
+        assert (runs["model"].to_numpy()[preds["row"]] == preds["held_out"].to_numpy()).all()
+
+
+class TestEvaluate:
+    def test_table_and_json(self):
+        runs = make_history(n_models=5).assign(threads_per_worker=1, family="mlp")
+        ev = evaluate(runs, methods=("loglinear", "physics"), splits=("leave-one-batch-size-out",))
+        assert {"loglinear", "physics", "seed-linear", "6ND-util0.4", "6ND-fitted-util"} == set(ev.table["method"])
+        row = ev.table.set_index("method").loc["loglinear"]
+        assert row["folds"] == 4 and row["n"] == len(runs) and 0 <= row["coverage"] <= 1
+        data = json.loads(ev.to_json())
+        assert data["confidence"] == 0.9 and len(data["table"]) == 5
+
+    def test_single_group_split_is_skipped(self):
+        ev = evaluate(make_history(n_models=3), methods=("loglinear",), splits=("leave-one-gpu-type-out",),
+                      baselines=False)
+        assert len(ev.table) == 0
+
+    def test_bad_method(self):
+        with pytest.raises(ValueError, match="unknown method"):
+            evaluate(make_history(), methods=("magic",))
+
+    def test_fixed_utilisation_baseline(self):
+        runs = make_history(n_models=2)
+        base = AnalyticBaseline(0.4).fit(runs)
+        pi = base.predict_interval(runs)
+        flops = runs["flops_per_sample"] * runs["batch_size"]
+        np.testing.assert_allclose(pi["step_time_s"], flops / (19.5e12 * 0.4))  # A100 dense fp32 peak
+        assert pi["lower"].isna().all()  # the calculators give no interval
+
+    def test_fitted_utilisation_baseline_recovers_constant(self):
+        runs = make_history(n_models=2, noise=0.0)
+        flops = runs["flops_per_sample"] * runs["batch_size"]
+        runs["step_time_s"] = flops / (19.5e12 * 0.25)
+        base = AnalyticBaseline("fit").fit(runs)
+        assert np.exp(base.log_u_) == pytest.approx(0.25)
+
+
+def physics_history(seed, noise=0.05, noise_seed=None):
+    """Generated runs from the physics form itself (tests only)."""
+    rng = np.random.default_rng(seed)
+    nrng = np.random.default_rng(noise_seed if noise_seed is not None else seed + 99)
+    rows = []
+    for f, theta in (("mlp", 0.8), ("cnn", 0.3), ("rnn", 0.5)):
+        for k in range(4):
+            params = float(10 ** rng.uniform(4, 6.5))
+            fps = params * rng.uniform(10, 200)
+            for b in (8, 16, 32, 64):
+                for n in (1, 2):
+                    threads = 2 / n
+                    work = fps * b
+                    eff = theta * (fps / 1e9) ** 0.1
+                    t = 1e-3 + work / (threads * 50e9) / eff + (n > 1) * (2e-3 + 3 * 2 * params * 4 / 2 / 5e9)
+                    rows.append({"model": f"{f}{k}", "family": f, "params": params, "flops_per_sample": fps,
+                                 "batch_size": b, "gpu_count": n, "gpu_type": "cpu", "threads_per_worker": threads,
+                                 "step_time_s": t * np.exp(nrng.normal(0, noise))})
+    return pd.DataFrame(rows)
+
+
+class TestPhysics:
+    def test_recovers_generated_form(self):
+        m = TrainingTimeModel(method="physics").fit(physics_history(0, noise=0.01))
+        table = m.coef_table()["value"]
+        assert table["a0_overhead_s"] == pytest.approx(1e-3, rel=0.3)
+        assert table["efficiency[cnn]"] / table["efficiency[mlp]"] == pytest.approx(0.3 / 0.8, rel=0.1)
+        assert m.cv_median_ape_ < 3
+
+    def test_conformal_coverage_near_nominal_for_seen_configurations(self):
+        covers = []
+        for s in range(3):
+            train = physics_history(s, noise_seed=100 + s)
+            test = pd.concat([physics_history(s, noise_seed=200 + 10 * s + k) for k in range(3)])
+            pi = TrainingTimeModel(method="physics").fit(train).predict_interval(test, 0.9)
+            covers.append(coverage(test["step_time_s"], pi["lower"], pi["upper"]))
+        assert 0.85 <= np.mean(covers) <= 0.97  # cross-conformal is slightly conservative by construction
+
+    def test_new_model_gets_the_wider_interval(self):
+        train = physics_history(0)
+        m = TrainingTimeModel(method="physics").fit(train)
+        row = train.iloc[[0]]
+        seen = m.predict_interval(row)
+        new = m.predict_interval(row.assign(model="never-seen"))
+        assert (new["upper"] / new["lower"]).iloc[0] > (seen["upper"] / seen["lower"]).iloc[0]
+
+    def test_device_count_outside_range_widens(self):
+        m = TrainingTimeModel(method="physics").fit(physics_history(0))
+        row = physics_history(0).iloc[[1]]  # gpu_count 2, seen
+        inside = m.predict_interval(row)
+        outside = m.predict_interval(row.assign(gpu_count=8))
+        assert (outside["upper"] / outside["lower"]).iloc[0] > (inside["upper"] / inside["lower"]).iloc[0]
+
+
+def test_benchmark_script_quick_mode(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "accuracy.py"), "--quick", "--n-jobs", "1",
+                           "--host-peak-gflops", "100", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "noise floor" in proc.stdout and "leave-one-batch-size-out" in proc.stdout
+    result = json.loads((tmp_path / "accuracy_quick.json").read_text())
+    assert {r["method"] for r in result["table"]} >= {"physics", "seed-linear", "6ND-util0.4", "6ND-fitted-util"}
