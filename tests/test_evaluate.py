@@ -91,23 +91,24 @@ class TestEvaluate:
         assert np.exp(base.log_u_) == pytest.approx(0.25)
 
 
-def physics_history(seed, noise=0.05, noise_seed=None):
+def physics_history(seed, noise=0.05, noise_seed=None, model_sd=0.0):
     """Generated runs from the physics form itself (tests only)."""
     rng = np.random.default_rng(seed)
     nrng = np.random.default_rng(noise_seed if noise_seed is not None else seed + 99)
     rows = []
     for f, theta in (("mlp", 0.8), ("cnn", 0.3), ("rnn", 0.5)):
         for k in range(4):
-            params = float(10 ** rng.uniform(4, 6.5))
+            params = int(10 ** rng.uniform(4, 6.5))
             fps = params * rng.uniform(10, 200)
+            offset = np.exp(rng.normal(0, model_sd)) if model_sd else 1.0  # model-level efficiency deviation
             for b in (8, 16, 32, 64):
                 for n in (1, 2):
                     threads = 2 / n
                     work = fps * b
-                    eff = theta * (fps / 1e9) ** 0.1
+                    eff = theta * offset * (fps / 1e9) ** 0.1
                     t = 1e-3 + work / (threads * 50e9) / eff + (n > 1) * (2e-3 + 3 * 2 * params * 4 / 2 / 5e9)
                     rows.append({"model": f"{f}{k}", "family": f, "params": params, "flops_per_sample": fps,
-                                 "batch_size": b, "gpu_count": n, "gpu_type": "cpu", "threads_per_worker": threads,
+                                 "batch_size": b, "gpu_count": n, "gpu_type": "cpu", "threads_per_worker": int(threads),
                                  "step_time_s": t * np.exp(nrng.normal(0, noise))})
     return pd.DataFrame(rows)
 
@@ -130,7 +131,7 @@ class TestPhysics:
         assert 0.85 <= np.mean(covers) <= 0.97  # cross-conformal is slightly conservative by construction
 
     def test_new_model_gets_the_wider_interval(self):
-        train = physics_history(0)
+        train = physics_history(0, model_sd=0.3)  # models differ beyond what their family explains
         m = TrainingTimeModel(method="physics").fit(train)
         row = train.iloc[[0]]
         seen = m.predict_interval(row)
@@ -138,8 +139,9 @@ class TestPhysics:
         assert (new["upper"] / new["lower"]).iloc[0] > (seen["upper"] / seen["lower"]).iloc[0]
 
     def test_device_count_outside_range_widens(self):
-        m = TrainingTimeModel(method="physics").fit(physics_history(0))
-        row = physics_history(0).iloc[[1]]  # gpu_count 2, seen
+        train = physics_history(0, model_sd=0.3)
+        m = TrainingTimeModel(method="physics").fit(train)
+        row = train.iloc[[1]]  # gpu_count 2, seen
         inside = m.predict_interval(row)
         outside = m.predict_interval(row.assign(gpu_count=8))
         assert (outside["upper"] / outside["lower"]).iloc[0] > (inside["upper"] / inside["lower"]).iloc[0]

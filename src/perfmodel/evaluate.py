@@ -277,7 +277,8 @@ def evaluate(runs, *, methods=("linear", "loglinear", "gbm", "physics", "auto"),
         frames.append(res.assign(split=split, held_out=held))
     preds = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     rows = []
-    for (split, method), g in preds.groupby(["split", "method"], sort=False):
+    groups = preds.groupby(["split", "method"], sort=False) if len(preds) else []
+    for (split, method), g in groups:
         has_pi = g["lower"].notna().all()
         ape = np.abs(g["pred"] / g["y"] - 1) * 100
         rows.append({
@@ -286,4 +287,5 @@ def evaluate(runs, *, methods=("linear", "loglinear", "gbm", "physics", "auto"),
             "coverage": coverage(g["y"], g["lower"], g["upper"]) if has_pi else np.nan,
             "rel_width": mean_relative_width(g["pred"], g["lower"], g["upper"]) if has_pi else np.nan,
         })
-    return Evaluation(preds, pd.DataFrame(rows), noise_floor(runs), confidence)
+    columns = ["split", "method", "folds", "n", "mape", "median_ape", "r2_log", "coverage", "rel_width"]
+    return Evaluation(preds, pd.DataFrame(rows, columns=columns), noise_floor(runs), confidence)
