@@ -155,3 +155,42 @@ def test_benchmark_script_quick_mode(tmp_path):
     assert "noise floor" in proc.stdout and "leave-one-batch-size-out" in proc.stdout
     result = json.loads((tmp_path / "accuracy_quick.json").read_text())
     assert {r["method"] for r in result["table"]} >= {"physics", "seed-linear", "6ND-util0.4", "6ND-fitted-util"}
+
+
+def test_fitted_utilisation_needs_no_cpu_peak():
+    runs = make_history(n_models=2).assign(gpu_type="cpu")
+    pi = AnalyticBaseline("fit").fit(runs).predict_interval(runs)
+    assert np.isfinite(pi["step_time_s"]).all()
+    assert AnalyticBaseline(0.4).fit(runs).predict_interval(runs)["step_time_s"].isna().all()
+
+
+def test_cli_evaluate_json():
+    runs = make_history(n_models=3)
+    path = ROOT / "tests" / "_tmp_eval.csv"
+    try:
+        runs.to_csv(path, index=False)
+        proc = subprocess.run([sys.executable, "-m", "perfmodel", "evaluate", str(path), "--methods", "loglinear",
+                               "--splits", "leave-one-batch-size-out", "--json"], capture_output=True, text=True,
+                              timeout=300)
+    finally:
+        path.unlink(missing_ok=True)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert {r["method"] for r in data["table"]} == {"loglinear", "seed-linear", "6ND-util0.4", "6ND-fitted-util"}
+
+
+MLPERF = ROOT.parent / "shared" / "datasets" / "mlperf"
+
+
+@pytest.mark.skipif(not MLPERF.exists(), reason="../shared/datasets/mlperf is absent")
+def test_mlperf_cross_hardware_script():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "mlperf_cross_hardware.py")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "leave-one-accelerator-type-out" in proc.stdout and "scaling with accelerator count" in proc.stdout
+
+
+def test_mlperf_script_skips_without_data(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "mlperf_cross_hardware.py"), "--data",
+                           str(tmp_path / "absent.csv")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.startswith("skipped")

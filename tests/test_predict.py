@@ -160,3 +160,10 @@ class TestBundled:
         model = runs["model"].iloc[0]
         r = predict_training_time(model, batch_size=int(runs["batch_size"].iloc[0]), gpu_type="cpu", steps=100)
         assert r.n_runs == len(runs) and r.lower < r.seconds < r.upper
+
+
+def test_nearest_run_distance(fitted):
+    assert call(fitted).nearest_run_distance == pytest.approx(0.0)
+    with pytest.warns(ExtrapolationWarning):
+        far = call(fitted, model={"params": 1e9, "flops_per_sample": 1e13}, batch_size=4096, gpu_count=64)
+    assert far.nearest_run_distance > 1.0

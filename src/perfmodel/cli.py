@@ -79,6 +79,18 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--output", "-o", required=True, help="history to append to (.csv or .parquet)")
     m.add_argument("--list-models", action="store_true", help="list the zoo and exit")
 
+    e = sub.add_parser("evaluate", help="grouped cross-validation of the methods and baselines on a history")
+    e.add_argument("runs", nargs="?", help="run history (default: the bundled runs)")
+    e.add_argument("--methods", type=_csv_list(str), default=["linear", "loglinear", "gbm", "physics", "auto"])
+    e.add_argument("--splits", type=_csv_list(str), default=None,
+                   help="leave-one-model-out,leave-one-batch-size-out,leave-one-gpu-count-out,leave-one-gpu-type-out")
+    e.add_argument("--no-baselines", action="store_true")
+    e.add_argument("--confidence", type=float, default=0.9)
+    e.add_argument("--n-jobs", type=int, default=1)
+    e.add_argument("--host-peak-gflops", type=float, default=None,
+                   help="measured CPU FLOP/s of the host, for the 6ND-util0.4 baseline on CPU runs")
+    e.add_argument("--json", action="store_true", help="print JSON instead of the table")
+
     h = sub.add_parser("hardware", help="print the hardware spec table")
     h.add_argument("name", nargs="?", help="resolve one device name")
     return p
@@ -175,6 +187,21 @@ def _cmd_measure(args) -> int:
     return 0
 
 
+def _cmd_evaluate(args) -> int:
+    from .evaluate import SPLITS, evaluate
+
+    runs = args.runs
+    if runs is None:
+        from .datasets import bundled_runs_path
+
+        runs = str(bundled_runs_path())
+    ev = evaluate(runs, methods=tuple(args.methods), splits=tuple(args.splits or SPLITS),
+                  baselines=not args.no_baselines, confidence=args.confidence, n_jobs=args.n_jobs,
+                  host_peak_flops=None if args.host_peak_gflops is None else args.host_peak_gflops * 1e9)
+    print(ev.to_json(indent=2) if args.json else ev)
+    return 0
+
+
 def _cmd_hardware(args) -> int:
     from .hardware import get_spec, spec_table
 
@@ -191,7 +218,7 @@ def _cmd_hardware(args) -> int:
 
 
 _COMMANDS = {"fit": _cmd_fit, "predict": _cmd_predict, "summary": _cmd_summary, "measure": _cmd_measure,
-             "hardware": _cmd_hardware}
+             "hardware": _cmd_hardware, "evaluate": _cmd_evaluate}
 
 
 def _one_line_warnings(message, category, filename, lineno, file=None, line=None):

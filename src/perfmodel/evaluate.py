@@ -131,7 +131,8 @@ class AnalyticBaseline:
         cpu = (q["gpu_type"] == "cpu").to_numpy()
         if cpu.any():
             if self.host_peak_flops is None:
-                peak[cpu] = np.nan
+                # the fitted variant needs no absolute peak (its constant absorbs the scale); the fixed one does
+                peak[cpu] = 1.0 if self.utilisation == "fit" else np.nan
             else:
                 peak[cpu] = self.host_peak_flops / q["gpu_count"].to_numpy(dtype=float)[cpu]
         return q["flops_per_step_device"].to_numpy(dtype=float), peak

@@ -46,6 +46,9 @@ class TrainingTimePrediction:
     method, n_runs, confidence
     inside_domain : bool
         False when the query lies outside the range of the fitted runs (see ``warnings``).
+    nearest_run_distance : float
+        Distance to the nearest training run in training standard deviations of the log quantities
+        (:meth:`TrainingTimeModel.domain_distance`); 0 for a configuration the fit has seen.
     warnings : list of str
     """
 
@@ -64,6 +67,7 @@ class TrainingTimePrediction:
     method: str
     n_runs: int
     inside_domain: bool
+    nearest_run_distance: float
     query: dict = field(default_factory=dict)
     warnings: list = field(default_factory=list)
 
@@ -325,6 +329,7 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
         step_upper=float(res["step_upper"]), steps=n_steps, startup_seconds=float(fitted.startup_s_),
         r2=float(fitted.rsquared_), r2_log=float(fitted.rsquared_log_), cv_mape=float(fitted.cv_mape_),
         method=fitted.method, n_runs=int(fitted.n_runs_), inside_domain=not notes,
+        nearest_run_distance=float(fitted.domain_distance(q)[0]),
         query={k: v for k, v in q.iloc[0].items()}, warnings=notes,
     )
 
@@ -342,8 +347,8 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
     Returns
     -------
     DataFrame
-        ``step_time_s, step_lower, step_upper, steps, seconds, lower, upper, outside_domain`` aligned with
-        ``queries``.
+        ``step_time_s, step_lower, step_upper, steps, seconds, lower, upper, outside_domain,
+        nearest_run_distance`` aligned with ``queries``.
     """
     if not isinstance(queries, pd.DataFrame):
         raise TypeError(f"predict_many expects a DataFrame of queries. Got {type(queries).__name__}.")
@@ -378,4 +383,5 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
     out = _predict_frame(fitted, q, confidence)
     dom = _domain_warnings(fitted, q)
     out["outside_domain"] = [bool(w) for w in dom]
+    out["nearest_run_distance"] = fitted.domain_distance(q)
     return out.drop(columns="nonpositive_fit")

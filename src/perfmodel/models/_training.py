@@ -135,6 +135,11 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             "flops_per_sample": pd.to_numeric(fps, errors="coerce"),
         })
         self.domain_ = pd.DataFrame({"min": dom.min(), "max": dom.max()})
+        pts = np.log(dom.fillna(dom.median()).to_numpy(dtype=float))
+        pts = np.where(np.isfinite(pts), pts, 0.0)
+        scale = pts.std(axis=0)
+        self._domain_scale = np.where(scale > 0, scale, 1.0)
+        self._domain_points = np.unique(pts, axis=0)
         if "startup_s" in runs.columns and runs["startup_s"].notna().any():
             self.startup_s_ = float(runs["startup_s"].median())
         else:
@@ -175,6 +180,23 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         Xf = self.pipeline_.named_steps["features"].transform(X)
         pred, lo, hi = self.pipeline_.named_steps["regressor"].predict_interval(Xf, confidence)
         return pd.DataFrame({"step_time_s": pred, "lower": lo, "upper": hi}, index=getattr(X, "index", None))
+
+    def domain_distance(self, X: pd.DataFrame) -> np.ndarray:
+        """Distance of each query to the nearest training run, in training standard deviations of the logs of
+        (params, batch_size, gpu_count, flops_per_sample). 0 means a configuration the fit has seen; above ~1 the
+        query is far from every run."""
+        self._check()
+        cols = ["params", "batch_size", "gpu_count", "flops_per_sample"]
+        med = self.domain_[["min", "max"]].mean(axis=1)
+        q = pd.DataFrame({c: pd.to_numeric(X[c], errors="coerce") if c in X.columns else np.nan for c in cols})
+        q = q.fillna(med)
+        qp = np.log(np.maximum(q.to_numpy(dtype=float), 1e-300))
+        out = np.empty(len(qp))
+        for start in range(0, len(qp), 8192):
+            block = qp[start:start + 8192, None, :]
+            d = (block - self._domain_points[None, :, :]) / self._domain_scale
+            out[start:start + 8192] = np.sqrt((d**2).mean(axis=2)).min(axis=1)
+        return out
 
     # ---------------------------------------------------------------------------------------- reports
     @property
