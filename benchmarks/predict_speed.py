@@ -20,7 +20,7 @@ import perfmodel
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--queries", type=int, default=100_000)
-    ap.add_argument("--method", default="loglinear", choices=["loglinear", "gbm", "linear"])
+    ap.add_argument("--method", default="loglinear", choices=["loglinear", "gbm", "linear", "physics"])
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
 

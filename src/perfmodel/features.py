@@ -38,20 +38,21 @@ FP32_GRAD_BYTES = 4
 
 
 def _spec_columns(gpu_type: pd.Series, precision: pd.Series) -> pd.DataFrame:
-    cache: dict[tuple[str, str], tuple[float, float, float]] = {}
-    rows = []
-    for g, p in zip(gpu_type.astype(str), precision.astype(str)):
-        key = (g, p)
-        if key not in cache:
-            spec = get_spec(g)
-            peak = spec.peak_tflops(p)
-            cache[key] = (
-                np.nan if peak is None else float(peak),
-                np.nan if spec.memory_bandwidth_gbps is None else float(spec.memory_bandwidth_gbps),
-                np.nan if spec.interconnect_gbps is None else float(spec.interconnect_gbps),
-            )
-        rows.append(cache[key])
-    return pd.DataFrame(rows, columns=["peak_tflops", "memory_bandwidth_gbps", "interconnect_gbps"],
+    """Peak, memory and interconnect bandwidth per row, looked up once per distinct (device, precision)."""
+    keys = pd.Series(np.asarray(gpu_type, dtype=object), dtype=object) + "|" + \
+        pd.Series(np.asarray(precision, dtype=object), dtype=object)
+    codes, uniques = pd.factorize(keys)
+    table = np.empty((len(uniques), 3))
+    for k, key in enumerate(uniques):
+        g, p = key.split("|", 1)
+        spec = get_spec(g)
+        peak = spec.peak_tflops(p)
+        table[k] = (
+            np.nan if peak is None else float(peak),
+            np.nan if spec.memory_bandwidth_gbps is None else float(spec.memory_bandwidth_gbps),
+            np.nan if spec.interconnect_gbps is None else float(spec.interconnect_gbps),
+        )
+    return pd.DataFrame(table[codes], columns=["peak_tflops", "memory_bandwidth_gbps", "interconnect_gbps"],
                         index=gpu_type.index)
 
 
@@ -122,11 +123,12 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
         mem = np.where(cpu, CPU_NOMINAL_MEMORY_GBPS, q["memory_bandwidth_gbps"].to_numpy(dtype=float)) * 1e9
         link = np.where(cpu, CPU_NOMINAL_INTERCONNECT_GBPS, q["interconnect_gbps"].to_numpy(dtype=float)) * 1e9
         work = q["flops_per_step_device"].to_numpy(dtype=float)
-        fam = X["family"].astype("string").fillna("") if "family" in X.columns else pd.Series([""] * len(X))
-        fam_code = np.array([self.families_.index(f) if f in self.families_ else -1 for f in fam], dtype=float)
-        model_code = np.array([self.model_names_.index(m) if m in self.model_names_ else -1
-                               for m in X["model"].astype(str)], dtype=float) if "model" in X.columns \
-            else np.full(len(X), -1.0)
+        fam = (np.asarray(X["family"].astype(object).where(X["family"].notna(), ""), dtype=object)
+               if "family" in X.columns else np.full(len(X), "", dtype=object))
+        fam_code = pd.Categorical(fam, categories=self.families_).codes.astype(float)
+        model_code = (pd.Categorical(np.asarray(X["model"].astype(str), dtype=object),
+                                     categories=self.model_names_).codes.astype(float)
+                      if "model" in X.columns else np.full(len(X), -1.0))
         return pd.DataFrame({
             "t_compute_s": work / peak,
             "work_gflop": work / 1e9,
@@ -143,7 +145,9 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
         """Threads per worker: the record's own, else what the training runs used at that device count."""
         own = (pd.to_numeric(X["threads_per_worker"], errors="coerce").to_numpy(dtype=float)
                if "threads_per_worker" in X.columns else np.full(len(X), np.nan))
-        default = np.array([self.threads_by_count_.get(int(c), max(1.0, self.total_threads_ / c)) for c in n])
+        uniq, inv = np.unique(n, return_inverse=True)
+        per = np.array([self.threads_by_count_.get(int(c), max(1.0, self.total_threads_ / c)) for c in uniq])
+        default = per[np.ravel(inv)]
         return np.where(np.isfinite(own) & (own > 0), own, default)
 
     def _all_columns(self, q: pd.DataFrame) -> pd.DataFrame:

@@ -214,17 +214,25 @@ def _steps(steps, epochs, dataset_size, batch_size, gpu_count) -> int:
 
 
 # ------------------------------------------------------------------------------------------- guarding
+def _outside(fitted: TrainingTimeModel, q: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Per checked column, a boolean mask of the queries outside the fitted [min, max]."""
+    out = {}
+    dom = fitted.domain_
+    for col in ("params", "batch_size", "gpu_count", "flops_per_sample"):
+        if col not in q.columns or col not in dom.index or pd.isna(dom.loc[col, "min"]):
+            continue
+        vals = pd.to_numeric(q[col], errors="coerce").to_numpy(dtype=float)
+        out[col] = (vals < dom.loc[col, "min"]) | (vals > dom.loc[col, "max"])
+    return out
+
+
 def _domain_warnings(fitted: TrainingTimeModel, q: pd.DataFrame) -> list[list[str]]:
     out: list[list[str]] = [[] for _ in range(len(q))]
     dom = fitted.domain_
-    for col in ("params", "batch_size", "gpu_count", "flops_per_sample"):
-        if col not in q.columns or col not in dom.index:
-            continue
-        lo, hi = dom.loc[col, "min"], dom.loc[col, "max"]
-        if pd.isna(lo):
-            continue
+    for col, mask in _outside(fitted, q).items():
         vals = pd.to_numeric(q[col], errors="coerce").to_numpy(dtype=float)
-        for i in np.flatnonzero((vals < lo) | (vals > hi)):
+        lo, hi = dom.loc[col, "min"], dom.loc[col, "max"]
+        for i in np.flatnonzero(mask):
             out[i].append(f"{col}={vals[i]:g} is outside the fitted range [{lo:g}, {hi:g}]")
     return out
 
@@ -232,7 +240,7 @@ def _domain_warnings(fitted: TrainingTimeModel, q: pd.DataFrame) -> list[list[st
 def _check_support(fitted: TrainingTimeModel, q: pd.DataFrame) -> list[str]:
     notes = []
     feats = fitted.pipeline_.named_steps["features"]
-    for g in sorted(set(q["gpu_type"])):
+    for g in sorted(map(str, pd.unique(q["gpu_type"]))):
         if g not in fitted.gpu_types_:
             if not getattr(feats, "hardware_features_", False):
                 raise ValueError(
@@ -241,7 +249,7 @@ def _check_support(fitted: TrainingTimeModel, q: pd.DataFrame) -> list[str]:
                     "runs on that device, or on two or more device types with known peaks."
                 )
             notes.append(f"gpu_type {g!r} is not in the history; predicted through hardware peaks")
-    for p in sorted(set(q["precision"])):
+    for p in sorted(map(str, pd.unique(q["precision"]))):
         if p not in fitted.precisions_:
             raise ValueError(
                 f"The history has no runs at precision {p!r} (it has: {', '.join(fitted.precisions_)}); "
@@ -360,7 +368,7 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
     if "params" not in q.columns:
         if "model" not in q.columns:
             raise SchemaError("predict_many needs a 'params' or a 'model' column in the queries.")
-        unknown = sorted(set(q["model"].astype(str)) - set(fitted.models_.index))
+        unknown = sorted(set(map(str, pd.unique(q["model"]))) - set(fitted.models_.index))
         if unknown:
             raise ValueError(f"predict_many: models not in the history: {', '.join(unknown[:5])}.")
         q["params"] = q["model"].map(fitted.models_["params"])
@@ -381,7 +389,7 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
     q["gpu_type"] = q["gpu_type"].map(mapping)
     _check_support(fitted, q)
     out = _predict_frame(fitted, q, confidence)
-    dom = _domain_warnings(fitted, q)
-    out["outside_domain"] = [bool(w) for w in dom]
+    masks = list(_outside(fitted, q).values())
+    out["outside_domain"] = np.logical_or.reduce(masks) if masks else np.zeros(len(q), dtype=bool)
     out["nearest_run_distance"] = fitted.domain_distance(q)
     return out.drop(columns="nonpositive_fit")

@@ -191,11 +191,16 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         q = pd.DataFrame({c: pd.to_numeric(X[c], errors="coerce") if c in X.columns else np.nan for c in cols})
         q = q.fillna(med)
         qp = np.log(np.maximum(q.to_numpy(dtype=float), 1e-300))
-        out = np.empty(len(qp))
-        for start in range(0, len(qp), 8192):
-            block = qp[start:start + 8192, None, :]
+        frame = pd.DataFrame(qp)
+        inverse = frame.groupby(list(frame.columns), sort=False).ngroup().to_numpy()  # queries repeat configs
+        first = np.unique(inverse, return_index=True)[1]
+        uniq = qp[first]
+        dist = np.empty(len(uniq))
+        for start in range(0, len(uniq), 8192):
+            block = uniq[start:start + 8192, None, :]
             d = (block - self._domain_points[None, :, :]) / self._domain_scale
-            out[start:start + 8192] = np.sqrt((d**2).mean(axis=2)).min(axis=1)
+            dist[start:start + 8192] = np.sqrt((d**2).mean(axis=2)).min(axis=1)
+        out = dist[np.ravel(inverse)]
         return out
 
     # ---------------------------------------------------------------------------------------- reports
