@@ -52,7 +52,7 @@ def main(argv=None) -> int:
         host_peak = host_peak_flops()
     else:
         host_peak = None
-    methods = ("physics",) if args.quick else ("linear",) + PERFMODEL_METHODS
+    methods = ("physics",) if args.quick else PERFMODEL_METHODS  # "linear" is baseline (a), scored as seed-linear
     splits = ("leave-one-batch-size-out",) if args.quick else tuple(SPLITS)
     t0 = time.perf_counter()
     ev = evaluate(runs, methods=methods, splits=splits, confidence=args.confidence, n_jobs=args.n_jobs,
@@ -102,7 +102,8 @@ def main(argv=None) -> int:
         "header": header, "noise_floor": ev.noise.__dict__, "table": json.loads(table.to_json(orient="records")),
         "checks": [{"split": s, "check": t, "pass": ok} for s, t, ok in checks],
     }, indent=2))
-    md = table.to_markdown(index=False, floatfmt=".3g") if _has_tabulate() else table.to_string(index=False)
+    md = (table.to_markdown(index=False, floatfmt=".3g") if _has_tabulate()
+          else table.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
     (out / f"{stem}.md").write_text(f"```\n{header}\n```\n\n{md}\n")
     return 0
 
