@@ -70,3 +70,16 @@ class TestErrors:
         proc = run("fit", str(bad), "-o", str(tmp_path / "m.joblib"), check=False)
         assert proc.returncode == 2 and "missing required column" in proc.stderr
         assert "Traceback" not in proc.stderr
+
+
+class TestRecommend:
+    def test_recommend_json(self, history_csv):
+        out = run("recommend", "--model", "m1", "--batch-size", "16", "--gpu-types", "A100", "--gpu-counts", "1,2",
+                  "--steps", "1000", "--history", str(history_csv), "--json").stdout
+        rows = json.loads(out)
+        assert [r["gpu_count"] for r in rows] == [1, 2] and all(r["lower"] <= r["seconds"] <= r["upper"] for r in rows)
+
+    def test_recommend_bad_budget(self, history_csv):
+        proc = run("recommend", "--model", "m1", "--batch-size", "16", "--gpu-types", "A100", "--steps", "10",
+                   "--budget", "-5", "--history", str(history_csv), check=False)
+        assert proc.returncode == 2 and "'budget'" in proc.stderr and "Traceback" not in proc.stderr

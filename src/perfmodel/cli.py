@@ -91,6 +91,27 @@ def _parser() -> argparse.ArgumentParser:
                    help="measured CPU FLOP/s of the host, for the 6ND-util0.4 baseline on CPU runs")
     e.add_argument("--json", action="store_true", help="print JSON instead of the table")
 
+    r = sub.add_parser("recommend", help="rank device types and counts by cost for a job, with intervals")
+    r.add_argument("--model", help="model name in the history (or a label with --params)")
+    r.add_argument("--params", type=float)
+    r.add_argument("--flops-per-sample", type=float)
+    r.add_argument("--batch-size", type=int, required=True, help="per-device batch size")
+    r.add_argument("--gpu-types", type=_csv_list(str), required=True, help="e.g. A100,H100,cpu")
+    r.add_argument("--gpu-counts", type=_csv_list(int), default=[1, 2, 4, 8])
+    r.add_argument("--steps", type=int)
+    r.add_argument("--epochs", type=int)
+    r.add_argument("--dataset-size", type=int)
+    r.add_argument("--deadline-hours", type=float)
+    r.add_argument("--budget", type=float, help="dollars")
+    r.add_argument("--confidence", type=float, default=0.9)
+    r.add_argument("--prices", help="your price table (CSV: gpu_type,provider,on_demand_usd_per_hour,...)")
+    r.add_argument("--provider")
+    r.add_argument("--spot", action="store_true")
+    rsrc = r.add_mutually_exclusive_group()
+    rsrc.add_argument("--history")
+    rsrc.add_argument("--fitted")
+    r.add_argument("--json", action="store_true")
+
     h = sub.add_parser("hardware", help="print the hardware spec table")
     h.add_argument("name", nargs="?", help="resolve one device name")
     return p
@@ -110,14 +131,7 @@ def _cmd_predict(args) -> int:
     from .persistence import load_model
     from .predict import predict_training_time
 
-    if args.params is not None:
-        model = {"params": args.params, "name": args.model or "custom"}
-        if args.flops_per_sample is not None:
-            model["flops_per_sample"] = args.flops_per_sample
-    elif args.model:
-        model = args.model
-    else:
-        raise ValueError("predict needs --model NAME (a model in the history) or --params N.")
+    model = _model_arg(args)
     history = load_model(args.fitted) if args.fitted else args.history
     result = predict_training_time(
         model, batch_size=args.batch_size, gpu_count=args.gpu_count, gpu_type=args.gpu_type, steps=args.steps,
@@ -202,6 +216,43 @@ def _cmd_evaluate(args) -> int:
     return 0
 
 
+def _model_arg(args):
+    if args.params is not None:
+        model = {"params": args.params, "name": args.model or "custom"}
+        if args.flops_per_sample is not None:
+            model["flops_per_sample"] = args.flops_per_sample
+        return model
+    if args.model:
+        return args.model
+    raise ValueError(f"{args.command} needs --model NAME (a model in the history) or --params N.")
+
+
+def _cmd_recommend(args) -> int:
+    from .persistence import load_model
+    from .plan import recommend
+
+    history = load_model(args.fitted) if args.fitted else args.history
+    out = recommend(_model_arg(args), batch_size=args.batch_size, steps=args.steps, epochs=args.epochs,
+                    dataset_size=args.dataset_size, gpu_types=args.gpu_types, gpu_counts=args.gpu_counts,
+                    history=history, deadline=None if args.deadline_hours is None else args.deadline_hours * 3600,
+                    budget=args.budget, confidence=args.confidence, prices=args.prices, provider=args.provider,
+                    spot=args.spot)
+    if args.json:
+        print(out.to_json(orient="records", indent=2))
+    elif out.empty:
+        print("no configuration could be predicted and priced (see the warning above)")
+    else:
+        import pandas as pd
+
+        show = out.copy()
+        for col in ("seconds", "lower", "upper"):
+            show[col] = (show[col] / 3600).round(3)
+        show = show.rename(columns={"seconds": "hours", "lower": "hours_lo", "upper": "hours_hi"})
+        with pd.option_context("display.width", 200, "display.max_columns", 20):
+            print(show.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    return 0
+
+
 def _cmd_hardware(args) -> int:
     from .hardware import get_spec, spec_table
 
@@ -218,7 +269,8 @@ def _cmd_hardware(args) -> int:
 
 
 _COMMANDS = {"fit": _cmd_fit, "predict": _cmd_predict, "summary": _cmd_summary, "measure": _cmd_measure,
-             "hardware": _cmd_hardware, "evaluate": _cmd_evaluate}
+             "hardware": _cmd_hardware, "evaluate": _cmd_evaluate,
+             "recommend": _cmd_recommend}
 
 
 def _one_line_warnings(message, category, filename, lineno, file=None, line=None):

@@ -125,9 +125,9 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
         work = q["flops_per_step_device"].to_numpy(dtype=float)
         fam = (np.asarray(X["family"].astype(object).where(X["family"].notna(), ""), dtype=object)
                if "family" in X.columns else np.full(len(X), "", dtype=object))
-        fam_code = pd.Categorical(fam, categories=self.families_).codes.astype(float)
-        model_code = (pd.Categorical(np.asarray(X["model"].astype(str), dtype=object),
-                                     categories=self.model_names_).codes.astype(float)
+        fam_code = pd.Index(self.families_, dtype=object).get_indexer(fam).astype(float)  # -1: unknown
+        model_code = (pd.Index(self.model_names_, dtype=object).get_indexer(
+            np.asarray(X["model"].astype(str), dtype=object)).astype(float)
                       if "model" in X.columns else np.full(len(X), -1.0))
         return pd.DataFrame({
             "t_compute_s": work / peak,
@@ -185,7 +185,11 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
             self.threads_by_count_ = {int(k): float(v) for k, v in thr.groupby(counts.to_numpy()).median().dropna().items()}
             total = (thr * counts).median()
             self.total_threads_ = float(total) if np.isfinite(total) else 1.0
-            self.hardware_features_ = True  # peaks enter through t_compute_s
+            # peaks enter through t_compute_s; they carry timings to another device only when the history
+            # itself spans several device types with datasheet peaks
+            gpu_rows = q["gpu_type"] != "cpu"
+            self.hardware_features_ = bool(q.loc[gpu_rows, "gpu_type"].nunique() > 1
+                                           and np.isfinite(q.loc[gpu_rows, "peak_tflops"]).all())
             self.feature_names_out_ = np.array(["t_compute_s", "work_gflop", "t_opt_s", "t_comm_s",
                                                 "data_parallel", "family_code", "model_code", "batch_size",
                                                 "gpu_count"], dtype=object)

@@ -153,6 +153,20 @@ class PhysicsRegressor(RegressorMixin, BaseEstimator):
         check_is_fitted(self, "params_")
         return self._predict_raw(self.params_, np.asarray(X, dtype=float))
 
+    def decompose(self, X):
+        """The fitted terms of each step in seconds: overhead, optimizer, compute, communication."""
+        import pandas as pd
+
+        check_is_fitted(self, "params_")
+        X = np.asarray(X, dtype=float)
+        p = self.params_
+        total = self._predict_raw(p, X)
+        comm = X[:, 4] * (math.exp(p[2]) + math.exp(p[3]) * X[:, 3])
+        opt = math.exp(p[1]) * X[:, 2]
+        over = np.full(len(X), math.exp(p[0]))
+        return pd.DataFrame({"overhead_s": over, "optimizer_s": opt, "compute_s": total - over - opt - comm,
+                             "communication_s": comm})
+
     def predict_interval(self, X, confidence: float = 0.9):
         """Point prediction and cross-conformal interval (scores chosen by whether the model was seen)."""
         confidence = check_confidence(confidence, "PhysicsRegressor.predict_interval")

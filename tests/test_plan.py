@@ -1,0 +1,204 @@
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import perfmodel
+from perfmodel import ExtrapolationWarning, TrainingTimeModel, predict_training_time
+from perfmodel.plan import (OnlineEstimator, diagnose, erlang_c, estimate_cost, load_prices, price_per_hour,
+                            recommend, scaling, scaling_from_model, simulate_queue)
+
+from conftest import make_history
+
+PRICES = pd.DataFrame({"gpu_type": ["A100", "A100", "H100", "cpu"], "provider": ["x", "y", "x", "x"],
+                       "on_demand_usd_per_hour": [2.0, 3.0, 4.0, 0.05], "spot_usd_per_hour": [1.0, None, 2.0, 0.02]})
+
+
+class TestErlangC:
+    @pytest.mark.parametrize("lam, s, c, p_wait, wq", [
+        (2.0, 1.0, 3, 4 / 9, 4 / 9),          # a=2, c=3: P_W = 4/9, Wq = P_W / (c mu - lam)
+        (0.5, 1.0, 1, 0.5, 1.0),              # M/M/1: P_W = rho, Wq = rho / (mu - lam)
+        (9.0, 1.0, 10, 0.6687, 0.6687),       # a=9, c=10 (tables: P_W ~ 0.669)
+    ])
+    def test_textbook_values(self, lam, s, c, p_wait, wq):
+        r = erlang_c(lam, s, c)
+        assert r.p_wait == pytest.approx(p_wait, abs=1e-3)
+        assert r.mean_wait == pytest.approx(wq, abs=1e-3)
+        assert r.mean_response == pytest.approx(wq + s, abs=1e-3) and r.utilisation == pytest.approx(lam * s / c)
+
+    def test_overloaded(self):
+        with pytest.raises(ValueError, match=r"utilisation .* = 1 >= 1"):
+            erlang_c(3.0, 1.0, 3)
+
+    @pytest.mark.parametrize("kwargs, match", [({"arrival_rate": -1}, "'arrival_rate'"),
+                                               ({"servers": 0}, "'servers'"), ({"service_time": 0}, "'service_time'")])
+    def test_bad_input(self, kwargs, match):
+        args = {"arrival_rate": 1.0, "service_time": 1.0, "servers": 2, **kwargs}
+        with pytest.raises((ValueError, TypeError), match=match):
+            erlang_c(**args)
+
+
+class TestSimulation:
+    def test_fcfs_agrees_with_erlang_c(self):
+        exact = erlang_c(2.0, 1.0, 3)
+        sim = simulate_queue(2.0, 1.0, 3, policy="fcfs", n_jobs=100_000, seed=1)
+        assert abs(sim.mean_wait - exact.mean_wait) < 4 * sim.stderr_wait
+        assert sim.utilisation == pytest.approx(exact.utilisation, abs=0.02)
+
+    def test_sjf_waits_less_than_fcfs(self):
+        fcfs = simulate_queue(2.0, 1.0, 3, policy="fcfs", n_jobs=20_000, seed=2)
+        sjf = simulate_queue(2.0, 1.0, 3, policy="sjf", n_jobs=20_000, seed=2)
+        assert sjf.mean_wait < fcfs.mean_wait
+
+    def test_job_list_with_sizes(self):
+        jobs = pd.DataFrame({"arrival": [0.0, 0.0, 1.0], "duration": [10.0, 1.0, 0.5], "size": [2, 2, 1]})
+        fcfs = simulate_queue(servers=2, jobs=jobs, policy="fcfs", warmup_fraction=0)
+        # job 0 holds both GPUs until 10; job 1 runs 10-11; job 2 (arrives at 1) queues behind it: 11-11.5
+        assert fcfs.mean_wait == pytest.approx((0 + 10 + 10) / 3)
+        assert fcfs.mean_completion == pytest.approx((10 + 11 + 10.5) / 3)
+        sjf = simulate_queue(servers=2, jobs=jobs, policy="sjf", warmup_fraction=0)
+        # at 10 the shorter job 2 starts first; job 1 needs both GPUs and waits until 10.5
+        assert sjf.mean_wait == pytest.approx((0 + 10.5 + 9) / 3)
+
+    def test_bad_jobs(self):
+        with pytest.raises(ValueError, match="sizes must be between 1 and servers"):
+            simulate_queue(servers=1, jobs=[{"arrival": 0, "duration": 1, "size": 2}])
+        with pytest.raises(ValueError, match="'policy'"):
+            simulate_queue(1, 1, 1, policy="lifo")
+
+
+class TestCost:
+    def test_cost_interval_follows_time_interval(self):
+        c = estimate_cost(seconds=3600, lower=1800, upper=7200, gpu_type="A100", gpu_count=4, prices=PRICES)
+        assert c.dollars == pytest.approx(8.0) and c.lower == pytest.approx(4.0) and c.upper == pytest.approx(16.0)
+        assert c.usd_per_device_hour == 2.0  # cheapest provider
+
+    def test_provider_and_spot_overhead(self):
+        on = estimate_cost(seconds=36000, gpu_type="H100", gpu_count=1, prices=PRICES, provider="x")
+        spot = estimate_cost(seconds=36000, gpu_type="H100", gpu_count=1, prices=PRICES, spot=True,
+                             interruptions_per_hour=0.1, checkpoint_interval_s=1800, checkpoint_cost_s=60,
+                             restart_s=300)
+        factor = (1 + 60 / 1800) / (1 - 0.1 * (300 + 900) / 3600)
+        assert spot.overhead_fraction == pytest.approx(factor - 1)
+        assert spot.dollars == pytest.approx(10 * 2.0 * factor) and on.dollars == pytest.approx(40.0)
+
+    def test_from_prediction(self):
+        fitted = TrainingTimeModel().fit(make_history())
+        r = predict_training_time("m1", batch_size=16, gpu_count=2, gpu_type="A100", steps=10_000, history=fitted)
+        c = estimate_cost(r, prices=PRICES)
+        assert c.devices == 2 and c.lower < c.dollars < c.upper
+        assert c.dollars == pytest.approx(r.seconds / 3600 * 2 * 2.0)
+
+    @pytest.mark.parametrize("table, match", [
+        (PRICES.assign(on_demand_usd_per_hour=[-1, 3, 4, 0.05]), "non-negative"),
+        (PRICES.assign(gpu_type=["A100", "A1000", "H100", "cpu"]), "Unknown gpu_type 'A1000'"),
+        (PRICES.drop(columns="provider"), "missing column"),
+    ])
+    def test_bad_price_tables(self, table, match):
+        with pytest.raises(ValueError, match=match):
+            load_prices(table)
+
+    def test_no_price(self):
+        with pytest.raises(ValueError, match="No spot price for 'A100-SXM4-80GB' from provider 'y'"):
+            price_per_hour("A100", provider="y", spot=True, prices=PRICES)
+
+    def test_bundled_prices_have_sources(self):
+        table = load_prices()
+        assert table["source"].str.len().min() > 20 and "cpu" in set(table["gpu_type"])
+
+
+class TestRecommend:
+    def test_ranks_and_filters(self):
+        two = pd.concat([make_history(seed=0), make_history(seed=0, noise_seed=4).assign(
+            gpu_type="H100", step_time_s=lambda d: d["step_time_s"] / 3)])
+        fitted = TrainingTimeModel(method="loglinear").fit(two)
+        out = recommend("m1", batch_size=16, steps=100_000, gpu_types=["A100", "H100"], gpu_counts=[1, 2, 4],
+                        history=fitted, prices=PRICES, deadline=None)
+        assert list(out.columns[:6]) == ["gpu_type", "gpu_count", "seconds", "lower", "upper", "cost"]
+        assert len(out) == 6 and out["cost"].is_monotonic_increasing
+        deadline = float(out["upper"].median())
+        ranked = recommend("m1", batch_size=16, steps=100_000, gpu_types=["A100", "H100"], gpu_counts=[1, 2, 4],
+                           history=fitted, prices=PRICES, deadline=deadline)
+        assert (ranked["meets_deadline"] == (ranked["upper"] <= deadline)).all()
+        feasible = ranked["meets_deadline"].to_numpy()
+        assert feasible[: feasible.sum()].all()  # feasible rows first
+        budget = recommend("m1", batch_size=16, steps=100_000, gpu_types=["A100"], gpu_counts=[1, 2],
+                           history=fitted, prices=PRICES, budget=1e-9)
+        assert not budget["within_budget"].any()
+
+    def test_unpredictable_device_left_out_with_warning(self):
+        fitted = TrainingTimeModel().fit(make_history())
+        with pytest.warns(ExtrapolationWarning, match="left out: H100"):
+            out = recommend("m1", batch_size=16, steps=10, gpu_types=["A100", "H100"], gpu_counts=[1],
+                            history=fitted, prices=PRICES)
+        assert list(out["gpu_type"]) == ["A100-SXM4-80GB"]
+
+
+class TestScalingAndDiagnose:
+    def test_weak_scaling_by_hand(self):
+        runs = pd.DataFrame({"model": "m", "params": 10, "batch_size": [8, 8, 16], "gpu_count": [1, 2, 1],
+                             "gpu_type": "A100", "step_time_s": [1.0, 1.25, 1.8]})
+        weak = scaling(runs, mode="weak")
+        assert weak.loc[0, "speedup"] == pytest.approx(2 / 1.25) and weak.loc[0, "efficiency"] == pytest.approx(0.8)
+        assert bool(weak.loc[0, "below_threshold"])
+        strong = scaling(runs, mode="strong")  # global 16: 1 x 16 (1.8 s) vs 2 x 8 (1.25 s)
+        assert strong.loc[0, "speedup"] == pytest.approx(1.8 / 1.25)
+
+    def test_scaling_from_model_physics_has_comm_share(self):
+        out = scaling_from_model("gpt-s", batch_size=16, gpu_type="cpu", gpu_counts=[1, 2])
+        assert list(out["gpu_count"]) == [1, 2] and out.loc[0, "speedup"] == 1.0
+        if "comm_share" in out:
+            assert out.loc[0, "comm_share"] == 0 and 0 < out.loc[1, "comm_share"] < 1
+
+    def test_diagnose_rules_with_evidence(self):
+        runs = pd.DataFrame({"model": "m", "params": 10, "flops_per_sample": 1e9, "batch_size": [8, 8],
+                             "gpu_count": [1, 2], "gpu_type": "A100", "precision": "bf16",
+                             "step_time_s": [0.1, 0.2], "gpu_util_mean_pct": [45.0, 90.0],
+                             "mem_util_mean_pct": [40.0, 30.0]})
+        d = diagnose(runs)
+        assert d.table.loc[0, "mfu"] == pytest.approx(8e9 / 0.1 / 312e12)
+        rules = {f.rule: f for f in d.findings}
+        assert any("input pipeline" in r for r in rules) and any("far apart" in r for r in rules)
+        assert any("scaling below target" in r for r in rules)
+        assert "60%" in next(f.threshold for f in d.findings if "input" in f.rule)
+
+
+class TestOnline:
+    def test_interval_narrows_and_converges_on_recorded_runs(self):
+        path = perfmodel.datasets.bundled_runs_path()
+        runs = perfmodel.load_runs(path)
+        steps = {json.loads(l)["run_id"]: json.loads(l)["step_times_s"] for l in open(str(path) + ".steps.jsonl")}
+        run = runs[runs["run_id"].isin(steps)].assign(n=lambda d: d["run_id"].map(lambda r: len(steps[r])))
+        run = run.sort_values("n").iloc[-1]
+        times = steps[run["run_id"]]
+        truth = sum(times)
+        est = OnlineEstimator(float(np.median(times)) * 1.5, float(np.median(times)), float(np.median(times)) * 3,
+                              total_steps=len(times))
+        prior = est.estimate()
+        widths, errors = [], []
+        for i, t in enumerate(times):
+            est.update(t)
+            e = est.estimate()
+            if i in (2, 10, len(times) // 2, len(times) - 2):
+                widths.append(e["total_upper"] - e["total_lower"])
+                errors.append(abs(e["total"] / truth - 1))
+        # narrower than the prior at once; much narrower near the end (drift can widen it a little in between)
+        assert all(w < prior["total_upper"] - prior["total_lower"] for w in widths)
+        assert widths[-1] < widths[0] / 2
+        assert errors[-1] < 0.02 and errors[-1] < errors[0]
+        assert est.estimate()["total"] == pytest.approx(truth)  # all steps seen: nothing left to predict
+
+    def test_recorder_callback(self):
+        torch = pytest.importorskip("torch")
+        est = OnlineEstimator(0.01, 0.005, 0.02, total_steps=20)
+        with perfmodel.record("m", params=10, batch_size=1, warmup_steps=0) as rec:
+            rec.add_callback(est.callback)
+            for _ in range(5):
+                rec.step()
+        assert est.estimate()["steps_done"] == 5
+
+    def test_bad_prior(self):
+        with pytest.raises(ValueError, match="prior_lower <= prior_step_seconds <= prior_upper"):
+            OnlineEstimator(1.0, 2.0, 3.0, total_steps=10)
