@@ -202,3 +202,9 @@ class TestOnline:
     def test_bad_prior(self):
         with pytest.raises(ValueError, match="prior_lower <= prior_step_seconds <= prior_upper"):
             OnlineEstimator(1.0, 2.0, 3.0, total_steps=10)
+
+
+def test_yaml_price_table(tmp_path):
+    path = tmp_path / "prices.yaml"
+    path.write_text("prices:\n  - {gpu_type: H100, provider: mycloud, on_demand_usd_per_hour: 2.5}\n")
+    assert price_per_hour("NVIDIA H100 80GB HBM3", prices=str(path)) == 2.5

@@ -32,14 +32,28 @@ _PRICE_COLUMNS = ("gpu_type", "provider", "on_demand_usd_per_hour", "spot_usd_pe
 
 # ------------------------------------------------------------------------------------------------ prices
 def load_prices(prices=None) -> pd.DataFrame:
-    """The price table: None (bundled), a CSV path or a DataFrame with columns ``gpu_type, provider,
+    """The price table: None (bundled), a CSV or YAML path (a list of rows) or a DataFrame with columns ``gpu_type, provider,
     on_demand_usd_per_hour`` and optionally ``spot_usd_per_hour``. Device names are resolved; negative or
     non-numeric prices raise ValueError."""
     if prices is None:
         from .datasets import bundled_runs_path
 
         prices = bundled_runs_path("prices.csv")
-    df = pd.read_csv(prices) if not isinstance(prices, pd.DataFrame) else prices.copy()
+    if isinstance(prices, pd.DataFrame):
+        df = prices.copy()
+    elif str(prices).lower().endswith((".yaml", ".yml")):
+        try:
+            import yaml
+        except ImportError:  # pragma: no cover - PyYAML is optional
+            raise ImportError("Reading a YAML price table needs PyYAML (pip install pyyaml); or use CSV.") from None
+        with open(prices, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+        rows = data.get("prices", data) if isinstance(data, dict) else data
+        if not isinstance(rows, list):
+            raise ValueError(f"The YAML price table {str(prices)!r} must be a list of rows (or {{prices: [...]}}).")
+        df = pd.DataFrame(rows)
+    else:
+        df = pd.read_csv(prices)
     missing = [c for c in _PRICE_COLUMNS[:3] if c not in df.columns]
     if missing:
         raise ValueError(f"The price table is missing column(s) {missing}; needs {', '.join(_PRICE_COLUMNS)}.")
@@ -65,8 +79,7 @@ def price_per_hour(gpu_type: str, *, provider: str | None = None, spot: bool = F
 
     Raises ValueError naming the device (and the ones that have prices) when the table has no price for it.
     """
-    table = load_prices(prices) if not isinstance(prices, pd.DataFrame) or "provider" not in prices else \
-        load_prices(prices)
+    table = load_prices(prices)
     g = resolve_gpu_type(gpu_type)
     rows = table[table["gpu_type"] == g]
     if provider is not None:
