@@ -23,13 +23,13 @@ def history_csv(tmp_path_factory):
 
 class TestEndToEnd:
     def test_fit_then_predict_from_model_file(self, history_csv, tmp_path):
-        model = tmp_path / "model.joblib"
+        model = tmp_path / "model.perfmodel"
         out = run("fit", str(history_csv), "-o", str(model)).stdout
         assert "perfmodel fit summary" in out and model.exists()
         out = run("predict", "--model", "m1", "--batch-size", "16", "--gpu-count", "2", "--gpu-type", "A100",
                   "--steps", "1000", "--fitted", str(model), "--json").stdout
         result = json.loads(out)
-        assert result["lower"] < result["seconds"] < result["upper"] and result["method"] == "loglinear"
+        assert result["lower"] < result["seconds"] < result["upper"] and result["method"] == "physics"
 
     def test_predict_from_history(self, history_csv):
         out = run("predict", "--params", "1e6", "--batch-size", "16", "--gpu-type", "A100", "--epochs", "2",
@@ -37,7 +37,7 @@ class TestEndToEnd:
         assert "90% PI" in out and "steps" in out
 
     def test_summary_of_model_file(self, history_csv, tmp_path):
-        model = tmp_path / "m.joblib"
+        model = tmp_path / "m.perfmodel"
         run("fit", str(history_csv), "-o", str(model), "--method", "gbm")
         assert "importance" in run("summary", str(model)).stdout
 
@@ -52,8 +52,8 @@ class TestErrors:
         (["predict", "--model", "m1", "--batch-size", "8", "--gpu-type", "A1000", "--steps", "5"],
          "Unknown gpu_type 'A1000'"),
         (["predict", "--model", "m1", "--batch-size", "8", "--gpu-type", "A100"], "needs the amount of work"),
-        (["fit", "missing.csv", "-o", "m.joblib"], "does not exist"),
-        (["summary", "not-a-model.joblib"], "does not exist"),
+        (["fit", "missing.csv", "-o", "m.perfmodel"], "does not exist"),
+        (["summary", "not-a-model.perfmodel"], "does not exist"),
     ])
     def test_one_line_no_traceback(self, history_csv, args, match):
         if args[0] == "predict":
@@ -67,7 +67,7 @@ class TestErrors:
     def test_bad_history_file(self, tmp_path):
         bad = tmp_path / "bad.csv"
         bad.write_text("model,params\nx,1\n")
-        proc = run("fit", str(bad), "-o", str(tmp_path / "m.joblib"), check=False)
+        proc = run("fit", str(bad), "-o", str(tmp_path / "m.perfmodel"), check=False)
         assert proc.returncode == 2 and "missing required column" in proc.stderr
         assert "Traceback" not in proc.stderr
 
@@ -83,3 +83,18 @@ class TestRecommend:
         proc = run("recommend", "--model", "m1", "--batch-size", "16", "--gpu-types", "A100", "--steps", "10",
                    "--budget", "-5", "--history", str(history_csv), check=False)
         assert proc.returncode == 2 and "'budget'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["predict", "--model", "m1", "--batch-size", "abc", "--gpu-type", "cpu", "--steps", "5"],
+    ["predict", "--batch-size", "8", "--gpu-type", "cpu", "--steps", "5"],
+    ["predict", "--model", "m1", "--batch-size", "8", "--gpu-type", "cpu", "--steps", "5", "--confidence", "2"],
+    ["predict", "--model", "m1", "--batch-size", "8", "--gpu-type", "cpu", "--steps", "5", "--precision", "int3"],
+    ["frobnicate"],
+    ["fit"],
+])
+def test_bad_cli_input_is_one_line(args):
+    proc = run(*args, check=False)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("perfmodel: error:") and "Traceback" not in proc.stderr

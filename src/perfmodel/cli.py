@@ -30,16 +30,23 @@ def _csv_list(kind):
     return parse
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (``perfmodel: error: ...``) and exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"perfmodel: error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="perfmodel", description="Predict the wall-clock time of training jobs.")
+    p = _OneLineParser(prog="perfmodel", description="Predict the wall-clock time of training jobs.")
     p.add_argument("--version", action="version", version=f"perfmodel {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="log diagnostics to stderr")
     sub = p.add_subparsers(dest="command", required=True)
 
     f = sub.add_parser("fit", help="fit a model on a run history and save it")
     f.add_argument("runs", help="run history (.csv or .parquet)")
-    f.add_argument("-o", "--output", required=True, help="model file to write (e.g. model.joblib)")
-    f.add_argument("--method", default="loglinear", choices=["loglinear", "gbm", "linear", "auto"])
+    f.add_argument("-o", "--output", required=True, help="model file to write (e.g. model.perfmodel; safe format)")
+    f.add_argument("--method", default="physics", choices=["physics", "loglinear", "gbm", "linear", "auto"])
 
     pr = sub.add_parser("predict", help="predict the training time of a job")
     pr.add_argument("--model", help="model name in the history (or a label with --params)")
@@ -53,15 +60,18 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--dataset-size", type=int)
     pr.add_argument("--precision", default="fp32")
     pr.add_argument("--confidence", type=float, default=0.9)
-    pr.add_argument("--method", default="auto", choices=["auto", "loglinear", "gbm", "linear"])
+    pr.add_argument("--method", default="auto", choices=["auto", "physics", "loglinear", "gbm", "linear"])
     src = pr.add_mutually_exclusive_group()
     src.add_argument("--history", help="run history to fit on (default: the bundled runs)")
     src.add_argument("--fitted", help="a model file written by 'perfmodel fit'")
+    pr.add_argument("--trusted", action="store_true",
+                    help="allow a pickle-based (joblib) model file: it can run code, use only your own")
     pr.add_argument("--json", action="store_true", help="print the result as JSON")
 
     s = sub.add_parser("summary", help="print the summary of a fitted model (or of a fit on a history)")
     s.add_argument("source", nargs="?", help="model file, or a .csv/.parquet history (default: bundled runs)")
-    s.add_argument("--method", default="loglinear", choices=["loglinear", "gbm", "linear", "auto"])
+    s.add_argument("--method", default="physics", choices=["physics", "loglinear", "gbm", "linear", "auto"])
+    s.add_argument("--trusted", action="store_true", help="allow a pickle-based (joblib) model file")
 
     m = sub.add_parser("measure", help="measure training runs and append them to a history (needs torch)")
     m.add_argument("--models", type=_csv_list(str), help="zoo models (default: the default sweep)")
@@ -110,6 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     rsrc = r.add_mutually_exclusive_group()
     rsrc.add_argument("--history")
     rsrc.add_argument("--fitted")
+    r.add_argument("--trusted", action="store_true", help="allow a pickle-based (joblib) model file")
     r.add_argument("--json", action="store_true")
 
     h = sub.add_parser("hardware", help="print the hardware spec table")
@@ -132,7 +143,7 @@ def _cmd_predict(args) -> int:
     from .predict import predict_training_time
 
     model = _model_arg(args)
-    history = load_model(args.fitted) if args.fitted else args.history
+    history = load_model(args.fitted, trusted=args.trusted) if args.fitted else args.history
     result = predict_training_time(
         model, batch_size=args.batch_size, gpu_count=args.gpu_count, gpu_type=args.gpu_type, steps=args.steps,
         epochs=args.epochs, dataset_size=args.dataset_size, precision=args.precision, history=history,
@@ -162,7 +173,7 @@ def _cmd_summary(args) -> int:
     if src.lower().endswith((".csv", ".parquet", ".pq")):
         model = fit(src, method=args.method)
     else:
-        model = load_model(src)
+        model = load_model(src, trusted=args.trusted)
     print(model.summary().as_text())
     return 0
 
@@ -231,7 +242,7 @@ def _cmd_recommend(args) -> int:
     from .persistence import load_model
     from .plan import recommend
 
-    history = load_model(args.fitted) if args.fitted else args.history
+    history = load_model(args.fitted, trusted=args.trusted) if args.fitted else args.history
     out = recommend(_model_arg(args), batch_size=args.batch_size, steps=args.steps, epochs=args.epochs,
                     dataset_size=args.dataset_size, gpu_types=args.gpu_types, gpu_counts=args.gpu_counts,
                     history=history, deadline=None if args.deadline_hours is None else args.deadline_hours * 3600,

@@ -39,19 +39,19 @@ FP32_GRAD_BYTES = 4
 
 def _spec_columns(gpu_type: pd.Series, precision: pd.Series) -> pd.DataFrame:
     """Peak, memory and interconnect bandwidth per row, looked up once per distinct (device, precision)."""
-    keys = pd.Series(np.asarray(gpu_type, dtype=object), dtype=object) + "|" + \
-        pd.Series(np.asarray(precision, dtype=object), dtype=object)
-    codes, uniques = pd.factorize(keys)
-    table = np.empty((len(uniques), 3))
-    for k, key in enumerate(uniques):
-        g, p = key.split("|", 1)
-        spec = get_spec(g)
-        peak = spec.peak_tflops(p)
-        table[k] = (
-            np.nan if peak is None else float(peak),
-            np.nan if spec.memory_bandwidth_gbps is None else float(spec.memory_bandwidth_gbps),
-            np.nan if spec.interconnect_gbps is None else float(spec.interconnect_gbps),
-        )
+    g_codes, g_uniq = pd.factorize(gpu_type)
+    p_codes, p_uniq = pd.factorize(precision)
+    codes = g_codes * len(p_uniq) + p_codes
+    table = np.full((len(g_uniq) * len(p_uniq), 3), np.nan)
+    for gi, g in enumerate(g_uniq):
+        spec = get_spec(str(g))
+        for pi, p in enumerate(p_uniq):
+            peak = spec.peak_tflops(str(p))
+            table[gi * len(p_uniq) + pi] = (
+                np.nan if peak is None else float(peak),
+                np.nan if spec.memory_bandwidth_gbps is None else float(spec.memory_bandwidth_gbps),
+                np.nan if spec.interconnect_gbps is None else float(spec.interconnect_gbps),
+            )
     return pd.DataFrame(table[codes], columns=["peak_tflops", "memory_bandwidth_gbps", "interconnect_gbps"],
                         index=gpu_type.index)
 
@@ -86,9 +86,10 @@ def run_quantities(runs: pd.DataFrame) -> pd.DataFrame:
         },
         index=runs.index,
     )
-    return pd.concat([out, _spec_columns(runs["gpu_type"], precision)], axis=1).assign(
-        precision=precision.astype(str).to_numpy(), gpu_type=runs["gpu_type"].astype(str).to_numpy()
-    )
+    out = pd.concat([out, _spec_columns(runs["gpu_type"], precision)], axis=1)
+    out["precision"] = precision.to_numpy()
+    out["gpu_type"] = runs["gpu_type"].to_numpy()
+    return out
 
 
 class RunFeaturizer(TransformerMixin, BaseEstimator):
@@ -173,12 +174,12 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
         if not isinstance(X, pd.DataFrame):
             raise TypeError(f"RunFeaturizer expects a DataFrame of runs. Got {type(X).__name__}.")
         q = run_quantities(X)
-        self.gpu_types_ = sorted(set(q["gpu_type"]))
-        self.precisions_ = sorted(set(q["precision"]))
+        self.gpu_types_ = sorted(map(str, pd.unique(q["gpu_type"])))
+        self.precisions_ = sorted(map(str, pd.unique(q["precision"])))
         if self.kind == "physics":
             fam = X["family"].astype("string").dropna() if "family" in X.columns else pd.Series([], dtype="string")
-            self.families_ = sorted(set(f for f in fam if f))
-            self.model_names_ = sorted(set(X["model"].astype(str)))
+            self.families_ = sorted(str(f) for f in pd.unique(fam) if f)
+            self.model_names_ = sorted(map(str, pd.unique(X["model"])))
             thr = (pd.to_numeric(X["threads_per_worker"], errors="coerce") if "threads_per_worker" in X.columns
                    else pd.Series(np.nan, index=X.index))
             counts = q["gpu_count"].astype(int)
@@ -221,6 +222,8 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
     def _independent(full: pd.DataFrame, names: list[str]) -> list[str]:
         """Greedily keep columns that add rank beside the intercept (e.g. with devices 1 and 2 only,
         ``data_parallel`` is ``log_gpu_count / log 2`` and is dropped)."""
+        if len(full) > 50_000:  # the rank of a random sample is the rank of the data, almost surely
+            full = full.sample(50_000, random_state=0)
         cols = [np.ones(len(full))]
         out = []
         for name in names:

@@ -18,7 +18,7 @@ from filelock import FileLock
 from .exceptions import SchemaError
 from .schema import COLUMNS, coerce_dtypes, validate_runs
 
-__all__ = ["load_runs", "save_runs", "append_runs", "read_history"]
+__all__ = ["load_runs", "save_runs", "append_runs", "read_history", "recover_runs"]
 
 _FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
@@ -180,3 +180,54 @@ def append_runs(records, path: str | os.PathLike, *, validate: bool = True) -> P
             combined = coerce_dtypes(new)
         _write_atomic(_ordered(combined), path)
     return path
+
+
+def recover_runs(path: str | os.PathLike) -> tuple[pd.DataFrame, list[str]]:
+    """Read the good rows of a damaged history and say what was dropped.
+
+    perfmodel's own writes are atomic and never tear a file; this is for files damaged elsewhere (a copy cut
+    short, a hand edit). CSV: rows with the wrong number of fields are skipped and reported by line number.
+    Parquet: row groups that read are kept; a file whose footer is gone has no readable row groups and raises.
+
+    Returns
+    -------
+    (runs, problems) : the readable rows (unvalidated; pass them to :func:`load_runs`) and a list of messages.
+
+    Examples
+    --------
+    ::
+
+        good, problems = perfmodel.io.recover_runs("runs.csv")
+        print("\\n".join(problems))
+        perfmodel.save_runs(perfmodel.load_runs(good, include_failed=True), "runs.repaired.csv")
+    """
+    path = Path(path)
+    fmt = _format(path)
+    if not path.exists():
+        raise FileNotFoundError(f"Run history {str(path)!r} does not exist.")
+    problems: list[str] = []
+    if fmt == "csv":
+        bad: list[str] = []
+
+        def on_bad(fields):
+            bad.append(",".join(map(str, fields))[:80])
+            return None
+
+        df = pd.read_csv(path, on_bad_lines=on_bad, engine="python", dtype={"run_id": "string"})
+        problems += [f"dropped malformed row: {b!r}" for b in bad]
+        return df, problems
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+    except Exception as exc:
+        raise SchemaError(f"{str(path)!r}: the Parquet footer is unreadable ({type(exc).__name__}); no row group "
+                          "can be located. Restore the file from a backup or re-measure.") from None
+    frames = []
+    for i in range(pf.num_row_groups):
+        try:
+            frames.append(pf.read_row_group(i).to_pandas())
+        except Exception as exc:
+            problems.append(f"dropped row group {i}: {type(exc).__name__}: {exc}")
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return df, problems

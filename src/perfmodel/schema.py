@@ -140,6 +140,11 @@ def coerce_dtypes(df: pd.DataFrame) -> pd.DataFrame:
             if len(finite) and not np.all(np.isfinite(finite)):
                 badi = ~np.isfinite(numeric.to_numpy(dtype=float, na_value=np.nan)) & numeric.notna().to_numpy()
                 raise SchemaError(f"Column {name!r} must hold integers; rows {_where(out, badi)} are infinite.")
+            huge = (finite.abs() > 2**62).to_numpy()
+            if huge.any():
+                badh = numeric.notna().to_numpy().copy()
+                badh[badh] = huge
+                raise SchemaError(f"Column {name!r} holds integers too large to store ({_where(out, badh)}).")
             frac = (finite % 1 != 0).to_numpy()
             if frac.any():
                 badi = numeric.notna().to_numpy().copy()

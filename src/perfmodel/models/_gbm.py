@@ -79,6 +79,7 @@ class GBMRegressor(RegressorMixin, BaseEstimator):
             t = np.log(y)
         else:
             t = y
+        self._X_fit_, self._t_fit_ = np.asarray(X, dtype=float), t  # for rebuilding from a safe model file
         self.estimator_ = clone(self._base()).fit(X, t)
         k = max(2, min(int(self.cv), len(y)))
         oof = np.empty_like(t)
@@ -93,6 +94,10 @@ class GBMRegressor(RegressorMixin, BaseEstimator):
         self.rsquared_ = 1 - float(np.sum(resid**2)) / ss_tot if ss_tot > 0 else np.nan
         self.feature_importances_ = self.estimator_.feature_importances_
         return self
+
+    def _restore(self) -> None:
+        """Refit the trees after loading a safe model file (same data and random_state: the same trees)."""
+        self.estimator_ = clone(self._base()).fit(self._X_fit_, self._t_fit_)
 
     def _raw(self, X):
         check_is_fitted(self, "estimator_")

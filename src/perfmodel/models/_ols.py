@@ -59,6 +59,7 @@ class OLSRegressor(RegressorMixin, BaseEstimator):
             if np.any(y <= 0):
                 raise ValueError("OLSRegressor(log_target=True) needs a positive target; got values <= 0.")
             y = np.log(y)
+        self._X_fit_, self._y_fit_ = np.asarray(X, dtype=float), y  # kept so a safe model file can rebuild results_
         self.results_ = sm.OLS(y, self._design(X)).fit()
         params = np.asarray(self.results_.params)
         self.intercept_ = float(params[0])
@@ -67,6 +68,10 @@ class OLSRegressor(RegressorMixin, BaseEstimator):
         self.rsquared_adj_ = float(self.results_.rsquared_adj) if self.results_.df_resid > 0 else np.nan
         self.resid_std_ = float(np.sqrt(self.results_.scale)) if self.results_.df_resid > 0 else np.nan
         return self
+
+    def _restore(self) -> None:
+        """Rebuild the statsmodels results after loading a safe model file (OLS is deterministic)."""
+        self.results_ = sm.OLS(self._y_fit_, self._design(self._X_fit_)).fit()
 
     def _linear(self, X):
         check_is_fitted(self, "results_")

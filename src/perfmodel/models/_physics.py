@@ -29,7 +29,7 @@ import math
 import numpy as np
 from scipy.optimize import least_squares
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.model_selection import KFold, LeaveOneGroupOut
+from sklearn.model_selection import GroupKFold, KFold, LeaveOneGroupOut
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_confidence
@@ -140,7 +140,9 @@ class PhysicsRegressor(RegressorMixin, BaseEstimator):
         out = np.empty_like(logy)
         sibling = np.zeros(len(y), dtype=bool)
         fam = X[:, 5].astype(int)
-        for tr, te in LeaveOneGroupOut().split(X, groups=groups):
+        # one group out at a time; with many groups (say 1,000 models) ten folds of whole groups instead
+        splitter = LeaveOneGroupOut() if len(np.unique(groups)) <= 20 else GroupKFold(10)
+        for tr, te in splitter.split(X, groups=groups):
             Xte = X[te].copy()
             if blank_model:
                 Xte[:, 6] = -1

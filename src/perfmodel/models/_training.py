@@ -118,8 +118,8 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         self.rsquared_log_ = _r2(np.log(y), np.log(yhat))
         self.rsquared_adj_ = float(getattr(reg, "rsquared_adj_", np.nan))
         self.resid_std_ = float(reg.resid_std_)
-        self.gpu_types_ = sorted(set(runs["gpu_type"].astype(str)))
-        self.precisions_ = sorted(set(runs["precision"].astype(str)))
+        self.gpu_types_ = sorted(map(str, pd.unique(runs["gpu_type"])))
+        self.precisions_ = sorted(map(str, pd.unique(runs["precision"])))
         fps = runs["flops_per_sample"] if "flops_per_sample" in runs.columns else pd.Series(np.nan, index=runs.index)
         fam = runs["family"] if "family" in runs.columns else pd.Series(pd.NA, index=runs.index, dtype="string")
         self.models_ = (
@@ -139,7 +139,8 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         pts = np.where(np.isfinite(pts), pts, 0.0)
         scale = pts.std(axis=0)
         self._domain_scale = np.where(scale > 0, scale, 1.0)
-        self._domain_points = np.unique(pts, axis=0)
+        self._domain_points = pd.DataFrame(pts).drop_duplicates().to_numpy()
+        self._domain_tree = None  # built on first use
         if "startup_s" in runs.columns and runs["startup_s"].notna().any():
             self.startup_s_ = float(runs["startup_s"].median())
         else:
@@ -194,13 +195,13 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         frame = pd.DataFrame(qp)
         inverse = frame.groupby(list(frame.columns), sort=False).ngroup().to_numpy()  # queries repeat configs
         first = np.unique(inverse, return_index=True)[1]
-        uniq = qp[first]
-        dist = np.empty(len(uniq))
-        for start in range(0, len(uniq), 8192):
-            block = uniq[start:start + 8192, None, :]
-            d = (block - self._domain_points[None, :, :]) / self._domain_scale
-            dist[start:start + 8192] = np.sqrt((d**2).mean(axis=2)).min(axis=1)
-        out = dist[np.ravel(inverse)]
+        tree = getattr(self, "_domain_tree", None)
+        if tree is None:
+            from sklearn.neighbors import KDTree
+
+            tree = self._domain_tree = KDTree(self._domain_points / self._domain_scale)
+        dist, _ = tree.query(qp[first] / self._domain_scale, k=1)
+        out = (dist[:, 0] / np.sqrt(qp.shape[1]))[inverse]  # root-mean-square over the quantities
         return out
 
     # ---------------------------------------------------------------------------------------- reports
@@ -224,11 +225,12 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         self._check()
         return Summary(self)
 
-    def save(self, path) -> None:
-        """Save the fitted model (joblib). Load with :func:`perfmodel.load_model`."""
+    def save(self, path, *, format: str = "safe") -> None:
+        """Save the fitted model; by default in perfmodel's pickle-free format (see :mod:`perfmodel.persistence`).
+        Load with :func:`perfmodel.load_model`."""
         from ..persistence import save_model
 
-        save_model(self, path)
+        save_model(self, path, format=format)
 
 
 class Summary:
