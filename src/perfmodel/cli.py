@@ -123,6 +123,13 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--trusted", action="store_true", help="allow a pickle-based (joblib) model file")
     r.add_argument("--json", action="store_true")
 
+    rp = sub.add_parser("report", help="write a one-page HTML report (needs matplotlib: perfmodel[plot])")
+    rp.add_argument("runs", nargs="?", help="run history (default: the bundled runs)")
+    rp.add_argument("-o", "--output", default="report.html")
+    rp.add_argument("--methods", type=_csv_list(str), default=["physics", "loglinear"])
+    rp.add_argument("--quick", action="store_true", help="cross-validate on leave-one-batch-size-out only")
+    rp.add_argument("--n-jobs", type=int, default=1)
+
     h = sub.add_parser("hardware", help="print the hardware spec table")
     h.add_argument("name", nargs="?", help="resolve one device name")
     return p
@@ -264,6 +271,19 @@ def _cmd_recommend(args) -> int:
     return 0
 
 
+def _cmd_report(args) -> int:
+    from .report import make_report
+
+    runs = args.runs
+    if runs is None:
+        from .datasets import bundled_runs_path
+
+        runs = str(bundled_runs_path())
+    path = make_report(runs, args.output, methods=tuple(args.methods), quick=args.quick, n_jobs=args.n_jobs)
+    print(f"wrote {path}")
+    return 0
+
+
 def _cmd_hardware(args) -> int:
     from .hardware import get_spec, spec_table
 
@@ -281,7 +301,7 @@ def _cmd_hardware(args) -> int:
 
 _COMMANDS = {"fit": _cmd_fit, "predict": _cmd_predict, "summary": _cmd_summary, "measure": _cmd_measure,
              "hardware": _cmd_hardware, "evaluate": _cmd_evaluate,
-             "recommend": _cmd_recommend}
+             "recommend": _cmd_recommend, "report": _cmd_report}
 
 
 def _one_line_warnings(message, category, filename, lineno, file=None, line=None):

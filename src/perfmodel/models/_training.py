@@ -192,6 +192,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         q = pd.DataFrame({c: pd.to_numeric(X[c], errors="coerce") if c in X.columns else np.nan for c in cols})
         q = q.fillna(med)
         qp = np.log(np.maximum(q.to_numpy(dtype=float), 1e-300))
+        qp = np.where(np.isfinite(qp), qp, 0.0)  # a quantity the history never had (e.g. FLOPs) counts as equal
         frame = pd.DataFrame(qp)
         inverse = frame.groupby(list(frame.columns), sort=False).ngroup().to_numpy()  # queries repeat configs
         first = np.unique(inverse, return_index=True)[1]
@@ -224,6 +225,24 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         """A statsmodels-style summary (``print`` it, or display it in Jupyter)."""
         self._check()
         return Summary(self)
+
+    def plot_fit(self, runs, **kwargs):
+        """Predicted vs measured, with intervals (:func:`perfmodel.plot.plot_predicted_vs_measured`)."""
+        from ..plot import plot_predicted_vs_measured
+
+        return plot_predicted_vs_measured(self, runs, **kwargs)
+
+    def plot_residuals(self, runs, **kwargs):
+        """Residuals against each feature (:func:`perfmodel.plot.plot_residuals`)."""
+        from ..plot import plot_residuals
+
+        return plot_residuals(self, runs, **kwargs)
+
+    def plot_batch_curves(self, runs, **kwargs):
+        """Step time vs batch size with the fitted band (:func:`perfmodel.plot.plot_batch_curves`)."""
+        from ..plot import plot_batch_curves
+
+        return plot_batch_curves(self, runs, **kwargs)
 
     def save(self, path, *, format: str = "safe") -> None:
         """Save the fitted model; by default in perfmodel's pickle-free format (see :mod:`perfmodel.persistence`).

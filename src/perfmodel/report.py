@@ -1,0 +1,73 @@
+"""A one-page, self-contained HTML report of a run history: data overview, fit summaries, grouped
+cross-validation beside the noise floor, and the plots (inline PNGs; no network)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from datetime import datetime, timezone
+from pathlib import Path
+
+__all__ = ["make_report"]
+
+_CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}
+table{border-collapse:collapse;font-size:13px;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}
+th{background:#f3f3f3}img{max-width:100%;border:1px solid #eee;margin:.5em 0}h2{border-bottom:1px solid #ddd}"""
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return f'<img alt="plot" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+
+
+def make_report(runs, output, *, methods=("physics", "loglinear"), quick: bool = False, n_jobs: int = 1) -> Path:
+    """Write the report for ``runs`` (path or DataFrame) to ``output`` (an .html file) and return its path.
+
+    ``quick`` limits the cross-validation to leave-one-batch-size-out.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    from . import __version__
+    from .evaluate import SPLITS, evaluate
+    from .io import load_runs
+    from .plot import plot_batch_curves, plot_cv_summary, plot_predicted_vs_measured, plot_residuals, plot_scaling
+    from .predict import fit
+
+    data = load_runs(runs)
+    source = str(runs) if not hasattr(runs, "columns") else "DataFrame"
+    parts = [f"<h1>perfmodel report</h1><p>{html.escape(source)} — {len(data)} runs, "
+             f"{data['model'].nunique()} models, device types {html.escape(', '.join(sorted(set(data['gpu_type']))))};"
+             f" perfmodel {__version__}; {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC</p>"]
+    overview = data.groupby("model").agg(runs=("step_time_s", "size"), params=("params", "median"),
+                                         batch_sizes=("batch_size", lambda s: ", ".join(map(str, sorted(set(s))))),
+                                         devices=("gpu_count", lambda s: ", ".join(map(str, sorted(set(s))))),
+                                         median_step_s=("step_time_s", "median"))
+    parts.append("<h2>Data</h2>" + overview.to_html(float_format=lambda v: f"{v:.4g}"))
+    fitted = {}
+    for m in methods:
+        fitted[m] = fit(data, method=m)
+        parts.append(f"<h2>Fit: {html.escape(m)}</h2>" + fitted[m].summary().as_html())
+    splits = ("leave-one-batch-size-out",) if quick else tuple(SPLITS)
+    ev = evaluate(data, methods=tuple(methods), splits=splits, n_jobs=n_jobs)
+    parts.append(f"<h2>Grouped cross-validation</h2><p>{html.escape(str(ev.noise))}</p>"
+                 + ev.table.to_html(index=False, float_format=lambda v: f"{v:.3g}"))
+    best = fitted[methods[0]]
+    parts.append("<h2>Plots</h2>")
+    parts.append(_png(plot_cv_summary(ev).figure))
+    parts.append(_png(plot_predicted_vs_measured(best, data).figure))
+    parts.append(_png(plot_residuals(best, data)))
+    parts.append(_png(plot_batch_curves(best, data).figure))
+    parts.append(_png(plot_scaling(data).figure))
+    script = ("<script>window.addEventListener('load',()=>{document.body.dataset.imagesLoaded="
+              "[...document.images].filter(i=>i.complete&&i.naturalWidth>0).length;});</script>")
+    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>perfmodel report</title><style>{_CSS}</style>"
+            f"</head><body>{''.join(parts)}{script}</body></html>")
+    output = Path(output)
+    output.write_text(page, encoding="utf-8")
+    return output

@@ -1,0 +1,114 @@
+"""Plots, the notebook, the examples and the HTML report, on the bundled real runs."""
+
+import base64
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+matplotlib = pytest.importorskip("matplotlib")
+matplotlib.use("Agg", force=True)
+from matplotlib.collections import PolyCollection  # noqa: E402
+
+import perfmodel  # noqa: E402
+from perfmodel import plot  # noqa: E402
+from perfmodel.evaluate import evaluate  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return perfmodel.load_bundled_runs()
+
+
+@pytest.fixture(scope="module")
+def fitted(runs):
+    return perfmodel.fit(runs, method="loglinear")
+
+
+class TestPlots:
+    def test_predicted_vs_measured(self, fitted, runs):
+        ax = fitted.plot_fit(runs)
+        assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+        n_points = sum(len(c.get_offsets()) for c in ax.collections if hasattr(c, "get_offsets"))
+        lines = [l for l in ax.lines if l.get_label() == "identity"]
+        assert len(lines) == 1
+        assert len(ax.containers) == runs["family"].nunique()  # one errorbar container per family
+        assert sum(len(c.lines[0].get_xdata()) for c in ax.containers) == len(runs)
+
+    def test_residuals_one_panel_per_feature(self, fitted, runs):
+        fig = fitted.plot_residuals(runs)
+        assert len(fig.axes) == 4
+        assert sum(len(c.get_offsets()) for c in fig.axes[0].collections) == len(runs)
+
+    def test_batch_curves_have_points_lines_and_bands(self, fitted, runs):
+        ax = fitted.plot_batch_curves(runs, models=["gpt-s", "cnn-m"])
+        assert len([c for c in ax.collections if isinstance(c, PolyCollection)]) == 2  # the bands
+        assert len(ax.lines) == 2
+
+    def test_scaling_has_ideal_line(self, runs):
+        ax = plot.plot_scaling(runs)
+        assert any(l.get_label() == "ideal" for l in ax.lines) and len(ax.lines) == runs["model"].nunique() + 1
+
+    def test_cv_summary_has_noise_floor(self, runs):
+        ev = evaluate(runs, methods=("loglinear",), splits=("leave-one-batch-size-out",), baselines=False)
+        ax = plot.plot_cv_summary(ev)
+        assert len(ax.patches) == 1 and any("noise floor" in l.get_label() for l in ax.lines)
+
+
+@pytest.mark.parametrize("script", ["plan_training.py", "fit_own_history.py", "record_training.py"])
+def test_examples_run(script, tmp_path):
+    if script == "record_training.py":
+        pytest.importorskip("torch")
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / script)], capture_output=True, text=True,
+                          timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "PI" in proc.stdout or "hours" in proc.stdout
+
+
+def test_notebook_executes_headless(tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    path = ROOT / "notebooks" / "explore_fits.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), "outputs must be stripped in git"
+    nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    images = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if "image/png" in o.get("data", {})]
+    assert len(images) >= 5
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report") / "report.html"
+    proc = subprocess.run([sys.executable, "-m", "perfmodel", "report", "--quick", "-o", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_report_is_one_self_contained_file(report):
+    page = report.read_text()
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+    assert len(images) == 5 and all(base64.b64decode(i)[:8] == b"\x89PNG\r\n\x1a\n" for i in images)
+    assert "http://" not in page and "https://" not in page  # nothing fetched from the network
+    assert "noise floor" in page and "perfmodel fit summary" in page
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs it)")
+def test_report_renders_its_images_in_chromium(report, tmp_path):
+    proc = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                           "--disable-component-update", "--disable-sync", "--no-first-run",
+                           f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom",
+                           report.as_uri()], capture_output=True, text=True, timeout=120)
+    loaded = re.search(r'data-images-loaded="(\d+)"', proc.stdout)
+    assert loaded is not None, proc.stderr[-500:]
+    assert int(loaded.group(1)) == 5
