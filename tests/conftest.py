@@ -31,6 +31,25 @@ def make_history(n_models: int = 8, seed: int = 0, noise: float = 0.05, noise_se
     return pd.DataFrame(rows)
 
 
+#: A tiny real sweep (4 configurations, 3 timed steps each) run through the CLI.
+def tiny_sweep_command(output) -> list:
+    import sys
+
+    return [sys.executable, "-m", "perfmodel", "measure", "--models", "mlp-xs,lstm-s", "--batch-sizes", "2,4",
+            "--steps", "3", "--output", str(output)]
+
+
+def wait_for_records(path, n: int = 1, timeout: float = 120.0) -> None:
+    """Poll a history file until it holds at least ``n`` records (or the timeout passes)."""
+    import time
+
+    from perfmodel.io import read_history
+
+    deadline = time.time() + timeout
+    while time.time() < deadline and not (path.exists() and len(read_history(path)) >= n):
+        time.sleep(0.1)
+
+
 @pytest.fixture
 def history() -> pd.DataFrame:
     return make_history()

@@ -19,6 +19,8 @@ from perfmodel.measure import RunConfig, measure_run, run_sweep, sweep_configs  
 from perfmodel.measure._timing import StopRule, summarise_steps  # noqa: E402
 from perfmodel.measure.zoo import ZOO, build, count_flops_per_sample, count_params  # noqa: E402
 
+from conftest import tiny_sweep_command, wait_for_records  # noqa: E402
+
 TINY = dict(steps=3, warmup_steps=1)
 
 
@@ -103,12 +105,9 @@ class TestSweep:
 
     def test_ctrl_c_loses_at_most_the_run_in_flight(self, tmp_path):
         out = tmp_path / "runs.csv"
-        cmd = [sys.executable, "-m", "perfmodel", "measure", "--models", "mlp-xs,lstm-s", "--batch-sizes", "2,4",
-               "--steps", "3", "--output", str(out)]
+        cmd = tiny_sweep_command(out)
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.time() + 120
-        while time.time() < deadline and not (out.exists() and len(read_history(out)) >= 1):
-            time.sleep(0.2)
+        wait_for_records(out)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 130 and "interrupted" in err

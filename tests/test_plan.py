@@ -208,3 +208,12 @@ def test_yaml_price_table(tmp_path):
     path = tmp_path / "prices.yaml"
     path.write_text("prices:\n  - {gpu_type: H100, provider: mycloud, on_demand_usd_per_hour: 2.5}\n")
     assert price_per_hour("NVIDIA H100 80GB HBM3", prices=str(path)) == 2.5
+
+
+def test_cost_bounds_and_job_values_are_checked():
+    with pytest.raises(ValueError, match="lower <= seconds <= upper"):
+        estimate_cost(seconds=10, lower=20, gpu_type="A100", prices=PRICES)
+    with pytest.raises(ValueError, match="durations must be finite and positive"):
+        simulate_queue(servers=1, jobs=[{"arrival": 0, "duration": float("nan")}])
+    with pytest.raises(ValueError, match="'mode' parameter of scaling_from_model"):
+        scaling_from_model("gpt-s", batch_size=8, gpu_type="cpu", mode="diagonal")

@@ -22,7 +22,7 @@ from perfmodel.exceptions import SchemaError
 from perfmodel.io import append_runs, load_runs, read_history, recover_runs, save_runs
 from perfmodel.persistence import load_model, save_model
 
-from conftest import make_history
+from conftest import make_history, tiny_sweep_command, wait_for_records
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -82,12 +82,9 @@ class TestNoLostRuns:
     def test_kill_9_sweep_then_resume_without_duplicates(self, tmp_path):
         pytest.importorskip("torch")
         out = tmp_path / "runs.csv"
-        cmd = [sys.executable, "-m", "perfmodel", "measure", "--models", "mlp-xs,lstm-s", "--batch-sizes", "2,4",
-               "--steps", "3", "--output", str(out)]
+        cmd = tiny_sweep_command(out)
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.time() + 120
-        while time.time() < deadline and not (out.exists() and len(read_history(out)) >= 1):
-            time.sleep(0.1)
+        wait_for_records(out)
         os.killpg(proc.pid, signal.SIGKILL)  # the sweep and its worker, no cleanup
         proc.wait()
         partial = load_runs(out)

@@ -186,7 +186,7 @@ def _cmd_summary(args) -> int:
 
 
 def _cmd_measure(args) -> int:
-    from .measure.sweep import RunConfig, default_sweep_configs, run_sweep, sweep_configs
+    from .measure.sweep import default_sweep_configs, run_sweep, sweep_configs
     from .measure.zoo import ZOO
 
     if args.list_models:
@@ -212,7 +212,6 @@ def _cmd_measure(args) -> int:
         configs = sweep_configs(args.models or list(ZOO), args.batch_sizes or [8, 32], args.gpu_counts or [1],
                                 precisions=args.precisions, repeats=args.repeats, device=device,
                                 **{**defaults, **opts})
-    assert all(isinstance(c, RunConfig) for c in configs)
     done = run_sweep(configs, args.output, timeout_s=args.timeout, retry_failed=args.retry_failed)
     failed = int((done["status"] != "ok").sum()) if len(done) else 0
     print(f"wrote {len(done)} runs to {args.output} ({failed} failed)")

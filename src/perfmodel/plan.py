@@ -116,7 +116,7 @@ class CostEstimate:
                 f"{self.devices} x ${self.usd_per_device_hour:.3g}/h)")
 
 
-def _spot_factor(seconds: float, *, checkpoint_interval_s: float, checkpoint_cost_s: float, restart_s: float,
+def _spot_factor(*, checkpoint_interval_s: float, checkpoint_cost_s: float, restart_s: float,
                  interruptions_per_hour: float) -> float:
     """Expected wall-clock multiplier of a spot job: checkpoint writes, plus for each interruption the restart
     and on average half a checkpoint interval of lost work; interruptions arrive at a constant rate over the
@@ -162,6 +162,9 @@ def estimate_cost(prediction=None, *, seconds=None, lower=None, upper=None, gpu_
     seconds = check_positive_float(seconds, "seconds", "estimate_cost")
     lower = seconds if lower is None else float(lower)
     upper = seconds if upper is None else float(upper)
+    if not (0 <= lower <= seconds <= upper) or not np.isfinite(upper):
+        raise ValueError(f"estimate_cost needs 0 <= lower <= seconds <= upper (finite). Got lower={lower!r}, "
+                         f"seconds={seconds!r}, upper={upper!r}.")
     if gpu_type is None:
         raise ValueError("estimate_cost needs gpu_type (or a prediction that carries it).")
     gpu_count = check_positive_int(1 if gpu_count is None else int(gpu_count), "gpu_count", "estimate_cost")
@@ -172,7 +175,7 @@ def estimate_cost(prediction=None, *, seconds=None, lower=None, upper=None, gpu_
         raise ValueError(f"The 'interruptions_per_hour' parameter of estimate_cost must be >= 0. "
                          f"Got {interruptions_per_hour!r} instead.")
     rate = price_per_hour(gpu_type, provider=provider, spot=spot, prices=prices)
-    factor = _spot_factor(seconds, checkpoint_interval_s=checkpoint_interval_s, checkpoint_cost_s=checkpoint_cost_s,
+    factor = _spot_factor(checkpoint_interval_s=checkpoint_interval_s, checkpoint_cost_s=checkpoint_cost_s,
                           restart_s=restart_s, interruptions_per_hour=interruptions_per_hour) if spot else 1.0
     per_s = rate * gpu_count / 3600 * factor
     return CostEstimate(dollars=seconds * per_s, lower=lower * per_s, upper=upper * per_s,
@@ -207,6 +210,7 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
     if isinstance(gpu_types, str) or isinstance(gpu_counts, (int, np.integer)):
         raise TypeError("recommend takes lists: gpu_types=[...], gpu_counts=[...].")
     fitted = resolve_history(history, method)
+    prices = load_prices(prices)  # read and check once, not once per configuration
     rows, skipped = [], []
     for g in gpu_types:
         for n in gpu_counts:
@@ -292,9 +296,9 @@ def scaling_from_model(model, *, batch_size, gpu_type, gpu_counts=(1, 2, 4, 8), 
     counts = [check_positive_int(n, "gpu_counts", "scaling_from_model") for n in gpu_counts]
     if 1 not in counts:
         counts = [1] + counts
-    per_device = [batch_size if mode == "weak" else max(1, batch_size // n) for n in counts]
     if mode not in ("weak", "strong"):
-        raise ValueError(f"mode must be 'weak' or 'strong'. Got {mode!r}.")
+        raise ValueError(f"The 'mode' parameter of scaling_from_model must be 'weak' or 'strong'. Got {mode!r}.")
+    per_device = [batch_size if mode == "weak" else max(1, batch_size // n) for n in counts]
     from .predict import _resolve_model
 
     spec = _resolve_model(model, None, fitted)
@@ -485,8 +489,10 @@ def simulate_queue(arrival_rate=None, service_time=None, servers=1, *, policy="f
         arrivals = df["arrival"].to_numpy(dtype=float)
         durations = df["duration"].to_numpy(dtype=float)
         sizes = df["size"].to_numpy(dtype=int) if "size" in df.columns else np.ones(len(df), dtype=int)
-        if (durations <= 0).any() or (arrivals < 0).any():
-            raise ValueError("simulate_queue: job durations must be positive and arrivals non-negative.")
+        if not (np.isfinite(durations).all() and np.isfinite(arrivals).all()) or (durations <= 0).any() \
+                or (arrivals < 0).any():
+            raise ValueError("simulate_queue: job durations must be finite and positive, arrivals finite and "
+                             "non-negative.")
         if (sizes < 1).any() or (sizes > servers).any():
             raise ValueError(f"simulate_queue: job sizes must be between 1 and servers={servers}.")
     n = len(arrivals)
