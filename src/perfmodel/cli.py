@@ -37,6 +37,10 @@ class _OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"perfmodel: error: {self.prog}: {message} (see {self.prog} --help)\n")
 
 
+#: perfmodel.models.METHODS plus "auto" (kept literal so that --help does not import the models; a test checks it).
+_METHOD_CHOICES = ["auto", "physics", "roofline", "loglinear", "gbm", "linear"]
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _OneLineParser(prog="perfmodel", description="Predict the wall-clock time of training jobs.")
     p.add_argument("--version", action="version", version=f"perfmodel {__version__}")
@@ -46,7 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     f = sub.add_parser("fit", help="fit a model on a run history and save it")
     f.add_argument("runs", help="run history (.csv or .parquet)")
     f.add_argument("-o", "--output", required=True, help="model file to write (e.g. model.perfmodel; safe format)")
-    f.add_argument("--method", default="physics", choices=["physics", "loglinear", "gbm", "linear", "auto"])
+    f.add_argument("--method", default="auto", choices=_METHOD_CHOICES)
+    f.add_argument("--kind", default="seen", choices=["seen", "new_batch", "new_count", "new_model", "new_device"],
+                   help="the kind of query 'auto' chooses the method for (default: seen)")
 
     pr = sub.add_parser("predict", help="predict the training time of a job")
     pr.add_argument("--model", help="model name in the history (or a label with --params)")
@@ -60,9 +66,12 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--dataset-size", type=int)
     pr.add_argument("--precision", default="fp32")
     pr.add_argument("--confidence", type=float, default=0.9)
-    pr.add_argument("--method", default="auto", choices=["auto", "physics", "loglinear", "gbm", "linear"])
+    pr.add_argument("--method", default="auto", choices=_METHOD_CHOICES)
     src = pr.add_mutually_exclusive_group()
-    src.add_argument("--history", help="run history to fit on (default: the bundled runs)")
+    src.add_argument("--history", action="append",
+                     help="run history to fit on: a .csv/.parquet file or a bundled name (cpu, gpu, mlperf, h200); "
+                          "repeat to combine, e.g. --history my_runs.csv --history gpu (default: the bundled runs "
+                          "for the device: cpu, or the public GPU history)")
     src.add_argument("--fitted", help="a model file written by 'perfmodel fit'")
     pr.add_argument("--trusted", action="store_true",
                     help="allow a pickle-based (joblib) model file: it can run code, use only your own")
@@ -70,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("summary", help="print the summary of a fitted model (or of a fit on a history)")
     s.add_argument("source", nargs="?", help="model file, or a .csv/.parquet history (default: bundled runs)")
-    s.add_argument("--method", default="physics", choices=["physics", "loglinear", "gbm", "linear", "auto"])
+    s.add_argument("--method", default="auto", choices=_METHOD_CHOICES)
     s.add_argument("--trusted", action="store_true", help="allow a pickle-based (joblib) model file")
 
     m = sub.add_parser("measure", help="measure training runs and append them to a history (needs torch)")
@@ -138,7 +147,7 @@ def _parser() -> argparse.ArgumentParser:
 def _cmd_fit(args) -> int:
     from .predict import fit
 
-    model = fit(args.runs, method=args.method)
+    model = fit(args.runs, method=args.method, kind=args.kind)
     model.save(args.output)
     print(model.summary().as_text())
     print(f"\nsaved {model.method} model to {args.output}")
@@ -150,16 +159,21 @@ def _cmd_predict(args) -> int:
     from .predict import predict_training_time
 
     model = _model_arg(args)
-    history = load_model(args.fitted, trusted=args.trusted) if args.fitted else args.history
+    if args.fitted:
+        history = load_model(args.fitted, trusted=args.trusted)
+    else:
+        history = args.history if not args.history or len(args.history) > 1 else args.history[0]
     result = predict_training_time(
         model, batch_size=args.batch_size, gpu_count=args.gpu_count, gpu_type=args.gpu_type, steps=args.steps,
         epochs=args.epochs, dataset_size=args.dataset_size, precision=args.precision, history=history,
         confidence=args.confidence, method=args.method,
     )
     if args.json:
-        print(json.dumps(result.to_dict(), default=str, indent=2))
+        print(json.dumps(result.to_dict(), indent=2))
     else:
         print(result)
+        if result.provenance:
+            print(f"learned from: {', '.join(result.provenance)} ({result.query_kind.replace('_', ' ')} query)")
         step = (f"step {result.step_seconds:.4g} s ({result.confidence:.0%} PI {result.step_lower:.4g} – "
                 f"{result.step_upper:.4g} s) x {result.steps} steps")
         if result.startup_seconds:
@@ -248,7 +262,10 @@ def _cmd_recommend(args) -> int:
     from .persistence import load_model
     from .plan import recommend
 
-    history = load_model(args.fitted, trusted=args.trusted) if args.fitted else args.history
+    if args.fitted:
+        history = load_model(args.fitted, trusted=args.trusted)
+    else:
+        history = args.history if not args.history or len(args.history) > 1 else args.history[0]
     out = recommend(_model_arg(args), batch_size=args.batch_size, steps=args.steps, epochs=args.epochs,
                     dataset_size=args.dataset_size, gpu_types=args.gpu_types, gpu_counts=args.gpu_counts,
                     history=history, deadline=None if args.deadline_hours is None else args.deadline_hours * 3600,

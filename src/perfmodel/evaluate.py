@@ -22,6 +22,7 @@ from sklearn.model_selection import LeaveOneGroupOut
 
 from ._validation import check_confidence
 from .features import run_quantities
+from .fitting import fit_history
 from .models import TrainingTimeModel
 from .models._training import METHODS, mape, median_ape
 from .schema import validate_runs
@@ -35,6 +36,13 @@ SPLITS = {
     "leave-one-batch-size-out": "batch_size",
     "leave-one-gpu-count-out": "gpu_count",
     "leave-one-gpu-type-out": "gpu_type",
+}
+#: split name -> the kind of query it scores (what ``method="auto"`` chooses for; see perfmodel.fitting).
+SPLIT_KINDS = {
+    "leave-one-model-out": "new_model",
+    "leave-one-batch-size-out": "new_batch",
+    "leave-one-gpu-count-out": "new_count",
+    "leave-one-gpu-type-out": "new_device",
 }
 #: Columns that identify one configuration (its repeats share them).
 CONFIG_KEYS = ("model", "batch_size", "gpu_count", "gpu_type", "precision")
@@ -179,23 +187,21 @@ def _make(method: str, host_peak_flops):
     return TrainingTimeModel(method=method, cv=None)
 
 
-def _fit_predict(method, runs, train, test, confidence, host_peak_flops):
+def _fit_predict(method, runs, train, test, confidence, host_peak_flops, kind="seen"):
     import warnings
 
     with warnings.catch_warnings():
         # the seed formula is singular when a fold holds one batch size or device count: expected, not news
         warnings.simplefilter("ignore", category=UserWarning)
-        return _fit_predict_inner(method, runs, train, test, confidence, host_peak_flops)
+        return _fit_predict_inner(method, runs, train, test, confidence, host_peak_flops, kind)
 
 
-def _fit_predict_inner(method, runs, train, test, confidence, host_peak_flops):
+def _fit_predict_inner(method, runs, train, test, confidence, host_peak_flops, kind="seen"):
     tr, te = runs.iloc[train], runs.iloc[test]
     est = _make(method, host_peak_flops)
     chosen = method
     if est == "auto":
-        from .predict import _fit_method
-
-        est = _fit_method(tr.reset_index(drop=True), "auto")
+        est = fit_history(tr.reset_index(drop=True), "auto", kind=kind)
         chosen = est.method
     else:
         est.fit(tr.reset_index(drop=True))
@@ -227,7 +233,7 @@ class Evaluation:
         return f"{text}\n{self.noise}"
 
 
-def evaluate(runs, *, methods=("linear", "loglinear", "gbm", "physics", "auto"), splits=tuple(SPLITS), baselines=True,
+def evaluate(runs, *, methods=("linear", "loglinear", "gbm", "physics", "roofline", "auto"), splits=tuple(SPLITS), baselines=True,
              confidence: float = 0.9, n_jobs: int = 1, host_peak_flops: float | None = None) -> Evaluation:
     """Grouped cross-validation of each method (and the baselines) on the same splits of the same runs.
 
@@ -271,7 +277,8 @@ def evaluate(runs, *, methods=("linear", "loglinear", "gbm", "physics", "auto"),
             for method in all_methods:
                 jobs.append((split, held, method, train, test))
     results = Parallel(n_jobs=n_jobs)(
-        delayed(_fit_predict)(m, runs, tr, te, confidence, host_peak_flops) for _, _, m, tr, te in jobs
+        delayed(_fit_predict)(m, runs, tr, te, confidence, host_peak_flops, SPLIT_KINDS[split])
+        for split, _, m, tr, te in jobs
     )
     frames = []
     for (split, held, *_), res in zip(jobs, results):

@@ -24,17 +24,26 @@ from sklearn.utils.validation import check_is_fitted
 
 from .hardware import get_spec
 
-__all__ = ["run_quantities", "RunFeaturizer", "FEATURE_SETS", "FP32_GRAD_BYTES"]
+__all__ = ["run_quantities", "RunFeaturizer", "FEATURE_SETS", "FP32_GRAD_BYTES", "ROOFLINE_COLUMNS",
+           "GPUS_PER_NODE"]
 
-FEATURE_SETS = ("seed", "log", "physics")
+FEATURE_SETS = ("seed", "log", "physics", "roofline")
 #: Nominal bandwidths that put CPU optimizer and gloo all-reduce traffic on a seconds scale (fitted factors
 #: absorb them); GPUs use the spec table's memory and interconnect bandwidths.
 CPU_NOMINAL_MEMORY_GBPS = 20.0
+#: Nominal per-thread CPU FLOP/s used only to put CPU compute on a seconds scale (fitted efficiencies absorb it).
+CPU_THREAD_NOMINAL_FLOPS = 50e9
 CPU_NOMINAL_INTERCONNECT_GBPS = 5.0
 #: AdamW traffic per parameter: read/write param, grad, two moments in fp32.
 ADAMW_BYTES_PER_PARAM = 16
 #: Bytes per gradient element in the all-reduce (DDP keeps fp32 gradients under autocast).
 FP32_GRAD_BYTES = 4
+#: Devices per machine assumed when a record or query does not say how many nodes it spans.
+GPUS_PER_NODE = 8
+#: The columns RunFeaturizer(kind="roofline") produces, in order (see :mod:`perfmodel.models._roofline`).
+ROOFLINE_COLUMNS = ("log_t_peak", "ridge", "tf32_gap", "log_n", "log_nodes", "log_batch", "comm_rel", "opt_rel",
+                    "log_work", "model_code", "family_code", "device_code", "arch_code", "vendor_code",
+                    "precision_code")
 
 
 def _spec_columns(gpu_type: pd.Series, precision: pd.Series) -> pd.DataFrame:
@@ -54,6 +63,15 @@ def _spec_columns(gpu_type: pd.Series, precision: pd.Series) -> pd.DataFrame:
             )
     return pd.DataFrame(table[codes], columns=["peak_tflops", "memory_bandwidth_gbps", "interconnect_gbps"],
                         index=gpu_type.index)
+
+
+def _device_info(gpu_type: str) -> dict:
+    """Architecture, vendor and the log TF32/FP32 peak ratio of a device (CPU: its own architecture)."""
+    spec = get_spec(str(gpu_type))
+    fp32, tf32 = spec.fp32_tflops, getattr(spec, "tf32_tflops", None)
+    gap = float(np.log(tf32 / fp32)) if fp32 and tf32 and tf32 > fp32 else 0.0
+    arch = getattr(spec, "architecture", None) or f"{spec.vendor}:{spec.name}"
+    return {"architecture": str(arch), "vendor": str(spec.vendor), "tf32_gap": gap}
 
 
 def run_quantities(runs: pd.DataFrame) -> pd.DataFrame:
@@ -114,8 +132,6 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
         self.kind = kind
 
     def _physics_columns(self, X: pd.DataFrame, q: pd.DataFrame) -> pd.DataFrame:
-        from .models._physics import CPU_THREAD_NOMINAL_FLOPS
-
         cpu = (q["gpu_type"] == "cpu").to_numpy()
         n = q["gpu_count"].to_numpy(dtype=float)
         threads = self._threads(X, n)
@@ -140,6 +156,55 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
             "model_code": model_code,
             "batch_size": q["batch_size"].to_numpy(dtype=float),
             "gpu_count": n,
+        }, index=X.index)
+
+    def _roofline_columns(self, X: pd.DataFrame, q: pd.DataFrame) -> pd.DataFrame:
+        cpu = (q["gpu_type"] == "cpu").to_numpy()
+        n = q["gpu_count"].to_numpy(dtype=float)
+        threads = self._threads(X, n)
+        peak = q["peak_tflops"].to_numpy(dtype=float) * 1e12
+        peak = np.where(cpu, threads * CPU_THREAD_NOMINAL_FLOPS, peak)
+        mem = np.where(cpu, CPU_NOMINAL_MEMORY_GBPS, q["memory_bandwidth_gbps"].to_numpy(dtype=float)) * 1e9
+        link = np.where(cpu, CPU_NOMINAL_INTERCONNECT_GBPS, q["interconnect_gbps"].to_numpy(dtype=float)) * 1e9
+        work = q["flops_per_step_device"].to_numpy(dtype=float)
+        t_peak = work / peak
+        # fp32-labelled runs on devices with TF32 tensor cores: PyTorch runs convolutions (and, before 1.12 or
+        # with allow_tf32, matmuls) in TF32, so the effective peak lies between the two; the fit learns how far
+        gpu, prec = q["gpu_type"].astype(str).to_numpy(), q["precision"].astype(str).to_numpy()
+        dev_info = {g: _device_info(g) for g in pd.unique(gpu)}
+        gap = np.array([dev_info[g]["tf32_gap"] if p == "fp32" else 0.0 for g, p in zip(gpu, prec)])
+        if "nodes" in X.columns:
+            nodes = pd.to_numeric(X["nodes"], errors="coerce").to_numpy(dtype=float)
+        else:
+            nodes = np.full(len(X), np.nan)
+        nodes = np.where(np.isfinite(nodes) & (nodes >= 1), nodes,
+                         np.where(cpu, 1.0, np.ceil(n / GPUS_PER_NODE)))
+        comm = np.where(n > 1, q["allreduce_bytes"].to_numpy(dtype=float) / link / t_peak, 0.0)
+        opt = q["params"].to_numpy(dtype=float) * ADAMW_BYTES_PER_PARAM / mem / t_peak
+
+        def codes(values, known):
+            return pd.Index(known, dtype=object).get_indexer(np.asarray(values, dtype=object)).astype(float)
+
+        fam = (np.asarray(X["family"].astype(object).where(X["family"].notna(), ""), dtype=object)
+               if "family" in X.columns else np.full(len(X), "", dtype=object))
+        model = (np.asarray(X["model"].astype(str), dtype=object) if "model" in X.columns
+                 else np.full(len(X), "", dtype=object))
+        return pd.DataFrame({
+            "log_t_peak": np.log(t_peak),
+            "ridge": np.log(peak / mem),
+            "tf32_gap": gap,
+            "log_n": np.log(n),
+            "log_nodes": np.log(nodes),
+            "log_batch": np.log(q["batch_size"].to_numpy(dtype=float)),
+            "comm_rel": np.log1p(comm),
+            "opt_rel": np.log1p(opt),
+            "log_work": np.log(work),
+            "model_code": codes(model, self.model_names_),
+            "family_code": codes(fam, self.families_),
+            "device_code": codes(gpu, self.gpu_types_),
+            "arch_code": codes([dev_info[g]["architecture"] for g in gpu], self.architectures_),
+            "vendor_code": codes([dev_info[g]["vendor"] for g in gpu], self.vendors_),
+            "precision_code": codes(prec, self.precisions_),
         }, index=X.index)
 
     def _threads(self, X: pd.DataFrame, n: np.ndarray) -> np.ndarray:
@@ -176,7 +241,7 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
         q = run_quantities(X)
         self.gpu_types_ = sorted(map(str, pd.unique(q["gpu_type"])))
         self.precisions_ = sorted(map(str, pd.unique(q["precision"])))
-        if self.kind == "physics":
+        if self.kind in ("physics", "roofline"):
             fam = X["family"].astype("string").dropna() if "family" in X.columns else pd.Series([], dtype="string")
             self.families_ = sorted(str(f) for f in pd.unique(fam) if f)
             self.model_names_ = sorted(map(str, pd.unique(X["model"])))
@@ -194,6 +259,11 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
             self.feature_names_out_ = np.array(["t_compute_s", "work_gflop", "t_opt_s", "t_comm_s",
                                                 "data_parallel", "family_code", "model_code", "batch_size",
                                                 "gpu_count"], dtype=object)
+            if self.kind == "roofline":
+                info = [_device_info(g) for g in self.gpu_types_]
+                self.architectures_ = sorted({i["architecture"] for i in info})
+                self.vendors_ = sorted({i["vendor"] for i in info})
+                self.feature_names_out_ = np.array(ROOFLINE_COLUMNS, dtype=object)
             self.n_features_in_ = X.shape[1]
             return self
         full = self._all_columns(q)
@@ -238,6 +308,8 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
         check_is_fitted(self, "feature_names_out_")
         if self.kind == "physics":
             return self._physics_columns(X, run_quantities(X)).to_numpy(dtype=float)
+        if self.kind == "roofline":
+            return self._roofline_columns(X, run_quantities(X)).to_numpy(dtype=float)
         full = self._all_columns(run_quantities(X))
         return full[list(self.feature_names_out_)].to_numpy(dtype=float)
 

@@ -35,9 +35,10 @@ _REBUILT = {"OLSRegressor": ("results_",), "GBMRegressor": ("estimator_",), "Tra
 
 def _safe_classes() -> dict:
     from .features import RunFeaturizer
-    from .models import GBMRegressor, OLSRegressor, PhysicsRegressor, TrainingTimeModel
+    from .models import GBMRegressor, OLSRegressor, PhysicsRegressor, RooflineRegressor, TrainingTimeModel
 
-    return {c.__name__: c for c in (TrainingTimeModel, RunFeaturizer, OLSRegressor, GBMRegressor, PhysicsRegressor)}
+    return {c.__name__: c for c in (TrainingTimeModel, RunFeaturizer, OLSRegressor, GBMRegressor, PhysicsRegressor,
+                                    RooflineRegressor)}
 
 
 class _Encoder:

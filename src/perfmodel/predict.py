@@ -9,21 +9,35 @@ import os
 import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
 
 import numpy as np
 import pandas as pd
 
 from ._format import format_duration
 from ._validation import check_choice, check_confidence, check_positive_int
-from .exceptions import ExtrapolationWarning, SchemaError
+from .exceptions import DataQualityWarning, ExtrapolationWarning, SchemaError
 from .hardware import PRECISIONS, resolve_gpu_type
+from .fitting import DEFAULT_METHOD, fit_files, fit_history, load_history, query_kind
 from .models import METHODS, TrainingTimeModel
+from .models._training import model_table
 
 __all__ = ["predict_training_time", "predict_many", "fit", "TrainingTimePrediction", "resolve_history"]
 
 _WHERE = "predict_training_time"
-_AUTO_CANDIDATES = ("physics", "loglinear", "gbm")
+
+
+def _plain(v):
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if v is pd.NA:
+        return None
+    return v
 
 
 @dataclass
@@ -50,6 +64,12 @@ class TrainingTimePrediction:
         Distance to the nearest training run in training standard deviations of the log quantities
         (:meth:`TrainingTimeModel.domain_distance`); 0 for a configuration the fit has seen.
     warnings : list of str
+    provenance : list of str
+        The histories the prediction learned from (``bundled:<file>`` for perfmodel's own, else the path).
+    query_kind : str
+        What the query asks of the history: ``seen`` (its model has run on this device), ``new_pair`` (a known
+        model on a known device it has not run on), ``new_batch``, ``new_count``, ``new_model`` or
+        ``new_device``; its interval uses the conformity scores of that kind.
     """
 
     seconds: float
@@ -70,9 +90,12 @@ class TrainingTimePrediction:
     nearest_run_distance: float
     query: dict = field(default_factory=dict)
     warnings: list = field(default_factory=list)
+    provenance: list = field(default_factory=list)
+    query_kind: str = "seen"
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Plain Python types only (``json.dumps`` accepts it); NaN and inf become None."""
+        return _plain(asdict(self))
 
     def __str__(self) -> str:
         pct = f"{self.confidence * 100:g}%"
@@ -81,53 +104,53 @@ class TrainingTimePrediction:
 
 
 # --------------------------------------------------------------------------------------------- history
-@lru_cache(maxsize=8)
-def _fit_bundled(method: str, path: str, mtime: float) -> TrainingTimeModel:
-    from .io import load_runs
-
-    return _fit_method(load_runs(path), method)
-
-
-def _fit_method(runs: pd.DataFrame, method: str) -> TrainingTimeModel:
-    if method != "auto":
-        return TrainingTimeModel(method=method).fit(runs)
-    if len(runs) < 20:
-        return TrainingTimeModel(method="loglinear").fit(runs)
-    fits = [TrainingTimeModel(method=m).fit(runs) for m in _AUTO_CANDIDATES]
-    best = min(fits, key=lambda f: f.cv_mape_)
-    best.auto_scores_ = {f.method: f.cv_mape_ for f in fits}
-    return best
-
-
-def fit(runs, method: str = "loglinear", *, cv: int | None = 5) -> TrainingTimeModel:
+def fit(runs, method: str = DEFAULT_METHOD, *, cv: int | None = 5, kind: str = "seen") -> TrainingTimeModel:
     """Fit a training-time model on a run history.
 
     Parameters
     ----------
-    runs : str, path-like or DataFrame
-        A ``.csv``/``.parquet`` history or a DataFrame (validated with :func:`perfmodel.load_runs`).
-    method : {"loglinear", "gbm", "linear", "auto"}, default="loglinear"
-        ``auto`` fits loglinear and gbm and keeps the one with the lower k-fold CV MAPE.
+    runs : str, path-like, DataFrame, bundled name or a list of these
+        A ``.csv``/``.parquet`` history, a DataFrame, the name of a bundled history (``"cpu"``, ``"gpu"``,
+        ``"mlperf"``, ``"h200"``) or a list of them (concatenated), validated with :func:`perfmodel.load_runs`.
+    method : {"auto", "physics", "roofline", "loglinear", "gbm", "linear"}, default="auto"
+        ``auto`` scores every candidate by grouped cross-validation on the split matching ``kind`` and keeps
+        the best (see :mod:`perfmodel.fitting`).
     cv : int or None, default=5
-        Folds of the cross-validated error reported by the fit.
+        Folds of the cross-validated error reported by the fit (and of ``auto``'s K-fold split).
+    kind : {"seen", "new_batch", "new_count", "new_model", "new_device"}, default="seen"
+        The kind of query ``auto`` chooses for.
 
     Returns
     -------
     TrainingTimeModel
     """
-    from .io import load_runs
-
     check_choice(method, "method", "fit", (*METHODS, "auto"))
-    data = load_runs(runs)
-    if method == "auto":
-        return _fit_method(data, "auto")
-    return TrainingTimeModel(method=method, cv=cv).fit(data)
+    data, labels = load_history(runs)
+    model = fit_history(data, method, kind=kind, cv=cv)
+    model.provenance_ = labels
+    return model
 
 
-def resolve_history(history, method: str = "auto") -> TrainingTimeModel:
-    """A fitted model from ``history``: None (bundled runs), a path, a DataFrame or a fitted model."""
-    from .io import load_runs
+def _default_history(q: pd.DataFrame) -> str:
+    return "cpu" if set(map(str, q["gpu_type"])) <= {"cpu"} else "gpu"
 
+
+def _history_runs(history):
+    """(runs, labels, file paths or None) for a history that is not a fitted model."""
+    parts = history if isinstance(history, (list, tuple)) else [history]
+    if all(isinstance(p, (str, os.PathLike)) for p in parts):
+        from .fitting import _parts
+
+        paths = _parts(history)
+        runs, labels = load_history(paths if len(paths) > 1 else paths[0])
+        return runs, labels, paths
+    runs, labels = load_history(history)
+    return runs, labels, None
+
+
+def resolve_history(history, method: str = DEFAULT_METHOD, query: pd.DataFrame | None = None) -> TrainingTimeModel:
+    """A fitted model from ``history`` (None: the bundled runs for the query's devices; a path, DataFrame,
+    bundled name or list of these; or a fitted model), chosen for the kind of ``query`` when ``method="auto"``."""
     check_choice(method, "method", _WHERE, (*METHODS, "auto"))
     if isinstance(history, TrainingTimeModel):
         history._check()
@@ -138,16 +161,24 @@ def resolve_history(history, method: str = "auto") -> TrainingTimeModel:
             )
         return history
     if history is None:
-        from .datasets import bundled_runs_path
+        history = _default_history(query) if query is not None else "cpu"
+    if not isinstance(history, (str, os.PathLike, pd.DataFrame, list, tuple)):
+        raise TypeError(
+            f"The 'history' parameter of {_WHERE} must be None, a path, a DataFrame, a bundled history name, a "
+            f"list of these, or a fitted TrainingTimeModel. Got {type(history).__name__} instead."
+        )
+    runs, labels, paths = _history_runs(history)
+    kind = query_kind(runs, _with_model_names(runs, query)) if query is not None else "seen"
+    if paths is not None:
+        model = fit_files(paths, method, kind)
+    else:
+        model = fit_history(runs, method, kind=kind)
+        model.provenance_ = labels
+    return model
 
-        path = bundled_runs_path()
-        return _fit_bundled(method, str(path), os.path.getmtime(path))
-    if isinstance(history, (str, os.PathLike, pd.DataFrame)):
-        return _fit_method(load_runs(history), method)
-    raise TypeError(
-        f"The 'history' parameter of {_WHERE} must be None, a path, a DataFrame or a fitted TrainingTimeModel. "
-        f"Got {type(history).__name__} instead."
-    )
+
+def _with_model_names(runs: pd.DataFrame, query: pd.DataFrame) -> pd.DataFrame:
+    return query
 
 
 # ----------------------------------------------------------------------------------------------- model
@@ -155,17 +186,19 @@ def _is_torch_module(obj) -> bool:
     return any(c.__module__.startswith("torch.nn") and c.__name__ == "Module" for c in type(obj).__mro__)
 
 
-def _resolve_model(model, example_input, fitted: TrainingTimeModel) -> dict:
+def _resolve_model(model, example_input, fitted) -> dict:
+    """The query's model as {model, params, flops_per_sample}; ``fitted`` is a fitted model or a model table."""
+    table = fitted.models_ if isinstance(fitted, TrainingTimeModel) else fitted
     if isinstance(model, str):
-        if model not in fitted.models_.index:
-            close = difflib.get_close_matches(model, list(fitted.models_.index), n=3, cutoff=0.3)
+        if model not in table.index:
+            close = difflib.get_close_matches(model, list(table.index), n=3, cutoff=0.3)
             hint = f" Closest: {', '.join(close)}." if close else ""
             raise ValueError(
                 f"The 'model' parameter of {_WHERE} names {model!r}, which is not in the history.{hint} Known: "
-                f"{', '.join(map(str, fitted.models_.index))}. For another model pass a dict "
+                f"{', '.join(map(str, table.index))}. For another model pass a dict "
                 "{'params': ..., 'flops_per_sample': ...} or a torch.nn.Module with example_input."
             )
-        row = fitted.models_.loc[model]
+        row = table.loc[model]
         fps = row["flops_per_sample"]
         return {"model": model, "params": float(row["params"]),
                 "flops_per_sample": None if pd.isna(fps) else float(fps)}
@@ -258,6 +291,35 @@ def _check_support(fitted: TrainingTimeModel, q: pd.DataFrame) -> list[str]:
     return notes
 
 
+def _prior_note(provenance: list, q: pd.DataFrame) -> list[str]:
+    """A warning when a GPU prediction rests on the bundled public history alone (no runs of the user's)."""
+    if not provenance or any(not p.startswith("bundled:") for p in provenance):
+        return []
+    if "bundled:mlperf_steps.csv" not in provenance or set(map(str, q["gpu_type"])) <= {"cpu"}:
+        return []
+    return ["learned from perfmodel's bundled public GPU history (MLPerf Training results: tuned vendor software, "
+            "mostly bf16/fp8, plus perfmodel's own measured GPU runs); your stack may be slower. Calibrate with a "
+            "few runs of your own: history=['my_runs.csv', 'gpu']"]
+
+
+def _kind_of(fitted: TrainingTimeModel, q: pd.DataFrame) -> np.ndarray:
+    """Per query row: seen / new_pair / new_batch / new_count / new_model / new_device."""
+    reg = fitted.pipeline_.named_steps["regressor"]
+    if hasattr(reg, "query_kind"):
+        kind = reg.query_kind(fitted.pipeline_.named_steps["features"].transform(q))
+    else:
+        kind = np.full(len(q), "seen", dtype=object)
+        kind = np.where(~q["gpu_type"].astype(str).isin(fitted.gpu_types_), "new_device",
+                        np.where(~q.get("model", pd.Series("", index=q.index)).astype(str).isin(
+                            fitted.models_.index), "new_model", kind))
+    kind = np.asarray(kind, dtype=object)
+    dom = fitted.domain_
+    n = pd.to_numeric(q["gpu_count"], errors="coerce").to_numpy(dtype=float)
+    out_n = (n < dom.loc["gpu_count", "min"]) | (n > dom.loc["gpu_count", "max"])
+    kind = np.where((kind == "seen") & out_n, "new_count", kind)
+    return kind
+
+
 def _predict_frame(fitted: TrainingTimeModel, q: pd.DataFrame, confidence: float) -> pd.DataFrame:
     pi = fitted.predict_interval(q, confidence)
     out = pi.rename(columns={"lower": "step_lower", "upper": "step_upper"})
@@ -321,16 +383,37 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
                          f"Got {precision!r} instead.")
     canonical = resolve_gpu_type(gpu_type)
     n_steps = _steps(steps, epochs, dataset_size, batch_size, gpu_count)
-    fitted = resolve_history(history, method)
-    spec = _resolve_model(model, example_input, fitted)
-    q = pd.DataFrame([{**spec, "batch_size": batch_size, "gpu_count": gpu_count, "gpu_type": canonical,
-                       "precision": precision.lower(), "steps": n_steps}])
+    check_choice(method, "method", _WHERE, (*METHODS, "auto"))
+    base = {"batch_size": batch_size, "gpu_count": gpu_count, "gpu_type": canonical,
+            "precision": precision.lower(), "steps": n_steps}
+    if isinstance(history, TrainingTimeModel):
+        fitted = resolve_history(history, method)
+        spec = _resolve_model(model, example_input, fitted)
+        q = pd.DataFrame([{**spec, **base}])
+    else:
+        if history is None:
+            history = _default_history(pd.DataFrame([base]))
+        if not isinstance(history, (str, os.PathLike, pd.DataFrame, list, tuple)):
+            resolve_history(history, method)  # raises the TypeError
+        runs, labels, paths = _history_runs(history)
+        spec = _resolve_model(model, example_input, model_table(runs))
+        q = pd.DataFrame([{**spec, **base}])
+        kind = query_kind(runs, q)
+        if paths is not None:
+            fitted = fit_files(paths, method, kind)
+        else:
+            fitted = fit_history(runs, method, kind=kind)
+            fitted.provenance_ = labels
+    provenance = list(getattr(fitted, "provenance_", []) or [])
     notes = _check_support(fitted, q) + _domain_warnings(fitted, q)[0]
+    prior_note = _prior_note(provenance, q)
     res = _predict_frame(fitted, q, confidence).iloc[0]
     if bool(res["nonpositive_fit"]):
         notes.append(f"the {fitted.method} fit predicts a non-positive step time here; clipped to 0")
     for note in notes:
         warnings.warn(f"{_WHERE}: {note}.", ExtrapolationWarning, stacklevel=2)
+    for note in prior_note:
+        warnings.warn(f"{_WHERE}: {note}.", DataQualityWarning, stacklevel=2)
     return TrainingTimePrediction(
         seconds=float(res["seconds"]), lower=float(res["lower"]), upper=float(res["upper"]),
         confidence=confidence, step_seconds=float(res["step_time_s"]), step_lower=float(res["step_lower"]),
@@ -338,7 +421,8 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
         r2=float(fitted.rsquared_), r2_log=float(fitted.rsquared_log_), cv_mape=float(fitted.cv_mape_),
         method=fitted.method, n_runs=int(fitted.n_runs_), inside_domain=not notes,
         nearest_run_distance=float(fitted.domain_distance(q)[0]),
-        query={k: v for k, v in q.iloc[0].items()}, warnings=notes,
+        query={k: v for k, v in q.iloc[0].items()}, warnings=notes + prior_note,
+        provenance=provenance, query_kind=_kind_of(fitted, q)[0],
     )
 
 

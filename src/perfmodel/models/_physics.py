@@ -33,12 +33,11 @@ from sklearn.model_selection import GroupKFold, KFold, LeaveOneGroupOut
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_confidence
+from ..features import CPU_THREAD_NOMINAL_FLOPS
 from ._gbm import conformal_quantile
 
 __all__ = ["PhysicsRegressor", "PHYSICS_COLUMNS", "CPU_THREAD_NOMINAL_FLOPS"]
 
-#: Nominal per-thread CPU FLOP/s used only to put CPU compute on a seconds scale (the efficiency absorbs it).
-CPU_THREAD_NOMINAL_FLOPS = 50e9
 #: The columns RunFeaturizer(kind="physics") produces, in order.
 PHYSICS_COLUMNS = ("t_compute_s", "work_gflop", "t_opt_s", "t_comm_s", "data_parallel", "family_code",
                    "model_code", "batch_size", "gpu_count")
@@ -54,12 +53,16 @@ class PhysicsRegressor(RegressorMixin, BaseEstimator):
         Let the efficiency rise with the work per step (``γ`` in [0, 0.6]); False fixes ``γ = 0``.
     cv : int, default=5
         Folds of the random K-fold conformity scores.
+    conformal : bool, default=True
+        Compute the conformity scores (the refits); False fits the point model only (for model selection).
     random_state : int, default=0
     """
 
-    def __init__(self, *, fit_gamma: bool = True, cv: int = 5, random_state: int | None = 0):
+    def __init__(self, *, fit_gamma: bool = True, cv: int = 5, conformal: bool = True,
+                 random_state: int | None = 0):
         self.fit_gamma = fit_gamma
         self.cv = cv
+        self.conformal = conformal
         self.random_state = random_state
 
     # parameters: [log a0, log a1, log c0, log c1, gamma_sample, gamma_batch, log theta_0 .. log theta_{F-1}]
@@ -110,6 +113,17 @@ class PhysicsRegressor(RegressorMixin, BaseEstimator):
         self.resid_std_ = float(np.std(resid, ddof=1))
         ss_tot = float(np.sum((logy - logy.mean()) ** 2))
         self.rsquared_ = 1 - float(np.sum(resid**2)) / ss_tot if ss_tot > 0 else np.nan
+        fam = X[:, 5].astype(int)
+        models = X[:, 6].astype(int)
+        self.known_families_ = np.unique(fam[fam >= 0])
+        self.known_models_ = np.unique(models[models >= 0])
+        self.batch_sizes_ = np.unique(X[:, 7])
+        self.gpu_range_ = (X[:, 8].min(), X[:, 8].max())
+        if not getattr(self, "conformal", True):
+            self.scores_seen_ = self.scores_new_ = self.scores_new_known_family_ = self.scores_batch_ = np.sort(
+                np.abs(resid))
+            self.oof_pred_ = np.exp(logy - resid)
+            return self
         # conformity scores: random K-fold (seen models) and leave-one-model-out (new models)
         k = max(2, min(int(self.cv), len(y)))
         oof = np.empty_like(logy)
@@ -117,18 +131,12 @@ class PhysicsRegressor(RegressorMixin, BaseEstimator):
             oof[te] = np.log(self._predict_raw(self._fit_params(X[tr], y[tr]), X[te]))
         self.scores_seen_ = np.sort(np.abs(logy - oof))
         self.oof_pred_ = np.exp(oof)
-        models = X[:, 6].astype(int)
         self.scores_new_, sibling = self._group_scores(X, y, models, blank_model=True)
         # rows whose held-out model still had a sibling of its family in the refit: the situation of a new model
         # of a family the fit knows (its scores are smaller than those of a new family)
         self.scores_new_known_family_ = self.scores_new_ if sibling is None else np.sort(
             self._last_oof_abs[sibling]) if sibling.sum() >= 10 else self.scores_new_
         self.scores_batch_, _ = self._group_scores(X, y, X[:, 7], blank_model=False)
-        fam = X[:, 5].astype(int)
-        self.known_families_ = np.unique(fam[fam >= 0])
-        self.known_models_ = np.unique(models[models >= 0])
-        self.batch_sizes_ = np.unique(X[:, 7])
-        self.gpu_range_ = (X[:, 8].min(), X[:, 8].max())
         return self
 
     def _group_scores(self, X, y, groups, *, blank_model: bool):

@@ -19,8 +19,9 @@ from ..schema import validate_runs
 from ._gbm import GBMRegressor
 from ._ols import OLSRegressor
 from ._physics import PhysicsRegressor
+from ._roofline import RooflineRegressor
 
-__all__ = ["TrainingTimeModel", "METHODS", "Summary", "mape", "median_ape"]
+__all__ = ["TrainingTimeModel", "METHODS", "Summary", "mape", "median_ape", "model_table"]
 
 #: Methods: name -> (description, feature set).
 METHODS = {
@@ -29,6 +30,10 @@ METHODS = {
     "gbm": ("scikit-learn gradient boosting on log step time, cross-conformal intervals", "log"),
     "physics": ("overhead + optimizer + FLOPs at a fitted per-family efficiency + all-reduce, least squares on "
                 "log time, cross-conformal intervals", "physics"),
+    "roofline": ("hierarchical roofline: FLOPs over the device's peak with a pooled memory-bound share, partially "
+                 "pooled model/family/device/architecture/vendor/precision efficiencies, scaling terms; "
+                 "cross-conformal intervals matched to the query (new device, new model, new pair, new count)",
+                 "roofline"),
 }
 
 
@@ -42,6 +47,19 @@ def median_ape(y_true, y_pred) -> float:
     """Median absolute percentage error, in percent."""
     y_true, y_pred = np.asarray(y_true, float), np.asarray(y_pred, float)
     return float(np.median(np.abs(y_pred - y_true) / np.abs(y_true)) * 100)
+
+
+def model_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per model name in a history: median params and FLOPs per sample, family, number of runs."""
+    fps = runs["flops_per_sample"] if "flops_per_sample" in runs.columns else pd.Series(np.nan, index=runs.index)
+    fam = runs["family"] if "family" in runs.columns else pd.Series(pd.NA, index=runs.index, dtype="string")
+    return (
+        pd.DataFrame({"model": runs["model"].astype(str), "params": runs["params"].astype(float),
+                      "flops_per_sample": pd.to_numeric(fps, errors="coerce"), "family": fam.astype("string")})
+        .groupby("model")
+        .agg(params=("params", "median"), flops_per_sample=("flops_per_sample", "median"),
+             family=("family", "first"), runs=("params", "size"))
+    )
 
 
 def _r2(y, yhat) -> float:
@@ -90,10 +108,13 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
     # -------------------------------------------------------------------------------------------- fit
     def _make_pipeline(self) -> Pipeline:
         _, kind = METHODS[self.method]
+        conformal = getattr(self, "_conformal", True)  # False: point fit for model selection (perfmodel.fitting)
         if self.method == "gbm":
-            reg = GBMRegressor(random_state=self.random_state, cv=self.cv or 5)
+            reg = GBMRegressor(random_state=self.random_state, cv=(self.cv or 5) if conformal else 2)
         elif self.method == "physics":
-            reg = PhysicsRegressor(random_state=self.random_state, cv=self.cv or 5)
+            reg = PhysicsRegressor(random_state=self.random_state, cv=self.cv or 5, conformal=conformal)
+        elif self.method == "roofline":
+            reg = RooflineRegressor(random_state=self.random_state, cv=self.cv or 5, conformal=conformal)
         else:
             reg = OLSRegressor(log_target=(self.method == "loglinear"))
         return Pipeline([("features", RunFeaturizer(kind=kind)), ("regressor", reg)])
@@ -121,14 +142,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         self.gpu_types_ = sorted(map(str, pd.unique(runs["gpu_type"])))
         self.precisions_ = sorted(map(str, pd.unique(runs["precision"])))
         fps = runs["flops_per_sample"] if "flops_per_sample" in runs.columns else pd.Series(np.nan, index=runs.index)
-        fam = runs["family"] if "family" in runs.columns else pd.Series(pd.NA, index=runs.index, dtype="string")
-        self.models_ = (
-            pd.DataFrame({"model": runs["model"].astype(str), "params": runs["params"].astype(float),
-                          "flops_per_sample": pd.to_numeric(fps, errors="coerce"), "family": fam.astype("string")})
-            .groupby("model")
-            .agg(params=("params", "median"), flops_per_sample=("flops_per_sample", "median"),
-                 family=("family", "first"), runs=("params", "size"))
-        )
+        self.models_ = model_table(runs)
         dom = pd.DataFrame({
             "params": runs["params"].astype(float), "batch_size": runs["batch_size"].astype(float),
             "gpu_count": runs["gpu_count"].astype(float),
@@ -148,7 +162,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         self.cv_mape_ = self.cv_median_ape_ = np.nan
         if self.cv:
             k = min(int(self.cv), len(runs))
-            if isinstance(reg, (GBMRegressor, PhysicsRegressor)):
+            if isinstance(reg, (GBMRegressor, PhysicsRegressor, RooflineRegressor)):
                 oof = reg.oof_pred_
             else:
                 oof = cross_val_predict(clone(pipe), runs, y,
@@ -219,6 +233,11 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             return reg.coef_table(confidence)
         if isinstance(reg, PhysicsRegressor):
             return reg.coef_table(self.pipeline_.named_steps["features"].families_)
+        if isinstance(reg, RooflineRegressor):
+            f = self.pipeline_.named_steps["features"]
+            return reg.effects({"family_code": f.families_, "model_code": f.model_names_,
+                                "vendor_code": f.vendors_, "arch_code": f.architectures_,
+                                "device_code": f.gpu_types_, "precision_code": f.precisions_})
         return pd.DataFrame({"importance": reg.feature_importances_}, index=self.feature_names_)
 
     def summary(self) -> "Summary":

@@ -1,0 +1,208 @@
+"""The fitting policy: which runs to learn from, validated once, and which method answers which kind of query.
+
+Everything that turns a ``history`` argument into a fitted model goes through here — ``predict``, ``evaluate``,
+``plan``, ``report`` and the CLI — so they agree on defaults and choices.
+
+``method="auto"`` (the default everywhere, :data:`DEFAULT_METHOD`) chooses by grouped cross-validation on the
+split that matches the query: a device type the history lacks is scored leave-one-device-type-out, a new model
+leave-one-model-out, a device count outside the history leave-one-count-out, a new batch size
+leave-one-batch-size-out, and a seen configuration by random K-fold. The candidate with the lowest median
+absolute percentage error on that split wins; its intervals then use the conformity scores of the same kind of
+query. Every candidate is scored on the same folds; nothing falls back silently (the choice and the scores are
+kept on the fitted model as ``auto_scores_`` and ``auto_split_``).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sklearn.model_selection import GroupKFold, KFold
+
+from ._validation import check_choice
+from .models import METHODS, TrainingTimeModel
+from .models._training import median_ape
+
+__all__ = ["DEFAULT_METHOD", "AUTO_CANDIDATES", "KIND_SPLITS", "fit_history", "choose_method", "load_history",
+           "query_kind", "BUNDLED_HISTORIES"]
+
+#: The default ``method`` of every public entry point.
+DEFAULT_METHOD = "auto"
+#: Methods ``auto`` chooses among.
+AUTO_CANDIDATES = ("physics", "roofline", "loglinear", "gbm")
+#: Kind of query -> the history column whose groups are held out to score it (None: random K-fold).
+KIND_SPLITS = {"seen": None, "new_batch": "batch_size", "new_count": "gpu_count", "new_model": "model",
+               "new_device": "gpu_type"}
+#: Names of the bundled histories accepted in ``history=`` (alone or in a list with your own runs).
+BUNDLED_HISTORIES = {
+    "cpu": ("runs_cpu.csv",),
+    "mlperf": ("mlperf_steps.csv",),
+    "h200": ("runs_h200.csv",),
+    "gpu": ("mlperf_steps.csv", "runs_h200.csv"),
+}
+_MAX_CV_ROWS = 4000  # model selection on a random subsample of larger histories (speed; the choice is stable)
+
+
+# ------------------------------------------------------------------------------------------------- history
+def _bundled_paths(name: str) -> list[Path]:
+    from .datasets import bundled_runs_path
+
+    out = []
+    for file in BUNDLED_HISTORIES[name]:
+        try:
+            out.append(bundled_runs_path(file))
+        except FileNotFoundError:
+            if len(BUNDLED_HISTORIES[name]) == 1:
+                raise
+    return out
+
+
+def _parts(history) -> list:
+    if isinstance(history, (list, tuple)):
+        if not history:
+            raise ValueError("history is an empty list; give at least one path, DataFrame or bundled name.")
+        out = []
+        for h in history:
+            if isinstance(h, (list, tuple)):
+                raise TypeError("history lists cannot be nested.")
+            out += _parts(h)
+        return out
+    if isinstance(history, str) and history in BUNDLED_HISTORIES:
+        return [str(p) for p in _bundled_paths(history)]
+    if isinstance(history, (str, os.PathLike, pd.DataFrame)):
+        return [history]
+    raise TypeError(
+        "history must be a path, a DataFrame, the name of a bundled history "
+        f"({', '.join(map(repr, BUNDLED_HISTORIES))}) or a list of these. Got {type(history).__name__}."
+    )
+
+
+def _label(part) -> str:
+    if isinstance(part, pd.DataFrame):
+        return f"DataFrame ({len(part)} runs)"
+    p = Path(part)
+    try:
+        from .datasets import bundled_runs_path
+
+        if bundled_runs_path(p.name) == p.resolve():
+            return f"bundled:{p.name}"
+    except (FileNotFoundError, OSError):
+        pass
+    return str(part)
+
+
+def load_history(history) -> tuple[pd.DataFrame, list[str]]:
+    """Load and validate (once) one history or a list of them; returns the runs and where each part came from.
+
+    A list concatenates its parts (e.g. ``["my_runs.csv", "gpu"]``: your own runs beside the bundled public GPU
+    history); the column ``history_source`` says which part each run came from.
+    """
+    from .io import load_runs
+
+    frames, labels = [], []
+    for part in _parts(history):
+        runs = load_runs(part)
+        label = _label(part)
+        frames.append(runs.assign(history_source=label))
+        labels.append(label)
+    runs = pd.concat(frames, ignore_index=True, sort=False) if len(frames) > 1 else frames[0]
+    return runs, labels
+
+
+# --------------------------------------------------------------------------------------------- query kinds
+def query_kind(runs: pd.DataFrame, query: pd.DataFrame) -> str:
+    """The most demanding kind of generalisation any row of ``query`` asks of ``runs`` (see :data:`KIND_SPLITS`)."""
+    devices = set(map(str, runs["gpu_type"]))
+    if not set(map(str, query["gpu_type"])) <= devices:
+        return "new_device"
+    if "model" not in query.columns or not set(map(str, query["model"])) <= set(map(str, runs["model"])):
+        return "new_model"
+    n = pd.to_numeric(query["gpu_count"], errors="coerce")
+    if not n.isin(set(runs["gpu_count"].astype(float))).all():
+        return "new_count"
+    b = pd.to_numeric(query["batch_size"], errors="coerce")
+    if not b.isin(set(runs["batch_size"].astype(float))).all():
+        return "new_batch"
+    return "seen"
+
+
+# ------------------------------------------------------------------------------------------------- fitting
+def _folds(runs: pd.DataFrame, kind: str, cv: int, seed: int):
+    col = KIND_SPLITS.get(kind)
+    if col is not None:
+        groups = runs[col].astype(str).to_numpy()
+        n_groups = len(np.unique(groups))
+        if n_groups >= 3:
+            return list(GroupKFold(min(n_groups, 10)).split(runs, groups=groups)), f"leave-one-{col}-out"
+    k = max(2, min(cv, len(runs)))
+    return list(KFold(k, shuffle=True, random_state=seed).split(runs)), f"{k}-fold"
+
+
+def _point_fit(method: str, runs: pd.DataFrame) -> TrainingTimeModel:
+    model = TrainingTimeModel(method=method, cv=None)
+    model._conformal = False  # point predictions only: model selection needs no intervals
+    return model.fit(runs)
+
+
+def choose_method(runs: pd.DataFrame, kind: str = "seen", *, cv: int = 5,
+                  candidates=AUTO_CANDIDATES, random_state: int = 0) -> tuple[str, dict, str]:
+    """Score each candidate method on the split matching ``kind``; returns (best, {method: median APE %}, split)."""
+    check_choice(kind, "kind", "choose_method", tuple(KIND_SPLITS))
+    data = runs
+    if len(data) > _MAX_CV_ROWS:
+        data = data.sample(_MAX_CV_ROWS, random_state=random_state).reset_index(drop=True)
+    folds, split = _folds(data, kind, cv, random_state)
+    y = data["step_time_s"].to_numpy(dtype=float)
+    scores = {}
+    for method in candidates:
+        pred = np.full(len(data), np.nan)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for tr, te in folds:
+                    fitted = _point_fit(method, data.iloc[tr].reset_index(drop=True))
+                    pred[te] = fitted.predict(data.iloc[te].reset_index(drop=True))
+        except (ValueError, np.linalg.LinAlgError):
+            scores[method] = float("nan")  # cannot be fitted on these folds (e.g. too few runs)
+            continue
+        ok = np.isfinite(pred) & (pred > 0)
+        scores[method] = median_ape(y[ok], pred[ok]) if ok.all() else float("inf")
+    finite = {m: s for m, s in scores.items() if np.isfinite(s)}
+    if not finite:
+        raise ValueError(f"method='auto': no method could be fitted and scored on this history ({len(runs)} "
+                         "runs); give more runs or choose a method.")
+    best = min(finite, key=finite.get)
+    return best, scores, split
+
+
+def fit_history(runs: pd.DataFrame, method: str = DEFAULT_METHOD, *, kind: str = "seen", cv: int | None = 5,
+                random_state: int = 0) -> TrainingTimeModel:
+    """Fit ``method`` on validated ``runs``; ``auto`` chooses by the split matching ``kind`` (module docstring)."""
+    check_choice(method, "method", "fit", (*METHODS, "auto"))
+    if method != "auto":
+        return TrainingTimeModel(method=method, cv=cv, random_state=random_state).fit(runs)
+    best, scores, split = choose_method(runs, kind, cv=cv or 5, random_state=random_state)
+    model = TrainingTimeModel(method=best, cv=cv, random_state=random_state).fit(runs)
+    model.auto_scores_ = scores
+    model.auto_split_ = split
+    model.auto_kind_ = kind
+    return model
+
+
+@lru_cache(maxsize=16)
+def _fit_cached(key: tuple, method: str, kind: str) -> TrainingTimeModel:
+    paths = [k[0] for k in key]
+    runs, labels = load_history(paths if len(paths) > 1 else paths[0])
+    model = fit_history(runs, method, kind=kind)
+    model.provenance_ = labels
+    return model
+
+
+def fit_files(paths, method: str, kind: str) -> TrainingTimeModel:
+    """Fit on history files, cached on (path, modification time, size) so repeated queries do not refit."""
+    key = tuple((str(p), os.path.getmtime(p), os.path.getsize(p)) for p in paths)
+    return _fit_cached(key, method, kind)
