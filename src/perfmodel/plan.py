@@ -209,7 +209,12 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
         check_positive_float(budget, "budget", "recommend")
     if isinstance(gpu_types, str) or isinstance(gpu_counts, (int, np.integer)):
         raise TypeError("recommend takes lists: gpu_types=[...], gpu_counts=[...].")
-    fitted = resolve_history(history, method)
+    types = [resolve_gpu_type(g) for g in gpu_types]
+    if history is None:
+        history = "cpu" if set(types) <= {"cpu"} else ("gpu" if "cpu" not in types else ["cpu", "gpu"])
+    query = pd.DataFrame([{"model": model if isinstance(model, str) else "", "gpu_type": g, "gpu_count": n,
+                           "batch_size": batch_size} for g in types for n in gpu_counts])
+    fitted = resolve_history(history, method, query=query)
     prices = load_prices(prices)  # read and check once, not once per configuration
     rows, skipped = [], []
     for g in gpu_types:

@@ -440,23 +440,38 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
     -------
     DataFrame
         ``step_time_s, step_lower, step_upper, steps, seconds, lower, upper, outside_domain,
-        nearest_run_distance`` aligned with ``queries``.
+        nearest_run_distance, query_kind`` aligned with ``queries``.
     """
     if not isinstance(queries, pd.DataFrame):
         raise TypeError(f"predict_many expects a DataFrame of queries. Got {type(queries).__name__}.")
     if len(queries) == 0:
         raise ValueError("predict_many got an empty DataFrame of queries.")
     confidence = check_confidence(confidence, "predict_many")
-    fitted = resolve_history(history, method)
+    check_choice(method, "method", "predict_many", (*METHODS, "auto"))
     q = queries.copy()
+    if "gpu_type" not in q.columns:
+        raise SchemaError("predict_many needs a 'gpu_type' column in the queries.")
+    mapping = {g: resolve_gpu_type(str(g)) for g in pd.unique(q["gpu_type"])}
+    q["gpu_type"] = q["gpu_type"].map(mapping)
+    runs = None
+    if isinstance(history, TrainingTimeModel):
+        fitted = resolve_history(history, method)
+        table = fitted.models_
+    else:
+        if history is None:
+            history = _default_history(q)
+        if not isinstance(history, (str, os.PathLike, pd.DataFrame, list, tuple)):
+            resolve_history(history, method)  # raises the TypeError
+        runs, labels, paths = _history_runs(history)
+        table = model_table(runs)
     if "params" not in q.columns:
         if "model" not in q.columns:
             raise SchemaError("predict_many needs a 'params' or a 'model' column in the queries.")
-        unknown = sorted(set(map(str, pd.unique(q["model"]))) - set(fitted.models_.index))
+        unknown = sorted(set(map(str, pd.unique(q["model"]))) - set(table.index))
         if unknown:
             raise ValueError(f"predict_many: models not in the history: {', '.join(unknown[:5])}.")
-        q["params"] = q["model"].map(fitted.models_["params"])
-        q["flops_per_sample"] = q["model"].map(fitted.models_["flops_per_sample"])
+        q["params"] = q["model"].map(table["params"])
+        q["flops_per_sample"] = q["model"].map(table["flops_per_sample"])
     q["gpu_count"] = q["gpu_count"] if "gpu_count" in q.columns else 1
     q["precision"] = q["precision"].str.lower() if "precision" in q.columns else "fp32"
     for col in ("params", "batch_size", "gpu_count", "steps"):
@@ -467,13 +482,17 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
         if bad.any():
             raise ValueError(f"predict_many: column {col!r} must be finite and positive; {int(bad.sum())} rows "
                              f"are not (first: row {int(np.flatnonzero(bad)[0])}).")
-    if "gpu_type" not in q.columns:
-        raise SchemaError("predict_many needs a 'gpu_type' column in the queries.")
-    mapping = {g: resolve_gpu_type(str(g)) for g in pd.unique(q["gpu_type"])}
-    q["gpu_type"] = q["gpu_type"].map(mapping)
+    if runs is not None:
+        kind = query_kind(runs, q)
+        if paths is not None:
+            fitted = fit_files(paths, method, kind)
+        else:
+            fitted = fit_history(runs, method, kind=kind)
+            fitted.provenance_ = labels
     _check_support(fitted, q)
     out = _predict_frame(fitted, q, confidence)
     masks = list(_outside(fitted, q).values())
     out["outside_domain"] = np.logical_or.reduce(masks) if masks else np.zeros(len(q), dtype=bool)
     out["nearest_run_distance"] = fitted.domain_distance(q)
+    out["query_kind"] = _kind_of(fitted, q)
     return out.drop(columns="nonpositive_fit")

@@ -1,0 +1,183 @@
+"""Cross-hardware prediction: the roofline method, query-matched auto, history lists and provenance.
+
+Generated histories here follow a known roofline law (tests only; never bundled as measurements).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import perfmodel
+from perfmodel.exceptions import ExtrapolationWarning
+from perfmodel.fitting import choose_method, fit_history, load_history, query_kind
+from perfmodel.hardware import get_spec
+from perfmodel.models import RooflineRegressor
+
+DEVICES = ("V100", "A100", "H100", "L40S", "A10")
+
+
+def roofline_history(devices=DEVICES, n_models=6, seed=0, noise=0.04):
+    """Step time = work / (peak^(1-k) · bw^k · c_m) with a per-model memory share k and efficiency c_m."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for m in range(n_models):
+        params = int(10 ** rng.uniform(7, 9))
+        fps = 6.0 * params * 512
+        kappa = rng.uniform(0.05, 0.4)
+        eff = rng.uniform(0.2, 0.5)
+        for d in devices:
+            spec = get_spec(d)
+            peak = spec.peak_tflops("fp16") * 1e12
+            bw = spec.memory_bandwidth_gbps * 1e9
+            ridge_ref = 300.0  # FLOP/byte: a mid-range ridge point
+            for b in (4, 8, 16):
+                for n in (1, 8):
+                    work = fps * b
+                    t = work / (peak * eff) * (peak / bw / ridge_ref) ** kappa * (1 + 0.05 * (n > 1))
+                    t *= float(np.exp(rng.normal(0, noise)))
+                    rows.append({"model": f"m{m}", "family": "decoder", "params": params,
+                                 "flops_per_sample": fps, "batch_size": b, "gpu_count": n, "gpu_type": d,
+                                 "precision": "fp16", "step_time_s": t})
+    return perfmodel.load_runs(pd.DataFrame(rows))
+
+
+@pytest.fixture(scope="module")
+def xhw():
+    return roofline_history()
+
+
+def test_roofline_predicts_a_device_left_out(xhw):
+    train = xhw[xhw["gpu_type"] != get_spec("H100").name]
+    test = xhw[xhw["gpu_type"] == get_spec("H100").name]
+    model = perfmodel.TrainingTimeModel(method="roofline").fit(train)
+    pi = model.predict_interval(test)
+    ape = np.abs(pi["step_time_s"].to_numpy() / test["step_time_s"].to_numpy() - 1)
+    assert np.median(ape) < 0.15
+    inside = (pi["lower"].to_numpy() <= test["step_time_s"].to_numpy()) & (
+        test["step_time_s"].to_numpy() <= pi["upper"].to_numpy())
+    assert inside.mean() >= 0.7
+    reg = model.pipeline_.named_steps["regressor"]
+    kinds = reg.query_kind(model.pipeline_.named_steps["features"].transform(test))
+    assert set(kinds) == {"new_device"}
+    # the new-device interval is the one built from leave-one-device-type-out refits: wider than a seen config's
+    seen = model.predict_interval(train.head(5))
+    assert (pi["upper"] / pi["step_time_s"]).min() > (seen["upper"] / seen["step_time_s"]).max()
+
+
+def test_roofline_scores_match_query_kinds(xhw):
+    reg = perfmodel.TrainingTimeModel(method="roofline").fit(xhw).pipeline_.named_steps["regressor"]
+    assert set(reg.scores_) == {"seen", "new_pair", "new_device", "new_model", "new_count"}
+    for scores in reg.scores_.values():
+        assert len(scores) == len(xhw) and np.all(np.diff(scores) >= 0)
+
+
+def test_roofline_point_fit_skips_scores(xhw):
+    X = perfmodel.TrainingTimeModel(method="roofline").fit(xhw).pipeline_.named_steps["features"].transform(xhw)
+    reg = RooflineRegressor(conformal=False).fit(X, xhw["step_time_s"].to_numpy())
+    assert reg.scores_ == {}
+    lo = reg.predict_interval(X[:3])[1]
+    assert np.isnan(lo).all()
+
+
+def test_roofline_rejects_bad_input():
+    with pytest.raises(ValueError, match="columns"):
+        RooflineRegressor().fit(np.ones((5, 3)), np.ones(5))
+    with pytest.raises(ValueError, match="positive"):
+        from perfmodel.features import ROOFLINE_COLUMNS
+
+        RooflineRegressor().fit(np.zeros((5, len(ROOFLINE_COLUMNS))), -np.ones(5))
+
+
+def test_query_kind_of_a_query(xhw):
+    q = xhw.head(1).copy()
+    assert query_kind(xhw, q) == "seen"
+    assert query_kind(xhw, q.assign(batch_size=3)) == "new_batch"
+    assert query_kind(xhw, q.assign(gpu_count=64)) == "new_count"
+    assert query_kind(xhw, q.assign(model="other")) == "new_model"
+    assert query_kind(xhw, q.assign(gpu_type=get_spec("B200").name)) == "new_device"
+
+
+def test_auto_chooses_on_the_split_matching_the_query(xhw):
+    model = fit_history(xhw, "auto", kind="new_device")
+    assert model.auto_split_ == "leave-one-gpu_type-out"
+    assert set(model.auto_scores_) == {"physics", "roofline", "loglinear", "gbm"}
+    finite = {m: s for m, s in model.auto_scores_.items() if np.isfinite(s)}
+    assert model.method == min(finite, key=finite.get)
+    best, scores, split = choose_method(xhw, "new_model")
+    assert split == "leave-one-model-out" and best in scores
+
+
+def test_auto_honours_cv_on_seen_queries(xhw):
+    _, _, split = choose_method(xhw, "seen", cv=3)
+    assert split == "3-fold"
+
+
+def test_single_device_history_refuses_other_devices(xhw):
+    one = xhw[xhw["gpu_type"] == get_spec("A100").name]
+    with pytest.raises(ValueError, match="no runs on gpu_type"):
+        perfmodel.predict_training_time("m0", batch_size=8, gpu_type="H100", steps=10, history=one,
+                                        precision="fp16")
+
+
+def test_prediction_for_an_unseen_device_says_what_it_learned_from(xhw):
+    train = xhw[xhw["gpu_type"] != get_spec("H100").name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExtrapolationWarning)
+        r = perfmodel.predict_training_time("m1", batch_size=8, gpu_count=8, gpu_type="H100", steps=1000,
+                                            precision="fp16", history=train)
+    assert r.query_kind == "new_device"
+    assert r.provenance == [f"DataFrame ({len(train)} runs)"]
+    assert r.lower < r.seconds < r.upper
+    d = r.to_dict()
+    json.dumps(d, allow_nan=False)
+    assert isinstance(d["query"]["batch_size"], int)
+
+
+def test_history_list_concatenates_and_labels(tmp_path, xhw):
+    a = tmp_path / "a.csv"
+    xhw.iloc[:50].to_csv(a, index=False)
+    runs, labels = load_history([str(a), xhw.iloc[50:]])
+    assert len(runs) == len(xhw)
+    assert labels == [str(a), f"DataFrame ({len(xhw) - 50} runs)"]
+    assert list(runs["history_source"].unique()) == labels
+    with pytest.raises(TypeError, match="history"):
+        load_history([1])
+    with pytest.raises(ValueError, match="empty"):
+        load_history([])
+
+
+def test_bundled_history_names():
+    runs, labels = load_history("cpu")
+    assert labels == ["bundled:runs_cpu.csv"] and len(runs) > 100
+
+
+def test_roofline_round_trips_through_a_safe_model_file(tmp_path, xhw):
+    model = perfmodel.fit(xhw, method="roofline")
+    model.save(tmp_path / "m.perfmodel")
+    back = perfmodel.load_model(tmp_path / "m.perfmodel")
+    a = model.predict_interval(xhw.head(20))
+    b = back.predict_interval(xhw.head(20))
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_roofline_summary_names_the_pooled_effects(xhw):
+    text = str(perfmodel.fit(xhw, method="roofline").summary())
+    assert "efficiency_log[device=" in text and "kappa_memory_share" in text
+
+
+def test_peak_ratio_baseline_scales_by_peaks(xhw):
+    from perfmodel.evaluate import PeakRatioBaseline
+
+    a100, h100 = get_spec("A100"), get_spec("H100")
+    train = xhw[xhw["gpu_type"] == a100.name]
+    test = xhw[xhw["gpu_type"] == h100.name].head(4)
+    pred = PeakRatioBaseline().fit(train).predict_interval(test)["step_time_s"].to_numpy()
+    ref = train.set_index(["model", "batch_size", "gpu_count"])["step_time_s"]
+    expect = [ref.loc[(m, b, n)] * a100.peak_tflops("fp16") / h100.peak_tflops("fp16")
+              for m, b, n in zip(test["model"], test["batch_size"], test["gpu_count"])]
+    np.testing.assert_allclose(pred, expect)
