@@ -64,7 +64,8 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--steps", type=int)
     pr.add_argument("--epochs", type=int)
     pr.add_argument("--dataset-size", type=int)
-    pr.add_argument("--precision", default="fp32")
+    pr.add_argument("--precision", default=None,
+                    help="fp32, tf32, fp16, bf16 or fp8 (default: what most of the history's runs on the device used)")
     pr.add_argument("--confidence", type=float, default=0.9)
     pr.add_argument("--method", default="auto", choices=_METHOD_CHOICES)
     src = pr.add_mutually_exclusive_group()

@@ -185,7 +185,7 @@ def estimate_cost(prediction=None, *, seconds=None, lower=None, upper=None, gpu_
 
 # ------------------------------------------------------------------------------------------------ recommend
 def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, gpu_types=("cpu",),
-              gpu_counts=(1, 2, 4, 8), history=None, deadline=None, budget=None, confidence=0.9, precision="fp32",
+              gpu_counts=(1, 2, 4, 8), history=None, deadline=None, budget=None, confidence=0.9, precision=None,
               provider=None, prices=None, spot=False, method="auto") -> pd.DataFrame:
     """Rank configurations (device type × count) by cost, with predicted time, interval and cost interval.
 
@@ -292,12 +292,16 @@ def scaling(runs, *, mode: str = "weak", threshold: float = DEFAULT_EFFICIENCY_T
 
 
 def scaling_from_model(model, *, batch_size, gpu_type, gpu_counts=(1, 2, 4, 8), mode="weak", history=None,
-                       threshold=DEFAULT_EFFICIENCY_THRESHOLD, precision="fp32") -> pd.DataFrame:
+                       threshold=DEFAULT_EFFICIENCY_THRESHOLD, precision=None) -> pd.DataFrame:
     """Predicted speedup and efficiency vs device count (with the interval of the step time), and, for the
     physics method, the communication share of each step."""
     from .predict import predict_many, resolve_history
 
-    fitted = resolve_history(history, "auto")
+    if history is None:
+        history = "cpu" if resolve_gpu_type(gpu_type) == "cpu" else "gpu"
+    fitted = resolve_history(history, "auto", query=pd.DataFrame({
+        "model": [model if isinstance(model, str) else ""], "gpu_type": [resolve_gpu_type(gpu_type)],
+        "gpu_count": [max(gpu_counts)], "batch_size": [batch_size]}))
     counts = [check_positive_int(n, "gpu_counts", "scaling_from_model") for n in gpu_counts]
     if 1 not in counts:
         counts = [1] + counts
@@ -307,8 +311,13 @@ def scaling_from_model(model, *, batch_size, gpu_type, gpu_counts=(1, 2, 4, 8), 
     from .predict import _resolve_model
 
     spec = _resolve_model(model, None, fitted)
+    g = resolve_gpu_type(gpu_type)
+    if precision is None:
+        from .predict import _default_precision
+
+        precision = _default_precision(fitted.precision_by_device_, g)[0]
     q = pd.DataFrame({"model": spec["model"], "params": spec["params"], "flops_per_sample": spec["flops_per_sample"],
-                      "batch_size": per_device, "gpu_count": counts, "gpu_type": resolve_gpu_type(gpu_type),
+                      "batch_size": per_device, "gpu_count": counts, "gpu_type": g,
                       "precision": precision, "steps": 1})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ExtrapolationWarning)

@@ -19,7 +19,7 @@ from .exceptions import DataQualityWarning, ExtrapolationWarning, SchemaError
 from .hardware import PRECISIONS, resolve_gpu_type
 from .fitting import DEFAULT_METHOD, fit_files, fit_history, load_history, query_kind
 from .models import METHODS, TrainingTimeModel
-from .models._training import model_table
+from .models._training import model_table, precision_by_device
 
 __all__ = ["predict_training_time", "predict_many", "fit", "TrainingTimePrediction", "resolve_history"]
 
@@ -291,6 +291,19 @@ def _check_support(fitted: TrainingTimeModel, q: pd.DataFrame) -> list[str]:
     return notes
 
 
+def _default_precision(by_device: dict, gpu_type: str) -> tuple[str, str | None]:
+    """The precision most runs on ``gpu_type`` used; on a device the history lacks, most GPU runs; else fp32.
+    The second item says what was assumed, or is None when every run on that device used that precision."""
+    if gpu_type in by_device:
+        p, unanimous = by_device[gpu_type]
+        return p, None if unanimous else f"precision not given: assumed {p!r}, what most runs on {gpu_type} used"
+    gpu = [p for g, (p, _) in by_device.items() if g != "cpu"]
+    if gpu_type != "cpu" and gpu:
+        p = max(set(gpu), key=gpu.count)
+        return p, f"precision not given: assumed {p!r}, what most of the history's GPU runs used"
+    return "fp32", None
+
+
 def _prior_note(provenance: list, q: pd.DataFrame) -> list[str]:
     """A warning when a GPU prediction rests on the bundled public history alone (no runs of the user's)."""
     if not provenance or any(not p.startswith("bundled:") for p in provenance):
@@ -337,7 +350,7 @@ def _predict_frame(fitted: TrainingTimeModel, q: pd.DataFrame, confidence: float
 
 # --------------------------------------------------------------------------------------------- public
 def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=None, epochs=None,
-                          dataset_size=None, precision="fp32", example_input=None, history=None,
+                          dataset_size=None, precision=None, example_input=None, history=None,
                           confidence=0.9, method="auto") -> TrainingTimePrediction:
     """Predict the wall-clock time of a training job, with a prediction interval.
 
@@ -355,7 +368,11 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
     steps : int, optional
         Optimizer steps. Or give ``epochs`` and ``dataset_size``:
         ``steps = ceil(dataset_size / (batch_size * gpu_count)) * epochs``.
-    precision : {"fp32", "tf32", "fp16", "bf16"}, default="fp32"
+    precision : {"fp32", "tf32", "fp16", "bf16", "fp8"}, optional
+        What the job runs in (autocast dtype; ``tf32`` = fp32 with TF32 matmuls). Default: the precision most of
+        the history's runs on this device type used (on a device the history lacks, most of its GPU runs; else
+        fp32) — e.g. bf16 with the bundled public GPU history, fp32 with the bundled CPU runs. The result's
+        ``query`` and ``warnings`` say what was assumed.
     example_input : torch.Tensor, optional
         One sample, without the batch dimension, when ``model`` is a module.
     history : None, path, DataFrame or TrainingTimeModel, default=None
@@ -378,16 +395,20 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
     batch_size = check_positive_int(batch_size, "batch_size", _WHERE)
     gpu_count = check_positive_int(gpu_count, "gpu_count", _WHERE)
     confidence = check_confidence(confidence, _WHERE)
-    if not isinstance(precision, str) or precision.lower() not in PRECISIONS:
+    if precision is not None and (not isinstance(precision, str) or precision.lower() not in PRECISIONS):
         raise ValueError(f"The 'precision' parameter of {_WHERE} must be one of {', '.join(PRECISIONS)}. "
                          f"Got {precision!r} instead.")
     canonical = resolve_gpu_type(gpu_type)
     n_steps = _steps(steps, epochs, dataset_size, batch_size, gpu_count)
     check_choice(method, "method", _WHERE, (*METHODS, "auto"))
     base = {"batch_size": batch_size, "gpu_count": gpu_count, "gpu_type": canonical,
-            "precision": precision.lower(), "steps": n_steps}
+            "precision": precision.lower() if precision else None, "steps": n_steps}
+    assumed = []
     if isinstance(history, TrainingTimeModel):
         fitted = resolve_history(history, method)
+        if precision is None:
+            base["precision"], note = _default_precision(fitted.precision_by_device_, canonical)
+            assumed += [note] if note else []
         spec = _resolve_model(model, example_input, fitted)
         q = pd.DataFrame([{**spec, **base}])
     else:
@@ -396,6 +417,9 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
         if not isinstance(history, (str, os.PathLike, pd.DataFrame, list, tuple)):
             resolve_history(history, method)  # raises the TypeError
         runs, labels, paths = _history_runs(history)
+        if precision is None:
+            base["precision"], note = _default_precision(precision_by_device(runs), canonical)
+            assumed += [note] if note else []
         spec = _resolve_model(model, example_input, model_table(runs))
         q = pd.DataFrame([{**spec, **base}])
         kind = query_kind(runs, q)
@@ -421,7 +445,7 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
         r2=float(fitted.rsquared_), r2_log=float(fitted.rsquared_log_), cv_mape=float(fitted.cv_mape_),
         method=fitted.method, n_runs=int(fitted.n_runs_), inside_domain=not notes,
         nearest_run_distance=float(fitted.domain_distance(q)[0]),
-        query={k: v for k, v in q.iloc[0].items()}, warnings=notes + prior_note,
+        query={k: v for k, v in q.iloc[0].items()}, warnings=assumed + notes + prior_note,
         provenance=provenance, query_kind=_kind_of(fitted, q)[0],
     )
 
@@ -434,7 +458,8 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
     ----------
     queries : DataFrame
         Columns ``batch_size``, ``gpu_type``, ``steps`` and either ``params`` (optionally ``flops_per_sample``)
-        or ``model`` (a name in the history); optional ``gpu_count`` (default 1) and ``precision`` (fp32).
+        or ``model`` (a name in the history); optional ``gpu_count`` (default 1) and ``precision`` (default: what
+        most of the history's runs on that device type used, as in :func:`predict_training_time`).
 
     Returns
     -------
@@ -473,7 +498,14 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
         q["params"] = q["model"].map(table["params"])
         q["flops_per_sample"] = q["model"].map(table["flops_per_sample"])
     q["gpu_count"] = q["gpu_count"] if "gpu_count" in q.columns else 1
-    q["precision"] = q["precision"].str.lower() if "precision" in q.columns else "fp32"
+    by_device = fitted.precision_by_device_ if runs is None else precision_by_device(runs)
+    given = q["precision"] if "precision" in q.columns else pd.Series(pd.NA, index=q.index, dtype=object)
+    defaults = q["gpu_type"].map({g: _default_precision(by_device, g)[0] for g in pd.unique(q["gpu_type"])})
+    q["precision"] = given.where(given.notna(), defaults).astype(str).str.lower()
+    bad_p = ~q["precision"].isin(PRECISIONS)
+    if bad_p.any():
+        raise ValueError(f"predict_many: column 'precision' must be one of {', '.join(PRECISIONS)}; got "
+                         f"{q['precision'][bad_p].iloc[0]!r} (row {int(np.flatnonzero(bad_p.to_numpy())[0])}).")
     for col in ("params", "batch_size", "gpu_count", "steps"):
         if col not in q.columns:
             raise SchemaError(f"predict_many needs a {col!r} column in the queries.")

@@ -21,7 +21,8 @@ from ._ols import OLSRegressor
 from ._physics import PhysicsRegressor
 from ._roofline import RooflineRegressor
 
-__all__ = ["TrainingTimeModel", "METHODS", "Summary", "mape", "median_ape", "model_table"]
+__all__ = ["TrainingTimeModel", "METHODS", "Summary", "mape", "median_ape", "model_table",
+           "precision_by_device"]
 
 #: Methods: name -> (description, feature set).
 METHODS = {
@@ -60,6 +61,13 @@ def model_table(runs: pd.DataFrame) -> pd.DataFrame:
         .agg(params=("params", "median"), flops_per_sample=("flops_per_sample", "median"),
              family=("family", "first"), runs=("params", "size"))
     )
+
+
+def precision_by_device(runs: pd.DataFrame) -> dict:
+    """Per device type in a history: (the precision most of its runs used, whether all of them used it)."""
+    prec = runs["precision"] if "precision" in runs.columns else pd.Series("fp32", index=runs.index)
+    frame = pd.DataFrame({"g": runs["gpu_type"].astype(str).to_numpy(), "p": prec.astype(str).to_numpy()})
+    return {g: (str(grp["p"].mode().iloc[0]), bool(grp["p"].nunique() == 1)) for g, grp in frame.groupby("g")}
 
 
 def _r2(y, yhat) -> float:
@@ -141,6 +149,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         self.resid_std_ = float(reg.resid_std_)
         self.gpu_types_ = sorted(map(str, pd.unique(runs["gpu_type"])))
         self.precisions_ = sorted(map(str, pd.unique(runs["precision"])))
+        self.precision_by_device_ = precision_by_device(runs)
         fps = runs["flops_per_sample"] if "flops_per_sample" in runs.columns else pd.Series(np.nan, index=runs.index)
         self.models_ = model_table(runs)
         dom = pd.DataFrame({
