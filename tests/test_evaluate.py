@@ -60,7 +60,7 @@ class TestEvaluate:
     def test_table_and_json(self):
         runs = make_history(n_models=5).assign(threads_per_worker=1, family="mlp")
         ev = evaluate(runs, methods=("loglinear", "physics"), splits=("leave-one-batch-size-out",))
-        assert {"loglinear", "physics", "seed-linear", "6ND-util0.4", "6ND-fitted-util"} == set(ev.table["method"])
+        assert {"loglinear", "physics", "seed-linear", "6ND-util0.4", "6ND-fitted-util", "peak-ratio"} == set(ev.table["method"])
         row = ev.table.set_index("method").loc["loglinear"]
         assert row["folds"] == 4 and row["n"] == len(runs) and 0 <= row["coverage"] <= 1
         data = json.loads(ev.to_json())
@@ -176,7 +176,7 @@ def test_cli_evaluate_json():
         path.unlink(missing_ok=True)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert {r["method"] for r in data["table"]} == {"loglinear", "seed-linear", "6ND-util0.4", "6ND-fitted-util"}
+    assert {r["method"] for r in data["table"]} == {"loglinear", "seed-linear", "6ND-util0.4", "6ND-fitted-util", "peak-ratio"}
 
 
 MLPERF = ROOT.parent / "shared" / "datasets" / "mlperf"

@@ -38,11 +38,11 @@ AUTO_CANDIDATES = ("physics", "roofline", "loglinear", "gbm")
 KIND_SPLITS = {"seen": None, "new_batch": "batch_size", "new_count": "gpu_count", "new_model": "model",
                "new_device": "gpu_type"}
 #: Names of the bundled histories accepted in ``history=`` (alone or in a list with your own runs).
+#: ``gpu`` is the public MLPerf table plus every GPU history perfmodel measured itself (``data/runs_<device>.csv``).
 BUNDLED_HISTORIES = {
     "cpu": ("runs_cpu.csv",),
     "mlperf": ("mlperf_steps.csv",),
-    "h200": ("runs_h200.csv",),
-    "gpu": ("mlperf_steps.csv", "runs_h200.csv"),
+    "gpu": ("mlperf_steps.csv", "runs_*.csv"),
 }
 _MAX_CV_ROWS = 4000  # model selection on a random subsample of larger histories (speed; the choice is stable)
 
@@ -53,11 +53,11 @@ def _bundled_paths(name: str) -> list[Path]:
 
     out = []
     for file in BUNDLED_HISTORIES[name]:
-        try:
+        if "*" in file:  # perfmodel's own measured GPU histories, beside the first file
+            folder = bundled_runs_path(BUNDLED_HISTORIES[name][0]).parent
+            out += sorted(p for p in folder.glob(file) if p.name != "runs_cpu.csv")
+        else:
             out.append(bundled_runs_path(file))
-        except FileNotFoundError:
-            if len(BUNDLED_HISTORIES[name]) == 1:
-                raise
     return out
 
 
