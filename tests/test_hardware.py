@@ -1,7 +1,12 @@
+from pathlib import Path
+
+import pandas as pd
 import pytest
 
-from perfmodel.exceptions import UnknownHardwareError
-from perfmodel.hardware import get_spec, known_gpu_types, resolve_gpu_type, spec_table
+from perfmodel import hardware
+from perfmodel.exceptions import DeviceSpecError, UnknownHardwareError
+from perfmodel.hardware import (PRECISIONS, get_spec, known_gpu_types, load_devices, register_device,
+                                resolve_gpu_type, spec_table, unregister_device)
 
 REQUIRED = ["V100", "A100-SXM4-40GB", "A100-SXM4-80GB", "A100-PCIE-40GB", "A100-PCIE-80GB", "A10", "A40", "L4",
             "L40S", "T4", "RTX 3090", "RTX 4090", "RTX A6000", "RTX 6000 Ada", "H100 PCIe", "H100 SXM", "H200",
@@ -49,12 +54,18 @@ class TestTable:
             if name == "cpu":
                 assert spec.peak_tflops("fp32") is None
                 continue
+            if spec.vendor in ("google", "intel"):
+                # TPUs and Gaudi: vendors publish bf16 (and fp8) matrix peaks only, no FP32/FP16 figure.
+                assert spec.fp32_tflops is None and spec.bf16_tflops > 0 and spec.memory_bandwidth_gbps > 0
+                continue
             fp32 = spec.peak_tflops("fp32")
             assert fp32 > 0 and spec.memory_bandwidth_gbps > 0 and spec.interconnect_gbps > 0
             half = spec.peak_tflops("fp16")
             assert half >= fp32
             if spec.bf16_tflops is not None:
                 assert spec.bf16_tflops >= spec.peak_tflops("tf32") >= fp32
+            if spec.fp8_tflops is not None:
+                assert spec.fp8_tflops >= spec.bf16_tflops
 
     def test_known_values(self):
         assert get_spec("A100").peak_tflops("bf16") == 312.0
@@ -65,3 +76,126 @@ class TestTable:
     def test_bad_precision(self):
         with pytest.raises(ValueError, match="precision must be one of"):
             get_spec("A100").peak_tflops("int8")
+
+    def test_every_row_has_architecture_and_year(self):
+        table = spec_table()
+        gpus = table.drop(index="cpu")
+        assert (gpus["architecture"] != "unknown").all()
+        assert gpus["release_year"].between(2016, 2026).all()
+        assert {"pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell", "cdna1", "cdna2", "cdna3",
+                "gaudi2", "gaudi3", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e"} <= set(gpus["architecture"])
+
+    def test_new_columns_in_table(self):
+        assert {"fp8_tflops", "architecture", "release_year", "interconnect", "interconnect_gbps"} <= set(
+            spec_table().columns)
+
+    def test_uncertain_figures_say_so(self):
+        assert "UNCERTAIN" in get_spec("A10G").source and "UNCERTAIN" in get_spec("Gaudi2").source
+
+
+REQUIRED_NEW = ["P100", "P100-SXM2-16GB", "V100-SXM2-16GB", "V100-PCIE-16GB", "A10G", "A30", "L40", "H100 NVL",
+                "H200 NVL", "GH200", "GB200", "RTX 2080 Ti", "Titan RTX", "Quadro RTX 6000", "Quadro RTX 8000",
+                "RTX 3070", "RTX 3080", "RTX A4000", "RTX A4500", "RTX A5000", "RTX A5500", "MI100", "MI210",
+                "MI250", "MI250-GCD", "MI250X-GCD", "MI325X", "Gaudi 2", "Gaudi 3", "TPU v4", "TPU v5e",
+                "TPU v5p", "TPU v6e"]
+
+
+class TestResolution:
+    @pytest.mark.parametrize("name", REQUIRED_NEW)
+    def test_new_devices_resolve(self, name):
+        assert resolve_gpu_type(name) in known_gpu_types()
+
+    @pytest.mark.parametrize("reported, canonical", [
+        ("Tesla P100-PCIE-16GB", "P100-PCIE-16GB"), ("Tesla P100-SXM2-16GB", "P100-SXM2-16GB"),
+        ("Tesla V100-SXM2-16GB", "V100-SXM2-16GB"), ("Tesla V100-PCIE-16GB", "V100-PCIE-16GB"),
+        ("Tesla V100S-PCIE-32GB", "V100S-PCIE-32GB"), ("NVIDIA A100-SXM4-40GB", "A100-SXM4-40GB"),
+        ("NVIDIA GeForce RTX 3090", "RTX-3090"), ("NVIDIA GeForce RTX 2080 Ti", "RTX-2080-Ti"),
+        ("NVIDIA TITAN RTX", "TITAN-RTX"), ("Quadro RTX 8000", "Quadro-RTX-8000"),
+        ("Quadro RTX 6000", "Quadro-RTX-6000"), ("NVIDIA RTX A5000", "RTX-A5000"), ("NVIDIA L40", "L40"),
+        ("NVIDIA L40S", "L40S"), ("NVIDIA H100 NVL", "H100-NVL-94GB"), ("NVIDIA H200 NVL", "H200-NVL-141GB"),
+        ("NVIDIA GH200 480GB", "GH200-96GB"), ("NVIDIA GH200 144G HBM3e", "GH200-144GB"), ("NVIDIA A10G", "A10G"),
+        ("NVIDIA A10", "A10"), ("NVIDIA A30", "A30"), ("NVIDIA B200", "B200"),
+    ])
+    def test_nvml_names(self, reported, canonical):
+        assert resolve_gpu_type(reported) == canonical
+
+    @pytest.mark.parametrize("reported, canonical", [
+        ("AMD Instinct MI100", "MI100"), ("AMD Instinct MI210", "MI210"),
+        ("AMD Instinct MI250X/MI250", "MI250X-GCD"), ("Aldebaran/MI200 [Instinct MI250X/MI250]", "MI250X-GCD"),
+        ("AMD Instinct MI300X", "MI300X"), ("AMD Instinct MI325X", "MI325X"), ("MI250X", "MI250X"),
+        ("Instinct MI250", "MI250"), ("HL-225", "Gaudi2"), ("HL-325L", "Gaudi3"),
+    ])
+    def test_rocm_and_habana_names(self, reported, canonical):
+        assert resolve_gpu_type(reported) == canonical
+
+    @pytest.mark.parametrize("instance, canonical", [
+        ("p3.2xlarge", "V100-SXM2-16GB"), ("p3.16xlarge", "V100-SXM2-16GB"), ("p3dn.24xlarge", "V100-SXM2-32GB"),
+        ("p4d.24xlarge", "A100-SXM4-40GB"), ("p4de.24xlarge", "A100-SXM4-80GB"), ("p5.48xlarge", "H100-SXM5-80GB"),
+        ("p5e.48xlarge", "H200-SXM-141GB"), ("p5en.48xlarge", "H200-SXM-141GB"), ("g4dn.xlarge", "T4"),
+        ("g5.12xlarge", "A10G"), ("g6.xlarge", "L4"), ("g6e.48xlarge", "L40S"),
+        ("a2-highgpu-8g", "A100-SXM4-40GB"), ("a2-ultragpu-8g", "A100-SXM4-80GB"), ("a3-highgpu-8g", "H100-SXM5-80GB"),
+        ("a3-megagpu-8g", "H100-SXM5-80GB"), ("a3-ultragpu-8g", "H200-SXM-141GB"), ("g2-standard-24", "L4"),
+        ("nvidia-tesla-a100", "A100-SXM4-80GB"), ("nvidia-h100-mega-80gb", "H100-SXM5-80GB"),
+        ("v5litepod-16", "TPU-v5e"), ("v5e", "TPU-v5e"), ("v5p-128", "TPU-v5p"), ("v4-32", "TPU-v4"),
+        ("v6e-8", "TPU-v6e"), ("tpu-v5-lite-podslice", "TPU-v5e"),
+        ("Standard_ND96asr_v4", "A100-SXM4-40GB"), ("Standard_ND96amsr_A100_v4", "A100-SXM4-80GB"),
+        ("Standard_NC24ads_A100_v4", "A100-PCIE-80GB"), ("Standard_ND96isr_H100_v5", "H100-SXM5-80GB"),
+        ("Standard_ND96isr_MI300X_v5", "MI300X"), ("ND A100 v4", "A100-SXM4-40GB"), ("ND H100 v5", "H100-SXM5-80GB"),
+        ("NC A100 v4", "A100-PCIE-80GB"), ("ND MI300X v5", "MI300X"),
+    ])
+    def test_cloud_instance_types(self, instance, canonical):
+        assert resolve_gpu_type(instance) == canonical
+
+    def test_ambiguous_rtx_6000_is_not_guessed(self):
+        with pytest.raises(UnknownHardwareError, match="Quadro-RTX-6000|RTX-6000-Ada"):
+            resolve_gpu_type("RTX 6000")
+
+    def test_variants_never_resolve_to_siblings(self):
+        assert resolve_gpu_type("H100 NVL 94GB") == "H100-NVL-94GB"
+        assert resolve_gpu_type("NVIDIA H100 PCIe 80GB") == "H100-PCIE-80GB"
+        assert resolve_gpu_type("V100 PCIe 16GB") == "V100-PCIE-16GB"
+
+    def test_unknown_says_how_to_register(self):
+        with pytest.raises(UnknownHardwareError, match=r"Closest known names: .*register_device.*PERFMODEL_DEVICES"):
+            resolve_gpu_type("H300 SXM")
+
+    def test_per_gcd_rows_are_half_a_package(self):
+        pkg, gcd = get_spec("MI250X"), get_spec("AMD Instinct MI250X/MI250")
+        assert gcd.bf16_tflops == pytest.approx(pkg.bf16_tflops / 2, rel=1e-3)
+        assert gcd.memory_gb == pkg.memory_gb / 2
+
+    def test_fp8_peak(self):
+        assert get_spec("H100").peak_tflops("fp8") == pytest.approx(1978.9)
+        assert get_spec("MI300X").peak_tflops("fp8") == pytest.approx(2614.9)
+        assert get_spec("A100").peak_tflops("fp8") is None  # no FP8 tensor cores: no fall-back
+        assert get_spec("cpu").peak_tflops("fp8") is None
+        assert "fp8" in PRECISIONS
+
+    def test_lookup_is_cached(self):
+        resolve_gpu_type("NVIDIA H100 80GB HBM3")
+        assert hardware._CACHE["NVIDIA H100 80GB HBM3"] == "H100-SXM5-80GB"
+
+
+MLPERF = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "mlperf"
+
+
+@pytest.mark.skipif(not MLPERF.exists(), reason="../shared/datasets/mlperf is absent")
+def test_every_mlperf_accelerator_name_resolves():
+    names = set()
+    for path in sorted(MLPERF.glob("*.csv")):
+        df = pd.read_csv(path)
+        for col in ("accelerator_model_name", "gpu_type"):
+            if col in df.columns:
+                names |= set(df[col].dropna().astype(str))
+    assert len(names) >= 15
+    unresolved = []
+    for name in sorted(names):
+        try:
+            resolve_gpu_type(name)
+        except UnknownHardwareError:
+            unresolved.append(name)
+    assert unresolved == []
+    assert resolve_gpu_type("NVIDIA Blackwell GPU (GB200)") == "GB200"
+    assert resolve_gpu_type("Intel(R) Gaudi(R) 2 AI Accelerator") == "Gaudi2"
+    assert resolve_gpu_type("TPU-trillium") == "TPU-v6e"
+    assert resolve_gpu_type("AMD Instinct MI325X 256GB HBM3E DLC") == "MI325X"

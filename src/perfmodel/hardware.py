@@ -517,7 +517,8 @@ def resolve_gpu_type(name: str) -> str:
     names = {s: s for s in known_gpu_types()}
     candidates = {**{k: v for k, v in _BUILTIN_ALIASES.items()}, **_USER_ALIASES,
                   **{n.lower(): n for n in names}}
-    close = difflib.get_close_matches(key, list(candidates), n=6, cutoff=0.4)
+    containing = sorted((c for c in candidates if len(key) >= 2 and key in c), key=len)
+    close = containing[:4] + difflib.get_close_matches(key, list(candidates), n=6, cutoff=0.4)
     close_names = list(dict.fromkeys(candidates[c] for c in close))[:4]
     hint = f" Closest known names: {', '.join(close_names)}." if close_names else ""
     raise UnknownHardwareError(f"Unknown gpu_type {name!r}.{hint} {_REGISTER_HINT}")
