@@ -199,3 +199,206 @@ def test_every_mlperf_accelerator_name_resolves():
     assert resolve_gpu_type("Intel(R) Gaudi(R) 2 AI Accelerator") == "Gaudi2"
     assert resolve_gpu_type("TPU-trillium") == "TPU-v6e"
     assert resolve_gpu_type("AMD Instinct MI325X 256GB HBM3E DLC") == "MI325X"
+
+
+@pytest.fixture
+def clean_registry():
+    """Leave the registry as it was: registered devices are process-wide."""
+    specs, aliases = dict(hardware._USER_SPECS), dict(hardware._USER_ALIASES)
+    yield
+    hardware._USER_SPECS.clear()
+    hardware._USER_SPECS.update(specs)
+    hardware._USER_ALIASES.clear()
+    hardware._USER_ALIASES.update(aliases)
+    hardware._CACHE.clear()
+
+
+ROW = dict(name="X1-96GB", vendor="acme", architecture="xarch", release_year=2026, fp32_tflops=50.0,
+           bf16_tflops=400.0, fp8_tflops=800.0, memory_gb=96, memory_bandwidth_gbps=3000,
+           interconnect_gbps=400, interconnect="xlink", source="ACME X1 datasheet (2026)")
+
+
+@pytest.mark.usefixtures("clean_registry")
+class TestRegistration:
+    def test_register_and_resolve(self):
+        spec = register_device(**ROW, aliases=("ACME X1", "acme-x1-96g"))
+        assert spec.name == "X1-96GB"
+        assert resolve_gpu_type("ACME X1") == resolve_gpu_type("acme_x1_96g") == resolve_gpu_type("x1-96gb") == "X1-96GB"
+        assert get_spec("ACME X1").peak_tflops("fp8") == 800.0
+        assert get_spec("X1-96GB").peak_tflops("tf32") == 50.0  # no TF32 given: plain fp32
+        assert "X1-96GB" in known_gpu_types() and spec_table().loc["X1-96GB", "architecture"] == "xarch"
+
+    def test_unregister(self):
+        register_device(**ROW, aliases=["ACME X1"])
+        unregister_device("ACME X1")
+        with pytest.raises(UnknownHardwareError):
+            resolve_gpu_type("X1-96GB")
+        with pytest.raises(UnknownHardwareError, match="not a registered device"):
+            unregister_device("A100")
+
+    @pytest.mark.parametrize("field, value, exc, match", [
+        ("fp32_tflops", -1.0, DeviceSpecError, "'fp32_tflops' field of device 'X1-96GB' must be a positive finite"),
+        ("bf16_tflops", float("nan"), DeviceSpecError, "positive finite"),
+        ("memory_gb", 0, DeviceSpecError, "'memory_gb'.*positive finite"),
+        ("memory_bandwidth_gbps", float("inf"), DeviceSpecError, "positive finite"),
+        ("fp8_tflops", "800", TypeError, "'fp8_tflops' field .* must be a positive number or None"),
+        ("fp16_tflops", True, TypeError, "positive number or None"),
+        ("name", "", DeviceSpecError, "'name' field .* non-empty"),
+        ("vendor", None, TypeError, "'vendor' field .* must be a str"),
+        ("source", "  ", DeviceSpecError, "'source' field .* non-empty"),
+        ("release_year", 26, DeviceSpecError, "between 1990 and 2100"),
+        ("release_year", 2026.5, TypeError, "'release_year' field .* int"),
+    ])
+    def test_validation(self, field, value, exc, match):
+        with pytest.raises(exc, match=match):
+            register_device(**{**ROW, field: value})
+        assert "X1-96GB" not in known_gpu_types()
+
+    def test_builtin_rows_pass_the_same_validator(self):
+        for name in known_gpu_types():
+            hardware._validate(get_spec(name))
+        with pytest.raises(DeviceSpecError):
+            hardware.HardwareSpec(**{**get_spec("A100").to_dict(), "bf16_tflops": -312.0})
+
+    def test_clash_with_builtin_name_or_alias(self):
+        with pytest.raises(DeviceSpecError, match="'a100' already names A100-SXM4-80GB.*replace=True"):
+            register_device(**ROW, aliases=["A100"])
+        with pytest.raises(DeviceSpecError, match="already a device"):
+            register_device(**{**ROW, "name": "H100-SXM5-80GB"})
+        with pytest.raises(DeviceSpecError, match="already resolves to A100-PCIE-80GB"):
+            register_device(**ROW, aliases=["NVIDIA A100 80GB PCIe HBM2e"])
+        assert resolve_gpu_type("A100") == "A100-SXM4-80GB"
+
+    def test_clash_between_registered_devices(self):
+        register_device(**ROW, aliases=["acme"])
+        with pytest.raises(DeviceSpecError, match="'acme' already names X1-96GB"):
+            register_device(**{**ROW, "name": "X2"}, aliases=["ACME"])
+
+    def test_replace_overrides_and_unregister_restores(self):
+        register_device(**{**ROW, "name": "A100-SXM4-80GB", "bf16_tflops": 300.0}, replace=True)
+        assert get_spec("A100").bf16_tflops == 300.0
+        unregister_device("A100-SXM4-80GB")
+        assert get_spec("A100").bf16_tflops == 312.0
+
+    def test_bad_aliases(self):
+        with pytest.raises(TypeError, match="alias"):
+            register_device(**ROW, aliases=[3])
+        with pytest.raises(TypeError, match="'replace' parameter"):
+            register_device(**ROW, replace="yes")
+
+    def test_fit_and_predict_with_registered_device(self):
+        from conftest import make_history
+
+        from perfmodel.models import TrainingTimeModel
+        from perfmodel.predict import predict_training_time
+
+        register_device(**ROW, aliases=["ACME X1"])
+        hist = make_history().assign(gpu_type="ACME X1")
+        fitted = TrainingTimeModel(method="loglinear").fit(hist)
+        assert fitted.gpu_types_ == ["X1-96GB"]
+        r = predict_training_time("m1", batch_size=16, gpu_type="acme x1", steps=10, history=fitted)
+        assert r.seconds > 0
+        # carried to a registered device through its peaks from a two-device history
+        a = make_history(seed=0)
+        b = make_history(seed=0, noise_seed=5).assign(gpu_type="H100", step_time_s=lambda d: d["step_time_s"] / 3)
+        two = TrainingTimeModel(method="loglinear").fit(pd.concat([a, b]))
+        with pytest.warns(Warning, match="not in the history"):
+            r2 = predict_training_time("m1", batch_size=16, gpu_type="ACME X1", steps=10, history=two)
+        assert r2.seconds > 0
+
+    def test_unseen_device_without_a_peak_is_refused(self):
+        from conftest import make_history
+
+        from perfmodel.models import TrainingTimeModel
+        from perfmodel.predict import predict_training_time
+
+        a = make_history(seed=0)
+        b = make_history(seed=0, noise_seed=5).assign(gpu_type="H100", step_time_s=lambda d: d["step_time_s"] / 3)
+        two = TrainingTimeModel(method="loglinear").fit(pd.concat([a, b]))
+        with pytest.raises(ValueError, match="no fp32 peak for it \\(it has: bf16\\)"):
+            predict_training_time("m1", batch_size=16, gpu_type="TPU v5e", steps=10, history=two)
+
+
+@pytest.mark.usefixtures("clean_registry")
+class TestDeviceFiles:
+    def test_yaml_list_and_devices_key(self, tmp_path):
+        yaml = pytest.importorskip("yaml")
+        p = tmp_path / "dev.yaml"
+        p.write_text(yaml.safe_dump([{**ROW, "aliases": ["ACME X1"]}]))
+        assert load_devices(p) == ["X1-96GB"]
+        assert resolve_gpu_type("acme x1") == "X1-96GB"
+        q = tmp_path / "dev2.yml"
+        q.write_text(yaml.safe_dump({"devices": [{**ROW, "name": "X2", "memory_gb": None}]}))
+        assert load_devices(q) == ["X2"] and get_spec("X2").memory_gb is None
+
+    def test_csv(self, tmp_path):
+        p = tmp_path / "dev.csv"
+        p.write_text("name,vendor,bf16_tflops,fp8_tflops,memory_bandwidth_gbps,release_year,aliases,source\n"
+                     "X3,acme,400,,3000,2026,ACME X3;x3-oam|acme x3 card,ACME X3 datasheet\n")
+        assert load_devices(p) == ["X3"]
+        spec = get_spec("acme x3 card")
+        assert spec.bf16_tflops == 400.0 and spec.fp8_tflops is None and spec.release_year == 2026
+        assert resolve_gpu_type("x3 oam") == "X3"
+
+    @pytest.mark.parametrize("body, match", [
+        ("name,vendor,source,fp32_tflop\nX4,acme,s,1\n", "unknown field.*'fp32_tflop'"),
+        ("name,vendor,source,fp32_tflops\nX4,acme,s,fast\n", r"device 1\).*'fp32_tflops' must be a number"),
+        ("name,vendor,fp32_tflops\nX4,acme,1\n", "required field 'source'"),
+        ("name,vendor,source,fp32_tflops\nX4,acme,s,-1\n", "dev.csv \\(device 1\\).*positive finite"),
+        ("name,vendor,source\nX4,acme,s\nX4,acme,s\n", "listed twice"),
+        ("name,vendor,source,aliases\nX4,acme,s,A100\n", "'a100' already names.*replace: true"),
+    ])
+    def test_csv_errors_register_nothing(self, tmp_path, body, match):
+        p = tmp_path / "dev.csv"
+        p.write_text(body)
+        with pytest.raises(DeviceSpecError, match=match):
+            load_devices(p)
+        assert "X4" not in known_gpu_types()
+
+    def test_replace_column(self, tmp_path):
+        p = tmp_path / "dev.csv"
+        p.write_text("name,vendor,source,bf16_tflops,replace\nL4,nvidia,my measured L4,100,true\n")
+        load_devices(p)
+        assert get_spec("NVIDIA L4").bf16_tflops == 100.0
+
+    def test_bad_files(self, tmp_path):
+        with pytest.raises(FileNotFoundError, match="does not exist"):
+            load_devices(tmp_path / "absent.yaml")
+        (tmp_path / "d.json").write_text("[]")
+        with pytest.raises(DeviceSpecError, match=r"\.yaml, \.yml or \.csv"):
+            load_devices(tmp_path / "d.json")
+        pytest.importorskip("yaml")
+        (tmp_path / "d.yaml").write_text("name: X5\n")
+        with pytest.raises(DeviceSpecError, match="list of mappings"):
+            load_devices(tmp_path / "d.yaml")
+
+    def test_env_var_read_once_on_first_lookup(self, tmp_path, monkeypatch):
+        a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+        a.write_text("name,vendor,source,bf16_tflops\nEnvX,acme,env test,10\n")
+        b.write_text("name,vendor,source,bf16_tflops,aliases\nEnvY,acme,env test,20,envy card\n")
+        monkeypatch.setenv("PERFMODEL_DEVICES", f"{a}{__import__('os').pathsep}{b}")
+        monkeypatch.setattr(hardware, "_ENV_STATE", {"loaded": False})
+        assert resolve_gpu_type("envy card") == "EnvY" and get_spec("EnvX").bf16_tflops == 10.0
+        a.write_text("name,vendor,source,bf16_tflops\nEnvZ,acme,env test,10\n")
+        resolve_gpu_type("A100")  # not re-read
+        assert "EnvZ" not in known_gpu_types()
+
+    def test_env_var_bad_file_raises_on_lookup(self, tmp_path, monkeypatch):
+        monkeypatch.setenv("PERFMODEL_DEVICES", str(tmp_path / "missing.csv"))
+        monkeypatch.setattr(hardware, "_ENV_STATE", {"loaded": False})
+        for _ in range(2):
+            with pytest.raises(FileNotFoundError, match="PERFMODEL_DEVICES: .*missing.csv"):
+                resolve_gpu_type("A100")
+
+    def test_env_var_in_fresh_process(self, tmp_path):
+        import os
+        import subprocess
+        import sys
+
+        p = tmp_path / "d.csv"
+        p.write_text("name,vendor,source,bf16_tflops,memory_bandwidth_gbps\nProcX,acme,env test,10,100\n")
+        env = {**os.environ, "PERFMODEL_DEVICES": str(p)}
+        out = subprocess.run([sys.executable, "-m", "perfmodel", "hardware", "ProcX"], env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert "ProcX" in out.stdout and "env test" in out.stdout
