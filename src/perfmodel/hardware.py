@@ -56,6 +56,9 @@ DEVICES_ENV = "PERFMODEL_DEVICES"
 
 _PEAK_FIELDS = ("fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops", "fp8_tflops")
 _NUMBER_FIELDS = _PEAK_FIELDS + ("memory_gb", "memory_bandwidth_gbps", "interconnect_gbps")
+_TABLE_COLUMNS = ("vendor", "architecture", "release_year", "fp32_tflops", "tf32_tflops", "fp16_tflops",
+                  "bf16_tflops", "fp8_tflops", "memory_gb", "memory_bandwidth_gbps", "interconnect_gbps",
+                  "interconnect", "source")
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,9 @@ class HardwareSpec:
         return value
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The row as a dict, in the table's column order (name first, source last)."""
+        d = asdict(self)
+        return {"name": d["name"], **{k: d[k] for k in _TABLE_COLUMNS}}
 
 
 FIELDS = tuple(f.name for f in fields(HardwareSpec))
@@ -535,11 +540,6 @@ def known_gpu_types() -> list[str]:
     """The canonical names of every device in the table (built-in, then registered)."""
     _ensure_env_loaded()
     return [s.name for s in _BUILTIN] + [n for n in _USER_SPECS if n not in _BUILTIN_BY_NAME]
-
-
-_TABLE_COLUMNS = ("vendor", "architecture", "release_year", "fp32_tflops", "tf32_tflops", "fp16_tflops",
-                  "bf16_tflops", "fp8_tflops", "memory_gb", "memory_bandwidth_gbps", "interconnect_gbps",
-                  "interconnect", "source")
 
 
 def spec_table() -> pd.DataFrame:
