@@ -141,7 +141,10 @@ class TestResolution:
         ("Standard_ND96asr_v4", "A100-SXM4-40GB"), ("Standard_ND96amsr_A100_v4", "A100-SXM4-80GB"),
         ("Standard_NC24ads_A100_v4", "A100-PCIE-80GB"), ("Standard_ND96isr_H100_v5", "H100-SXM5-80GB"),
         ("Standard_ND96isr_MI300X_v5", "MI300X"), ("ND A100 v4", "A100-SXM4-40GB"), ("ND H100 v5", "H100-SXM5-80GB"),
-        ("NC A100 v4", "A100-PCIE-80GB"), ("ND MI300X v5", "MI300X"),
+        ("NC A100 v4", "A100-PCIE-80GB"), ("ND MI300X v5", "MI300X"), ("Standard_ND96isr_H200_v5", "H200-SXM-141GB"),
+        ("Standard_NC40ads_H100_v5", "H100-NVL-94GB"), ("Standard_NC4as_T4_v3", "T4"), ("NCasT4_v3", "T4"),
+        ("Standard_ND40rs_v2", "V100-SXM2-32GB"), ("Standard_NC6s_v3", "V100-PCIE-16GB"),
+        ("p6-b200.48xlarge", "B200"), ("a4-highgpu-8g", "B200"), ("a4x-highgpu-4g", "GB200"),
     ])
     def test_cloud_instance_types(self, instance, canonical):
         assert resolve_gpu_type(instance) == canonical
