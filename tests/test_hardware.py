@@ -405,3 +405,35 @@ class TestDeviceFiles:
                              capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
         assert "ProcX" in out.stdout and "env test" in out.stdout
+
+
+class TestFp8Precision:
+    def test_history_accepts_fp8(self):
+        from conftest import make_history
+
+        from perfmodel.schema import validate_runs
+
+        runs = validate_runs(make_history().assign(gpu_type="H100", precision="FP8"))
+        assert set(runs["precision"]) == {"fp8"}
+
+    def test_zoo_sweep_refuses_fp8(self):
+        from perfmodel.measure.sweep import RunConfig
+
+        with pytest.raises(ValueError, match="'fp8' cannot be measured by the zoo"):
+            RunConfig(model="mlp-xs", batch_size=2, gpu_count=1, precision="fp8", device="cuda")
+
+    def test_fp8_runs_fit_with_hardware_peaks(self):
+        from conftest import make_history
+
+        from perfmodel.models import TrainingTimeModel
+        from perfmodel.predict import predict_training_time
+
+        a = make_history(seed=0).assign(gpu_type="H100", precision="fp8")
+        b = make_history(seed=0, noise_seed=5).assign(gpu_type="MI300X", precision="fp8",
+                                                       step_time_s=lambda d: d["step_time_s"] / 1.3)
+        fitted = TrainingTimeModel(method="loglinear").fit(pd.concat([a, b]))
+        with pytest.warns(Warning, match="not in the history"):
+            r = predict_training_time("m1", batch_size=16, gpu_type="B200", precision="fp8", steps=10, history=fitted)
+        assert r.seconds > 0
+        with pytest.raises(ValueError, match="no fp8 peak"):
+            predict_training_time("m1", batch_size=16, gpu_type="A100", precision="fp8", steps=10, history=fitted)
