@@ -77,7 +77,7 @@ class HardwareSpec:
     interconnect: str
     source: str
     fp8_tflops: float | None = None
-    architecture: str = "unknown"
+    architecture: str | None = None
     release_year: int | None = None
 
     def __post_init__(self):
@@ -110,6 +110,8 @@ def _validate(spec: HardwareSpec) -> None:
     where = f"device {spec.name!r}" if isinstance(spec.name, str) else "a device row"
     for name in ("name", "vendor", "source", "interconnect", "architecture"):
         value = getattr(spec, name)
+        if value is None and name == "architecture":
+            continue  # unknown: a model then pools the device with no other
         if not isinstance(value, str):
             raise TypeError(f"The {name!r} field of {where} must be a str. Got {value!r} of type "
                             f"{type(value).__name__} instead.")
@@ -615,7 +617,7 @@ def register_device(*, name: str, vendor: str, source: str, fp32_tflops: float |
                     bf16_tflops: float | None = None, fp8_tflops: float | None = None,
                     memory_gb: float | None = None, memory_bandwidth_gbps: float | None = None,
                     interconnect_gbps: float | None = None, interconnect: str = "unknown",
-                    architecture: str = "unknown", release_year: int | None = None,
+                    architecture: str | None = None, release_year: int | None = None,
                     aliases: Iterable[str] = (), replace: bool = False) -> HardwareSpec:
     """Add a device to the spec table for this process, validated exactly like the built-in rows.
 
@@ -627,8 +629,11 @@ def register_device(*, name: str, vendor: str, source: str, fp32_tflops: float |
         Dense peak TFLOPS per precision (halve "with sparsity" figures); None where unsupported or unknown.
     memory_gb, memory_bandwidth_gbps, interconnect_gbps : float or None, default=None
         Memory size (GB), memory bandwidth (GB/s), device-to-device bandwidth (GB/s, bidirectional).
-    interconnect, architecture : str, default="unknown"
-        Interconnect kind (``"nvlink4"``, ``"pcie5"``, ...) and architecture (``"hopper"``, ``"cdna3"``, ...).
+    interconnect : str, default="unknown"
+        Interconnect kind (``"nvlink4"``, ``"pcie5"``, ...).
+    architecture : str or None, default=None
+        Architecture as the built-in rows name it (``"hopper"``, ``"cdna3"``, ...): models that pool devices by
+        architecture share information with those rows. None: unknown, pooled with no other device.
     release_year : int or None, default=None
     aliases : sequence of str, default=()
         Other names that resolve to this device (matched case- and punctuation-insensitively).
@@ -772,7 +777,7 @@ def load_devices(path: str | os.PathLike, *, replace: bool = False) -> list[str]
         try:
             spec = HardwareSpec(**{k: row.get(k, None) for k in ("name", "vendor", *_NUMBER_FIELDS)},
                                 interconnect=row.get("interconnect", "unknown"), source=row["source"],
-                                architecture=row.get("architecture", "unknown"),
+                                architecture=row.get("architecture"),
                                 release_year=row.get("release_year"))
         except (TypeError, DeviceSpecError) as exc:
             raise type(exc)(f"{where}: {exc}") from None
