@@ -1,7 +1,12 @@
+from pathlib import Path
+
+import pandas as pd
 import pytest
 
-from perfmodel.exceptions import UnknownHardwareError
-from perfmodel.hardware import get_spec, known_gpu_types, resolve_gpu_type, spec_table
+from perfmodel import hardware
+from perfmodel.exceptions import DeviceSpecError, UnknownHardwareError
+from perfmodel.hardware import (PRECISIONS, get_spec, known_gpu_types, load_devices, register_device,
+                                resolve_gpu_type, spec_table, unregister_device)
 
 REQUIRED = ["V100", "A100-SXM4-40GB", "A100-SXM4-80GB", "A100-PCIE-40GB", "A100-PCIE-80GB", "A10", "A40", "L4",
             "L40S", "T4", "RTX 3090", "RTX 4090", "RTX A6000", "RTX 6000 Ada", "H100 PCIe", "H100 SXM", "H200",
@@ -49,12 +54,18 @@ class TestTable:
             if name == "cpu":
                 assert spec.peak_tflops("fp32") is None
                 continue
+            if spec.vendor in ("google", "intel"):
+                # TPUs and Gaudi: vendors publish bf16 (and fp8) matrix peaks only, no FP32/FP16 figure.
+                assert spec.fp32_tflops is None and spec.bf16_tflops > 0 and spec.memory_bandwidth_gbps > 0
+                continue
             fp32 = spec.peak_tflops("fp32")
             assert fp32 > 0 and spec.memory_bandwidth_gbps > 0 and spec.interconnect_gbps > 0
             half = spec.peak_tflops("fp16")
             assert half >= fp32
             if spec.bf16_tflops is not None:
                 assert spec.bf16_tflops >= spec.peak_tflops("tf32") >= fp32
+            if spec.fp8_tflops is not None:
+                assert spec.fp8_tflops >= spec.bf16_tflops
 
     def test_known_values(self):
         assert get_spec("A100").peak_tflops("bf16") == 312.0
@@ -65,3 +76,365 @@ class TestTable:
     def test_bad_precision(self):
         with pytest.raises(ValueError, match="precision must be one of"):
             get_spec("A100").peak_tflops("int8")
+
+    def test_every_row_has_architecture_and_year(self):
+        table = spec_table()
+        gpus = table.drop(index="cpu")
+        assert gpus["architecture"].notna().all()
+        assert gpus["release_year"].between(2016, 2026).all()
+        assert {"pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell", "cdna1", "cdna2", "cdna3",
+                "gaudi2", "gaudi3", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e"} <= set(gpus["architecture"])
+
+    def test_new_columns_in_table(self):
+        assert {"fp8_tflops", "architecture", "release_year", "interconnect", "interconnect_gbps"} <= set(
+            spec_table().columns)
+
+    def test_uncertain_figures_say_so(self):
+        assert "UNCERTAIN" in get_spec("A10G").source and "UNCERTAIN" in get_spec("Gaudi2").source
+
+
+REQUIRED_NEW = ["P100", "P100-SXM2-16GB", "V100-SXM2-16GB", "V100-PCIE-16GB", "A10G", "A30", "L40", "H100 NVL",
+                "H200 NVL", "GH200", "GB200", "RTX 2080 Ti", "Titan RTX", "Quadro RTX 6000", "Quadro RTX 8000",
+                "RTX 3070", "RTX 3080", "RTX A4000", "RTX A4500", "RTX A5000", "RTX A5500", "MI100", "MI210",
+                "MI250", "MI250-GCD", "MI250X-GCD", "MI325X", "Gaudi 2", "Gaudi 3", "TPU v4", "TPU v5e",
+                "TPU v5p", "TPU v6e"]
+
+
+class TestResolution:
+    @pytest.mark.parametrize("name", REQUIRED_NEW)
+    def test_new_devices_resolve(self, name):
+        assert resolve_gpu_type(name) in known_gpu_types()
+
+    @pytest.mark.parametrize("reported, canonical", [
+        ("Tesla P100-PCIE-16GB", "P100-PCIE-16GB"), ("Tesla P100-SXM2-16GB", "P100-SXM2-16GB"),
+        ("Tesla V100-SXM2-16GB", "V100-SXM2-16GB"), ("Tesla V100-PCIE-16GB", "V100-PCIE-16GB"),
+        ("Tesla V100S-PCIE-32GB", "V100S-PCIE-32GB"), ("NVIDIA A100-SXM4-40GB", "A100-SXM4-40GB"),
+        ("NVIDIA GeForce RTX 3090", "RTX-3090"), ("NVIDIA GeForce RTX 2080 Ti", "RTX-2080-Ti"),
+        ("NVIDIA TITAN RTX", "TITAN-RTX"), ("Quadro RTX 8000", "Quadro-RTX-8000"),
+        ("Quadro RTX 6000", "Quadro-RTX-6000"), ("NVIDIA RTX A5000", "RTX-A5000"), ("NVIDIA L40", "L40"),
+        ("NVIDIA L40S", "L40S"), ("NVIDIA H100 NVL", "H100-NVL-94GB"), ("NVIDIA H200 NVL", "H200-NVL-141GB"),
+        ("NVIDIA GH200 480GB", "GH200-96GB"), ("NVIDIA GH200 144G HBM3e", "GH200-144GB"), ("NVIDIA A10G", "A10G"),
+        ("NVIDIA A10", "A10"), ("NVIDIA A30", "A30"), ("NVIDIA B200", "B200"),
+    ])
+    def test_nvml_names(self, reported, canonical):
+        assert resolve_gpu_type(reported) == canonical
+
+    @pytest.mark.parametrize("reported, canonical", [
+        ("AMD Instinct MI100", "MI100"), ("AMD Instinct MI210", "MI210"),
+        ("AMD Instinct MI250X/MI250", "MI250X-GCD"), ("Aldebaran/MI200 [Instinct MI250X/MI250]", "MI250X-GCD"),
+        ("AMD Instinct MI300X", "MI300X"), ("AMD Instinct MI325X", "MI325X"), ("MI250X", "MI250X"),
+        ("Instinct MI250", "MI250"), ("HL-225", "Gaudi2"), ("HL-325L", "Gaudi3"),
+    ])
+    def test_rocm_and_habana_names(self, reported, canonical):
+        assert resolve_gpu_type(reported) == canonical
+
+    @pytest.mark.parametrize("instance, canonical", [
+        ("p3.2xlarge", "V100-SXM2-16GB"), ("p3.16xlarge", "V100-SXM2-16GB"), ("p3dn.24xlarge", "V100-SXM2-32GB"),
+        ("p4d.24xlarge", "A100-SXM4-40GB"), ("p4de.24xlarge", "A100-SXM4-80GB"), ("p5.48xlarge", "H100-SXM5-80GB"),
+        ("p5e.48xlarge", "H200-SXM-141GB"), ("p5en.48xlarge", "H200-SXM-141GB"), ("g4dn.xlarge", "T4"),
+        ("g5.12xlarge", "A10G"), ("g6.xlarge", "L4"), ("g6e.48xlarge", "L40S"),
+        ("a2-highgpu-8g", "A100-SXM4-40GB"), ("a2-ultragpu-8g", "A100-SXM4-80GB"), ("a3-highgpu-8g", "H100-SXM5-80GB"),
+        ("a3-megagpu-8g", "H100-SXM5-80GB"), ("a3-ultragpu-8g", "H200-SXM-141GB"), ("g2-standard-24", "L4"),
+        ("nvidia-tesla-a100", "A100-SXM4-80GB"), ("nvidia-h100-mega-80gb", "H100-SXM5-80GB"),
+        ("v5litepod-16", "TPU-v5e"), ("v5e", "TPU-v5e"), ("v5p-128", "TPU-v5p"), ("v4-32", "TPU-v4"),
+        ("v6e-8", "TPU-v6e"), ("tpu-v5-lite-podslice", "TPU-v5e"),
+        ("Standard_ND96asr_v4", "A100-SXM4-40GB"), ("Standard_ND96amsr_A100_v4", "A100-SXM4-80GB"),
+        ("Standard_NC24ads_A100_v4", "A100-PCIE-80GB"), ("Standard_ND96isr_H100_v5", "H100-SXM5-80GB"),
+        ("Standard_ND96isr_MI300X_v5", "MI300X"), ("ND A100 v4", "A100-SXM4-40GB"), ("ND H100 v5", "H100-SXM5-80GB"),
+        ("NC A100 v4", "A100-PCIE-80GB"), ("ND MI300X v5", "MI300X"), ("Standard_ND96isr_H200_v5", "H200-SXM-141GB"),
+        ("Standard_NC40ads_H100_v5", "H100-NVL-94GB"), ("Standard_NC4as_T4_v3", "T4"), ("NCasT4_v3", "T4"),
+        ("Standard_ND40rs_v2", "V100-SXM2-32GB"), ("Standard_NC6s_v3", "V100-PCIE-16GB"),
+        ("p6-b200.48xlarge", "B200"), ("a4-highgpu-8g", "B200"), ("a4x-highgpu-4g", "GB200"),
+    ])
+    def test_cloud_instance_types(self, instance, canonical):
+        assert resolve_gpu_type(instance) == canonical
+
+    def test_ambiguous_rtx_6000_is_not_guessed(self):
+        with pytest.raises(UnknownHardwareError, match="Quadro-RTX-6000|RTX-6000-Ada"):
+            resolve_gpu_type("RTX 6000")
+
+    def test_variants_never_resolve_to_siblings(self):
+        assert resolve_gpu_type("H100 NVL 94GB") == "H100-NVL-94GB"
+        assert resolve_gpu_type("NVIDIA H100 PCIe 80GB") == "H100-PCIE-80GB"
+        assert resolve_gpu_type("V100 PCIe 16GB") == "V100-PCIE-16GB"
+
+    def test_unknown_says_how_to_register(self):
+        with pytest.raises(UnknownHardwareError, match=r"Closest known names: .*register_device.*PERFMODEL_DEVICES"):
+            resolve_gpu_type("H300 SXM")
+
+    def test_per_gcd_rows_are_half_a_package(self):
+        pkg, gcd = get_spec("MI250X"), get_spec("AMD Instinct MI250X/MI250")
+        assert gcd.bf16_tflops == pytest.approx(pkg.bf16_tflops / 2, rel=1e-3)
+        assert gcd.memory_gb == pkg.memory_gb / 2
+
+    def test_fp8_peak(self):
+        assert get_spec("H100").peak_tflops("fp8") == pytest.approx(1978.9)
+        assert get_spec("MI300X").peak_tflops("fp8") == pytest.approx(2614.9)
+        assert get_spec("A100").peak_tflops("fp8") is None  # no FP8 tensor cores: no fall-back
+        assert get_spec("cpu").peak_tflops("fp8") is None
+        assert "fp8" in PRECISIONS
+
+    def test_lookup_is_cached(self):
+        resolve_gpu_type("NVIDIA H100 80GB HBM3")
+        assert hardware._CACHE["NVIDIA H100 80GB HBM3"] == "H100-SXM5-80GB"
+
+
+MLPERF = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "mlperf"
+
+
+@pytest.mark.skipif(not MLPERF.exists(), reason="../shared/datasets/mlperf is absent")
+def test_every_mlperf_accelerator_name_resolves():
+    names = set()
+    for path in sorted(MLPERF.glob("*.csv")):
+        df = pd.read_csv(path)
+        for col in ("accelerator_model_name", "gpu_type"):
+            if col in df.columns:
+                names |= set(df[col].dropna().astype(str))
+    assert len(names) >= 15
+    unresolved = []
+    for name in sorted(names):
+        try:
+            resolve_gpu_type(name)
+        except UnknownHardwareError:
+            unresolved.append(name)
+    assert unresolved == []
+    assert resolve_gpu_type("NVIDIA Blackwell GPU (GB200)") == "GB200"
+    assert resolve_gpu_type("Intel(R) Gaudi(R) 2 AI Accelerator") == "Gaudi2"
+    assert resolve_gpu_type("TPU-trillium") == "TPU-v6e"
+    assert resolve_gpu_type("AMD Instinct MI325X 256GB HBM3E DLC") == "MI325X"
+
+
+@pytest.fixture
+def clean_registry():
+    """Leave the registry as it was: registered devices are process-wide."""
+    specs, aliases = dict(hardware._USER_SPECS), dict(hardware._USER_ALIASES)
+    yield
+    hardware._USER_SPECS.clear()
+    hardware._USER_SPECS.update(specs)
+    hardware._USER_ALIASES.clear()
+    hardware._USER_ALIASES.update(aliases)
+    hardware._CACHE.clear()
+
+
+ROW = dict(name="X1-96GB", vendor="acme", architecture="xarch", release_year=2026, fp32_tflops=50.0,
+           bf16_tflops=400.0, fp8_tflops=800.0, memory_gb=96, memory_bandwidth_gbps=3000,
+           interconnect_gbps=400, interconnect="xlink", source="ACME X1 datasheet (2026)")
+
+
+@pytest.mark.usefixtures("clean_registry")
+class TestRegistration:
+    def test_register_and_resolve(self):
+        spec = register_device(**ROW, aliases=("ACME X1", "acme-x1-96g"))
+        assert spec.name == "X1-96GB"
+        assert resolve_gpu_type("ACME X1") == resolve_gpu_type("acme_x1_96g") == resolve_gpu_type("x1-96gb") == "X1-96GB"
+        assert get_spec("ACME X1").peak_tflops("fp8") == 800.0
+        assert get_spec("X1-96GB").peak_tflops("tf32") == 50.0  # no TF32 given: plain fp32
+        assert "X1-96GB" in known_gpu_types() and spec_table().loc["X1-96GB", "architecture"] == "xarch"
+
+    def test_unregister(self):
+        register_device(**ROW, aliases=["ACME X1"])
+        unregister_device("ACME X1")
+        with pytest.raises(UnknownHardwareError):
+            resolve_gpu_type("X1-96GB")
+        with pytest.raises(UnknownHardwareError, match="not a registered device"):
+            unregister_device("A100")
+
+    @pytest.mark.parametrize("field, value, exc, match", [
+        ("fp32_tflops", -1.0, DeviceSpecError, "'fp32_tflops' field of device 'X1-96GB' must be a positive finite"),
+        ("bf16_tflops", float("nan"), DeviceSpecError, "positive finite"),
+        ("memory_gb", 0, DeviceSpecError, "'memory_gb'.*positive finite"),
+        ("memory_bandwidth_gbps", float("inf"), DeviceSpecError, "positive finite"),
+        ("fp8_tflops", "800", TypeError, "'fp8_tflops' field .* must be a positive number or None"),
+        ("fp16_tflops", True, TypeError, "positive number or None"),
+        ("name", "", DeviceSpecError, "'name' field .* non-empty"),
+        ("vendor", None, TypeError, "'vendor' field .* must be a str"),
+        ("source", "  ", DeviceSpecError, "'source' field .* non-empty"),
+        ("release_year", 26, DeviceSpecError, "between 1990 and 2100"),
+        ("release_year", 2026.5, TypeError, "'release_year' field .* int"),
+    ])
+    def test_validation(self, field, value, exc, match):
+        with pytest.raises(exc, match=match):
+            register_device(**{**ROW, field: value})
+        assert "X1-96GB" not in known_gpu_types()
+
+    def test_builtin_rows_pass_the_same_validator(self):
+        for name in known_gpu_types():
+            hardware._validate(get_spec(name))
+        with pytest.raises(DeviceSpecError):
+            hardware.HardwareSpec(**{**get_spec("A100").to_dict(), "bf16_tflops": -312.0})
+
+    def test_clash_with_builtin_name_or_alias(self):
+        with pytest.raises(DeviceSpecError, match="'a100' already names A100-SXM4-80GB.*replace=True"):
+            register_device(**ROW, aliases=["A100"])
+        with pytest.raises(DeviceSpecError, match="already a device"):
+            register_device(**{**ROW, "name": "H100-SXM5-80GB"})
+        with pytest.raises(DeviceSpecError, match="already resolves to A100-PCIE-80GB"):
+            register_device(**ROW, aliases=["NVIDIA A100 80GB PCIe HBM2e"])
+        assert resolve_gpu_type("A100") == "A100-SXM4-80GB"
+
+    def test_clash_between_registered_devices(self):
+        register_device(**ROW, aliases=["acme"])
+        with pytest.raises(DeviceSpecError, match="'acme' already names X1-96GB"):
+            register_device(**{**ROW, "name": "X2"}, aliases=["ACME"])
+
+    def test_replace_overrides_and_unregister_restores(self):
+        register_device(**{**ROW, "name": "A100-SXM4-80GB", "bf16_tflops": 300.0}, replace=True)
+        assert get_spec("A100").bf16_tflops == 300.0
+        unregister_device("A100-SXM4-80GB")
+        assert get_spec("A100").bf16_tflops == 312.0
+
+    def test_bad_aliases(self):
+        with pytest.raises(TypeError, match="alias"):
+            register_device(**ROW, aliases=[3])
+        with pytest.raises(TypeError, match="'replace' parameter"):
+            register_device(**ROW, replace="yes")
+
+    def test_fit_and_predict_with_registered_device(self):
+        from conftest import make_history
+
+        from perfmodel.models import TrainingTimeModel
+        from perfmodel.predict import predict_training_time
+
+        register_device(**ROW, aliases=["ACME X1"])
+        hist = make_history().assign(gpu_type="ACME X1")
+        fitted = TrainingTimeModel(method="loglinear").fit(hist)
+        assert fitted.gpu_types_ == ["X1-96GB"]
+        r = predict_training_time("m1", batch_size=16, gpu_type="acme x1", steps=10, history=fitted)
+        assert r.seconds > 0
+        # carried to a registered device through its peaks from a two-device history
+        a = make_history(seed=0)
+        b = make_history(seed=0, noise_seed=5).assign(gpu_type="H100", step_time_s=lambda d: d["step_time_s"] / 3)
+        two = TrainingTimeModel(method="loglinear").fit(pd.concat([a, b]))
+        with pytest.warns(Warning, match="not in the history"):
+            r2 = predict_training_time("m1", batch_size=16, gpu_type="ACME X1", steps=10, history=two)
+        assert r2.seconds > 0
+
+    def test_unseen_device_without_a_peak_is_refused(self):
+        from conftest import make_history
+
+        from perfmodel.models import TrainingTimeModel
+        from perfmodel.predict import predict_training_time
+
+        a = make_history(seed=0)
+        b = make_history(seed=0, noise_seed=5).assign(gpu_type="H100", step_time_s=lambda d: d["step_time_s"] / 3)
+        two = TrainingTimeModel(method="loglinear").fit(pd.concat([a, b]))
+        with pytest.raises(ValueError, match="no fp32 peak for it \\(it has: bf16\\)"):
+            predict_training_time("m1", batch_size=16, gpu_type="TPU v5e", steps=10, history=two)
+
+
+@pytest.mark.usefixtures("clean_registry")
+class TestDeviceFiles:
+    def test_yaml_list_and_devices_key(self, tmp_path):
+        yaml = pytest.importorskip("yaml")
+        p = tmp_path / "dev.yaml"
+        p.write_text(yaml.safe_dump([{**ROW, "aliases": ["ACME X1"]}]))
+        assert load_devices(p) == ["X1-96GB"]
+        assert resolve_gpu_type("acme x1") == "X1-96GB"
+        q = tmp_path / "dev2.yml"
+        q.write_text(yaml.safe_dump({"devices": [{**ROW, "name": "X2", "memory_gb": None}]}))
+        assert load_devices(q) == ["X2"] and get_spec("X2").memory_gb is None
+
+    def test_csv(self, tmp_path):
+        p = tmp_path / "dev.csv"
+        p.write_text("name,vendor,bf16_tflops,fp8_tflops,memory_bandwidth_gbps,release_year,aliases,source\n"
+                     "X3,acme,400,,3000,2026,ACME X3;x3-oam|acme x3 card,ACME X3 datasheet\n")
+        assert load_devices(p) == ["X3"]
+        spec = get_spec("acme x3 card")
+        assert spec.bf16_tflops == 400.0 and spec.fp8_tflops is None and spec.release_year == 2026
+        assert spec.architecture is None  # not given: unknown, never pooled with another device
+        assert resolve_gpu_type("x3 oam") == "X3"
+
+    @pytest.mark.parametrize("body, match", [
+        ("name,vendor,source,fp32_tflop\nX4,acme,s,1\n", "unknown field.*'fp32_tflop'"),
+        ("name,vendor,source,fp32_tflops\nX4,acme,s,fast\n", r"device 1\).*'fp32_tflops' must be a number"),
+        ("name,vendor,fp32_tflops\nX4,acme,1\n", "required field 'source'"),
+        ("name,vendor,source,fp32_tflops\nX4,acme,s,-1\n", "dev.csv \\(device 1\\).*positive finite"),
+        ("name,vendor,source\nX4,acme,s\nX4,acme,s\n", "listed twice"),
+        ("name,vendor,source,aliases\nX4,acme,s,A100\n", "'a100' already names.*replace: true"),
+    ])
+    def test_csv_errors_register_nothing(self, tmp_path, body, match):
+        p = tmp_path / "dev.csv"
+        p.write_text(body)
+        with pytest.raises(DeviceSpecError, match=match):
+            load_devices(p)
+        assert "X4" not in known_gpu_types()
+
+    def test_replace_column(self, tmp_path):
+        p = tmp_path / "dev.csv"
+        p.write_text("name,vendor,source,bf16_tflops,replace\nL4,nvidia,my measured L4,100,true\n")
+        load_devices(p)
+        assert get_spec("NVIDIA L4").bf16_tflops == 100.0
+
+    def test_bad_files(self, tmp_path):
+        with pytest.raises(FileNotFoundError, match="does not exist"):
+            load_devices(tmp_path / "absent.yaml")
+        (tmp_path / "d.json").write_text("[]")
+        with pytest.raises(DeviceSpecError, match=r"\.yaml, \.yml or \.csv"):
+            load_devices(tmp_path / "d.json")
+        pytest.importorskip("yaml")
+        (tmp_path / "d.yaml").write_text("name: X5\n")
+        with pytest.raises(DeviceSpecError, match="list of mappings"):
+            load_devices(tmp_path / "d.yaml")
+
+    def test_env_var_read_once_on_first_lookup(self, tmp_path, monkeypatch):
+        a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+        a.write_text("name,vendor,source,bf16_tflops\nEnvX,acme,env test,10\n")
+        b.write_text("name,vendor,source,bf16_tflops,aliases\nEnvY,acme,env test,20,envy card\n")
+        monkeypatch.setenv("PERFMODEL_DEVICES", f"{a}{__import__('os').pathsep}{b}")
+        monkeypatch.setattr(hardware, "_ENV_STATE", {"loaded": False})
+        assert resolve_gpu_type("envy card") == "EnvY" and get_spec("EnvX").bf16_tflops == 10.0
+        a.write_text("name,vendor,source,bf16_tflops\nEnvZ,acme,env test,10\n")
+        resolve_gpu_type("A100")  # not re-read
+        assert "EnvZ" not in known_gpu_types()
+
+    def test_env_var_bad_file_raises_on_lookup(self, tmp_path, monkeypatch):
+        monkeypatch.setenv("PERFMODEL_DEVICES", str(tmp_path / "missing.csv"))
+        monkeypatch.setattr(hardware, "_ENV_STATE", {"loaded": False})
+        for _ in range(2):
+            with pytest.raises(FileNotFoundError, match="PERFMODEL_DEVICES: .*missing.csv"):
+                resolve_gpu_type("A100")
+
+    def test_env_var_in_fresh_process(self, tmp_path):
+        import os
+        import subprocess
+        import sys
+
+        p = tmp_path / "d.csv"
+        p.write_text("name,vendor,source,bf16_tflops,memory_bandwidth_gbps\nProcX,acme,env test,10,100\n")
+        env = {**os.environ, "PERFMODEL_DEVICES": str(p)}
+        out = subprocess.run([sys.executable, "-m", "perfmodel", "hardware", "ProcX"], env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert "ProcX" in out.stdout and "env test" in out.stdout
+
+
+class TestFp8Precision:
+    def test_history_accepts_fp8(self):
+        from conftest import make_history
+
+        from perfmodel.schema import validate_runs
+
+        runs = validate_runs(make_history().assign(gpu_type="H100", precision="FP8"))
+        assert set(runs["precision"]) == {"fp8"}
+
+    def test_zoo_sweep_refuses_fp8(self):
+        from perfmodel.measure.sweep import RunConfig
+
+        with pytest.raises(ValueError, match="'fp8' cannot be measured by the zoo"):
+            RunConfig(model="mlp-xs", batch_size=2, gpu_count=1, precision="fp8", device="cuda")
+
+    def test_fp8_runs_fit_with_hardware_peaks(self):
+        from conftest import make_history
+
+        from perfmodel.models import TrainingTimeModel
+        from perfmodel.predict import predict_training_time
+
+        a = make_history(seed=0).assign(gpu_type="H100", precision="fp8")
+        b = make_history(seed=0, noise_seed=5).assign(gpu_type="MI300X", precision="fp8",
+                                                       step_time_s=lambda d: d["step_time_s"] / 1.3)
+        fitted = TrainingTimeModel(method="loglinear").fit(pd.concat([a, b]))
+        with pytest.warns(Warning, match="not in the history"):
+            r = predict_training_time("m1", batch_size=16, gpu_type="B200", precision="fp8", steps=10, history=fitted)
+        assert r.seconds > 0
+        with pytest.raises(ValueError, match="no fp8 peak"):
+            predict_training_time("m1", batch_size=16, gpu_type="A100", precision="fp8", steps=10, history=fitted)

@@ -5,6 +5,7 @@ Hierarchy::
     PerfModelError
     ├── SchemaError(PerfModelError, ValueError)          a run history that breaks the schema
     ├── UnknownHardwareError(PerfModelError, ValueError) a device name not in the spec table
+    ├── DeviceSpecError(PerfModelError, ValueError)      an invalid or clashing device row (register_device)
     ├── NotFittedError(PerfModelError, ValueError)        an estimator used before ``fit``
     └── MeasurementError(PerfModelError, RuntimeError)    a measured run that could not complete
 
@@ -22,6 +23,7 @@ __all__ = [
     "PerfModelError",
     "SchemaError",
     "UnknownHardwareError",
+    "DeviceSpecError",
     "NotFittedError",
     "MeasurementError",
     "PerfModelWarning",
@@ -40,6 +42,10 @@ class SchemaError(PerfModelError, ValueError):
 
 class UnknownHardwareError(PerfModelError, ValueError):
     """A device name is not in the hardware spec table (the message lists the closest known names)."""
+
+
+class DeviceSpecError(PerfModelError, ValueError):
+    """A device row for the spec table is invalid, or its name clashes with a known device or alias."""
 
 
 class NotFittedError(PerfModelError, ValueError):

@@ -227,7 +227,7 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
             "data_parallel": (q["gpu_count"] > 1).astype(float),
             "log_allreduce_mb": np.log1p(q["allreduce_bytes"] / 1e6),
         }
-        for p in ("tf32", "fp16", "bf16"):
+        for p in ("tf32", "fp16", "bf16", "fp8"):
             cols[f"precision_{p}"] = (q["precision"] == p).astype(float)
         cols["log_peak_tflops"] = np.log(q["peak_tflops"])
         cols["log_memory_bandwidth"] = np.log(q["memory_bandwidth_gbps"])

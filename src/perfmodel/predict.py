@@ -16,7 +16,7 @@ import pandas as pd
 from ._format import format_duration
 from ._validation import check_choice, check_confidence, check_positive_int
 from .exceptions import DataQualityWarning, ExtrapolationWarning, SchemaError
-from .hardware import PRECISIONS, resolve_gpu_type
+from .hardware import PRECISIONS, get_spec, resolve_gpu_type
 from .fitting import DEFAULT_METHOD, fit_files, fit_history, load_history, query_kind
 from .models import METHODS, TrainingTimeModel
 from .models._training import model_table, precision_by_device
@@ -281,6 +281,15 @@ def _check_support(fitted: TrainingTimeModel, q: pd.DataFrame) -> list[str]:
                     "with one device type the fit cannot carry step times across devices. Fit on a history with "
                     "runs on that device, or on two or more device types with known peaks."
                 )
+            spec = get_spec(g)
+            for p in sorted(map(str, pd.unique(q.loc[q["gpu_type"] == g, "precision"]))):
+                if spec.peak_tflops(p) is None:
+                    have = [x for x in PRECISIONS if spec.peak_tflops(x) is not None]
+                    raise ValueError(
+                        f"gpu_type {g!r} is not in the history and the spec table has no {p} peak for it "
+                        f"(it has: {', '.join(have) or 'none'}), so step times cannot be carried to it through "
+                        "hardware peaks. Query a precision it has, or add runs on that device."
+                    )
             notes.append(f"gpu_type {g!r} is not in the history; predicted through hardware peaks")
     for p in sorted(map(str, pd.unique(q["precision"]))):
         if p not in fitted.precisions_:

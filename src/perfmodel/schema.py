@@ -56,7 +56,7 @@ COLUMNS: tuple[Column, ...] = (
     _C("batch_size", "int", "samples per device per optimizer step"),
     _C("gpu_count", "int", "data-parallel devices (on CPU: worker processes)"),
     _C("gpu_type", "str", "canonical device name from perfmodel.hardware, or cpu"),
-    _C("precision", "str", "fp32 | tf32 | fp16 | bf16 (autocast dtype)"),
+    _C("precision", "str", "fp32 | tf32 | fp16 | bf16 | fp8 (compute dtype; fp8 e.g. Transformer Engine)"),
     _C("threads_per_worker", "int", "torch intra-op threads per worker process"),
     _C("step_time_s", "float", "mean seconds per optimizer step, steady state"),
     _C("step_time_median_s", "float", "median seconds per optimizer step"),

@@ -80,6 +80,9 @@ class RunConfig:
         check_positive_int(self.steps, "steps", where, allow_none=True)
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}. Got {self.precision!r}.")
+        if self.precision == "fp8":
+            raise ValueError("precision 'fp8' cannot be measured by the zoo (torch autocast has no fp8); record fp8 "
+                             "jobs (e.g. Transformer Engine) with perfmodel.measure.recorder.Recorder instead.")
         if self.device not in ("cpu", "cuda"):
             raise ValueError(f"device must be 'cpu' or 'cuda'. Got {self.device!r}.")
         if self.device == "cpu" and self.precision in ("fp16", "tf32"):
