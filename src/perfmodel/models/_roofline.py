@@ -5,7 +5,7 @@ time at 100 % of peak) and ``ridge`` = log(peak / memory bandwidth) (the device'
 
     log T = log t_peak + a + κ_m · (ridge − ridge̅) + ψ · tf32_gap
             + β · (log n, log nodes, log batch, log(1 + t_comm/t_peak), log(1 + t_opt/t_peak), log work)
-            + u_family + u_model + u_vendor + u_architecture + u_device + u_precision + ε
+            + u_family + u_model + u_vendor + u_architecture + u_device + u_precision + u_model×architecture + ε
 
 * ``κ_m`` is the model's *memory-bound share*: a roofline mixture ``T ∝ work / (peak^(1−κ) · bandwidth^κ)``, so
   a compute-bound model (κ≈0) scales with the peak at the run's precision and a memory-bound one with the
@@ -13,7 +13,9 @@ time at 100 % of peak) and ``ridge`` = log(peak / memory bandwidth) (the device'
 * ``u_*`` are efficiencies (log slow-downs against the roofline) with Gaussian priors centred on zero —
   partial pooling, fitted as one ridge-penalised least-squares problem (the MAP of the hierarchical model).
   A device the history has never seen gets ``u_device = 0`` but keeps what its vendor and architecture share
-  with devices the history has; a model never seen keeps its family's effect.
+  with devices the history has; a model never seen keeps its family's effect. ``u_model×architecture`` is how
+  well one model's software uses one architecture (kernels, fusions, fp8 engines differ by generation): a new
+  device of a known architecture inherits it from its siblings.
 * ``tf32_gap`` = log(TF32 peak / FP32 peak) on fp32-labelled runs of devices with TF32 tensor cores: PyTorch
   runs fp32 convolutions (and, with ``allow_tf32``, matmuls) in TF32, so how much of that gap fp32 runs get is
   learned, not assumed.
@@ -41,10 +43,16 @@ from ._gbm import conformal_quantile
 __all__ = ["RooflineRegressor", "QUERY_KINDS"]
 
 _COL = {name: i for i, name in enumerate(ROOFLINE_COLUMNS)}
-_FIXED = ("ridge", "tf32_gap", "log_n", "log_nodes", "log_batch", "comm_rel", "opt_rel", "log_work")
+_FIXED = ("ridge", "tf32_gap", "log_n", "log_nodes", "log_batch", "comm_rel", "opt_rel", "log_work", "log_peak")
 _GROUPS = ("family_code", "model_code", "vendor_code", "arch_code", "device_code", "precision_code")
 #: Kinds of query, each with its own conformity scores (see the module docstring).
 QUERY_KINDS = ("seen", "new_pair", "new_device", "new_model", "new_count")
+
+
+def _column(X: np.ndarray, name: str) -> np.ndarray:
+    if name == "log_peak":  # log FLOP/s of the device at the run's precision: log work − log t_peak
+        return X[:, _COL["log_work"]] - X[:, _COL["log_t_peak"]]
+    return X[:, _COL[name]]
 
 
 class RooflineRegressor(RegressorMixin, BaseEstimator):
@@ -52,10 +60,13 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
 
     Parameters
     ----------
-    tau_model, tau_family, tau_device, tau_arch, tau_vendor, tau_precision, tau_kappa : float
+    tau_model, tau_family, tau_device, tau_arch, tau_vendor, tau_precision, tau_kappa, tau_model_arch : float
         Prior standard deviations (log scale) of the partially pooled effects: how far a model's, family's,
         device's, architecture's, vendor's or precision's efficiency may stray from the pooled value before
-        the data must pay for it, and of a model's memory-bound share around the pooled one.
+        the data must pay for it, of a model's memory-bound share around the pooled one, and of a model's
+        efficiency on one architecture. The defaults were chosen by leave-one-device-type-out error on the
+        bundled MLPerf table (benchmarks/cross_hardware.py); they are priors on log slow-downs, not fitted
+        constants of any one device.
     cv : int, default=5
         Folds of the random K-fold conformity scores.
     conformal : bool, default=True
@@ -63,9 +74,9 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
     random_state : int, default=0
     """
 
-    def __init__(self, *, tau_model: float = 1.0, tau_family: float = 1.0, tau_device: float = 0.15,
+    def __init__(self, *, tau_model: float = 1.0, tau_family: float = 1.0, tau_device: float = 0.2,
                  tau_arch: float = 0.25, tau_vendor: float = 0.4, tau_precision: float = 0.5,
-                 tau_kappa: float = 0.3, cv: int = 5, conformal: bool = True, random_state: int | None = 0):
+                 tau_kappa: float = 0.3, tau_model_arch: float = 0.5, cv: int = 5, conformal: bool = True, random_state: int | None = 0):
         self.tau_model = tau_model
         self.tau_family = tau_family
         self.tau_device = tau_device
@@ -73,6 +84,7 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
         self.tau_vendor = tau_vendor
         self.tau_precision = tau_precision
         self.tau_kappa = tau_kappa
+        self.tau_model_arch = tau_model_arch
         self.cv = cv
         self.conformal = conformal
         self.random_state = random_state
@@ -82,7 +94,7 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
         """Design matrix: intercept, centred fixed covariates, one-hot effects, model × ridge slopes."""
         n = len(X)
         cols = [np.ones((n, 1))]
-        fixed = np.column_stack([X[:, _COL[c]] for c in _FIXED]) - self.center_
+        fixed = np.column_stack([_column(X, c) for c in _FIXED]) - self.center_
         cols.append(fixed)
         for g, size in zip(_GROUPS, self.n_levels_):
             code = X[:, _COL[g]].astype(int)
@@ -93,6 +105,14 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
             if g == "model_code":
                 slope = block * fixed[:, [0]]  # δ_m · (ridge − ridge̅)
                 cols.append(slope)
+        # model × architecture: how well a benchmark's software uses one architecture, shared by its devices
+        m = X[:, _COL["model_code"]].astype(int)
+        a = X[:, _COL["arch_code"]].astype(int)
+        n_m, n_a = self.n_levels_[_GROUPS.index("model_code")], self.n_levels_[_GROUPS.index("arch_code")]
+        inter = np.zeros((n, n_m * n_a))
+        ok = (m >= 0) & (a >= 0) & (m < n_m) & (a < n_a)
+        inter[np.flatnonzero(ok), (m * n_a + a)[ok]] = 1.0
+        cols.append(inter)
         return np.hstack(cols)
 
     def _penalty(self) -> np.ndarray:
@@ -103,6 +123,8 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
             pen.append(np.full(size, 1.0 / taus[g] ** 2))
             if g == "model_code":
                 pen.append(np.full(size, 1.0 / self.tau_kappa ** 2))
+        n_m, n_a = self.n_levels_[_GROUPS.index("model_code")], self.n_levels_[_GROUPS.index("arch_code")]
+        pen.append(np.full(n_m * n_a, 1.0 / self.tau_model_arch ** 2))
         return np.concatenate(pen)
 
     def _solve(self, Z, r, sigma2):
@@ -131,7 +153,7 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
                              "precision or without a memory bandwidth?).")
         self.n_features_in_ = X.shape[1]
         self.n_levels_ = tuple(int(max(X[:, _COL[g]].max(), -1)) + 1 for g in _GROUPS)
-        self.center_ = np.array([X[:, _COL[c]].mean() for c in _FIXED])
+        self.center_ = np.array([_column(X, c).mean() for c in _FIXED])
         self._pen = self._penalty()
         r = np.log(y) - X[:, _COL["log_t_peak"]]
         Z = self._design(X)
