@@ -113,7 +113,11 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", default=",".join(ROUNDS))
     ap.add_argument("--out", default="data", type=Path)
     ap.add_argument("--jobs", default=1, type=int, help="rounds derived in parallel processes")
+    ap.add_argument("--summary-only", action="store_true", help="print the README tables of the files in --out")
     args = ap.parse_args(argv)
+    if args.summary_only:
+        print(summary(pd.read_csv(args.out / "mlperf_steps.csv"), pd.read_csv(args.out / "mlperf_steps_excluded.csv")))
+        return 0
     todo = []
     for rnd in [r.strip() for r in args.rounds.split(",") if r.strip()]:
         git_dir = _git_dir(args.mirrors, rnd)
@@ -138,7 +142,39 @@ def main(argv=None) -> int:
     print(f"wrote {len(ok)} loadable rows to {args.out / 'mlperf_steps.csv'} and {len(rest)} excluded rows to "
           f"{args.out / 'mlperf_steps_excluded.csv'}")
     print(json.dumps(commits, indent=1))
+    print(summary(ok, rest))
     return 0
+
+
+def _md(df: pd.DataFrame) -> str:
+    head = [str(df.index.name or "")] + [str(c) for c in df.columns]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for idx, row in df.iterrows():
+        lines.append("| " + " | ".join([str(idx)] + [str(v) for v in row.tolist()]) + " |")
+    return "\n".join(lines)
+
+
+def summary(ok: pd.DataFrame, rest: pd.DataFrame) -> str:
+    """Markdown tables for data/README.md: loadable rows per benchmark x device, and why the rest are out."""
+    out = ["Loadable rows (`data/mlperf_steps.csv`) per benchmark and `gpu_type`:", ""]
+    if len(ok):
+        t = ok.pivot_table(index="benchmark", columns="gpu_type", values="run_id", aggfunc="count", fill_value=0)
+        t["total"] = t.sum(axis=1)
+        out.append(_md(t))
+    out += ["", "Rows per round (loadable / excluded):", ""]
+    rounds = pd.concat([ok.assign(kind="loadable"), rest.assign(kind="excluded")]) if len(rest) else ok.assign(
+        kind="loadable")
+    out.append(_md(rounds.pivot_table(index="round", columns="kind", values="run_id", aggfunc="count",
+                                  fill_value=0)))
+    if len(rest):
+        out += ["", "Why rows are in `data/mlperf_steps_excluded.csv` (a row can have several reasons):", ""]
+        reasons = rest["excluded_reason"].str.split("; ").explode()
+        reasons = reasons.str.replace(r"\(ratio [^)]*\)", "", regex=True).str.strip()
+        out.append(_md(reasons.value_counts().rename("rows").to_frame()))
+        unresolved = rest.loc[rest["gpu_type"].isna() & rest["accelerator_name"].notna()]
+        out += ["", "Accelerator names that do not resolve in perfmodel.hardware (rows):", ""]
+        out.append(_md(unresolved["accelerator_name"].value_counts().rename("rows").to_frame()))
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,8 @@ throughput divided by the logged one: a check on the units (it should be near 1;
 timestamped stretches make it a little below 1).
 
 Sizes and FLOPs come from :data:`BENCHMARKS`, each figure cited; benchmarks without a sourced parameter count
-get ``params`` = NaN (such rows cannot be fitted; see ``excluded_reason``).
+or FLOPs figure get NaN there and an ``excluded_reason`` (perfmodel would otherwise fall back to 6·params
+FLOPs per sample, far off for a diffusion UNet or a recommender).
 
 Examples
 --------
@@ -69,6 +70,13 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _MARKER = ":::MLLOG"
+_PREC_KEY_HINTS = ("fp8", "fp16", "bf16", "precision", "dtype", "amp")
+#: The keys summarize_run reads.
+_USED_KEYS = frozenset({
+    "submission_benchmark", "submission_division", "global_batch_size", "max_sequence_length", "train_samples",
+    "samples_per_epoch", "gradient_accumulation_steps", "seed", "run_start", "run_stop", "eval_start",
+    "eval_stop", "block_start", "block_stop", "tracked_stats",
+})
 
 
 class MLPerfFormatError(ValueError):
@@ -152,9 +160,10 @@ BENCHMARKS: dict[str, Benchmark] = {
         "llama31_405b pretraining reference at sequence length 8192; FLOPs by " + _KAPLAN,
     ),
     "maskrcnn": Benchmark(
-        "maskrcnn-r50-fpn", "cnn", 44_401_393, 3 * 134.38e9, "epochs", "one COCO image (shorter side 800)",
+        "maskrcnn-r50-fpn", "cnn", 44_401_393, 3 * 2 * 134.38e9, "epochs", "one COCO image (shorter side 800)",
         "torchvision MaskRCNN_ResNet50_FPN_Weights docs: 44,401,393 params, 134.38 'GFLOPS' per forward "
-        "(torchvision's count, shorter side 800 as in the MLPerf reference); x3 forward+backward",
+        "(multiply-accumulates, counted as for ResNet-50 above; shorter side 800 as in the MLPerf reference); x2 "
+        "FLOP/MAC, x3 forward+backward",
     ),
     "stable_diffusion": Benchmark(
         "stable-diffusion-v2", "diffusion", 865e6, None, "samples", "one 512x512 image (64x64 latent)",
@@ -200,11 +209,13 @@ _ASSUMED_FP16 = re.compile(r"v100|t4\b|p100", re.I)  # no bf16 on these devices:
 
 
 # ----------------------------------------------------------------------------------------------------- parsing
-def parse_mllog(text: str) -> list[dict]:
+def parse_mllog(text: str, keys: Iterable[str] | None = None) -> list[dict]:
     """The ``:::MLLOG`` events of a log, in file order, exact duplicates (one line per rank) dropped.
 
     Each event is the logged JSON object (``key``, ``value``, ``time_ms``, ``event_type``, ``metadata``).
     Lines that are not valid JSON after the marker are skipped (logs from many ranks sometimes interleave).
+    With ``keys``, only events with those keys (or a key naming a dtype/precision) are decoded: faster on
+    logs of many megabytes.
 
     Raises
     ------
@@ -213,15 +224,22 @@ def parse_mllog(text: str) -> list[dict]:
     """
     if not isinstance(text, str):
         raise TypeError(f"parse_mllog expects the log text as a str. Got {type(text).__name__} instead.")
-    events, seen, seen_raw = [], set(), set()
+    events, seen = [], set()
+    wanted = set(keys) if keys is not None else None
     for line in text.splitlines():
         i = line.find(_MARKER)
         if i < 0:
             continue
         raw = line[i + len(_MARKER):].strip()
-        if raw in seen_raw:  # the same line printed by another rank: skip before decoding
+        if raw in seen:  # the same line printed by another rank
             continue
-        seen_raw.add(raw)
+        seen.add(raw)
+        if wanted is not None:
+            k = raw.find('"key": "')
+            if k >= 0:
+                key = raw[k + 8: raw.find('"', k + 8)]
+                if key not in wanted and not any(h in key.lower() for h in _PREC_KEY_HINTS):
+                    continue
         try:
             event = json.loads(raw)
         except ValueError:
@@ -232,14 +250,7 @@ def parse_mllog(text: str) -> list[dict]:
                 event = None
         if not isinstance(event, dict) or "key" not in event or "time_ms" not in event:
             continue
-        meta = event.get("metadata") or {}
-        ident = (event["key"], event["time_ms"], json.dumps(event.get("value"), sort_keys=True, default=str),
-                 json.dumps({k: v for k, v in meta.items() if k not in ("file", "lineno")}, sort_keys=True,
-                            default=str))
-        if ident in seen:
-            continue
-        seen.add(ident)
-        event["metadata"] = meta
+        event["metadata"] = event.get("metadata") or {}
         events.append(event)
     return events
 
@@ -340,8 +351,9 @@ def _tracked(events):
         if e["key"] != "tracked_stats" or not isinstance(e.get("value"), dict):
             continue
         v = e["value"]
-        pos = json.dumps({k: e["metadata"].get(k) for k in ("step", "step_num", "epoch_num", "samples_count")},
-                         default=str)
+        meta = e["metadata"]
+        pos = (str(meta.get("step")), str(meta.get("step_num")), str(meta.get("epoch_num")),
+               str(meta.get("samples_count")))
         thr = _num(v.get("throughput", v.get("imgs_sec")))
         if thr is not None and thr > 0:
             by_pos.setdefault(pos, []).append(thr)
@@ -363,11 +375,14 @@ _PREC_TEXT = [
 ]
 
 
+_PREC_HINTS = ("fp8", "fp16", "bf16", "bfloat16", "amp", "16-bits", "precision")
+
+
 def _precision(events, text: str, system: Mapping | None, accelerator: str | None):
     """(reported precision, source, evidence)."""
     for e in events:
         key = str(e["key"])
-        if _PREC_KEY.search(key):
+        if any(h in key.lower() for h in _PREC_KEY_HINTS) and _PREC_KEY.search(key):
             val = str(e.get("value")).lower()
             for p in ("fp8", "bf16", "fp16"):
                 if p in key.lower() and val in ("true", "1") or p in val:
@@ -378,8 +393,13 @@ def _precision(events, text: str, system: Mapping | None, accelerator: str | Non
             m = re.search(pat, blob, re.I)
             if m:
                 return p, "system_json", blob[max(0, m.start() - 30): m.end() + 30].strip()
+    # Only lines that mention a dtype are searched (a log can be megabytes of training output).
+    low = text.lower()
+    hints = [h for h in _PREC_HINTS if h in low]
+    lines = "\n".join(ln for ln in low.splitlines() if any(h in ln for h in hints) and _MARKER.lower() not in ln
+                      ) if hints else ""
     for p, pat in _PREC_TEXT:
-        m = pat.search(text)
+        m = pat.search(lines)
         if m:
             return p, "log_text", m.group(0)[:80]
     assumed = "fp16" if accelerator and _ASSUMED_FP16.search(accelerator) else "bf16"
@@ -430,7 +450,7 @@ def summarize_run(text: str, system_info: Mapping | None = None, *, benchmark: s
     MLPerfFormatError
         If the text has no ``:::MLLOG`` events.
     """
-    events = parse_mllog(text)
+    events = parse_mllog(text, keys=_USED_KEYS)
     if not events:
         raise MLPerfFormatError(f"{source_path or 'the text'} holds no ':::MLLOG' lines: not an MLPerf result log.")
     bench_name = str(_first(events, "submission_benchmark") or benchmark or "").strip().lower()
@@ -489,6 +509,8 @@ def summarize_run(text: str, system_info: Mapping | None = None, *, benchmark: s
         reasons.append(f"benchmark {bench_name or '?'} not in the table")
     elif bench.params is None:
         reasons.append(f"params not sourced for {bench_name}")
+    elif bench.flops_per_sample is None:  # perfmodel would fall back to 6*params, far off for a diffusion UNet
+        reasons.append(f"flops_per_sample not sourced for {bench_name}")
     if step is None:
         reasons.append("no step time derivable")
     if gpu_count is None:
