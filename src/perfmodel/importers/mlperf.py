@@ -75,7 +75,7 @@ _PREC_KEY_HINTS = ("fp8", "fp16", "bf16", "precision", "dtype", "amp")
 _USED_KEYS = frozenset({
     "submission_benchmark", "submission_division", "global_batch_size", "max_sequence_length", "train_samples",
     "samples_per_epoch", "gradient_accumulation_steps", "seed", "run_start", "run_stop", "eval_start",
-    "eval_stop", "block_start", "block_stop", "tracked_stats",
+    "eval_stop", "block_start", "block_stop", "tracked_stats", "eval_accuracy",
 })
 
 
@@ -101,6 +101,10 @@ class Benchmark:
     sample: str
     source: str
     timing: tuple = ()
+    seq_len: int | None = None  # tokens per sample, where the logs count tokens and may not say it
+    samples_per_epoch: int | None = None  # the dataset size, where logs' train_samples is not it
+    throughput_unit: str = "samples"  # what a logged tracked_stats throughput counts per second
+    run_average: bool = False  # allow the whole-run average (train_samples logged at the end)
 
     def __post_init__(self):
         if not self.timing:
@@ -113,6 +117,12 @@ _DEFAULT_TIMING = ("tracked_stats_step_time", "blocks_samples_count", "tracked_s
 #: samples since the previous log over the seconds since it, evaluation included; DLRM and GNN: one average
 #: over the whole run), the timestamps between evaluations are preferred.
 _EVAL_FIRST = ("eval_intervals", "blocks_samples_count", "tracked_stats_step_time", "tracked_stats", "blocks")
+#: BERT: a block is the whole run with epoch_count=1 (no sample count), older logs have no eval_start, and the
+#: oldest give no sample position at all: then the whole-run average (train_samples is logged at the end).
+_BERT_TIMING = ("eval_intervals", "eval_points", "tracked_stats", "run_average")
+#: GPT-3: logged throughput is in tokens/s and some logs give train_step_timing; timestamps count tokens.
+_GPT3_TIMING = ("tracked_stats_step_time", "eval_intervals", "blocks", "eval_points", "tracked_stats")
+_STAMP_CHECK_ORDER = ("blocks_samples_count", "eval_intervals", "eval_points", "blocks")
 
 
 def _decoder_flops(n_params: float, n_layer: int, d_model: int, n_ctx: int, *, frozen: bool = False) -> float:
@@ -139,12 +149,13 @@ BENCHMARKS: dict[str, Benchmark] = {
         "Devlin et al. 2019 (BERT-large: 24 layers, d=1024, 340M params); FLOPs by " + _KAPLAN
         + " with non-embedding N = 12 n_layer d^2 at the padded length 512 (an upper bound: packed/unpadded "
         "implementations skip padding)",
-        timing=_EVAL_FIRST,
+        timing=_BERT_TIMING, run_average=True,
     ),
     "gpt3": Benchmark(
         "gpt3-175b", "transformer", 175e9, _decoder_flops(175e9, 96, 12288, 2048), "tokens",
         "one 2048-token sequence",
         "Brown et al. 2020, Table 2.1 (GPT-3 175B: 96 layers, d=12288, n_ctx=2048); FLOPs by " + _KAPLAN,
+        seq_len=2048, throughput_unit="tokens", timing=_GPT3_TIMING,
     ),
     "llama2_70b_lora": Benchmark(
         "llama2-70b-lora", "transformer", 70e9, _decoder_flops(70e9, 80, 8192, 8192, frozen=True), "samples",
@@ -163,7 +174,9 @@ BENCHMARKS: dict[str, Benchmark] = {
         "maskrcnn-r50-fpn", "cnn", 44_401_393, 3 * 2 * 134.38e9, "epochs", "one COCO image (shorter side 800)",
         "torchvision MaskRCNN_ResNet50_FPN_Weights docs: 44,401,393 params, 134.38 'GFLOPS' per forward "
         "(multiply-accumulates, counted as for ResNet-50 above; shorter side 800 as in the MLPerf reference); x2 "
-        "FLOP/MAC, x3 forward+backward",
+        "FLOP/MAC, x3 forward+backward; an epoch is the 117,266 COCO train2017 images with annotations (MLPerf "
+        "maskrcnn reference); some logs' train_samples is another figure",
+        samples_per_epoch=117_266,
     ),
     "stable_diffusion": Benchmark(
         "stable-diffusion-v2", "diffusion", 865e6, None, "samples", "one 512x512 image (64x64 latent)",
@@ -286,10 +299,11 @@ def _scale(unit_key: str, bench: Benchmark | None, cfg: dict) -> float | None:
     if unit == "samples":
         return 1.0
     if unit == "tokens":
-        seq = cfg.get("max_sequence_length")
+        seq = cfg.get("max_sequence_length") or (bench.seq_len if bench else None)
         return 1.0 / seq if seq else None
     if unit == "epochs":
-        return cfg.get("samples_per_epoch") or cfg.get("train_samples")
+        return (bench.samples_per_epoch if bench and bench.samples_per_epoch else None) or cfg.get(
+            "samples_per_epoch") or cfg.get("train_samples")
     return None
 
 
@@ -318,6 +332,23 @@ def _eval_segments(events, bench, cfg):
         if scale is None or seconds <= 0 or p1 <= p0:
             continue
         segs.append((seconds, (p1 - p0) * scale))
+    return segs
+
+
+def _eval_point_segments(events, bench, cfg):
+    """(seconds, samples) between consecutive ``eval_accuracy`` events, for logs without ``eval_start``:
+    evaluation time is included."""
+    points = []
+    for e in events:
+        if e["key"] == "eval_accuracy":
+            k, pos = _position(e["metadata"])
+            if k is not None:
+                points.append((e["time_ms"], k, pos))
+    segs = []
+    for (t0, k0, p0), (t1, k1, p1) in zip(points, points[1:]):
+        scale = _scale(k0, bench, cfg) if k0 == k1 else None
+        if scale and t1 > t0 and p1 > p0:
+            segs.append(((t1 - t0) / 1000.0, (p1 - p0) * scale))
     return segs
 
 
@@ -357,7 +388,7 @@ def _tracked(events):
         thr = _num(v.get("throughput", v.get("imgs_sec")))
         if thr is not None and thr > 0:
             by_pos.setdefault(pos, []).append(thr)
-        st = _num(v.get("train_step_time"))
+        st = _num(v.get("train_step_time", v.get("train_step_timing")))
         if st is not None and st > 0:
             step_times.setdefault(pos, []).append(st)
     thr = [statistics.median(v) for v in by_pos.values()]
@@ -472,33 +503,38 @@ def summarize_run(text: str, system_info: Mapping | None = None, *, benchmark: s
     mlperf_status = str(stops[-1]["metadata"].get("status", "")).lower() if stops else "missing"
 
     thr, st = _tracked(events)
+    if bench is not None and bench.throughput_unit == "tokens":  # e.g. GPT-3: tokens/s -> sequences/s
+        seq = cfg["max_sequence_length"] or bench.seq_len
+        thr = [t / seq for t in thr] if seq else []
     eval_segs = _eval_segments(events, bench, cfg)
+    point_segs = [] if eval_segs else _eval_point_segments(events, bench, cfg)
     block_segs = _block_segments(events, bench, cfg)
-    stamp_segs = eval_segs if len(eval_segs) >= 1 else block_segs
-    stamp_method = "eval_intervals" if len(eval_segs) >= 1 else ("blocks" if block_segs else None)
-    stamp_thr = (sum(s for _, s in stamp_segs) / sum(t for t, _ in stamp_segs)) if stamp_segs else None
-
     count_segs = _block_segments(events, bench, cfg, samples_count_only=True)
-    candidates = {
-        "tracked_stats_step_time": (st[1:] if len(st) > 1 else st) if st else [],
-        "blocks_samples_count": [gbs * t / s for t, s in count_segs] if gbs else [],
-        "tracked_stats": [gbs / t for t in (thr[1:] if len(thr) > 1 else thr)] if gbs else [],
-        "eval_intervals": [gbs * t / s for t, s in eval_segs] if gbs else [],
-        "blocks": [gbs * t / s for t, s in block_segs] if gbs else [],
+    pooled = {  # timestamp segments (seconds, samples), pooled: total time / total samples
+        "blocks_samples_count": count_segs, "eval_intervals": eval_segs, "eval_points": point_segs,
+        "blocks": block_segs,
     }
-    pooled = {  # sample-weighted pooling for timestamp segments: total time / total samples
-        "blocks_samples_count": count_segs, "eval_intervals": eval_segs, "blocks": block_segs,
-    }
+    if gbs and starts and stops and cfg["train_samples"] and bench is not None and bench.run_average:
+        pooled["run_average"] = [((stops[-1]["time_ms"] - starts[0]) / 1000.0, cfg["train_samples"])]
+    candidates = {name: [gbs * t / n for t, n in segs] if gbs else [] for name, segs in pooled.items()}
+    candidates["tracked_stats_step_time"] = (st[1:] if len(st) > 1 else st) if st else []
+    candidates["tracked_stats"] = [gbs / t for t in (thr[1:] if len(thr) > 1 else thr)] if gbs else []
     method, values, step = None, [], None
     for name in (bench.timing if bench else _DEFAULT_TIMING):
         if candidates.get(name):
             method, values = name, candidates[name]
             segs = pooled.get(name)
-            step = gbs * sum(t for t, _ in segs) / sum(s for _, s in segs) if segs else statistics.median(values)
+            step = gbs * sum(t for t, _ in segs) / sum(n for _, n in segs) if segs else statistics.median(values)
             break
-    check = None
-    if stamp_thr and thr:
-        check = stamp_thr / statistics.median(thr[1:] if len(thr) > 1 else thr)
+    # Cross-check: throughput from timestamps / throughput the run logged (independent sources).
+    stamp = next((pooled[k] for k in _STAMP_CHECK_ORDER if pooled.get(k)), None)
+    stamp_thr = sum(n for _, n in stamp) / sum(t for t, _ in stamp) if stamp else None
+    logged_thr = None
+    if candidates["tracked_stats_step_time"] and gbs:
+        logged_thr = gbs / statistics.median(candidates["tracked_stats_step_time"])
+    elif thr:
+        logged_thr = statistics.median(thr[1:] if len(thr) > 1 else thr)
+    check = stamp_thr / logged_thr if stamp_thr and logged_thr else None
 
     reported, prec_src, evidence = _precision(events, text, system, accel)
     precision = "bf16" if reported == "fp8" else reported
