@@ -54,7 +54,7 @@ import numpy as np
 import pandas as pd
 
 from ..exceptions import UnknownHardwareError
-from ..hardware import resolve_gpu_type
+from ..hardware import get_spec, resolve_gpu_type
 
 __all__ = [
     "BENCHMARKS",
@@ -354,11 +354,14 @@ def _eval_point_segments(events, bench, cfg):
 
 def _block_segments(events, bench, cfg, *, samples_count_only: bool = False):
     evals = [(a["time_ms"], b["time_ms"]) for a, b in _intervals(events, "eval_start", "eval_stop")]
-    segs = []
+    segs, prev_stop = [], None
     for start, stop in _intervals(events, "block_start", "block_stop"):
         m0, m1 = start["metadata"], stop["metadata"]
         if _num(m0.get("samples_count")) is not None and _num(m1.get("samples_count")) is not None:
-            samples = (_num(m1["samples_count"]) - _num(m0["samples_count"]))
+            # Samples since the previous block's end: some logs put a step count in block_start's field.
+            begin = prev_stop if prev_stop is not None else _num(m0["samples_count"])
+            samples = _num(m1["samples_count"]) - begin
+            prev_stop = _num(m1["samples_count"])
         elif samples_count_only:
             samples = None
         elif _num(m0.get("epoch_count")) is not None:
@@ -440,6 +443,14 @@ def _precision(events, text: str, system: Mapping | None, accelerator: str | Non
 def _int(value) -> int | None:
     v = _num(str(value).strip()) if value is not None else None
     return int(v) if v is not None and v == int(v) else None
+
+
+def _peak_flops(gpu_type: str | None) -> float | None:
+    """An upper bound on a device's FLOP/s: twice its dense bf16 peak (the fp8 peak on H100/H200/B200/MI300)."""
+    if gpu_type is None:
+        return None
+    bf16 = get_spec(gpu_type).peak_tflops("bf16") or get_spec(gpu_type).peak_tflops("fp16")
+    return 2e12 * bf16 if bf16 else None
 
 
 def _resolve(name: str | None) -> str | None:
@@ -556,6 +567,12 @@ def summarize_run(text: str, system_info: Mapping | None = None, *, benchmark: s
     if check is not None and not (_CHECK_LOW <= check <= _CHECK_HIGH):
         reasons.append(f"logged throughput and timestamps disagree (ratio {check:.3g})")
     per_device = gbs / gpu_count if gbs and gpu_count else None
+    peak = _peak_flops(gpu_type)
+    if step and gpu_count and gbs and peak and bench is not None and bench.flops_per_sample:
+        achieved = bench.flops_per_sample * gbs / step / gpu_count
+        if achieved > peak:
+            reasons.append(f"implied {achieved / 1e12:.0f} TFLOP/s per device exceeds the device's fp8 peak "
+                           f"({peak / 1e12:.0f}): the log's sample counts or the FLOPs figure do not fit this run")
     if per_device is not None and per_device != int(per_device):
         reasons.append("global batch not divisible by the accelerator count (model parallel)")
 
