@@ -115,6 +115,50 @@ class TestStepTime:
         assert row["time_to_train_s"] == pytest.approx(9.0)
 
 
+def _log(*events) -> str:
+    """MLLOG lines from (key, value, time_ms, metadata) tuples."""
+    return "\n".join(":::MLLOG " + json.dumps({"key": k, "value": v, "time_ms": t, "metadata": m})
+                     for k, v, t, m in events)
+
+
+_H100x8 = {"accelerator_model_name": "NVIDIA H100-SXM5-80GB", "accelerators_per_node": "8", "number_of_nodes": "1"}
+
+
+class TestEdgeCases:
+    def test_block_start_holding_a_step_count(self):
+        # Seen in a v4.0 log: block_start's samples_count is a step count, block_stop's a sample count.
+        text = _log(("submission_benchmark", "llama2_70b_lora", 0, {}), ("global_batch_size", 8, 0, {}),
+                    ("run_start", None, 0, {}), ("block_start", None, 0, {"samples_count": 0}),
+                    ("block_stop", None, 100_000, {"samples_count": 800}),
+                    ("block_start", None, 110_000, {"samples_count": 100}),
+                    ("block_stop", None, 150_000, {"samples_count": 1200}),
+                    ("block_start", None, 160_000, {"samples_count": 150}),
+                    ("block_stop", None, 200_000, {"samples_count": 1600}),
+                    ("run_stop", None, 200_000, {"status": "success"}))
+        row = summarize_run(text, _H100x8)
+        # Blocks 2 and 3 (the first is warm-up): 80 s for 800 samples -> 0.8 s per 8-sample step.
+        assert row["step_time_method"] == "blocks_samples_count"
+        assert row["step_time_s"] == pytest.approx(0.8)
+
+    def test_gpt3_throughput_in_tokens_is_converted(self):
+        text = _log(("submission_benchmark", "gpt3", 0, {}), ("global_batch_size", 1024, 0, {}),
+                    ("max_sequence_length", 2048, 0, {}), ("run_start", None, 0, {}),
+                    ("tracked_stats", {"throughput": 1.0e6}, 10, {"step": 1}),
+                    ("tracked_stats", {"throughput": 2048 * 512.0}, 20, {"step": 2}),
+                    ("run_stop", None, 30, {"status": "success"}))
+        row = summarize_run(text, {**_H100x8, "number_of_nodes": "128"})
+        assert row["step_time_method"] == "tracked_stats" and row["step_time_s"] == pytest.approx(2.0)
+
+    def test_impossible_speed_is_flagged(self):
+        # BERT-large at 10^6 sequences/s on 8 H100s would be ~1.2e17 FLOP/s per device: above any peak.
+        text = _log(("submission_benchmark", "bert", 0, {}), ("global_batch_size", 1000, 0, {}),
+                    ("run_start", None, 0, {}), ("tracked_stats", {"throughput": 1e6}, 10, {"step": 1}),
+                    ("run_stop", None, 20, {"status": "success"}))
+        row = summarize_run(text, _H100x8)
+        assert "exceeds the device's fp8 peak" in row["excluded_reason"]
+        assert loadable(pd.DataFrame([row])).empty
+
+
 class TestRecord:
     def test_system_json_gives_devices_and_framework(self, runs):
         r = runs.loc["bert"]
