@@ -1,4 +1,4 @@
-"""Re-create data/mlperf_steps.csv (and data/mlperf_steps_excluded.csv) from MLPerf Training results.
+"""Re-create data/mlperf_steps.csv (and data/mlperf_steps_excluded.csv.gz) from MLPerf Training results.
 
 The inputs are the public repositories https://github.com/mlcommons/training_results_v<round> (Apache-2.0),
 read straight from bare git mirrors (no checkout needed): for each round, every
@@ -116,7 +116,8 @@ def main(argv=None) -> int:
     ap.add_argument("--summary-only", action="store_true", help="print the README tables of the files in --out")
     args = ap.parse_args(argv)
     if args.summary_only:
-        print(summary(pd.read_csv(args.out / "mlperf_steps.csv"), pd.read_csv(args.out / "mlperf_steps_excluded.csv")))
+        print(summary(pd.read_csv(args.out / "mlperf_steps.csv"),
+                      pd.read_csv(args.out / "mlperf_steps_excluded.csv.gz")))
         return 0
     todo = []
     for rnd in [r.strip() for r in args.rounds.split(",") if r.strip()]:
@@ -138,9 +139,10 @@ def main(argv=None) -> int:
     rest = df.loc[df["excluded_reason"].notna()].reset_index(drop=True)
     args.out.mkdir(parents=True, exist_ok=True)
     ok.to_csv(args.out / "mlperf_steps.csv", index=False)
-    rest.to_csv(args.out / "mlperf_steps_excluded.csv", index=False)
+    # gzip: the excluded rows are not needed at run time (and pyproject's data/*.csv glob does not ship them).
+    rest.to_csv(args.out / "mlperf_steps_excluded.csv.gz", index=False, compression={"method": "gzip", "mtime": 0})
     print(f"wrote {len(ok)} loadable rows to {args.out / 'mlperf_steps.csv'} and {len(rest)} excluded rows to "
-          f"{args.out / 'mlperf_steps_excluded.csv'}")
+          f"{args.out / 'mlperf_steps_excluded.csv.gz'}")
     print(json.dumps(commits, indent=1))
     print(summary(ok, rest))
     return 0
@@ -167,7 +169,7 @@ def summary(ok: pd.DataFrame, rest: pd.DataFrame) -> str:
     out.append(_md(rounds.pivot_table(index="round", columns="kind", values="run_id", aggfunc="count",
                                   fill_value=0)))
     if len(rest):
-        out += ["", "Why rows are in `data/mlperf_steps_excluded.csv` (a row can have several reasons):", ""]
+        out += ["", "Why rows are in `data/mlperf_steps_excluded.csv.gz` (a row can have several reasons):", ""]
         reasons = rest["excluded_reason"].str.split("; ").explode()
         reasons = reasons.str.replace(r"\(ratio [^)]*\)", "", regex=True).str.strip()
         out.append(_md(reasons.value_counts().rename("rows").to_frame()))
