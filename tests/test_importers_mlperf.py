@@ -169,6 +169,13 @@ class TestRecord:
         # "NVIDIA A100-SXM4-80GB (400W)": the power note in brackets is dropped before resolving.
         assert runs.loc["resnet", "gpu_type"] == "A100-SXM4-80GB"
 
+    def test_mlperf_spelling_of_the_a100_sxm4_keeps_its_memory_size(self):
+        from perfmodel.importers.mlperf import _resolve
+
+        assert _resolve("NVIDIA A100-SXM-40GB") == "A100-SXM4-40GB"
+        assert _resolve("NVIDIA A100-SXM-80GB (400W)") == "A100-SXM4-80GB"
+        assert _resolve("Acme Matrix Engine 9") is None
+
     def test_precision_is_evidence_or_marked_assumed(self, runs):
         assert runs.loc["bert", ["precision_reported", "precision_source", "precision"]].tolist() == [
             "fp8", "log_text", "bf16"]

@@ -456,7 +456,11 @@ def _peak_flops(gpu_type: str | None) -> float | None:
 def _resolve(name: str | None) -> str | None:
     if not name:
         return None
-    for candidate in (name, re.sub(r"\s*\([^)]*\)", "", name)):
+    bare = re.sub(r"\s*\([^)]*\)", "", name)
+    # "A100-SXM-40GB": MLPerf's spelling of the SXM4 part; spelled out so that the memory size is not dropped
+    # (perfmodel.hardware resolves a bare "A100-SXM" to the 80 GB part).
+    sxm4 = re.sub(r"(?i)\bA100-SXM-(\d+GB)", r"A100-SXM4-\1", bare)
+    for candidate in dict.fromkeys((sxm4, name, bare)):
         try:
             return resolve_gpu_type(candidate)
         except UnknownHardwareError:
