@@ -140,6 +140,16 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--quick", action="store_true", help="cross-validate on leave-one-batch-size-out only")
     rp.add_argument("--n-jobs", type=int, default=1)
 
+    imp = sub.add_parser("import", help="import runs from other tools' logs into a history")
+    isub = imp.add_subparsers(dest="source", required=True, parser_class=_OneLineParser)
+    ml = isub.add_parser("mlperf", help="MLPerf Training result logs (result_<n>.txt + systems/*.json)")
+    ml.add_argument("paths", nargs="+", metavar="DIR", help="result logs, or folders searched for result_<n>.txt")
+    ml.add_argument("-o", "--output", required=True, help="history to append to (.csv or .parquet)")
+    ml.add_argument("--system", help="system description JSON to use for every log (default: "
+                    "<submitter>/systems/<system>.json next to results/)")
+    ml.add_argument("--round", help="MLPerf round recorded with the runs, e.g. v4.0")
+    ml.add_argument("--source-commit", help="commit of the results repository, recorded with the runs")
+
     h = sub.add_parser("hardware", help="print the hardware spec table")
     h.add_argument("name", nargs="?", help="resolve one device name")
     return p
@@ -301,6 +311,30 @@ def _cmd_report(args) -> int:
     return 0
 
 
+def _cmd_import(args) -> int:
+    from .io import append_runs
+
+    if args.source == "mlperf":
+        from .importers.mlperf import from_mlperf, loadable
+
+        runs = from_mlperf(args.paths, system=args.system, round=args.round, source_commit=args.source_commit)
+    else:  # pragma: no cover - argparse restricts the choices
+        raise ValueError(f"unknown import source {args.source!r}")
+    good = loadable(runs)
+    left = runs.loc[runs["excluded_reason"].notna()] if "excluded_reason" in runs.columns else runs.iloc[:0]
+    if good.empty:
+        reasons = "; ".join(sorted(set(left["excluded_reason"].astype(str))))[:300]
+        raise ValueError(f"none of the {len(runs)} runs found can be imported: {reasons}")
+    append_runs(good, args.output)
+    print(f"appended {len(good)} runs to {args.output}")
+    if len(left):
+        counts = left["excluded_reason"].value_counts()
+        print(f"left out {len(left)} runs:")
+        for reason, n in counts.items():
+            print(f"  {n:5d}  {reason}")
+    return 0
+
+
 def _cmd_hardware(args) -> int:
     from .hardware import get_spec, spec_table
 
@@ -318,7 +352,7 @@ def _cmd_hardware(args) -> int:
 
 _COMMANDS = {"fit": _cmd_fit, "predict": _cmd_predict, "summary": _cmd_summary, "measure": _cmd_measure,
              "hardware": _cmd_hardware, "evaluate": _cmd_evaluate,
-             "recommend": _cmd_recommend, "report": _cmd_report}
+             "recommend": _cmd_recommend, "report": _cmd_report, "import": _cmd_import}
 
 
 def _one_line_warnings(message, category, filename, lineno, file=None, line=None):

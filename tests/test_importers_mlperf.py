@@ -1,0 +1,269 @@
+"""perfmodel.importers.mlperf on real MLPerf Training log excerpts (tests/data/mlperf/README.md)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from perfmodel.cli import main
+from perfmodel.importers import from_mlperf
+from perfmodel.importers.mlperf import (
+    BENCHMARKS,
+    MLPerfFormatError,
+    find_result_files,
+    loadable,
+    parse_mllog,
+    summarize_run,
+)
+from perfmodel.io import load_runs, read_history
+
+DATA = Path(__file__).parent / "data" / "mlperf"
+BERT = DATA / "v4.0/Dell/results/XE9680x8H100-SXM-80GB/bert/result_0.txt"
+LLAMA = DATA / "v4.0/Dell/results/XE9680x8H100-SXM-80GB/llama2_70b_lora/result_0.txt"
+RESNET = DATA / "v1.0/NVIDIA/results/dgxa100_ngc21.05_mxnet/resnet/result_0.txt"
+DELL_SYSTEM = DATA / "v4.0/Dell/systems/XE9680x8H100-SXM-80GB.json"
+
+
+@pytest.fixture(scope="module")
+def runs() -> pd.DataFrame:
+    return from_mlperf([DATA]).set_index("benchmark")
+
+
+class TestParse:
+    def test_events_are_parsed_and_rank_duplicates_dropped(self):
+        text = BERT.read_text()
+        events = parse_mllog(text)
+        assert [e["key"] for e in events][:2] == ["submission_benchmark", "submission_org"]
+        # The same line printed by another rank is one event.
+        line = next(ln for ln in text.splitlines() if '"key": "global_batch_size"' in ln)
+        assert len(parse_mllog(text + "\n" + line + "\n0: " + line)) == len(events)
+
+    def test_non_mllog_and_broken_lines_are_skipped(self):
+        events = parse_mllog('hello\n:::MLLOG {"key": "x", "time_ms": 1, "value": 2}garbage\n:::MLLOG {not json\n')
+        assert [(e["key"], e["value"]) for e in events] == [("x", 2)]
+
+    def test_text_must_be_str(self):
+        with pytest.raises(TypeError, match="log text as a str"):
+            parse_mllog(b":::MLLOG {}")
+
+    def test_no_mllog_lines_is_a_format_error(self):
+        with pytest.raises(MLPerfFormatError, match="no ':::MLLOG' lines"):
+            summarize_run("just some text\n", None, source_path="x.txt")
+
+
+class TestStepTime:
+    """Step times hand-checked against the numbers in the excerpts."""
+
+    def test_resnet_from_tracked_stats(self, runs):
+        r = runs.loc["resnet"]
+        # imgs_sec logged per epoch; the first (warm-up) epoch is left out, the median of the other six taken.
+        later = [26706.53814739906, 26713.780938285385, 26792.472762354355, 26730.467585302147,
+                 26735.187057380692, 26741.70611836667]
+        assert r["step_time_method"] == "tracked_stats"
+        assert r["step_time_s"] == pytest.approx(3264 / statistics.median(later))
+        assert r["step_time_s"] == pytest.approx(0.12210, abs=1e-5)
+        assert r["global_batch_size"] == 3264 and r["gpu_count"] == 8 and r["batch_size"] == 408
+        # The epoch timestamps agree with the logged throughput (evaluation lies outside the epochs).
+        assert r["throughput_check_ratio"] == pytest.approx(1.0, abs=0.01)
+
+    def test_bert_from_the_stretches_between_evaluations(self, runs):
+        r = runs.loc["bert"]
+        # eval_stop -> next eval_start, in ms, and the samples between the evaluations' epoch_num.
+        seconds = (57174 - 38679 + 76642 - 58543 + 96565 - 78015) / 1000
+        samples = 600328 - 150801
+        assert r["step_time_method"] == "eval_intervals"
+        assert r["step_time_s"] == pytest.approx(768 * seconds / samples)
+        assert r["steps_timed"] == round(samples / 768)
+        # BERT's logged throughput counts evaluation time too, so it is ~7% lower than the training-only rate.
+        tracked = statistics.median([7090.65516340727, 7674.279469653575, 7553.342773658346, 7702.437474480688])
+        assert r["throughput_check_ratio"] == pytest.approx((samples / seconds) / tracked)
+
+    def test_llama_from_sample_counted_blocks(self, runs):
+        r = runs.loc["llama2_70b_lora"]
+        # block_start -> block_stop, the first (warm-up) block of 1536 samples left out; 384 samples each.
+        seconds = (1713995425707 - 1713995231428 + 1713995658731 - 1713995463420 + 1713995890838
+                   - 1713995696426) / 1000
+        assert r["step_time_method"] == "blocks_samples_count"
+        assert r["step_time_s"] == pytest.approx(8 * seconds / (3 * 384))
+        assert r["batch_size"] == 1 and r["gradient_accumulation_steps"] == 4
+
+    def test_time_to_train_and_status(self, runs):
+        assert runs.loc["bert", "time_to_train_s"] == pytest.approx((1695170355358 - 1695170016945) / 1000)
+        assert set(runs["status"]) == {"ok"} and set(runs["mlperf_status"]) == {"success"}
+
+    def test_aborted_run_is_an_error_row(self):
+        text = BERT.read_text().replace('"status": "success"', '"status": "aborted"')
+        row = summarize_run(text, json.loads(DELL_SYSTEM.read_text()), source_path="b.txt")
+        assert row["status"] == "error" and "aborted" in row["error"]
+
+    def test_single_throughput_is_used_as_is(self):
+        text = "\n".join([
+            ':::MLLOG {"key": "submission_benchmark", "value": "resnet", "time_ms": 0, "metadata": {}}',
+            ':::MLLOG {"key": "global_batch_size", "value": 100, "time_ms": 0, "metadata": {}}',
+            ':::MLLOG {"key": "run_start", "value": null, "time_ms": 0, "metadata": {}}',
+            ':::MLLOG {"key": "tracked_stats", "value": {"throughput": 400.0}, "time_ms": 5, "metadata": {"step": 1}}',
+            ':::MLLOG {"key": "run_stop", "value": null, "time_ms": 9000, "metadata": {"status": "success"}}',
+        ])
+        row = summarize_run(text, {"accelerator_model_name": "NVIDIA A100-SXM4-80GB", "accelerators_per_node": "4",
+                                   "number_of_nodes": "1"})
+        assert row["step_time_s"] == pytest.approx(0.25) and row["batch_size"] == 25
+        assert row["time_to_train_s"] == pytest.approx(9.0)
+
+
+def _log(*events) -> str:
+    """MLLOG lines from (key, value, time_ms, metadata) tuples."""
+    return "\n".join(":::MLLOG " + json.dumps({"key": k, "value": v, "time_ms": t, "metadata": m})
+                     for k, v, t, m in events)
+
+
+_H100x8 = {"accelerator_model_name": "NVIDIA H100-SXM5-80GB", "accelerators_per_node": "8", "number_of_nodes": "1"}
+
+
+class TestEdgeCases:
+    def test_block_start_holding_a_step_count(self):
+        # Seen in a v4.0 log: block_start's samples_count is a step count, block_stop's a sample count.
+        text = _log(("submission_benchmark", "llama2_70b_lora", 0, {}), ("global_batch_size", 8, 0, {}),
+                    ("run_start", None, 0, {}), ("block_start", None, 0, {"samples_count": 0}),
+                    ("block_stop", None, 100_000, {"samples_count": 800}),
+                    ("block_start", None, 110_000, {"samples_count": 100}),
+                    ("block_stop", None, 150_000, {"samples_count": 1200}),
+                    ("block_start", None, 160_000, {"samples_count": 150}),
+                    ("block_stop", None, 200_000, {"samples_count": 1600}),
+                    ("run_stop", None, 200_000, {"status": "success"}))
+        row = summarize_run(text, _H100x8)
+        # Blocks 2 and 3 (the first is warm-up): 80 s for 800 samples -> 0.8 s per 8-sample step.
+        assert row["step_time_method"] == "blocks_samples_count"
+        assert row["step_time_s"] == pytest.approx(0.8)
+
+    def test_gpt3_throughput_in_tokens_is_converted(self):
+        text = _log(("submission_benchmark", "gpt3", 0, {}), ("global_batch_size", 1024, 0, {}),
+                    ("max_sequence_length", 2048, 0, {}), ("run_start", None, 0, {}),
+                    ("tracked_stats", {"throughput": 1.0e6}, 10, {"step": 1}),
+                    ("tracked_stats", {"throughput": 2048 * 512.0}, 20, {"step": 2}),
+                    ("run_stop", None, 30, {"status": "success"}))
+        row = summarize_run(text, {**_H100x8, "number_of_nodes": "128"})
+        assert row["step_time_method"] == "tracked_stats" and row["step_time_s"] == pytest.approx(2.0)
+
+    def test_impossible_speed_is_flagged(self):
+        # BERT-large at 10^6 sequences/s on 8 H100s would be ~1.2e17 FLOP/s per device: above any peak.
+        text = _log(("submission_benchmark", "bert", 0, {}), ("global_batch_size", 1000, 0, {}),
+                    ("run_start", None, 0, {}), ("tracked_stats", {"throughput": 1e6}, 10, {"step": 1}),
+                    ("run_stop", None, 20, {"status": "success"}))
+        row = summarize_run(text, _H100x8)
+        assert "exceeds the device's fp8 peak" in row["excluded_reason"]
+        assert loadable(pd.DataFrame([row])).empty
+
+
+class TestRecord:
+    def test_system_json_gives_devices_and_framework(self, runs):
+        r = runs.loc["bert"]
+        assert (r["gpu_type"], r["accelerator_name"]) == ("H100-SXM5-80GB", "NVIDIA H100-SXM5-80GB")
+        assert (r["nodes"], r["accelerators_per_node"], r["submitter"], r["system"]) == (
+            1, 8, "Dell", "XE9680x8H100-SXM-80GB")
+        assert "PyTorch" in r["framework"]
+        # "NVIDIA A100-SXM4-80GB (400W)": the power note in brackets is dropped before resolving.
+        assert runs.loc["resnet", "gpu_type"] == "A100-SXM4-80GB"
+
+    def test_mlperf_spelling_of_the_a100_sxm4_keeps_its_memory_size(self):
+        from perfmodel.importers.mlperf import _resolve
+
+        assert _resolve("NVIDIA A100-SXM-40GB") == "A100-SXM4-40GB"
+        assert _resolve("NVIDIA A100-SXM-80GB (400W)") == "A100-SXM4-80GB"
+        assert _resolve("Acme Matrix Engine 9") is None
+
+    def test_precision_is_evidence_or_marked_assumed(self, runs):
+        assert runs.loc["bert", ["precision_reported", "precision_source", "precision"]].tolist() == [
+            "fp8", "log_text", "bf16"]
+        assert runs.loc["bert", "precision_evidence"] == "using fp8"
+        assert runs.loc["resnet", ["precision", "precision_source"]].tolist() == ["bf16", "assumed"]
+        assert not (runs["precision"] == "fp32").any()
+
+    def test_model_sizes_come_from_the_cited_table(self, runs):
+        for bench in runs.index:
+            spec = BENCHMARKS[bench]
+            assert runs.loc[bench, "params"] == spec.params and spec.source
+            assert runs.loc[bench, "family"] == spec.family
+        # Kaplan et al.: 6N per token + 6 n_layer n_ctx d, at 512 tokens for BERT-large.
+        assert runs.loc["bert", "flops_per_sample"] == pytest.approx((6 * 12 * 24 * 1024**2 + 6 * 24 * 512 * 1024) * 512)
+
+    def test_round_and_run_id_from_the_path(self, runs):
+        assert runs.loc["resnet", "round"] == "v1.0"
+        assert runs.loc["bert", "run_id"] == "mlperf-v4.0/Dell/XE9680x8H100-SXM-80GB/bert/result_0"
+
+    def test_table_loads_with_load_runs(self, runs):
+        got = load_runs(loadable(runs.reset_index()))
+        assert len(got) == 3 and set(got["gpu_type"]) == {"A100-SXM4-80GB", "H100-SXM5-80GB"}
+
+    def test_unresolved_accelerator_is_kept_but_marked(self, tmp_path):
+        tree = tmp_path / "v9.9" / "Acme" / "results" / "box" / "bert"
+        tree.mkdir(parents=True)
+        shutil.copy(BERT, tree / "result_0.txt")
+        (tmp_path / "v9.9" / "Acme" / "systems").mkdir()
+        system = json.loads(DELL_SYSTEM.read_text()) | {"accelerator_model_name": "Acme Matrix Engine 9"}
+        (tmp_path / "v9.9" / "Acme" / "systems" / "box.json").write_text(json.dumps(system))
+        df = from_mlperf(tmp_path)
+        assert df.loc[0, "gpu_type"] is None and df.loc[0, "accelerator_name"] == "Acme Matrix Engine 9"
+        assert "does not resolve" in df.loc[0, "excluded_reason"]
+        assert loadable(df).empty
+
+    def test_missing_system_json_leaves_the_count_unknown(self, tmp_path):
+        shutil.copy(BERT, tmp_path / "result_0.txt")
+        row = from_mlperf(tmp_path / "result_0.txt").iloc[0]
+        assert pd.isna(row["gpu_count"]) and "accelerator count unknown" in row["excluded_reason"]
+
+
+class TestBadInput:
+    def test_missing_path(self, tmp_path):
+        with pytest.raises(FileNotFoundError, match="does not exist"):
+            from_mlperf(tmp_path / "nope")
+
+    def test_folder_without_logs(self, tmp_path):
+        with pytest.raises(MLPerfFormatError, match="holds no MLPerf result logs"):
+            find_result_files([tmp_path])
+
+    def test_not_a_log(self, tmp_path):
+        (tmp_path / "result_0.txt").write_text("hello\n")
+        with pytest.raises(MLPerfFormatError, match="not an MLPerf result log"):
+            from_mlperf(tmp_path)
+
+    def test_bad_system_json(self, tmp_path):
+        (tmp_path / "s.json").write_text("{")
+        with pytest.raises(MLPerfFormatError, match="not valid JSON"):
+            from_mlperf(BERT, system=tmp_path / "s.json")
+
+    def test_wrong_type(self):
+        with pytest.raises(TypeError, match="a path or a list of paths"):
+            from_mlperf(42)
+
+
+class TestCLI:
+    def test_import_appends_to_a_history(self, tmp_path, capsys):
+        out = tmp_path / "runs.csv"
+        assert main(["import", "mlperf", str(DATA / "v4.0"), "-o", str(out)]) == 0
+        assert "appended 2 runs" in capsys.readouterr().out
+        assert main(["import", "mlperf", str(RESNET), "-o", str(out), "--round", "v1.0"]) == 0
+        hist = read_history(out)
+        assert len(hist) == 3 and set(hist["benchmark"]) == {"bert", "llama2_70b_lora", "resnet"}
+        assert len(load_runs(out)) == 3
+
+    def test_bad_path_is_one_line(self, tmp_path, capsys):
+        assert main(["import", "mlperf", str(tmp_path / "missing"), "-o", str(tmp_path / "r.csv")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("perfmodel: error:") and "does not exist" in err and err.count("\n") == 1
+
+    def test_nothing_importable_is_one_line(self, tmp_path, capsys):
+        shutil.copy(BERT, tmp_path / "result_0.txt")
+        assert main(["import", "mlperf", str(tmp_path), "-o", str(tmp_path / "r.csv")]) == 2
+        err = capsys.readouterr().err
+        assert "none of the 1 runs found can be imported" in err and err.count("\n") == 1
+        assert not (tmp_path / "r.csv").exists()
+
+    def test_unknown_source_is_a_usage_error(self, tmp_path, capsys):
+        with pytest.raises(SystemExit) as exc:
+            main(["import", "wandb", str(tmp_path), "-o", "x.csv"])
+        assert exc.value.code == 2 and capsys.readouterr().err.startswith("perfmodel: error:")
