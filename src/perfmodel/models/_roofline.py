@@ -249,4 +249,8 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
             names += [f"efficiency_log[{base}={lab}]" for lab in labels]
             if g == "model_code":
                 names += [f"kappa_delta[model={lab}]" for lab in labels]
+        n_m, n_a = self.n_levels_[_GROUPS.index("model_code")], self.n_levels_[_GROUPS.index("arch_code")]
+        models = feature_names.get("model_code") or [str(i) for i in range(n_m)]
+        archs = feature_names.get("arch_code") or [str(i) for i in range(n_a)]
+        names += [f"efficiency_log[model={m} x arch={a}]" for m in models for a in archs]
         return pd.DataFrame({"value": self.coef_}, index=names)
