@@ -552,8 +552,11 @@ def summarize_run(text: str, system_info: Mapping | None = None, *, benchmark: s
     check = stamp_thr / logged_thr if stamp_thr and logged_thr else None
 
     reported, prec_src, evidence = _precision(events, text, system, accel)
-    precision = "bf16" if reported == "fp8" else reported
     gpu_type = _resolve(accel)
+    # fp8 where the log says so and the device has an fp8 peak; else the 16-bit type its matmuls fall back to
+    precision = reported
+    if reported == "fp8" and (gpu_type is None or not get_spec(gpu_type).peak_tflops("fp8")):
+        precision = "bf16"
 
     reasons = []
     if bench is None:
