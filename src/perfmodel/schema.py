@@ -54,6 +54,7 @@ COLUMNS: tuple[Column, ...] = (
     _C("flops_per_sample", "float", "forward+backward FLOPs for one sample (nullable)"),
     _C("flops_method", "str", "how flops_per_sample was counted: flop_counter | analytic | user"),
     _C("batch_size", "int", "samples per device per optimizer step"),
+    _C("grad_accum", "int", "micro-batches per optimizer step (gradient accumulation); batch_size counts them all"),
     _C("gpu_count", "int", "data-parallel devices (on CPU: worker processes)"),
     _C("gpu_type", "str", "canonical device name from perfmodel.hardware, or cpu"),
     _C("precision", "str", "fp32 | tf32 | fp16 | bf16 | fp8 (compute dtype; fp8 e.g. Transformer Engine)"),
@@ -86,7 +87,9 @@ COLUMNS: tuple[Column, ...] = (
     _C("torch_version", "str", "torch version"),
     _C("perfmodel_version", "str", "perfmodel version that measured the run"),
     _C("python_version", "str", "Python version"),
-    _C("source", "str", "where the record came from: sweep | recorder | user"),
+    _C("source", "str", "where the record came from: sweep | recorder | user | hf_callback | lightning_callback "
+       "| mlflow | hf_output"),
+    _C("source_id", "str", "id of the run where it was imported from (MLflow run id, output dir + mtime)"),
     _C("protocol", "str", "measurement protocol (warm-up, stopping rule)"),
     _C("sweep_id", "str", "id of the sweep that produced the run"),
     _C("timestamp", "str", "ISO-8601 UTC time the run finished"),
