@@ -1,7 +1,7 @@
 """The ``perfmodel`` command line.
 
 Every error from bad input prints one line (``perfmodel: error: ...``) and exits with status 2; Ctrl-C exits
-with 130. ``predict``, ``fit`` and ``summary`` never import torch; ``measure`` does.
+with 130. ``predict``, ``fit``, ``summary`` and ``import`` never import torch; ``measure`` does.
 """
 
 from __future__ import annotations
@@ -142,7 +142,31 @@ def _parser() -> argparse.ArgumentParser:
 
     h = sub.add_parser("hardware", help="print the hardware spec table")
     h.add_argument("name", nargs="?", help="resolve one device name")
+
+    imp = sub.add_parser("import", help="import run history from MLflow or Hugging Face output dirs")
+    isub = imp.add_subparsers(dest="source", required=True, parser_class=_OneLineParser)
+    im = isub.add_parser("mlflow", help="finished runs of an MLflow tracking store or server (needs mlflow)")
+    im.add_argument("--tracking-uri", help="sqlite:///mlflow.db, file:./mlruns, http://host:5000 "
+                                           "(default: $MLFLOW_TRACKING_URI)")
+    im.add_argument("--experiment", help="experiment name (default: every experiment)")
+    im.add_argument("--max-runs", type=int, help="read at most this many runs, newest first")
+    ih = isub.add_parser("hf-output", help="Hugging Face Trainer output dirs (trainer_state.json, all_results.json)")
+    ih.add_argument("dirs", nargs="+", help="output dirs, or folders to search for them")
+    for q in (im, ih):
+        q.add_argument("-o", "--output", required=True, help="history to append to (.csv or .parquet)")
+        q.add_argument("--map", action="append", default=[], type=_key_value, metavar="KEY=COLUMN",
+                       help="read column COLUMN from the source's KEY (a param, metric, tag or JSON key); repeatable")
+        q.add_argument("--mapping-file", help='JSON object {"KEY": "COLUMN", ...}')
+        q.add_argument("--set", action="append", default=[], type=_key_value, metavar="COLUMN=VALUE",
+                       dest="set_values", help="a value that holds for every imported run, e.g. gpu_type=A100")
     return p
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip() or not value.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
 
 
 def _cmd_fit(args) -> int:
@@ -301,6 +325,26 @@ def _cmd_report(args) -> int:
     return 0
 
 
+def _cmd_import(args) -> int:
+    from .importers._records import read_mapping_file
+
+    mapping = read_mapping_file(args.mapping_file) if args.mapping_file else {}
+    mapping.update(dict(args.map))
+    values = dict(args.set_values)
+    if args.source == "mlflow":
+        from .importers.mlflow import from_mlflow
+
+        result = from_mlflow(args.tracking_uri, experiment=args.experiment, output=args.output, mapping=mapping,
+                             values=values, max_runs=args.max_runs)
+    else:
+        from .importers.hf_output import from_hf_output_dirs
+
+        result = from_hf_output_dirs(args.dirs, output=args.output, mapping=mapping, values=values)
+    print(result.summary())
+    print(f"wrote {args.output}" if result.added else f"{args.output}: nothing new to write")
+    return 0
+
+
 def _cmd_hardware(args) -> int:
     from .hardware import get_spec, spec_table
 
@@ -318,7 +362,7 @@ def _cmd_hardware(args) -> int:
 
 _COMMANDS = {"fit": _cmd_fit, "predict": _cmd_predict, "summary": _cmd_summary, "measure": _cmd_measure,
              "hardware": _cmd_hardware, "evaluate": _cmd_evaluate,
-             "recommend": _cmd_recommend, "report": _cmd_report}
+             "recommend": _cmd_recommend, "report": _cmd_report, "import": _cmd_import}
 
 
 def _one_line_warnings(message, category, filename, lineno, file=None, line=None):

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timezone
+from pathlib import Path
 
 from ._hf import as_bool, as_float, as_int, model_name_from_config, params_from_config, precision_from_flags
 from ._records import ImportResult, build_record, check_mapping, check_values, finish, mapped_columns
@@ -46,6 +47,24 @@ def _client(tracking_uri):
     except ImportError:
         raise ImportError("perfmodel import mlflow needs the mlflow client: pip install 'perfmodel[mlflow]'") from None
     return mlflow.MlflowClient(tracking_uri=tracking_uri)
+
+
+def _check_local_store(uri) -> None:
+    """A local store that does not exist is an error (MLflow would silently create an empty one)."""
+    if uri is None:
+        return
+    if not isinstance(uri, str) or not uri:
+        raise TypeError(f"The 'tracking_uri' parameter of from_mlflow must be a non-empty str. Got {uri!r}.")
+    path = None
+    if uri.startswith("sqlite:///"):
+        path = uri[len("sqlite:///"):]
+    elif uri.startswith("file:"):
+        path = uri[len("file:"):]
+        path = path[2:] if path.startswith("//") else path
+    elif "://" not in uri:
+        path = uri
+    if path is not None and path != ":memory:" and not Path(path).exists():
+        raise FileNotFoundError(f"MLflow tracking store {uri!r} does not exist ({path}).")
 
 
 def _first(sources, keys):
@@ -140,6 +159,7 @@ def from_mlflow(tracking_uri: str | None = None, *, experiment: str | None = Non
     values = check_values(values, "values")
     if max_runs is not None and (isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < 1):
         raise ValueError(f"The 'max_runs' parameter of from_mlflow must be a positive int. Got {max_runs!r}.")
+    _check_local_store(tracking_uri)
     client = _client(tracking_uri)
     uri = tracking_uri or "the default tracking URI"
     if experiment is not None:
