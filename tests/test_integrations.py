@@ -116,7 +116,7 @@ class TestImportMlflow:
         from perfmodel.cli import main
 
         out = tmp_path / "imported.csv"
-        argv = ["import", "mlflow", "--tracking-uri", hf_run["uri"], "-o", str(out)]
+        argv = ["import", "mlflow", "--tracking-uri", hf_run["uri"], "--experiment", "tiny-gpt2", "-o", str(out)]
         assert main(argv) == 0
         assert "imported 1 runs (1 new, 0 already in the history); skipped 0" in capsys.readouterr().out
         assert main(argv) == 0
@@ -164,11 +164,12 @@ class TestLogPrediction:
         model = perfmodel.fit(history, method="loglinear", cv=None)
         return perfmodel.predict_training_time("m0", batch_size=16, gpu_type="A100", steps=1000, history=model)
 
-    def test_logs_to_active_run(self, prediction, tmp_path):
-        mlflow = pytest.importorskip("mlflow")
+    def test_logs_to_active_run(self, prediction, hf_run):
+        import mlflow
+
         from perfmodel.integrations.mlflow import log_prediction
 
-        uri = f"sqlite:///{tmp_path / 'm.db'}"
+        uri = hf_run["uri"]  # creating a second SQLite store costs seconds of migrations
         mlflow.set_tracking_uri(uri)
         try:
             experiment = mlflow.MlflowClient(uri).create_experiment("predictions")

@@ -158,6 +158,8 @@ def build_record(facts: dict, cols: dict, *, source: str, source_id: str, protoc
         elif accum is None and processes is None:
             why["gpu_count"] = (f"gradient accumulation and process count unknown: the speed metrics give a global "
                                 f"batch of {k} × the per-process batch, which could be either")
+    if "batch_size" in cols and processes is None:  # the given per-device batch × processes = global batch
+        processes = world_from_throughput(facts.get("samples_per_s"), facts.get("steps_per_s"), cols["batch_size"])
     batch = cols.get("batch_size", None if micro is None or accum is None else micro * accum)
     gpu_count = cols.get("gpu_count", None if processes is None else int(processes) * gpp)
     rec.update(model=cols.get("model", facts.get("model")), params=cols.get("params", facts.get("params")),

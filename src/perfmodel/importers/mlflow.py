@@ -25,7 +25,9 @@ Runs that are not ``FINISHED``, or lack a required column, are skipped with a re
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -47,6 +49,21 @@ def _client(tracking_uri):
     except ImportError:
         raise ImportError("perfmodel import mlflow needs the mlflow client: pip install 'perfmodel[mlflow]'") from None
     return mlflow.MlflowClient(tracking_uri=tracking_uri)
+
+
+@contextlib.contextmanager
+def _file_store_allowed(uri):
+    """Let MLflow open a legacy file store (``./mlruns``) for reading: MLflow 3 refuses one unless
+    ``MLFLOW_ALLOW_FILE_STORE`` is set. Only for the duration of the import; a value the user set is kept."""
+    is_file = uri is not None and (uri.startswith("file:") or "://" not in uri) and not str(uri).endswith(".db")
+    if not is_file or "MLFLOW_ALLOW_FILE_STORE" in os.environ:
+        yield
+        return
+    os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"
+    try:
+        yield
+    finally:
+        os.environ.pop("MLFLOW_ALLOW_FILE_STORE", None)
 
 
 def _check_local_store(uri) -> None:
@@ -160,6 +177,11 @@ def from_mlflow(tracking_uri: str | None = None, *, experiment: str | None = Non
     if max_runs is not None and (isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < 1):
         raise ValueError(f"The 'max_runs' parameter of from_mlflow must be a positive int. Got {max_runs!r}.")
     _check_local_store(tracking_uri)
+    with _file_store_allowed(tracking_uri):
+        return _import(tracking_uri, experiment, output, mapping, values, max_runs)
+
+
+def _import(tracking_uri, experiment, output, mapping, values, max_runs) -> ImportResult:
     client = _client(tracking_uri)
     uri = tracking_uri or "the default tracking URI"
     if experiment is not None:
