@@ -1,7 +1,7 @@
 """Bring your run history: train a tiny Hugging Face model with perfmodel's callback and the Trainer's own MLflow
 logging, import the MLflow runs, and predict a longer run with an interval. Logs the prediction back to MLflow.
 
-Needs the extras hf and mlflow: pip install "perfmodel[hf,mlflow]" (CPU is enough; ~1 minute on 2 cores).
+Needs the extras hf and mlflow: pip install "perfmodel[hf,mlflow]" (CPU is enough; a minute or two on 2 cores).
 """
 
 import logging
@@ -43,9 +43,11 @@ for batch_size in (2, 4, 8, 16):
     model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=512,
                                                                  n_positions=SEQ))
     args = transformers.TrainingArguments(
-        output_dir=str(work / f"out-b{batch_size}"), max_steps=40, per_device_train_batch_size=batch_size,
+        output_dir=str(work / f"out-b{batch_size}"), max_steps=30, per_device_train_batch_size=batch_size,
         report_to=["mlflow"], logging_steps=10, save_strategy="no", use_cpu=True, disable_tqdm=True)
-    transformers.Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=[callback]).train()
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=[callback])
+    trainer.remove_callback(transformers.PrinterCallback)  # keep the example's output to its own lines
+    trainer.train()
     r = callback.result
     print(f"trained batch {batch_size:>2}: callback {r['step_time_s'] * 1e3:.1f} ms/step (steady, "
           f"{r['steps_timed']} steps), wall {r['wall_time_s']:.2f} s")

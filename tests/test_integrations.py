@@ -322,3 +322,16 @@ class TestLightningCallback:
         runs = read_history(tmp_path / "runs.csv")
         assert runs.loc[0, "stop_reason"] == "interrupted" and runs.loc[0, "steps"] == 4
         assert runs.loc[0, "model"] == "Boom" and runs.loc[0, "batch_size"] == 4
+
+
+@pytest.mark.slow
+def test_example_hf_mlflow_history(tmp_path):
+    for name in ("accelerate", "transformers", "mlflow"):
+        pytest.importorskip(name)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "hf_mlflow_history.py")], capture_output=True,
+                          text=True, timeout=900, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "imported 4 runs (4 new, 0 already in the history); skipped 0" in proc.stdout
+    assert proc.stdout.count("90% PI") == 2 and "logged 11 metrics and 6 tags" in proc.stdout
