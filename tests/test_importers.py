@@ -10,7 +10,6 @@ import json
 import os
 import time
 
-import pandas as pd
 import pytest
 
 import perfmodel

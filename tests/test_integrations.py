@@ -11,7 +11,6 @@ import textwrap
 import time
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 import perfmodel
@@ -335,3 +334,58 @@ def test_example_hf_mlflow_history(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "imported 4 runs (4 new, 0 already in the history); skipped 0" in proc.stdout
     assert proc.stdout.count("90% PI") == 2 and "logged 11 metrics and 6 tags" in proc.stdout
+
+
+def _cuda():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    return torch
+
+
+class TestOnGPU:
+    """The CUDA paths (device name through NVML, synchronised clock, bf16 flags); skipped without a GPU."""
+
+    def test_hf_callback_bf16(self, tmp_path):
+        torch = _cuda()
+        transformers = pytest.importorskip("transformers")
+        pytest.importorskip("accelerate")
+        from perfmodel.hardware import resolve_gpu_type
+        from perfmodel.integrations.hf import PerfModelCallback
+
+        model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**CONFIG))
+        data = [{"input_ids": torch.arange(SEQ) % 128, "labels": torch.arange(SEQ) % 128}] * 64
+        callback = PerfModelCallback(tmp_path / "runs.csv")
+        args = transformers.TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=8, bf16=True,
+                                              per_device_train_batch_size=4, report_to=[], save_strategy="no",
+                                              disable_tqdm=True)
+        transformers.Trainer(model=model, args=args, train_dataset=data, callbacks=[callback]).train()
+        rec = perfmodel.load_runs(tmp_path / "runs.csv").iloc[0]
+        assert rec["gpu_type"] == resolve_gpu_type(torch.cuda.get_device_name())
+        assert (rec["precision"], rec["gpu_count"], rec["steps"], rec["steps_timed"]) == ("bf16", 1, 8, 5)
+        assert rec["step_time_s"] > 0 and rec["source"] == "hf_callback"
+
+    def test_lightning_callback_bf16(self, tmp_path):
+        torch = _cuda()
+        L = pytest.importorskip("lightning")
+        from perfmodel.hardware import resolve_gpu_type
+        from perfmodel.integrations.lightning import PerfModelCallback
+
+        class Net(L.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(64, 64)
+
+            def training_step(self, batch, i):
+                return self.lin(batch[0]).float().pow(2).mean()
+
+            def configure_optimizers(self):
+                return torch.optim.AdamW(self.parameters())
+
+        loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(512, 64)), batch_size=32)
+        callback = PerfModelCallback(tmp_path / "runs.csv", "lin64")
+        L.Trainer(max_steps=10, accelerator="gpu", devices=1, precision="bf16-mixed", logger=False,
+                  enable_checkpointing=False, enable_progress_bar=False, callbacks=[callback]).fit(Net(), loader)
+        rec = perfmodel.load_runs(tmp_path / "runs.csv").iloc[0]
+        assert rec["gpu_type"] == resolve_gpu_type(torch.cuda.get_device_name())
+        assert (rec["precision"], rec["batch_size"], rec["steps"]) == ("bf16", 32, 10)

@@ -10,14 +10,11 @@ with ``stop_reason="interrupted"``.
 from __future__ import annotations
 
 import atexit
-import logging
 
 from ..hardware import resolve_gpu_type
 from ..io import append_runs
 from ..measure.recorder import Recorder
 from ..measure.telemetry import nvml_device_facts
-
-logger = logging.getLogger(__name__)
 
 __all__ = ["RecordingSession", "device_gpu_type"]
 
@@ -68,6 +65,7 @@ class RecordingSession:
         atexit.unregister(self._at_exit)
         self.recorder.extra.update({k: v for k, v in columns.items() if v is not None})
         rec = self.recorder.finish(interrupted=interrupted)
+        self.recorder.module = None  # the record is built: do not keep the model alive through the callback
         if self.writer and self.history is not None:
             append_runs(rec, self.history)
         return rec
