@@ -105,11 +105,12 @@ class TestHFOutputDirs:
         write_run(run, samples_per_s=16.0, card={"train_batch_size": 4, "gradient_accumulation_steps": 2,
                                                  "total_train_batch_size": 8, "mixed_precision_training": "Native AMP"})
         row = from_hf_output_dirs(run, values={"gpu_type": "A100"}).runs.iloc[0]
-        assert (row["batch_size"], row["grad_accum"], row["gpu_count"], row["precision"]) == (8, 2, 1, "fp16")
+        assert (row["batch_size"], row["grad_accum"], row["gpu_count"], row["precision"]) == (4, 2, 1, "fp16")
         # or the user states it
         run2 = write_run(tmp_path / "b", samples_per_s=16.0)
         row = from_hf_output_dirs(run2, values={"gpu_type": "A100", "gpu_count": 2}).runs.iloc[0]
         assert (row["batch_size"], row["grad_accum"], row["gpu_count"]) == (4, 1, 2)
+        assert row["flops_per_sample"] == pytest.approx(1.0e9 / (40 * 4 * 2))
 
     def test_card_devices(self, tmp_path):
         run = write_run(tmp_path / "a", samples_per_s=32.0, card={"train_batch_size": 4, "num_devices": 4,

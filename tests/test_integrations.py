@@ -82,7 +82,7 @@ class TestHFCallback:
         rec = hf_run["record"]
         assert rec["params"] == hf_run["params"] == _gpt2_params()
         assert rec["model"] == "gpt2-2x32"
-        assert (rec["batch_size"], rec["grad_accum"], rec["gpu_count"]) == (8, 2, 1)
+        assert (rec["batch_size"], rec["grad_accum"], rec["gpu_count"]) == (4, 2, 1)  # 2 micro-batches of 4
         assert (rec["gpu_type"], rec["precision"], rec["source"]) == ("cpu", "fp32", "hf_callback")
         assert rec["steps"] == 6 and rec["steps_timed"] == 3 and rec["stop_reason"] == "loop_end"
         # The Trainer's FLOPs estimate: 6 x non-embedding parameters x tokens of one sample
@@ -285,7 +285,7 @@ class TestLightningCallback:
         trainer.fit(Net(), train, val)
         rec = callback.result
         assert (rec["model"], rec["params"]) == ("tiny-mlp", 16 * 32 + 32 + 32 + 1)
-        assert (rec["batch_size"], rec["grad_accum"], rec["gpu_count"], rec["gpu_type"]) == (16, 2, 1, "cpu")
+        assert (rec["batch_size"], rec["grad_accum"], rec["gpu_count"], rec["gpu_type"]) == (8, 2, 1, "cpu")
         assert rec["steps"] == 10 and rec["steps_timed"] == 8 and rec["source"] == "lightning_callback"
         # validation ran (5 times x 0.4 s) inside fit, but outside every timed step
         assert rec["wall_time_s"] > 1.6

@@ -131,20 +131,26 @@ def mapped_columns(lookup, mapping: dict[str, str], values: dict) -> tuple[dict,
 def build_record(facts: dict, cols: dict, *, source: str, source_id: str, protocol: str) -> dict | str:
     """One record from a source's ``facts`` and the user's mapped/set ``cols`` (which win); or the skip reason.
 
-    ``facts`` keys: ``model``, ``params``, ``micro_batch`` (per-device batch of one forward pass), ``grad_accum``,
+    ``facts`` keys: ``model``, ``params``, ``micro_batch`` (per-device batch of one micro-batch: the schema's
+    ``batch_size``; with ``grad_accum`` k an optimizer step covers k of them), ``grad_accum``,
     ``processes``, ``gpus_per_process``, ``gpu_type``, ``precision``, ``steps``, ``wall_time_s``, ``total_flos``,
     ``samples_per_s``, ``steps_per_s``, ``timestamp``, ``why`` (a dict of reasons for facts the source lacked).
+
+    Gradient accumulation, like precision, is optional in the schema (default 1): it is left empty where nothing
+    says what it was, but a run whose speed metrics show that it could be either accumulation or more processes
+    is skipped.
     """
     why = dict(facts.get("why", {}))
     rec = {"run_id": facts.get("run_id")}
-    micro, gpp = facts.get("micro_batch"), max(1, facts.get("gpus_per_process") or 1)
+    gpp = max(1, facts.get("gpus_per_process") or 1)
+    micro = cols.get("batch_size", facts.get("micro_batch"))  # the schema's batch_size: per device, per micro-batch
     accum = cols.get("grad_accum", facts.get("grad_accum"))
     processes = facts.get("processes")
     if "gpu_count" in cols:
         processes = cols["gpu_count"] // gpp if cols["gpu_count"] % gpp == 0 else None
-    if micro is not None and (accum is None or processes is None) and "batch_size" not in cols:
-        # The Trainer's speed metrics give the global batch per optimizer step, per-process batch × accumulation
-        # × processes: it fixes whichever factor is missing, and both only when the product is 1.
+    if micro is not None and (accum is None or processes is None):
+        # The Trainer's speed metrics give the global batch per optimizer step, micro-batch × GPUs per process ×
+        # accumulation × processes: it fixes whichever factor is missing, and both only when their product is 1.
         k = world_from_throughput(facts.get("samples_per_s"), facts.get("steps_per_s"), micro * gpp)
         if k is None:
             why.setdefault("gpu_count", "device count unknown (no world_size/num_devices, and the speed metrics "
@@ -158,9 +164,7 @@ def build_record(facts: dict, cols: dict, *, source: str, source_id: str, protoc
         elif accum is None and processes is None:
             why["gpu_count"] = (f"gradient accumulation and process count unknown: the speed metrics give a global "
                                 f"batch of {k} × the per-process batch, which could be either")
-    if "batch_size" in cols and processes is None:  # the given per-device batch × processes = global batch
-        processes = world_from_throughput(facts.get("samples_per_s"), facts.get("steps_per_s"), cols["batch_size"])
-    batch = cols.get("batch_size", None if micro is None or accum is None else micro * accum)
+    batch = micro
     gpu_count = cols.get("gpu_count", None if processes is None else int(processes) * gpp)
     rec.update(model=cols.get("model", facts.get("model")), params=cols.get("params", facts.get("params")),
                batch_size=batch, grad_accum=accum, gpu_count=gpu_count,
@@ -182,8 +186,9 @@ def build_record(facts: dict, cols: dict, *, source: str, source_id: str, protoc
         return "; ".join(dict.fromkeys(missing))
     total_flos = as_float(facts.get("total_flos"))
     global_step = facts.get("global_step") or rec["steps"]
-    if "flops_per_sample" not in cols and total_flos and global_step:
-        rec["flops_per_sample"] = total_flos / (global_step * rec["batch_size"] * rec["gpu_count"])
+    if "flops_per_sample" not in cols and total_flos and global_step and accum is not None:
+        rec["flops_per_sample"] = total_flos / (global_step * rec["batch_size"] * rec["grad_accum"]
+                                                * rec["gpu_count"])
         rec["flops_method"] = FLOPS_METHOD
     rec.update(cols)
     rec.update(source=source, source_id=source_id, status="ok", protocol=protocol, timestamp=facts.get("timestamp"))

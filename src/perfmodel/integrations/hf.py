@@ -10,8 +10,8 @@ Example
     trainer.train()            # appends one record to runs.csv at the end (or when interrupted)
 
 The record is :func:`perfmodel.record`'s, filled from the Trainer: ``batch_size`` is
-``per_device_train_batch_size × gradient_accumulation_steps`` (samples per device per optimizer step; the record's
-``grad_accum`` says the factor), ``gpu_count`` is ``world_size × max(1, n_gpu)``, ``precision`` follows the
+``per_device_train_batch_size`` and ``grad_accum`` is ``gradient_accumulation_steps`` (one optimizer step covers
+``grad_accum`` micro-batches of ``batch_size`` per device), ``gpu_count`` is ``world_size × max(1, n_gpu)``, ``precision`` follows the
 ``bf16``/``fp16``/``tf32`` flags, ``gpu_type`` is the device's NVML name (``cpu`` on CPU), ``params`` counts the
 trainable parameters, and ``flops_per_sample`` is the Trainer's own ``total_flos`` (``6 · non-embedding params ·
 tokens``) over the samples trained, where the model reports FLOPs. Each optimizer step is timed from
@@ -75,15 +75,15 @@ class PerfModelCallback(TrainerCallback):
         gpu_type, cuda = device_gpu_type(args.device, self.gpu_type)
         precision = precision_from_flags(bf16=args.bf16, fp16=args.fp16, tf32=getattr(args, "tf32", None))
         recorder = Recorder(
-            name, batch_size=int(args.per_device_train_batch_size) * accum, module=model, gpu_count=world,
+            name, batch_size=int(args.per_device_train_batch_size), grad_accum=accum, module=model, gpu_count=world,
             gpu_type=gpu_type, precision=precision or "fp32", warmup_steps=self.warmup_steps, family=self.family,
             synchronize=cuda, rank=int(args.process_index),
-            extra={"source": "hf_callback", "grad_accum": accum,
+            extra={"source": "hf_callback",
                    "protocol": f"hf_callback: Trainer optimizer steps timed on_step_begin to on_step_end (data "
                                f"loading, logging, evaluation and saving excluded), first {self.warmup_steps} "
                                "steps excluded"},
         )
-        self._per_step_samples = recorder.batch_size * world
+        self._per_step_samples = recorder.batch_size * accum * world
         self._session = RecordingSession(recorder, self.history, writer=bool(state.is_world_process_zero))
 
     def on_step_begin(self, args, state, control, **kwargs):

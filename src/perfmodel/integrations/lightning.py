@@ -10,7 +10,7 @@ Example
     trainer.fit(module, datamodule)      # appends one record at the end of fit (or on an exception)
 
 The record is :func:`perfmodel.record`'s: ``batch_size`` is the per-device batch (read from the first batch, or
-given) × ``accumulate_grad_batches``; ``gpu_count`` is ``trainer.world_size``; ``precision`` follows
+given), ``grad_accum`` is ``accumulate_grad_batches``; ``gpu_count`` is ``trainer.world_size``; ``precision`` follows
 ``trainer.precision`` (``bf16-mixed`` → bf16, ``16-mixed`` → fp16, ``32-true`` → fp32, or tf32 when CUDA matmuls
 run in TF32); ``gpu_type`` is the root device's NVML name (``cpu`` on CPU); ``params`` counts the module's
 trainable parameters. An optimizer step is timed from the start of its first micro-batch to the end of the batch
@@ -95,11 +95,11 @@ class PerfModelCallback(Callback):
         gpu_type, cuda = device_gpu_type(trainer.strategy.root_device, self.gpu_type)
         self._accum = int(trainer.accumulate_grad_batches)
         recorder = Recorder(
-            self.model_name or type(pl_module).__name__, batch_size=(self.batch_size or 1) * self._accum,
+            self.model_name or type(pl_module).__name__, batch_size=self.batch_size or 1, grad_accum=self._accum,
             module=pl_module, gpu_count=int(trainer.world_size), gpu_type=gpu_type, precision=_precision(trainer),
             warmup_steps=self.warmup_steps, family=self.family, synchronize=cuda, rank=int(trainer.global_rank),
             flops_per_sample=self.flops_per_sample,
-            extra={"source": "lightning_callback", "grad_accum": self._accum,
+            extra={"source": "lightning_callback",
                    "protocol": f"lightning_callback: optimizer steps timed from the first micro-batch's start to "
                                f"the end of the batch that stepped (data loading, validation and checkpointing "
                                f"excluded), first {self.warmup_steps} steps excluded"},
@@ -118,7 +118,7 @@ class PerfModelCallback(Callback):
             if n is None:
                 raise ValueError("PerfModelCallback cannot tell the batch size from the training batch; pass "
                                  "batch_size= (samples per device in one micro-batch).")
-            session.recorder.batch_size = n * self._accum
+            session.recorder.batch_size = n
             self._sized = True
         if not self._in_step:
             session.recorder.mark()

@@ -48,11 +48,13 @@ class Recorder:
     def __init__(self, model: str, *, batch_size: int, output=None, module=None, params: int | None = None,
                  flops_per_sample: float | None = None, gpu_count: int | None = None, gpu_type: str | None = None,
                  precision: str = "fp32", warmup_steps: int = 3, family: str | None = None,
-                 synchronize: bool | None = None, rank: int | None = None, extra: dict | None = None):
+                 synchronize: bool | None = None, rank: int | None = None, grad_accum: int = 1,
+                 extra: dict | None = None):
         if not isinstance(model, str) or not model:
             raise TypeError(f"The 'model' parameter of record must be a non-empty str. Got {model!r}.")
         self.model = model
         self.batch_size = check_positive_int(batch_size, "batch_size", "record")
+        self.grad_accum = check_positive_int(grad_accum, "grad_accum", "record")
         self.output = output
         self.module = module
         if params is None and module is not None:
@@ -159,6 +161,7 @@ class Recorder:
             "flops_per_sample": self.flops_per_sample,
             "flops_method": "user" if self.flops_per_sample is not None else None,
             "batch_size": self.batch_size,
+            "grad_accum": self.grad_accum,
             "gpu_count": self.world,
             "gpu_type": self.gpu_type,
             "precision": self.precision,
@@ -176,7 +179,7 @@ class Recorder:
         if len(steady) >= 1:
             stats = summarise_steps(steady)
             rec.update(stats.to_record())
-            rec["samples_per_s"] = self.batch_size * self.world / stats.mean
+            rec["samples_per_s"] = self.batch_size * self.grad_accum * self.world / stats.mean
             rec["status"] = "ok"
         else:
             rec["status"] = "error"
@@ -206,7 +209,7 @@ def record(model: str, *, batch_size: int, output=None, **kwargs) -> Recorder:
     model : str
         A name for the model (the history's ``model`` column).
     batch_size : int
-        Per-device batch size.
+        Per-device batch size (of one micro-batch, with gradient accumulation).
     output : path, optional
         History to append the record to on exit (``.csv``/``.parquet``); without it the record is only in
         ``recorder.result``.
@@ -214,7 +217,8 @@ def record(model: str, *, batch_size: int, output=None, **kwargs) -> Recorder:
         ``module`` (to count parameters and detect CUDA) or ``params``; ``flops_per_sample``, ``gpu_count``
         (default ``$WORLD_SIZE`` or 1), ``gpu_type`` (default: detected; ``cpu`` without CUDA), ``precision``,
         ``warmup_steps`` (default 3), ``family``, ``synchronize``, ``rank`` (default ``$RANK`` or 0; only rank 0
-        writes), ``extra`` (columns added to, or replacing, the record's own).
+        writes), ``grad_accum`` (micro-batches per optimizer step, default 1; call ``.step()`` once per optimizer
+        step), ``extra`` (columns added to, or replacing, the record's own).
 
     Returns
     -------
