@@ -9,7 +9,8 @@ column                      from
 ``model``                   the model config the Trainer logs as params: ``<model_type>-<layers>x<width>``
 ``params``                  a ``num_parameters`` / ``params`` / ``model_num_parameters`` param, else counted from the
                             logged config (GPT-2, Llama, Mistral, Qwen2)
-``batch_size``              ``per_device_train_batch_size × gradient_accumulation_steps`` (per device, per step)
+``batch_size``              ``per_device_train_batch_size`` (per device, one micro-batch)
+``grad_accum``              ``gradient_accumulation_steps``
 ``gpu_count``               ``world_size`` / ``num_devices`` (× ``n_gpu``) params or tags; else from
                             ``train_samples_per_second / train_steps_per_second`` (the global batch) when that fixes it
 ``gpu_type``                a ``gpu_type`` / ``gpu_name`` / ``gpu`` / ``device_name`` param or tag; ``cpu`` when
