@@ -184,6 +184,8 @@ class TestLogPrediction:
         assert data.metrics["perfmodel.confidence"] == pytest.approx(0.9)
         assert data.tags["perfmodel.method"] == "loglinear"
         assert data.tags["perfmodel.version"] == perfmodel.__version__
+        assert data.tags["perfmodel.query_kind"] == prediction.query_kind
+        assert data.tags["perfmodel.history"] == ", ".join(prediction.provenance)
 
     def test_beside_the_imported_run(self, hf_run, prediction):
         """Logged next to the Trainer's train_runtime, and the run still imports (a re-logged prediction too)."""
@@ -333,7 +335,7 @@ def test_example_hf_mlflow_history(tmp_path):
                           text=True, timeout=900, cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "imported 4 runs (4 new, 0 already in the history); skipped 0" in proc.stdout
-    assert proc.stdout.count("90% PI") == 2 and "logged 11 metrics and 6 tags" in proc.stdout
+    assert proc.stdout.count("90% PI") == 2 and "logged 11 metrics and 8 tags" in proc.stdout
 
 
 def _cuda():

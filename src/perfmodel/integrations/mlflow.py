@@ -29,8 +29,9 @@ def log_prediction(result, *, run_id: str | None = None, tracking_uri: str | Non
 
     Numbers go in as metrics (``<prefix>predicted_seconds``, ``predicted_lower_s``, ``predicted_upper_s``,
     ``predicted_step_s``, ``predicted_step_lower_s``, ``predicted_step_upper_s``, ``predicted_steps``,
-    ``confidence``, ``r2``, ``n_runs``, ``nearest_run_distance``); the method and provenance (perfmodel version,
-    time of the prediction, whether the query was inside the fitted domain, its warnings) as tags. Tags rather than
+    ``confidence``, ``r2``, ``n_runs``, ``nearest_run_distance``); the method and provenance (the histories it
+    learned from, the query's kind, whether it was inside the fitted domain, its warnings, perfmodel's version and
+    the time of the prediction) as tags. Tags rather than
     params, because MLflow params cannot change and a prediction may be made again.
 
     Parameters
@@ -77,6 +78,8 @@ def log_prediction(result, *, run_id: str | None = None, tracking_uri: str | Non
         "method": result.method,
         "inside_domain": str(bool(getattr(result, "inside_domain", True))).lower(),
         "warnings": " | ".join(warnings)[:5000] if warnings else "",
+        "query_kind": str(getattr(result, "query_kind", "") or ""),
+        "history": ", ".join(map(str, getattr(result, "provenance", []) or []))[:5000],
         "version": __version__,
         "predicted_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "prediction": str(result),
