@@ -391,3 +391,39 @@ class TestOnGPU:
         rec = perfmodel.load_runs(tmp_path / "runs.csv").iloc[0]
         assert rec["gpu_type"] == resolve_gpu_type(torch.cuda.get_device_name())
         assert (rec["precision"], rec["batch_size"], rec["steps"]) == ("bf16", 32, 10)
+
+
+@pytest.mark.slow
+def test_lightning_ddp_rank0_writes_once(tmp_path):
+    """Two CPU processes under Lightning's DDP (gloo): both time, one record, gpu_count 2."""
+    pytest.importorskip("lightning")
+    script = tmp_path / "ddp.py"
+    script.write_text(textwrap.dedent(f"""
+        import torch, lightning as L
+        from perfmodel.integrations.lightning import PerfModelCallback
+
+        class Net(L.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(8, 1)
+
+            def training_step(self, batch, i):
+                return self.lin(batch[0]).pow(2).mean()
+
+            def configure_optimizers(self):
+                return torch.optim.SGD(self.parameters(), lr=0.01)
+
+        if __name__ == "__main__":
+            data = torch.utils.data.TensorDataset(torch.randn(256, 8))
+            trainer = L.Trainer(max_steps=8, accelerator="cpu", devices=2, strategy="ddp", logger=False,
+                                enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                                callbacks=[PerfModelCallback({str(tmp_path / 'runs.csv')!r}, "lin8")])
+            trainer.fit(Net(), torch.utils.data.DataLoader(data, batch_size=4))
+    """))
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = read_history(tmp_path / "runs.csv")
+    assert len(runs) == 1
+    assert (runs.loc[0, "gpu_count"], runs.loc[0, "batch_size"], runs.loc[0, "steps"]) == (2, 4, 8)
