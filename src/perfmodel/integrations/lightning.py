@@ -11,8 +11,8 @@ Example
 
 The record is :func:`perfmodel.record`'s: ``batch_size`` is the per-device batch (read from the first batch, or
 given), ``grad_accum`` is ``accumulate_grad_batches``; ``gpu_count`` is ``trainer.world_size``; ``precision`` follows
-``trainer.precision`` (``bf16-mixed`` → bf16, ``16-mixed`` → fp16, ``32-true`` → fp32, or tf32 when CUDA matmuls
-run in TF32); ``gpu_type`` is the root device's NVML name (``cpu`` on CPU); ``params`` counts the module's
+``trainer.precision`` (``bf16-mixed`` → bf16, ``16-mixed`` → fp16, ``transformer-engine`` → fp8, ``32-true`` → fp32,
+or tf32 when CUDA matmuls run in TF32); ``gpu_type`` is the root device's NVML name (``cpu`` on CPU); ``params`` counts the module's
 trainable parameters. An optimizer step is timed from the start of its first micro-batch to the end of the batch
 that advanced ``trainer.global_step``: data loading, validation and checkpointing are left out, and so are the
 first ``warmup_steps``. Under DDP every rank times, only global rank 0 writes.
@@ -30,6 +30,8 @@ __all__ = ["PerfModelCallback"]
 
 def _precision(trainer) -> str:
     text = str(trainer.precision)
+    if text.startswith("transformer-engine"):
+        return "fp8"
     if text.startswith("bf16"):
         return "bf16"
     if text.startswith("16"):
@@ -40,7 +42,7 @@ def _precision(trainer) -> str:
         cuda = trainer.strategy.root_device.type == "cuda"
         return "tf32" if cuda and torch.backends.cuda.matmul.allow_tf32 else "fp32"
     raise ValueError(f"PerfModelCallback: trainer precision {text!r} is not one perfmodel records "
-                     "(fp32, tf32, fp16, bf16).")
+                     "(fp32, tf32, fp16, bf16, fp8).")
 
 
 def _batch_len(batch) -> int | None:
