@@ -23,6 +23,8 @@ def test_every_export_resolves():
 
 def test_import_and_predict_do_not_import_torch():
     code = ("import sys, perfmodel; import perfmodel.predict, perfmodel.models, perfmodel.cli; "
+            "import perfmodel.importers, perfmodel.importers.mlflow, perfmodel.importers.hf_output; "
+            "import perfmodel.integrations; "
             "assert 'torch' not in sys.modules, 'torch imported'; print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

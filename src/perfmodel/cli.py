@@ -1,7 +1,7 @@
 """The ``perfmodel`` command line.
 
 Every error from bad input prints one line (``perfmodel: error: ...``) and exits with status 2; Ctrl-C exits
-with 130. ``predict``, ``fit`` and ``summary`` never import torch; ``measure`` does.
+with 130. ``predict``, ``fit``, ``summary`` and ``import`` never import torch; ``measure`` does.
 """
 
 from __future__ import annotations
@@ -140,7 +140,10 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--quick", action="store_true", help="cross-validate on leave-one-batch-size-out only")
     rp.add_argument("--n-jobs", type=int, default=1)
 
-    imp = sub.add_parser("import", help="import runs from other tools' logs into a history")
+    h = sub.add_parser("hardware", help="print the hardware spec table")
+    h.add_argument("name", nargs="?", help="resolve one device name")
+
+    imp = sub.add_parser("import", help="import run history from MLPerf logs, MLflow or Hugging Face output dirs")
     isub = imp.add_subparsers(dest="source", required=True, parser_class=_OneLineParser)
     ml = isub.add_parser("mlperf", help="MLPerf Training result logs (result_<n>.txt + systems/*.json)")
     ml.add_argument("paths", nargs="+", metavar="DIR", help="result logs, or folders searched for result_<n>.txt")
@@ -149,10 +152,28 @@ def _parser() -> argparse.ArgumentParser:
                     "<submitter>/systems/<system>.json next to results/)")
     ml.add_argument("--round", help="MLPerf round recorded with the runs, e.g. v4.0")
     ml.add_argument("--source-commit", help="commit of the results repository, recorded with the runs")
-
-    h = sub.add_parser("hardware", help="print the hardware spec table")
-    h.add_argument("name", nargs="?", help="resolve one device name")
+    im = isub.add_parser("mlflow", help="finished runs of an MLflow tracking store or server (needs mlflow)")
+    im.add_argument("--tracking-uri", help="sqlite:///mlflow.db, file:./mlruns, http://host:5000 "
+                                           "(default: $MLFLOW_TRACKING_URI)")
+    im.add_argument("--experiment", help="experiment name (default: every experiment)")
+    im.add_argument("--max-runs", type=int, help="read at most this many runs, newest first")
+    ih = isub.add_parser("hf-output", help="Hugging Face Trainer output dirs (trainer_state.json, all_results.json)")
+    ih.add_argument("dirs", nargs="+", help="output dirs, or folders to search for them")
+    for q in (im, ih):
+        q.add_argument("-o", "--output", required=True, help="history to append to (.csv or .parquet)")
+        q.add_argument("--map", action="append", default=[], type=_key_value, metavar="KEY=COLUMN",
+                       help="read column COLUMN from the source's KEY (a param, metric, tag or JSON key); repeatable")
+        q.add_argument("--mapping-file", help='JSON object {"KEY": "COLUMN", ...}')
+        q.add_argument("--set", action="append", default=[], type=_key_value, metavar="COLUMN=VALUE",
+                       dest="set_values", help="a value that holds for every imported run, e.g. gpu_type=A100")
     return p
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip() or not value.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
 
 
 def _cmd_fit(args) -> int:
@@ -311,15 +332,11 @@ def _cmd_report(args) -> int:
     return 0
 
 
-def _cmd_import(args) -> int:
+def _import_mlperf(args) -> int:
+    from .importers.mlperf import from_mlperf, loadable
     from .io import append_runs
 
-    if args.source == "mlperf":
-        from .importers.mlperf import from_mlperf, loadable
-
-        runs = from_mlperf(args.paths, system=args.system, round=args.round, source_commit=args.source_commit)
-    else:  # pragma: no cover - argparse restricts the choices
-        raise ValueError(f"unknown import source {args.source!r}")
+    runs = from_mlperf(args.paths, system=args.system, round=args.round, source_commit=args.source_commit)
     good = loadable(runs)
     left = runs.loc[runs["excluded_reason"].notna()] if "excluded_reason" in runs.columns else runs.iloc[:0]
     if good.empty:
@@ -332,6 +349,28 @@ def _cmd_import(args) -> int:
         print(f"left out {len(left)} runs:")
         for reason, n in counts.items():
             print(f"  {n:5d}  {reason}")
+    return 0
+
+
+def _cmd_import(args) -> int:
+    if args.source == "mlperf":
+        return _import_mlperf(args)
+    from .importers._records import read_mapping_file
+
+    mapping = read_mapping_file(args.mapping_file) if args.mapping_file else {}
+    mapping.update(dict(args.map))
+    values = dict(args.set_values)
+    if args.source == "mlflow":
+        from .importers.mlflow import from_mlflow
+
+        result = from_mlflow(args.tracking_uri, experiment=args.experiment, output=args.output, mapping=mapping,
+                             values=values, max_runs=args.max_runs)
+    else:
+        from .importers.hf_output import from_hf_output_dirs
+
+        result = from_hf_output_dirs(args.dirs, output=args.output, mapping=mapping, values=values)
+    print(result.summary())
+    print(f"wrote {args.output}" if result.added else f"{args.output}: nothing new to write")
     return 0
 
 

@@ -18,7 +18,7 @@ from filelock import FileLock
 from .exceptions import SchemaError
 from .schema import COLUMNS, coerce_dtypes, validate_runs
 
-__all__ = ["load_runs", "save_runs", "append_runs", "read_history", "recover_runs"]
+__all__ = ["load_runs", "save_runs", "append_runs", "append_new_runs", "read_history", "recover_runs"]
 
 _FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
@@ -180,6 +180,37 @@ def append_runs(records, path: str | os.PathLike, *, validate: bool = True) -> P
             combined = coerce_dtypes(new)
         _write_atomic(_ordered(combined), path)
     return path
+
+
+def append_new_runs(records, path: str | os.PathLike, *, key: str = "source_id") -> tuple[int, int]:
+    """Append only the records whose ``key`` is not in the history yet (an idempotent import).
+
+    Under the same lock and atomic rewrite as :func:`append_runs`: importing one source twice, or from two
+    processes at once, stores each run once. Records without a ``key`` value are always appended.
+
+    Returns
+    -------
+    (added, skipped) : records written, and records left out because their ``key`` was already there (or
+    appeared twice in ``records``).
+    """
+    path = Path(path)
+    _format(path)
+    new = validate_runs(_as_frame(records), include_failed=True)
+    if key not in new.columns:
+        raise ValueError(f"append_new_runs: the records have no {key!r} column to deduplicate on.")
+    with FileLock(str(path) + ".lock"):
+        old = read_history(path) if path.exists() and path.stat().st_size > 0 else None
+        seen = set() if old is None or key not in old.columns else set(old[key].dropna().astype(str))
+        keys = new[key].astype("string")
+        fresh = keys.isna() | ~keys.isin(seen)
+        fresh &= ~(keys.duplicated() & keys.notna())
+        fresh = fresh.to_numpy(dtype=bool)
+        new = new.loc[fresh]
+        if len(new):
+            frames = [f for f in ((coerce_dtypes(old) if old is not None else None), coerce_dtypes(new))
+                      if f is not None and len(f)]
+            _write_atomic(_ordered(pd.concat(frames, ignore_index=True, sort=False)), path)
+    return int(fresh.sum()), int((~fresh).sum())
 
 
 def recover_runs(path: str | os.PathLike) -> tuple[pd.DataFrame, list[str]]:

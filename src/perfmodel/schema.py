@@ -57,6 +57,7 @@ COLUMNS: tuple[Column, ...] = (
     _C("gpu_count", "int", "data-parallel devices (on CPU: worker processes)"),
     _C("gpu_type", "str", "canonical device name from perfmodel.hardware, or cpu"),
     _C("precision", "str", "fp32 | tf32 | fp16 | bf16 | fp8 (compute dtype; fp8 e.g. Transformer Engine)"),
+    _C("grad_accum", "int", "micro-batches per optimizer step (gradient accumulation; default 1)"),
     _C("threads_per_worker", "int", "torch intra-op threads per worker process"),
     _C("step_time_s", "float", "mean seconds per optimizer step, steady state"),
     _C("step_time_median_s", "float", "median seconds per optimizer step"),
@@ -86,7 +87,9 @@ COLUMNS: tuple[Column, ...] = (
     _C("torch_version", "str", "torch version"),
     _C("perfmodel_version", "str", "perfmodel version that measured the run"),
     _C("python_version", "str", "Python version"),
-    _C("source", "str", "where the record came from: sweep | recorder | user"),
+    _C("source", "str", "where the record came from: sweep | recorder | user | hf_callback | lightning_callback "
+       "| mlflow | hf_output"),
+    _C("source_id", "str", "id of the run where it was imported from (MLflow run id, output dir + mtime)"),
     _C("protocol", "str", "measurement protocol (warm-up, stopping rule)"),
     _C("sweep_id", "str", "id of the sweep that produced the run"),
     _C("timestamp", "str", "ISO-8601 UTC time the run finished"),

@@ -48,11 +48,13 @@ class Recorder:
     def __init__(self, model: str, *, batch_size: int, output=None, module=None, params: int | None = None,
                  flops_per_sample: float | None = None, gpu_count: int | None = None, gpu_type: str | None = None,
                  precision: str = "fp32", warmup_steps: int = 3, family: str | None = None,
-                 synchronize: bool | None = None):
+                 synchronize: bool | None = None, rank: int | None = None, grad_accum: int = 1,
+                 extra: dict | None = None):
         if not isinstance(model, str) or not model:
             raise TypeError(f"The 'model' parameter of record must be a non-empty str. Got {model!r}.")
         self.model = model
         self.batch_size = check_positive_int(batch_size, "batch_size", "record")
+        self.grad_accum = check_positive_int(grad_accum, "grad_accum", "record")
         self.output = output
         self.module = module
         if params is None and module is not None:
@@ -63,7 +65,8 @@ class Recorder:
         self.flops_per_sample = flops_per_sample
         self.world = int(os.environ.get("WORLD_SIZE", "1")) if gpu_count is None else \
             check_positive_int(gpu_count, "gpu_count", "record")
-        self.rank = int(os.environ.get("RANK", "0"))
+        self.rank = int(os.environ.get("RANK", "0")) if rank is None else int(rank)
+        self.extra = dict(extra or {})
         self.precision = precision
         if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
             raise ValueError(f"The 'warmup_steps' parameter of record must be an int >= 0. Got {warmup_steps!r}.")
@@ -105,6 +108,10 @@ class Recorder:
         self._callbacks.append(fn)
 
     def __enter__(self):
+        return self.start()
+
+    def start(self) -> "Recorder":
+        """Start the clock (what ``with`` does); for trainer callbacks that cannot wrap the loop in ``with``."""
         self._t_start = time.perf_counter()
         self._t_last = self._t_start
         self._wall0 = time.time()
@@ -116,10 +123,20 @@ class Recorder:
         """Mark the end of one optimizer step."""
         self._sync()
         now = time.perf_counter()
+        if not self.times:
+            self._t_first_end = now
         self.times.append(now - self._t_last)
         self._t_last = now
         for fn in self._callbacks:
             fn(self)
+
+    def mark(self) -> None:
+        """Restart the step clock: the time since the last step (evaluation, checkpointing) is not a step's.
+
+        The next :meth:`step` then times only from here. Wall time and ``startup_s`` are unaffected.
+        """
+        self._sync()
+        self._t_last = time.perf_counter()
 
     @property
     def steady_times(self) -> list[float]:
@@ -127,9 +144,14 @@ class Recorder:
         return self.times[self.warmup_steps:]
 
     def __exit__(self, exc_type, exc, tb):
+        self.finish(interrupted=exc_type is not None)
+        return False
+
+    def finish(self, *, interrupted: bool = False) -> dict:
+        """Build the record, append it to ``output`` (rank 0 only) and return it (what leaving ``with`` does)."""
         if self._sampler is not None:
             self._sampler.__exit__(None, None, None)
-        interrupted = exc_type is not None
+            self._sampler = None
         steady = self.steady_times
         rec = {
             "run_id": uuid.uuid4().hex[:12],
@@ -139,13 +161,14 @@ class Recorder:
             "flops_per_sample": self.flops_per_sample,
             "flops_method": "user" if self.flops_per_sample is not None else None,
             "batch_size": self.batch_size,
+            "grad_accum": self.grad_accum,
             "gpu_count": self.world,
             "gpu_type": self.gpu_type,
             "precision": self.precision,
             "warmup_steps": self.warmup_steps,
             "steps": len(self.times),
             "wall_time_s": time.perf_counter() - self._t_start,
-            "startup_s": self.times[0] if self.times else None,
+            "startup_s": self._t_first_end - self._t_start if self.times else None,
             "stop_reason": "interrupted" if interrupted else "loop_end",
             "source": "recorder",
             "perfmodel_version": __version__,
@@ -156,7 +179,7 @@ class Recorder:
         if len(steady) >= 1:
             stats = summarise_steps(steady)
             rec.update(stats.to_record())
-            rec["samples_per_s"] = self.batch_size * self.world / stats.mean
+            rec["samples_per_s"] = self.batch_size * self.grad_accum * self.world / stats.mean
             rec["status"] = "ok"
         else:
             rec["status"] = "error"
@@ -171,10 +194,11 @@ class Recorder:
             rec.update(nvml_device_facts(0))
             if self._sampler is not None:
                 rec.update(self._sampler.summary())
+        rec.update(self.extra)
         self.result = rec
         if self.output is not None and self.rank == 0:
             append_runs(rec, self.output)
-        return False
+        return rec
 
 
 def record(model: str, *, batch_size: int, output=None, **kwargs) -> Recorder:
@@ -185,14 +209,16 @@ def record(model: str, *, batch_size: int, output=None, **kwargs) -> Recorder:
     model : str
         A name for the model (the history's ``model`` column).
     batch_size : int
-        Per-device batch size.
+        Per-device batch size (of one micro-batch, with gradient accumulation).
     output : path, optional
         History to append the record to on exit (``.csv``/``.parquet``); without it the record is only in
         ``recorder.result``.
     **kwargs
         ``module`` (to count parameters and detect CUDA) or ``params``; ``flops_per_sample``, ``gpu_count``
         (default ``$WORLD_SIZE`` or 1), ``gpu_type`` (default: detected; ``cpu`` without CUDA), ``precision``,
-        ``warmup_steps`` (default 3), ``family``, ``synchronize``.
+        ``warmup_steps`` (default 3), ``family``, ``synchronize``, ``rank`` (default ``$RANK`` or 0; only rank 0
+        writes), ``grad_accum`` (micro-batches per optimizer step, default 1; call ``.step()`` once per optimizer
+        step), ``extra`` (columns added to, or replacing, the record's own).
 
     Returns
     -------
