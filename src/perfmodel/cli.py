@@ -84,7 +84,16 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--trusted", action="store_true", help="allow a pickle-based (joblib) model file")
 
     m = sub.add_parser("measure", help="measure training runs and append them to a history (needs torch)")
-    m.add_argument("--models", type=_csv_list(str), help="zoo models (default: the default sweep)")
+    m.add_argument("--models", type=_csv_list(str),
+                   help="comma-separated: zoo names, hf:<type>[?key=value&...] or hf:./config.json (needs the 'hf' "
+                        "extra), or your own pkg.module:factory / file.py:factory (default: the default sweep)")
+    m.add_argument("--name", help="the records' model name (one model only; default: the factory's dotted name)")
+    m.add_argument("--seq-len", type=int, help="sequence length of Hugging Face (default 128) and zoo sequence models")
+    m.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step (default 1)")
+    m.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw")
+    m.add_argument("--compile", action="store_true", help="torch.compile the model (compile time goes to startup_s)")
+    m.add_argument("--activation-checkpointing", action="store_true",
+                   help="activation checkpointing where the model supports it (the record says if it ran)")
     m.add_argument("--batch-sizes", type=_csv_list(int), default=None)
     m.add_argument("--gpu-counts", type=_csv_list(int), default=None)
     m.add_argument("--precisions", type=_csv_list(str), default=["fp32"])
@@ -205,8 +214,10 @@ def _cmd_measure(args) -> int:
     from .measure.zoo import ZOO
 
     if args.list_models:
-        for name, (_, knobs) in ZOO.items():
-            print(name, knobs)
+        from .measure.zoo import LARGE_ZOO
+
+        for name, (_, knobs) in {**ZOO, **LARGE_ZOO}.items():
+            print(name, knobs, "(GPU-sized)" if name in LARGE_ZOO else "")
         return 0
     device = args.device
     if device is None:
@@ -220,13 +231,21 @@ def _cmd_measure(args) -> int:
         opts["max_seconds"] = args.max_seconds
     if args.ci_target is not None:
         opts["ci_target"] = args.ci_target
+    job = {"grad_accum": args.grad_accum, "optimizer": args.optimizer, "compile": args.compile,
+           "activation_checkpointing": args.activation_checkpointing}
+    if args.seq_len is not None:
+        job["seq_len"] = args.seq_len
+    if args.name is not None:
+        job["name"] = args.name
+    if args.name is not None and (args.models is None or len(args.models) != 1):
+        raise ValueError("--name names the records of one model: give exactly one --models entry with it.")
     if args.models is None and args.batch_sizes is None and args.gpu_counts is None:
-        configs = default_sweep_configs(device=device, **opts)
+        configs = default_sweep_configs(device=device, **opts, **job)
     else:
         defaults = {"max_seconds": 10.0}
         configs = sweep_configs(args.models or list(ZOO), args.batch_sizes or [8, 32], args.gpu_counts or [1],
                                 precisions=args.precisions, repeats=args.repeats, device=device,
-                                **{**defaults, **opts})
+                                **{**defaults, **opts, **job})
     done = run_sweep(configs, args.output, timeout_s=args.timeout, retry_failed=args.retry_failed)
     failed = int((done["status"] != "ok").sum()) if len(done) else 0
     print(f"wrote {len(done)} runs to {args.output} ({failed} failed)")
