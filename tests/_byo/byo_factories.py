@@ -45,3 +45,25 @@ def wrong_shape():
 
 def bad_batch():
     return nn.Linear(4, 4), lambda b: [1, 2, 3]
+
+
+CALLS = {"forward": 0, "autocast": [], "dtype": []}
+
+
+class Probe(nn.Module):
+    """Counts forward calls and records whether CPU autocast was on and the output dtype."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(16, 16)
+
+    def forward(self, x):
+        CALLS["forward"] += 1
+        CALLS["autocast"].append(torch.is_autocast_enabled("cpu"))
+        out = self.lin(x)
+        CALLS["dtype"].append(out.dtype)
+        return out
+
+
+def probe():
+    return Probe(), lambda b: torch.randn(b, 16)

@@ -33,8 +33,9 @@ def _set_tf32(torch, enabled: bool) -> None:
     mode = "tf32" if enabled else "ieee"
     if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
         torch.backends.cuda.matmul.fp32_precision = mode
-        torch.backends.cudnn.conv.fp32_precision = mode
-        torch.backends.cudnn.rnn.fp32_precision = mode
+        for backend in ("conv", "rnn"):
+            if hasattr(getattr(torch.backends.cudnn, backend, None), "fp32_precision"):
+                setattr(getattr(torch.backends.cudnn, backend), "fp32_precision", mode)
     else:  # torch < 2.9
         torch.backends.cuda.matmul.allow_tf32 = enabled
         torch.backends.cudnn.allow_tf32 = enabled
@@ -85,13 +86,17 @@ def measure_config(cfg: dict, *, device, world: int = 1, rank: int = 0, local_ra
 
     from .telemetry import NvmlSampler, host_facts, nvml_device_facts
     from ._timing import StopRule, summarise_steps
-    from .workload import count_workload_flops, resolve_workload
+    from .workload import count_workload_flops, model_kind, resolve_workload
     from .zoo import count_params
 
     use_cuda = device.type == "cuda"
     torch.manual_seed(cfg.get("seed", 0))
-    wl = resolve_workload(cfg["model"], name=cfg.get("name"), knobs=cfg.get("knobs") or {},
-                          seq_len=cfg.get("seq_len"))
+    # Zoo and Hugging Face models are initialised on the device directly (a 350M-parameter model's random
+    # initialisation takes seconds on a CPU); a user's factory runs as written, and its module is moved after.
+    where = torch.device(device) if (use_cuda and model_kind(cfg["model"]) != "factory") else contextlib.nullcontext()
+    with where:
+        wl = resolve_workload(cfg["model"], name=cfg.get("name"), knobs=cfg.get("knobs") or {},
+                              seq_len=cfg.get("seq_len"))
     params = count_params(wl.module)
     fkey = (cfg["model"], json.dumps(cfg.get("knobs") or {}, sort_keys=True), cfg.get("seq_len"))
     if cfg.get("flops_per_sample") is not None:  # counted once per model by the parent sweep

@@ -95,7 +95,8 @@ def _config(target: str, is_file: bool, overrides: dict):
                              "transformers' CONFIG_MAPPING (e.g. gpt2, bert, llama); a local config.json works too.")
         config = AutoConfig.for_model(target, **overrides)
     assert isinstance(config, PretrainedConfig)
-    unknown = [k for k in overrides if not hasattr(config, k)]
+    known = set(type(config)().to_dict()) | set(getattr(type(config), "attribute_map", {}) or {})
+    unknown = [k for k in overrides if k not in known]
     if unknown:
         raise ValueError(f"{type(config).__name__} has no attribute(s) {', '.join(map(repr, unknown))}.")
     return config
