@@ -107,6 +107,23 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--retry-failed", action="store_true", help="re-run configurations recorded as failed")
     m.add_argument("--output", "-o", required=True, help="history to append to (.csv or .parquet)")
     m.add_argument("--list-models", action="store_true", help="list the zoo and exit")
+    m.add_argument("--launcher", choices=["local", "slurm"], default="local",
+                   help="local: run here, one configuration after another (torchrun for several devices/nodes); "
+                        "slurm: one job per configuration through submitit (needs the 'slurm' extra)")
+    tr = m.add_argument_group("multi-node (torchrun, c10d rendezvous; start the same command on every node)")
+    tr.add_argument("--nnodes", type=int, help="nodes per run")
+    tr.add_argument("--nproc-per-node", type=int, help="processes (GPUs) per node; gpu_count = nnodes x this")
+    tr.add_argument("--rdzv-endpoint", help="host:port of the rendezvous (a port free on the first node)")
+    tr.add_argument("--rdzv-id", default=None, help="rendezvous id prefix, the same on every node (default perfmodel)")
+    sl = m.add_argument_group("Slurm (--launcher slurm)")
+    sl.add_argument("--partition", help="Slurm partition (required)")
+    sl.add_argument("--time", type=int, dest="time_min", help="time limit per job, minutes (required)")
+    sl.add_argument("--gpus-per-node", type=int, help="GPUs per job (default 1; must cover --gpu-counts)")
+    sl.add_argument("--account", help="Slurm account")
+    sl.add_argument("--cpus-per-task", type=int, help="CPU cores per job (default 8)")
+    sl.add_argument("--slurm-folder", help="logs, job ids and records (default: <output>.slurm)")
+    sl.add_argument("--slurm-cluster", choices=["auto", "slurm", "local"], default="auto",
+                    help="submitit executor: auto (Slurm if sbatch exists), slurm, or local processes (testing)")
 
     e = sub.add_parser("evaluate", help="grouped cross-validation of the methods and baselines on a history")
     e.add_argument("runs", nargs="?", help="run history (default: the bundled runs)")
@@ -209,7 +226,41 @@ def _cmd_summary(args) -> int:
     return 0
 
 
+_SLURM_FLAGS = {"partition": "--partition", "time_min": "--time", "gpus_per_node": "--gpus-per-node",
+                "account": "--account", "cpus_per_task": "--cpus-per-task", "slurm_folder": "--slurm-folder"}
+_TORCHRUN_FLAGS = {"nnodes": "--nnodes", "nproc_per_node": "--nproc-per-node", "rdzv_endpoint": "--rdzv-endpoint",
+                   "rdzv_id": "--rdzv-id"}
+
+
+def _check_launch_flags(args) -> None:
+    """Flag combinations that cannot work, refused before anything runs."""
+    given = lambda table: [flag for dest, flag in table.items() if getattr(args, dest) is not None]  # noqa: E731
+    slurm_given, torchrun_given = given(_SLURM_FLAGS), given(_TORCHRUN_FLAGS)
+    if args.launcher == "slurm":
+        if torchrun_given:
+            raise ValueError(f"{', '.join(torchrun_given)} cannot be used with --launcher slurm: each Slurm job is "
+                             "one node; multi-node runs use --launcher local with --nnodes on every node.")
+        missing = [f for d, f in (("partition", "--partition"), ("time_min", "--time")) if getattr(args, d) is None]
+        if missing:
+            raise ValueError(f"--launcher slurm needs {' and '.join(missing)} (partition and time limit in "
+                             "minutes of each job).")
+    elif slurm_given or args.slurm_cluster != "auto":
+        raise ValueError(f"{', '.join(slurm_given) or '--slurm-cluster'}: only with --launcher slurm.")
+    if args.nnodes is not None and args.nnodes > 1 and not args.rdzv_endpoint:
+        raise ValueError("--nnodes > 1 needs --rdzv-endpoint host:port (the c10d rendezvous every node joins).")
+    if args.rdzv_endpoint and (args.nnodes is None or args.nnodes < 2):
+        raise ValueError("--rdzv-endpoint is for multi-node runs: give --nnodes N (N >= 2) with it.")
+    if args.nproc_per_node is not None and args.gpu_counts is not None:
+        raise ValueError("give either --gpu-counts or --nproc-per-node (gpu_count = nnodes x nproc-per-node).")
+    for dest, flag in (("nnodes", "--nnodes"), ("nproc_per_node", "--nproc-per-node"), ("time_min", "--time"),
+                       ("gpus_per_node", "--gpus-per-node"), ("cpus_per_task", "--cpus-per-task")):
+        value = getattr(args, dest)
+        if value is not None and value < 1:
+            raise ValueError(f"{flag} must be a positive int. Got {value}.")
+
+
 def _cmd_measure(args) -> int:
+    _check_launch_flags(args)
     from .measure.sweep import default_sweep_configs, run_sweep, sweep_configs
     from .measure.zoo import ZOO
 
@@ -237,6 +288,14 @@ def _cmd_measure(args) -> int:
         job["seq_len"] = args.seq_len
     if args.name is not None:
         job["name"] = args.name
+    nnodes = args.nnodes or 1
+    if nnodes > 1 or args.nproc_per_node is not None:
+        job["nnodes"] = nnodes
+        if args.rdzv_endpoint:
+            job["rdzv_endpoint"] = args.rdzv_endpoint
+        if args.rdzv_id:
+            job["rdzv_id"] = args.rdzv_id
+        args.gpu_counts = [nnodes * (args.nproc_per_node or 1)]
     if args.name is not None and (args.models is None or len(args.models) != 1):
         raise ValueError("--name names the records of one model: give exactly one --models entry with it.")
     if args.models is None and args.batch_sizes is None and args.gpu_counts is None:
@@ -246,7 +305,15 @@ def _cmd_measure(args) -> int:
         configs = sweep_configs(args.models or list(ZOO), args.batch_sizes or [8, 32], args.gpu_counts or [1],
                                 precisions=args.precisions, repeats=args.repeats, device=device,
                                 **{**defaults, **opts, **job})
-    done = run_sweep(configs, args.output, timeout_s=args.timeout, retry_failed=args.retry_failed)
+    slurm = None
+    if args.launcher == "slurm":
+        from .measure.slurm import SlurmOptions
+
+        slurm = SlurmOptions(partition=args.partition, time_min=args.time_min, gpus_per_node=args.gpus_per_node or 1,
+                             account=args.account, cpus_per_task=args.cpus_per_task or 8, folder=args.slurm_folder,
+                             cluster=args.slurm_cluster)
+    done = run_sweep(configs, args.output, timeout_s=args.timeout, retry_failed=args.retry_failed,
+                     launcher=args.launcher, slurm=slurm)
     failed = int((done["status"] != "ok").sum()) if len(done) else 0
     print(f"wrote {len(done)} runs to {args.output} ({failed} failed)")
     return 0

@@ -27,6 +27,13 @@ def _write_json(path: str, obj: dict) -> None:
     os.replace(tmp, path)
 
 
+def _write_text(path: str, text: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
 def _set_tf32(torch, enabled: bool) -> None:
     """TF32 for matmuls and cuDNN, through the per-backend API where torch has it (mixing it with the legacy
     ``allow_tf32`` flags is an error in recent torch)."""
@@ -261,9 +268,12 @@ def main(config_path: str, result_path: str) -> int:
         torch.set_num_threads(threads)
     if world > 1:
         dist.init_process_group("nccl" if use_cuda else "gloo")
+        if local_rank == 0:  # tells this node's parent whether it records the run (multi-node: one node does)
+            _write_text(result_path + ".role", "leader" if rank == 0 else "follower")
     rec = measure_config(cfg, device=device, world=world, rank=rank, local_rank=local_rank)
     if rank == 0:
         rec["nodes"] = max(1, world // int(os.environ.get("LOCAL_WORLD_SIZE", world)))
+        rec["launcher"] = "torchrun" if world > 1 else "local"
         _write_json(result_path, rec)
     if world > 1:
         dist.barrier()

@@ -19,6 +19,7 @@ import logging
 import math
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -51,7 +52,7 @@ _RECORD_KEYS = (
     "gpu_mem_peak_bytes", "gpu_util_mean_pct", "mem_util_mean_pct", "power_mean_w", "driver_version",
     "cuda_version", "cpu_model", "cpu_cores", "hostname", "torch_version", "python_version", "protocol",
     "model_source", "seq_len", "precision", "grad_accum", "optimizer", "compiled", "activation_checkpointing",
-    "nodes",
+    "nodes", "launcher",
 )
 OPTIMIZERS = ("adamw", "sgd")
 
@@ -88,6 +89,9 @@ class RunConfig:
     optimizer: str = "adamw"
     compile: bool = False
     activation_checkpointing: bool = False
+    nnodes: int = 1
+    rdzv_endpoint: str | None = None
+    rdzv_id: str = "perfmodel"
 
     def __post_init__(self):
         where = "RunConfig"
@@ -101,6 +105,15 @@ class RunConfig:
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"The 'optimizer' parameter of {where} must be one of {', '.join(OPTIMIZERS)}. "
                              f"Got {self.optimizer!r}.")
+        check_positive_int(self.nnodes, "nnodes", where)
+        if self.nnodes > 1:
+            if not self.rdzv_endpoint or ":" not in str(self.rdzv_endpoint):
+                raise ValueError(f"A run on {self.nnodes} nodes needs rdzv_endpoint='host:port' (the c10d rendezvous "
+                                 f"of torchrun). Got {self.rdzv_endpoint!r}.")
+            if self.gpu_count % self.nnodes:
+                raise ValueError(f"gpu_count ({self.gpu_count}) must be nnodes ({self.nnodes}) x processes per node.")
+        elif self.rdzv_endpoint is not None:
+            raise ValueError("rdzv_endpoint is for multi-node runs (nnodes > 1); a one-node run rendezvous locally.")
         check_positive_int(self.batch_size, "batch_size", where)
         check_positive_int(self.gpu_count, "gpu_count", where)
         check_positive_int(self.steps, "steps", where, allow_none=True)
@@ -135,7 +148,19 @@ class RunConfig:
     def key(self, gpu_type: str) -> tuple:
         return (self.record_name, int(self.batch_size), int(self.gpu_count), self.precision, gpu_type,
                 int(self.repeat), int(self.grad_accum), self.optimizer, int(bool(self.compile)),
-                int(bool(self.activation_checkpointing)), self.effective_seq_len)
+                int(bool(self.activation_checkpointing)), self.effective_seq_len, int(self.nnodes))
+
+    @property
+    def launcher(self) -> str:
+        """``torchrun`` for data-parallel or multi-node runs, else ``local`` (one worker process)."""
+        return "torchrun" if (self.gpu_count > 1 or self.nnodes > 1) else "local"
+
+    def digest(self) -> str:
+        """A short id of the configuration, the same on every node (rendezvous ids, Slurm record files)."""
+        import hashlib
+
+        key = self.key("*")
+        return hashlib.sha1(json.dumps([*key[:4], *key[5:]], default=str).encode()).hexdigest()[:12]
 
 
 def _detect_gpu_type(device: str) -> str:
@@ -167,18 +192,24 @@ def _classify_failure(returncode: int, stderr: str) -> tuple[str, str]:
 
 def _launch_command(cfg: RunConfig, config_path: str, result_path: str) -> list[str]:
     worker = ["-m", "perfmodel.measure._worker", config_path, result_path]
-    if cfg.gpu_count == 1:
+    if cfg.gpu_count == 1 and cfg.nnodes == 1:
         return [sys.executable, *worker]
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={cfg.gpu_count}",
-            "--log-dir", os.path.dirname(config_path), *worker]
+    run = [sys.executable, "-m", "torch.distributed.run", "--log-dir", os.path.dirname(config_path)]
+    if cfg.nnodes == 1:
+        return [*run, "--standalone", f"--nproc_per_node={cfg.gpu_count}", *worker]
+    # every node runs the same sweep: the rendezvous id is derived from the configuration, so it is the same there
+    return [*run, f"--nnodes={cfg.nnodes}", f"--nproc_per_node={cfg.gpu_count // cfg.nnodes}",
+            "--rdzv_backend=c10d", f"--rdzv_endpoint={cfg.rdzv_endpoint}",
+            f"--rdzv_id={cfg.rdzv_id}-{cfg.digest()}-r{cfg.repeat}", *worker]
 
 
 def measure_run(cfg: RunConfig, *, timeout_s: float = 600.0, gpu_type: str | None = None,
-                sweep_id: str | None = None) -> tuple[dict, list[float]]:
+                sweep_id: str | None = None) -> tuple[dict | None, list[float]]:
     """Measure one configuration in a subprocess; return ``(record, per_step_times)``.
 
     Never raises for a failed run: the record's ``status`` says ``oom``, ``error`` or ``timeout`` and ``error``
-    holds the message. ``KeyboardInterrupt`` kills the worker and propagates.
+    holds the message. ``KeyboardInterrupt`` kills the worker and propagates. In a multi-node run only the node
+    that hosts global rank 0 gets a record; on the others the record is ``None``.
     """
     gpu_type = gpu_type or _detect_gpu_type(cfg.device)
     record = base_record(cfg, gpu_type, sweep_id)
@@ -193,7 +224,8 @@ def measure_run(cfg: RunConfig, *, timeout_s: float = 600.0, gpu_type: str | Non
             json.dump(payload, fh)
         env = dict(os.environ)
         if cfg.device == "cpu":
-            env["OMP_NUM_THREADS"] = str(cfg.threads or max(1, (os.cpu_count() or 1) // cfg.gpu_count))
+            per_node = cfg.gpu_count // cfg.nnodes
+            env["OMP_NUM_THREADS"] = str(cfg.threads or max(1, (os.cpu_count() or 1) // per_node))
         src_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = src_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         proc = subprocess.Popen(_launch_command(cfg, config_path, result_path), stdout=subprocess.PIPE,
@@ -207,6 +239,12 @@ def measure_run(cfg: RunConfig, *, timeout_s: float = 600.0, gpu_type: str | Non
         except BaseException:
             _kill(proc)
             raise
+        role = _read_role(result_path)
+        if role == "follower":  # another node hosts rank 0 and records the run
+            if proc.returncode != 0:
+                logger.warning("multi-node run %s: this node's workers exited with status %s (the node with "
+                               "rank 0 records the run)", cfg.record_name, proc.returncode)
+            return None, []
         if proc.returncode == 0 and os.path.exists(result_path):
             with open(result_path, encoding="utf-8") as fh:
                 result = json.load(fh)
@@ -214,8 +252,18 @@ def measure_run(cfg: RunConfig, *, timeout_s: float = 600.0, gpu_type: str | Non
             record.update({k: result[k] for k in _RECORD_KEYS if k in result})
         else:
             status, message = _classify_failure(proc.returncode, stderr or "")
+            if cfg.nnodes > 1:
+                message = f"{message} (node {socket.gethostname()})"
             record.update(status=status, error=message)
     return _finish(record), times
+
+
+def _read_role(result_path: str) -> str | None:
+    try:
+        with open(result_path + ".role", encoding="utf-8") as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
 
 
 def base_record(cfg: RunConfig, gpu_type: str, sweep_id: str | None) -> dict:
@@ -234,7 +282,9 @@ def base_record(cfg: RunConfig, gpu_type: str, sweep_id: str | None) -> dict:
         "sweep_id": sweep_id,
         **{k: None for k in _RECORD_KEYS},
         "precision": cfg.precision,
-        "nodes": 1,
+        "nodes": cfg.nnodes,
+        "launcher": cfg.launcher,
+        "job_id": None,
         "model_source": model_kind(cfg.model),
         "seq_len": cfg.effective_seq_len,
         "grad_accum": cfg.grad_accum,
@@ -348,11 +398,12 @@ def _done_keys(output: Path, retry_failed: bool) -> set[tuple]:
         return [default if pd.isna(v) else v for v in df[name]]
 
     return {
-        (str(m), int(b), int(n), str(p), str(g), int(r), int(k), str(o), int(c), int(a), _history_seq(str(m), s))
-        for m, b, n, p, g, r, k, o, c, a, s in zip(
+        (str(m), int(b), int(n), str(p), str(g), int(r), int(k), str(o), int(c), int(a), _history_seq(str(m), s),
+         int(nn))
+        for m, b, n, p, g, r, k, o, c, a, s, nn in zip(
             df["model"], df["batch_size"], df["gpu_count"], col("precision", "fp32"), df["gpu_type"],
             col("repeat", 0), col("grad_accum", 1), col("optimizer", "adamw"), col("compiled", 0),
-            col("activation_checkpointing", 0), col("seq_len", None))
+            col("activation_checkpointing", 0), col("seq_len", None), col("nodes", 1))
     }
 
 
@@ -367,7 +418,7 @@ def run_sweep(configs: Iterable[RunConfig] | None = None, output: str | os.PathL
               models: Sequence | None = None, batch_sizes: Sequence[int] = (8,), gpu_counts: Sequence[int] = (1,),
               precisions: Sequence[str] = ("fp32",), repeats: int = 1, device: str = "cpu",
               timeout_s: float = 600.0, retry_failed: bool = False, progress: bool = True,
-              **run_options) -> pd.DataFrame:
+              launcher: str = "local", slurm=None, **run_options) -> pd.DataFrame:
     """Run each configuration and append its record to ``output`` as soon as it finishes.
 
     Parameters
@@ -387,6 +438,12 @@ def run_sweep(configs: Iterable[RunConfig] | None = None, output: str | os.PathL
         Run again configurations whose earlier record failed (by default every recorded one is skipped).
     progress : bool, default=True
         Print a progress line (runs done, ETA) to stderr.
+    launcher : {"local", "slurm"}, default="local"
+        ``local`` runs each configuration here, one after the other (``torchrun`` for several devices or
+        nodes); ``slurm`` submits each as a job through submitit (:mod:`perfmodel.measure.slurm`) and gathers
+        the records as they finish.
+    slurm : SlurmOptions, optional
+        Partition, time limit, GPUs per node, account, ... (required with ``launcher="slurm"``).
 
     Returns
     -------
@@ -404,6 +461,13 @@ def run_sweep(configs: Iterable[RunConfig] | None = None, output: str | os.PathL
         raise TypeError(f"run_sweep got run options {sorted(run_options)} with configs; they belong in RunConfig.")
     output = Path(output)
     configs = list(configs)
+    if launcher == "slurm":
+        return _run_sweep_slurm(configs, output, slurm, timeout_s=timeout_s, retry_failed=retry_failed,
+                                progress=progress)
+    if launcher != "local":
+        raise ValueError(f"launcher must be 'local' or 'slurm'. Got {launcher!r}.")
+    if slurm is not None:
+        raise ValueError("slurm options are for launcher='slurm'.")
     device = configs[0].device if configs else "cpu"
     gpu_type = _detect_gpu_type(device)
     done = _done_keys(output, retry_failed)
@@ -416,6 +480,11 @@ def run_sweep(configs: Iterable[RunConfig] | None = None, output: str | os.PathL
         print(f"resuming: {skipped} of {len(configs)} configurations already in {output}", file=sys.stderr)
     for i, cfg in enumerate(todo):
         record, times = measure_run(cfg, timeout_s=timeout_s, gpu_type=gpu_type, sweep_id=sweep_id)
+        if record is None:  # a multi-node run recorded by the node with rank 0
+            if progress:
+                print(f"[{skipped + i + 1:>4}/{len(configs)}] {cfg.record_name} batch={cfg.batch_size} "
+                      f"n={cfg.gpu_count}: ran as a follower node (recorded by rank 0's node)", file=sys.stderr)
+            continue
         append_runs(record, output)
         _append_steps(output, record["run_id"], times)
         written.append(record)
@@ -426,6 +495,27 @@ def run_sweep(configs: Iterable[RunConfig] | None = None, output: str | os.PathL
                     else f"{record['status']}: {str(record['error'])[:60]}")
             print(f"[{skipped + i + 1:>4}/{len(configs)}] {cfg.record_name} batch={cfg.batch_size} n={cfg.gpu_count} "
                   f"{cfg.precision} rep={cfg.repeat}: {what}  (ETA {_fmt_eta(eta)})", file=sys.stderr, flush=True)
+    return pd.DataFrame(written)
+
+
+def _run_sweep_slurm(configs: list[RunConfig], output: Path, slurm, *, timeout_s: float, retry_failed: bool,
+                     progress: bool) -> pd.DataFrame:
+    from .slurm import SlurmOptions, run_slurm
+
+    if not isinstance(slurm, SlurmOptions):
+        raise TypeError("launcher='slurm' needs slurm=SlurmOptions(partition=..., time_min=...). "
+                        f"Got {type(slurm).__name__}.")
+
+    def anywhere(key: tuple) -> tuple:  # the device is known only on the compute node
+        return key[:4] + key[5:]
+
+    done = {anywhere(k) for k in _done_keys(output, retry_failed)}
+    todo = [c for c in configs if anywhere(c.key("*")) not in done]
+    if progress and len(todo) < len(configs):
+        print(f"resuming: {len(configs) - len(todo)} of {len(configs)} configurations already in {output}",
+              file=sys.stderr)
+    written = run_slurm(todo, output, slurm, sweep_id=uuid.uuid4().hex[:8], timeout_s=timeout_s,
+                        progress=progress, total=len(configs))
     return pd.DataFrame(written)
 
 
