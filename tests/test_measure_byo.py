@@ -182,3 +182,18 @@ class TestHuggingFace:
             resolve_workload(f"hf:{path}", seq_len=64)
         with pytest.raises(ValueError, match="has no attribute"):
             resolve_workload("hf:bert?no_such_knob=3")
+
+
+def test_tf32_switch_keeps_torch_precision_readable():
+    """The TF32 switch must leave torch.get_float32_matmul_precision() working (torch.compile reads it)."""
+    from perfmodel.measure._worker import _set_tf32
+
+    try:
+        _set_tf32(torch, True)
+        assert torch.get_float32_matmul_precision() == "high" and torch.backends.cudnn.allow_tf32
+        _set_tf32(torch, False)
+        assert torch.get_float32_matmul_precision() == "highest" and not torch.backends.cudnn.allow_tf32
+        assert torch.backends.cuda.matmul.allow_tf32 is False
+    finally:
+        torch.set_float32_matmul_precision("highest")
+        torch.backends.cudnn.allow_tf32 = True  # torch's default

@@ -35,17 +35,14 @@ def _write_text(path: str, text: str) -> None:
 
 
 def _set_tf32(torch, enabled: bool) -> None:
-    """TF32 for matmuls and cuDNN, through the per-backend API where torch has it (mixing it with the legacy
-    ``allow_tf32`` flags is an error in recent torch)."""
-    mode = "tf32" if enabled else "ieee"
-    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
-        torch.backends.cuda.matmul.fp32_precision = mode
-        for backend in ("conv", "rnn"):
-            if hasattr(getattr(torch.backends.cudnn, backend, None), "fp32_precision"):
-                setattr(getattr(torch.backends.cudnn, backend), "fp32_precision", mode)
-    else:  # torch < 2.9
-        torch.backends.cuda.matmul.allow_tf32 = enabled
-        torch.backends.cudnn.allow_tf32 = enabled
+    """TF32 for matmuls and cuDNN (convolutions, RNNs) on or off.
+
+    Through ``set_float32_matmul_precision`` and ``cudnn.allow_tf32``, which keep torch's legacy and per-backend
+    precision settings consistent: setting ``torch.backends.cuda.matmul.fp32_precision`` directly makes a later
+    ``torch.get_float32_matmul_precision()`` (which torch.compile's inductor calls) raise in recent torch.
+    """
+    torch.set_float32_matmul_precision("high" if enabled else "highest")
+    torch.backends.cudnn.allow_tf32 = bool(enabled)
 
 
 def setup_precision(precision: str, device) -> tuple:
