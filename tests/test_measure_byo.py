@@ -110,6 +110,10 @@ class TestInProcess:
         assert rec["optimizer"] == "sgd" and rec["protocol"].startswith("SGD step")
         assert rec["params"] == 16 * 32 + 32 + 8 * 32 + 32 + 32 * 4 + 4
 
+    def test_flops_the_counter_cannot_see_are_left_empty(self):
+        rec = _in_process(f"{BYO_FILE}:no_flops")
+        assert rec["flops_per_sample"] is None and rec["flops_method"] == "none" and rec["params"] == 16
+
     def test_activation_checkpointing_where_supported(self):
         assert _in_process("gpt-s", activation_checkpointing=True)["activation_checkpointing"] == 1
         assert _in_process(f"{BYO_FILE}:mlp", activation_checkpointing=True)["activation_checkpointing"] == 0

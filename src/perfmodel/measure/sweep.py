@@ -493,6 +493,8 @@ def run_sweep(configs: Iterable[RunConfig] | None = None, output: str | os.PathL
             eta = elapsed / (i + 1) * (len(todo) - i - 1)
             what = (f"{record['step_time_s']:.4g} s/step" if record["status"] == "ok"
                     else f"{record['status']}: {str(record['error'])[:60]}")
+            if record["status"] == "ok" and record.get("flops_method") == "none":
+                what += " (FlopCounterMode saw no FLOPs: flops_per_sample left empty)"
             print(f"[{skipped + i + 1:>4}/{len(configs)}] {cfg.record_name} batch={cfg.batch_size} n={cfg.gpu_count} "
                   f"{cfg.precision} rep={cfg.repeat}: {what}  (ETA {_fmt_eta(eta)})", file=sys.stderr, flush=True)
     return pd.DataFrame(written)
