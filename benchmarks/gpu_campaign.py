@@ -159,7 +159,7 @@ def _per_config_s(mode: str, budget_s: float, n_single: int, n_multi: int) -> tu
 
 # ----------------------------------------------------------------------------------------------- helpers
 def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9.+-]+", "-", text.lower()).strip("-") or "device"
+    return re.sub(r"[^a-z0-9._-]+", "-", text.lower()).strip("-") or "device"
 
 
 def _device_facts(mode: str) -> dict:
@@ -347,7 +347,11 @@ def worker_main(plan_path: str) -> int:
         elapsed = time.time() - now
         if rec["status"] == "ok":
             overhead = 0.5 * overhead + 0.5 * max(0.0, elapsed - sum(times))
-        note({"event": "done", "index": i, "status": rec["status"], "elapsed_s": elapsed})
+        tflops = None
+        if rec["status"] == "ok" and rec.get("flops_per_sample"):
+            tflops = rec["flops_per_sample"] * cfg.batch_size * cfg.grad_accum / rec["step_time_s"] / 1e12
+        note({"event": "done", "index": i, "status": rec["status"], "elapsed_s": elapsed,
+              "step_time_s": rec.get("step_time_s"), "tflops": tflops, "error": rec.get("error")})
         print(f"[{i + 1}/{len(configs)}] {cfg.record_name} b={cfg.batch_size} {cfg.precision} rep={cfg.repeat}: "
               f"{rec['status']} {rec.get('step_time_s') or rec.get('error')} ({elapsed:.1f}s)", flush=True)
         gc.collect()
@@ -471,8 +475,15 @@ def run_campaign(args) -> int:
                     if e["event"] == "done" and e["index"] not in outcomes:
                         outcomes[e["index"]] = e["status"]
                         c = todo[e["index"]]
+                        what = e["status"]
+                        if e.get("step_time_s"):
+                            what += f" {e['step_time_s'] * 1e3:.1f} ms/step"
+                        if e.get("tflops"):
+                            what += f", {e['tflops']:.1f} TFLOP/s"
+                        if e.get("error"):
+                            what += f": {str(e['error'])[:80]}"
                         _log(f"[{e['index'] + 1}/{len(todo)}] {c['model']} b={c['batch_size']} {c['precision']} "
-                             f"rep={c['repeat']}: {e['status']} ({e['elapsed_s']:.1f} s)")
+                             f"rep={c['repeat']}: {what} ({e['elapsed_s']:.1f} s)")
                 inflight = next((e for e in reversed(starts) if e["index"] not in dones), None)
                 if rc is not None:
                     break
@@ -519,15 +530,18 @@ def run_campaign(args) -> int:
         # data-parallel configurations, one torchrun each (machines with more than one device)
         if multi and time.time() < deadline - MIN_CONFIG_S[mode]:
             from perfmodel.io import append_runs
-            from perfmodel.measure.sweep import _append_steps, measure_run
+            from perfmodel.measure.sweep import _append_steps, _flops_for, measure_run
 
             for j, c in enumerate(multi):
-                remaining = deadline - time.time()
-                if remaining < MIN_CONFIG_S[mode] + 5.0:
+                if deadline - time.time() < MIN_CONFIG_S[mode] + 5.0:
                     break
-                share = remaining / (len(multi) - j)
+                share = (deadline - time.time()) / (len(multi) - j)
                 cfg = RunConfig(**{**_fields(c), "max_seconds": max(1.0, min(MAX_TIMED_S[mode], share / 2))})
-                rec, times = measure_run(cfg, timeout_s=max(5.0, min(remaining - 1.0, 3 * share)),
+                _flops_for(cfg)  # counted (and cached) here, so that the time-out below covers only the run
+                remaining = deadline - time.time()
+                if remaining < MIN_CONFIG_S[mode]:
+                    break
+                rec, times = measure_run(cfg, timeout_s=max(1.0, min(remaining - 2.0, 3 * share)),
                                          gpu_type=facts["gpu_type"], sweep_id=sweep_id)
                 rec["launcher"] = "torchrun"
                 append_runs(rec, csv, validate=facts["known"])
@@ -554,7 +568,10 @@ def run_campaign(args) -> int:
     except Exception:  # the protocol is written regardless
         pass
     _write_json_atomic(proto_path, protocol)
-    for p in (out_dir / f".runs_{slug}.job.json", out_dir / f".runs_{slug}.job.json.tmp"):
+    # every writer has ended: drop the lock and job files, so that the folder holds only results (a device
+    # machine's $OUT returns a handful of files)
+    for p in (out_dir / f".runs_{slug}.job.json", out_dir / f".runs_{slug}.job.json.tmp",
+              Path(str(csv) + ".lock"), Path(str(csv) + ".steps.jsonl.lock")):
         if p.exists():
             p.unlink()
     _log(f"done: {protocol['outcomes']} in {protocol['elapsed_s']:.0f} s; protocol {proto_path}")

@@ -112,3 +112,5 @@ class TestCommandLine:
         assert {s["run_id"] for s in steps} <= set(runs["run_id"])
         assert proto["budget_min"] == 1.5 and proto["planned"] and proto["microbenchmark"] == mb
         assert sum(proto["outcomes"].values()) == len(proto["planned"])
+        assert not list(tmp_path.glob("*.lock")) and not list(tmp_path.glob(".*"))
+        assert len(list(tmp_path.iterdir())) <= 8  # what a device machine's $OUT sends back
