@@ -394,6 +394,50 @@ def _record_failure(entry: dict, status: str, message: str, facts: dict, sweep_i
     append_runs(rec, csv, validate=facts["known"])
 
 
+def _supervise(proc, progress: Path, seen: int, todo: list, outcomes: dict, single_deadline: float, facts: dict,
+               sweep_id: str, csv: Path, start: int):
+    """Watch one worker until it exits, overruns a configuration's hard time-out, or the deadline comes.
+
+    Returns ``(rc, events, inflight, cut, start)``: the exit status (``"timeout"`` when this function killed it
+    for an overrun, recording that configuration), the worker's progress events, the configuration in flight
+    at the end, the one cut by the deadline (or None), and where a next worker would start.
+    """
+    while True:
+        rc = proc.poll()
+        events = _read_progress(progress)[seen:]
+        starts = [e for e in events if e["event"] == "start"]
+        dones = {e["index"] for e in events if e["event"] == "done"}
+        for e in events:
+            if e["event"] == "done" and e["index"] not in outcomes:
+                outcomes[e["index"]] = e["status"]
+                c = todo[e["index"]]
+                what = e["status"]
+                if e.get("step_time_s"):
+                    what += f" {e['step_time_s'] * 1e3:.1f} ms/step"
+                if e.get("tflops"):
+                    what += f", {e['tflops']:.1f} TFLOP/s"
+                if e.get("error"):
+                    what += f": {str(e['error'])[:80]}"
+                _log(f"[{e['index'] + 1}/{len(todo)}] {c['model']} b={c['batch_size']} {c['precision']} "
+                     f"rep={c['repeat']}: {what} ({e['elapsed_s']:.1f} s)")
+        inflight = next((e for e in reversed(starts) if e["index"] not in dones), None)
+        if rc is not None:
+            return rc, events, inflight, None, start
+        now = time.time()
+        if now >= single_deadline:
+            _kill_group(proc)
+            return rc, events, inflight, inflight, start
+        if inflight is not None and now >= inflight["hard_timeout_at"] + 5.0:
+            _kill_group(proc)
+            idx = inflight["index"]
+            _record_failure(todo[idx], "timeout", f"configuration exceeded its hard time-out "
+                            f"({inflight['hard_timeout_at'] - inflight['t']:.0f} s) and the worker was killed",
+                            facts, sweep_id, csv)
+            outcomes[idx] = "timeout"
+            return "timeout", events, inflight, None, idx + 1
+        time.sleep(0.2)
+
+
 def run_campaign(args) -> int:
     import uuid
 
@@ -445,6 +489,7 @@ def run_campaign(args) -> int:
                        "the 95% CI half-width of the mean is under ci_target or the configuration's time share is "
                        "spent; NVML sampled every 0.1 s during the timed window; cudnn.benchmark left at default",
     }
+    _write_json_atomic(proto_path, protocol)  # the plan is on disk even if the campaign is killed
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO / "src") + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("HF_HUB_OFFLINE", "1")
@@ -466,43 +511,12 @@ def run_campaign(args) -> int:
                                     cwd=str(REPO))
             worker_starts.append(t_launch)
             cut = None
-            while True:
-                rc = proc.poll()
-                events = _read_progress(progress)[seen:]
-                starts = [e for e in events if e["event"] == "start"]
-                dones = {e["index"] for e in events if e["event"] == "done"}
-                for e in events:
-                    if e["event"] == "done" and e["index"] not in outcomes:
-                        outcomes[e["index"]] = e["status"]
-                        c = todo[e["index"]]
-                        what = e["status"]
-                        if e.get("step_time_s"):
-                            what += f" {e['step_time_s'] * 1e3:.1f} ms/step"
-                        if e.get("tflops"):
-                            what += f", {e['tflops']:.1f} TFLOP/s"
-                        if e.get("error"):
-                            what += f": {str(e['error'])[:80]}"
-                        _log(f"[{e['index'] + 1}/{len(todo)}] {c['model']} b={c['batch_size']} {c['precision']} "
-                             f"rep={c['repeat']}: {what} ({e['elapsed_s']:.1f} s)")
-                inflight = next((e for e in reversed(starts) if e["index"] not in dones), None)
-                if rc is not None:
-                    break
-                now = time.time()
-                if now >= single_deadline:
-                    _kill_group(proc)
-                    cut = inflight
-                    break
-                if inflight is not None and now >= inflight["hard_timeout_at"] + 5.0:
-                    _kill_group(proc)
-                    idx = inflight["index"]
-                    _record_failure(todo[idx], "timeout", f"configuration exceeded its hard time-out "
-                                    f"({inflight['hard_timeout_at'] - inflight['t']:.0f} s) and the worker was killed",
-                                    facts, sweep_id, csv)
-                    outcomes[idx] = "timeout"
-                    start = idx + 1
-                    rc = "timeout"
-                    break
-                time.sleep(0.2)
+            try:
+                rc, events, inflight, cut, start = _supervise(proc, progress, seen, todo, outcomes, single_deadline,
+                                                              facts, sweep_id, csv, start)
+            except BaseException:  # Ctrl-C or a bug here: the worker (in its own session) must not outlive us
+                _kill_group(proc)
+                raise
             if cut is not None:
                 outcomes[cut["index"]] = "cut"
                 break
