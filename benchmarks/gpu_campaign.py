@@ -301,9 +301,14 @@ def worker_main(plan_path: str) -> int:
 
     if job.get("microbench_path") and not os.path.exists(job["microbench_path"]):
         note({"event": "microbench"})
-        mb = microbenchmark(device, MICROBENCH_CAP_S[mode])
+        try:
+            mb = microbenchmark(device, MICROBENCH_CAP_S[mode])
+        except Exception as exc:  # the campaign goes on without it; the file says why
+            mb = {"error": error_line(exc), "results": {}}
         _write_json_atomic(Path(job["microbench_path"]), mb)
-        print("microbenchmark:", json.dumps(mb["results"]), flush=True)
+        print("microbenchmark:", json.dumps(mb), flush=True)
+        if mode == "gpu":
+            torch.cuda.empty_cache()
     note({"event": "ready"})
     configs = job["configs"]
     deadline = float(job["deadline"])
@@ -394,6 +399,9 @@ def _record_failure(entry: dict, status: str, message: str, facts: dict, sweep_i
     append_runs(rec, csv, validate=facts["known"])
 
 
+_ANNOUNCED: set = set()
+
+
 def _supervise(proc, progress: Path, seen: int, todo: list, outcomes: dict, single_deadline: float, facts: dict,
                sweep_id: str, csv: Path, start: int):
     """Watch one worker until it exits, overruns a configuration's hard time-out, or the deadline comes.
@@ -408,6 +416,14 @@ def _supervise(proc, progress: Path, seen: int, todo: list, outcomes: dict, sing
         starts = [e for e in events if e["event"] == "start"]
         dones = {e["index"] for e in events if e["event"] == "done"}
         for e in events:
+            if e["event"] == "ready" and "microbench" not in _ANNOUNCED:
+                _ANNOUNCED.add("microbench")
+                mb_file = progress.with_name(progress.name.replace("runs_", "microbench_").replace(
+                    ".progress.jsonl", ".json"))
+                if mb_file.exists():
+                    res = json.loads(mb_file.read_text()).get("results", {})
+                    _log("microbenchmark: " + ", ".join(f"{k} {v:.4g}" for k, v in res.items()
+                                                        if k.endswith(("tflops", "gb_per_s"))))
             if e["event"] == "done" and e["index"] not in outcomes:
                 outcomes[e["index"]] = e["status"]
                 c = todo[e["index"]]
