@@ -44,7 +44,8 @@ class TestPlan:
         if campaign._hf_available():
             assert {"hf:gpt2", "hf:bert"} <= models
         head = plan[: 3 * len(models)]
-        assert {(c["model"], c["precision"]) for c in head} == {(m, p) for m in models for p in ("bf16", "fp32", "tf32")}
+        grid = {(m, p) for m in models for p in ("bf16", "fp32", "tf32")}
+        assert {(c["model"], c["precision"]) for c in head} == grid
         assert all(c["batch_size"] == campaign.GPU_MODELS[c["model"]][1] for c in head)
         assert all(c["gpu_count"] == 1 for c in plan)  # one device: no data-parallel configurations
 

@@ -201,3 +201,16 @@ def test_tf32_switch_keeps_torch_precision_readable():
     finally:
         torch.set_float32_matmul_precision("highest")
         torch.backends.cudnn.allow_tf32 = True  # torch's default
+
+
+def test_grad_accum_multiplies_the_work_of_a_step():
+    """features: an optimizer step of k micro-batches does k times the FLOPs; its all-reduce is unchanged."""
+    import pandas as pd
+
+    from perfmodel.features import run_quantities
+
+    runs = pd.DataFrame({"params": [1e6, 1e6], "batch_size": [8, 8], "gpu_count": [2, 2], "gpu_type": ["cpu", "cpu"],
+                         "flops_per_sample": [1e9, 1e9], "grad_accum": [1, 4]})
+    q = run_quantities(runs)
+    assert q["flops_per_step_device"].tolist() == [8e9, 32e9] and q["global_batch"].tolist() == [16, 64]
+    assert q["allreduce_bytes"].iloc[0] == q["allreduce_bytes"].iloc[1]

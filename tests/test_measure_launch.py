@@ -41,7 +41,8 @@ def _cli(*args, timeout=60):
 
 class TestLaunchFlags:
     @pytest.mark.parametrize("args, message", [
-        (["--launcher", "slurm", "--nnodes", "2", "--partition", "p", "--time", "5"], "cannot be used with --launcher slurm"),
+        (["--launcher", "slurm", "--nnodes", "2", "--partition", "p", "--time", "5"],
+         "cannot be used with --launcher slurm"),
         (["--launcher", "slurm", "--partition", "gpu"], "--launcher slurm needs --time"),
         (["--launcher", "slurm"], "needs --partition and --time"),
         (["--nnodes", "2"], "needs --rdzv-endpoint"),

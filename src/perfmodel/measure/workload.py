@@ -174,8 +174,10 @@ def _as_inputs(batch) -> tuple:
 
     inputs = tuple(batch) if isinstance(batch, (tuple, list)) else (batch,)
     if not inputs or not all(isinstance(t, torch.Tensor) for t in inputs):
-        raise TypeError(f"make_batch(batch_size) must return a tensor or a tuple of tensors. Got "
-                        f"{type(batch).__name__}{'' if not isinstance(batch, (tuple, list)) else ' of ' + ', '.join(type(t).__name__ for t in batch)}.")
+        got = type(batch).__name__
+        if isinstance(batch, (tuple, list)):
+            got += " of " + ", ".join(type(t).__name__ for t in batch)
+        raise TypeError(f"make_batch(batch_size) must return a tensor or a tuple of tensors. Got {got}.")
     return inputs
 
 
