@@ -54,6 +54,8 @@ def setup_precision(precision: str, device) -> tuple:
     import torch
 
     cuda = device.type == "cuda"
+    if precision not in ("fp32", "tf32", "fp16", "bf16"):
+        raise ValueError(f"precision must be fp32, tf32, fp16 or bf16 for a measured run. Got {precision!r}.")
     if precision in ("fp16", "tf32") and not cuda:
         raise ValueError(f"precision {precision!r} needs a CUDA device; on CPU use fp32 or bf16.")
     ran = precision
