@@ -55,8 +55,6 @@ _RECORD_KEYS = (
     "nodes", "launcher",
 )
 OPTIMIZERS = ("adamw", "sgd")
-#: Precisions the timing loop can run (autocast / TF32 flags); the schema knows fp8 too, from users' histories.
-MEASURED_PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 
 
 @dataclass(frozen=True)
@@ -119,10 +117,8 @@ class RunConfig:
         check_positive_int(self.batch_size, "batch_size", where)
         check_positive_int(self.gpu_count, "gpu_count", where)
         check_positive_int(self.steps, "steps", where, allow_none=True)
-        if self.precision not in MEASURED_PRECISIONS:
-            extra = " (fp8 needs Transformer Engine, which perfmodel's timing loop does not drive)" \
-                if self.precision in PRECISIONS else ""
-            raise ValueError(f"precision must be one of {MEASURED_PRECISIONS}{extra}. Got {self.precision!r}.")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}. Got {self.precision!r}.")
         if self.precision == "fp8":
             raise ValueError("precision 'fp8' cannot be measured by the zoo (torch autocast has no fp8); record fp8 "
                              "jobs (e.g. Transformer Engine) with perfmodel.measure.recorder.Recorder instead.")
