@@ -84,7 +84,16 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--trusted", action="store_true", help="allow a pickle-based (joblib) model file")
 
     m = sub.add_parser("measure", help="measure training runs and append them to a history (needs torch)")
-    m.add_argument("--models", type=_csv_list(str), help="zoo models (default: the default sweep)")
+    m.add_argument("--models", type=_csv_list(str),
+                   help="comma-separated: zoo names, hf:<type>[?key=value&...] or hf:./config.json (needs the 'hf' "
+                        "extra), or your own pkg.module:factory / file.py:factory (default: the default sweep)")
+    m.add_argument("--name", help="the records' model name (one model only; default: the factory's dotted name)")
+    m.add_argument("--seq-len", type=int, help="sequence length of Hugging Face (default 128) and zoo sequence models")
+    m.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step (default 1)")
+    m.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw")
+    m.add_argument("--compile", action="store_true", help="torch.compile the model (compile time goes to startup_s)")
+    m.add_argument("--activation-checkpointing", action="store_true",
+                   help="activation checkpointing where the model supports it (the record says if it ran)")
     m.add_argument("--batch-sizes", type=_csv_list(int), default=None)
     m.add_argument("--gpu-counts", type=_csv_list(int), default=None)
     m.add_argument("--precisions", type=_csv_list(str), default=["fp32"])
@@ -98,6 +107,23 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--retry-failed", action="store_true", help="re-run configurations recorded as failed")
     m.add_argument("--output", "-o", required=True, help="history to append to (.csv or .parquet)")
     m.add_argument("--list-models", action="store_true", help="list the zoo and exit")
+    m.add_argument("--launcher", choices=["local", "slurm"], default="local",
+                   help="local: run here, one configuration after another (torchrun for several devices/nodes); "
+                        "slurm: one job per configuration through submitit (needs the 'slurm' extra)")
+    tr = m.add_argument_group("multi-node (torchrun, c10d rendezvous; start the same command on every node)")
+    tr.add_argument("--nnodes", type=int, help="nodes per run")
+    tr.add_argument("--nproc-per-node", type=int, help="processes (GPUs) per node; gpu_count = nnodes x this")
+    tr.add_argument("--rdzv-endpoint", help="host:port of the rendezvous (a port free on the first node)")
+    tr.add_argument("--rdzv-id", default=None, help="rendezvous id prefix, the same on every node (default perfmodel)")
+    sl = m.add_argument_group("Slurm (--launcher slurm)")
+    sl.add_argument("--partition", help="Slurm partition (required)")
+    sl.add_argument("--time", type=int, dest="time_min", help="time limit per job, minutes (required)")
+    sl.add_argument("--gpus-per-node", type=int, help="GPUs per job (default 1; must cover --gpu-counts)")
+    sl.add_argument("--account", help="Slurm account")
+    sl.add_argument("--cpus-per-task", type=int, help="CPU cores per job (default 8)")
+    sl.add_argument("--slurm-folder", help="logs, job ids and records (default: <output>.slurm)")
+    sl.add_argument("--slurm-cluster", choices=["auto", "slurm", "local"], default="auto",
+                    help="submitit executor: auto (Slurm if sbatch exists), slurm, or local processes (testing)")
 
     e = sub.add_parser("evaluate", help="grouped cross-validation of the methods and baselines on a history")
     e.add_argument("runs", nargs="?", help="run history (default: the bundled runs)")
@@ -231,13 +257,49 @@ def _cmd_summary(args) -> int:
     return 0
 
 
+_SLURM_FLAGS = {"partition": "--partition", "time_min": "--time", "gpus_per_node": "--gpus-per-node",
+                "account": "--account", "cpus_per_task": "--cpus-per-task", "slurm_folder": "--slurm-folder"}
+_TORCHRUN_FLAGS = {"nnodes": "--nnodes", "nproc_per_node": "--nproc-per-node", "rdzv_endpoint": "--rdzv-endpoint",
+                   "rdzv_id": "--rdzv-id"}
+
+
+def _check_launch_flags(args) -> None:
+    """Flag combinations that cannot work, refused before anything runs."""
+    given = lambda table: [flag for dest, flag in table.items() if getattr(args, dest) is not None]  # noqa: E731
+    slurm_given, torchrun_given = given(_SLURM_FLAGS), given(_TORCHRUN_FLAGS)
+    if args.launcher == "slurm":
+        if torchrun_given:
+            raise ValueError(f"{', '.join(torchrun_given)} cannot be used with --launcher slurm: each Slurm job is "
+                             "one node; multi-node runs use --launcher local with --nnodes on every node.")
+        missing = [f for d, f in (("partition", "--partition"), ("time_min", "--time")) if getattr(args, d) is None]
+        if missing:
+            raise ValueError(f"--launcher slurm needs {' and '.join(missing)} (partition and time limit in "
+                             "minutes of each job).")
+    elif slurm_given or args.slurm_cluster != "auto":
+        raise ValueError(f"{', '.join(slurm_given) or '--slurm-cluster'}: only with --launcher slurm.")
+    if args.nnodes is not None and args.nnodes > 1 and not args.rdzv_endpoint:
+        raise ValueError("--nnodes > 1 needs --rdzv-endpoint host:port (the c10d rendezvous every node joins).")
+    if args.rdzv_endpoint and (args.nnodes is None or args.nnodes < 2):
+        raise ValueError("--rdzv-endpoint is for multi-node runs: give --nnodes N (N >= 2) with it.")
+    if args.nproc_per_node is not None and args.gpu_counts is not None:
+        raise ValueError("give either --gpu-counts or --nproc-per-node (gpu_count = nnodes x nproc-per-node).")
+    for dest, flag in (("nnodes", "--nnodes"), ("nproc_per_node", "--nproc-per-node"), ("time_min", "--time"),
+                       ("gpus_per_node", "--gpus-per-node"), ("cpus_per_task", "--cpus-per-task")):
+        value = getattr(args, dest)
+        if value is not None and value < 1:
+            raise ValueError(f"{flag} must be a positive int. Got {value}.")
+
+
 def _cmd_measure(args) -> int:
+    _check_launch_flags(args)
     from .measure.sweep import default_sweep_configs, run_sweep, sweep_configs
     from .measure.zoo import ZOO
 
     if args.list_models:
-        for name, (_, knobs) in ZOO.items():
-            print(name, knobs)
+        from .measure.zoo import LARGE_ZOO
+
+        for name, (_, knobs) in {**ZOO, **LARGE_ZOO}.items():
+            print(name, knobs, "(GPU-sized)" if name in LARGE_ZOO else "")
         return 0
     device = args.device
     if device is None:
@@ -251,14 +313,38 @@ def _cmd_measure(args) -> int:
         opts["max_seconds"] = args.max_seconds
     if args.ci_target is not None:
         opts["ci_target"] = args.ci_target
+    job = {"grad_accum": args.grad_accum, "optimizer": args.optimizer, "compile": args.compile,
+           "activation_checkpointing": args.activation_checkpointing}
+    if args.seq_len is not None:
+        job["seq_len"] = args.seq_len
+    if args.name is not None:
+        job["name"] = args.name
+    nnodes = args.nnodes or 1
+    if nnodes > 1 or args.nproc_per_node is not None:
+        job["nnodes"] = nnodes
+        if args.rdzv_endpoint:
+            job["rdzv_endpoint"] = args.rdzv_endpoint
+        if args.rdzv_id:
+            job["rdzv_id"] = args.rdzv_id
+        args.gpu_counts = [nnodes * (args.nproc_per_node or 1)]
+    if args.name is not None and (args.models is None or len(args.models) != 1):
+        raise ValueError("--name names the records of one model: give exactly one --models entry with it.")
     if args.models is None and args.batch_sizes is None and args.gpu_counts is None:
-        configs = default_sweep_configs(device=device, **opts)
+        configs = default_sweep_configs(device=device, **opts, **job)
     else:
         defaults = {"max_seconds": 10.0}
         configs = sweep_configs(args.models or list(ZOO), args.batch_sizes or [8, 32], args.gpu_counts or [1],
                                 precisions=args.precisions, repeats=args.repeats, device=device,
-                                **{**defaults, **opts})
-    done = run_sweep(configs, args.output, timeout_s=args.timeout, retry_failed=args.retry_failed)
+                                **{**defaults, **opts, **job})
+    slurm = None
+    if args.launcher == "slurm":
+        from .measure.slurm import SlurmOptions
+
+        slurm = SlurmOptions(partition=args.partition, time_min=args.time_min, gpus_per_node=args.gpus_per_node or 1,
+                             account=args.account, cpus_per_task=args.cpus_per_task or 8, folder=args.slurm_folder,
+                             cluster=args.slurm_cluster)
+    done = run_sweep(configs, args.output, timeout_s=args.timeout, retry_failed=args.retry_failed,
+                     launcher=args.launcher, slurm=slurm)
     failed = int((done["status"] != "ok").sum()) if len(done) else 0
     print(f"wrote {len(done)} runs to {args.output} ({failed} failed)")
     return 0

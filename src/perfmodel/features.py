@@ -78,10 +78,15 @@ def run_quantities(runs: pd.DataFrame) -> pd.DataFrame:
     """Physical quantities of each run (validated history or query rows).
 
     ``flops_per_sample`` falls back to ``6 * params`` (the "6·N" rule per sample-token) where it is missing;
-    ``flops_imputed`` says where.
+    ``flops_imputed`` says where. With gradient accumulation (``grad_accum`` k, default 1) one optimizer step
+    computes k micro-batches: the step's FLOPs and global batch are k times larger, its all-reduce is not.
     """
     params = runs["params"].to_numpy(dtype=float)
     batch = runs["batch_size"].to_numpy(dtype=float)
+    if "grad_accum" in runs.columns:
+        accum = pd.to_numeric(runs["grad_accum"], errors="coerce").fillna(1).to_numpy(dtype=float)
+    else:
+        accum = np.ones(len(runs))
     n = runs["gpu_count"].to_numpy(dtype=float)
     if "flops_per_sample" in runs.columns:
         fps = runs["flops_per_sample"].to_numpy(dtype=float, na_value=np.nan)
@@ -96,10 +101,10 @@ def run_quantities(runs: pd.DataFrame) -> pd.DataFrame:
             "params": params,
             "batch_size": batch,
             "gpu_count": n,
-            "global_batch": batch * n,
+            "global_batch": batch * n * accum,
             "flops_per_sample": fps,
             "flops_imputed": imputed,
-            "flops_per_step_device": fps * batch,
+            "flops_per_step_device": fps * batch * accum,
             "allreduce_bytes": 2.0 * (n - 1.0) / n * params * FP32_GRAD_BYTES,
         },
         index=runs.index,

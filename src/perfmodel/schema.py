@@ -13,6 +13,7 @@ Conventions
   resolved on load), or ``"cpu"``.
 * ``step_time_s`` is the mean wall-clock seconds of one optimizer step in steady state (warm-up excluded). When a
   history gives only ``wall_time_s`` and ``steps``, ``step_time_s = wall_time_s / steps`` (start-up included).
+* ``step_time_s`` is per *optimizer* step: with ``grad_accum`` k it covers k micro-batches of ``batch_size``.
 * ``status`` is ``ok`` for a completed run, or ``oom`` / ``error`` / ``timeout``; failed runs stay in the file as
   evidence but are left out of fitting.
 """
@@ -56,8 +57,14 @@ COLUMNS: tuple[Column, ...] = (
     _C("batch_size", "int", "samples per device per optimizer step"),
     _C("gpu_count", "int", "data-parallel devices (on CPU: worker processes)"),
     _C("gpu_type", "str", "canonical device name from perfmodel.hardware, or cpu"),
-    _C("precision", "str", "fp32 | tf32 | fp16 | bf16 | fp8 (compute dtype; fp8 e.g. Transformer Engine)"),
+    _C("precision", "str", "fp32 | tf32 | fp16 | bf16 | fp8: what ran (compute dtype: autocast for bf16/fp16, "
+                           "TF32 matmul/cuDNN flags for tf32; fp8 e.g. Transformer Engine)"),
     _C("grad_accum", "int", "micro-batches per optimizer step (gradient accumulation; default 1)"),
+    _C("optimizer", "str", "optimizer of the timed step: adamw | sgd (default adamw)"),
+    _C("compiled", "int", "1 if the model ran under torch.compile (compile time is in startup_s), else 0"),
+    _C("activation_checkpointing", "int", "1 if activation checkpointing ran, else 0"),
+    _C("seq_len", "int", "tokens per sample of a sequence model (nullable)"),
+    _C("model_source", "str", "where the model came from: zoo | hf | factory (bring-your-own) | user"),
     _C("threads_per_worker", "int", "torch intra-op threads per worker process"),
     _C("step_time_s", "float", "mean seconds per optimizer step, steady state"),
     _C("step_time_median_s", "float", "median seconds per optimizer step"),
@@ -84,6 +91,8 @@ COLUMNS: tuple[Column, ...] = (
     _C("cpu_cores", "int", "logical CPUs of the host"),
     _C("hostname", "str", "host name"),
     _C("nodes", "int", "machines in the run"),
+    _C("launcher", "str", "how the run was started: local | torchrun | slurm"),
+    _C("job_id", "str", "scheduler job id of the run (Slurm/submitit), if any"),
     _C("torch_version", "str", "torch version"),
     _C("perfmodel_version", "str", "perfmodel version that measured the run"),
     _C("python_version", "str", "Python version"),

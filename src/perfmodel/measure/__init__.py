@@ -7,7 +7,7 @@ This subpackage is the only part of perfmodel that imports torch, and it does so
 from __future__ import annotations
 
 __all__ = ["RunConfig", "measure_run", "run_sweep", "sweep_configs", "default_sweep_configs", "DEFAULT_SWEEP",
-           "record"]
+           "record", "SlurmOptions"]
 
 
 def __getattr__(name):
@@ -15,6 +15,10 @@ def __getattr__(name):
         from .recorder import record
 
         return record
+    if name == "SlurmOptions":
+        from .slurm import SlurmOptions
+
+        return SlurmOptions
     if name in __all__:
         from . import sweep
 

@@ -2,15 +2,22 @@
 
 Usage: ``python -m perfmodel.measure._worker CONFIG.json RESULT.json`` for one device, or the same module under
 ``torchrun --nproc_per_node N -m`` for data-parallel runs (DDP; NCCL on GPUs, gloo on CPU). Only rank 0 writes
-RESULT.json. The parent records failures (non-zero exit, out of memory, time-out) from the exit status and stderr.
+RESULT.json. The parent records failures (non-zero exit, out of memory, time-out) from the exit status and stderr;
+the last stderr line of a failed worker is ``perfmodel-worker: <ExceptionType>: <first line of the message>``.
+
+:func:`measure_config` is the measurement itself, callable in-process (``benchmarks/gpu_campaign.py`` runs many
+configurations in one long-lived process this way).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import time
+
+ERROR_PREFIX = "perfmodel-worker: "
 
 
 def _write_json(path: str, obj: dict) -> None:
@@ -20,73 +27,125 @@ def _write_json(path: str, obj: dict) -> None:
     os.replace(tmp, path)
 
 
-def main(config_path: str, result_path: str) -> int:
-    with open(config_path, encoding="utf-8") as fh:
-        cfg = json.load(fh)
+def _write_text(path: str, text: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def _set_tf32(torch, enabled: bool) -> None:
+    """TF32 for matmuls and cuDNN (convolutions, RNNs) on or off.
+
+    Through ``set_float32_matmul_precision`` and ``cudnn.allow_tf32``, which keep torch's legacy and per-backend
+    precision settings consistent: setting ``torch.backends.cuda.matmul.fp32_precision`` directly makes a later
+    ``torch.get_float32_matmul_precision()`` (which torch.compile's inductor calls) raise in recent torch.
+    """
+    torch.set_float32_matmul_precision("high" if enabled else "highest")
+    torch.backends.cudnn.allow_tf32 = bool(enabled)
+
+
+def setup_precision(precision: str, device) -> tuple:
+    """Set the device flags for ``precision``; return ``(autocast dtype or None, GradScaler or None, what runs)``.
+
+    ``fp32`` turns TF32 off; ``tf32`` turns it on where the GPU has it (compute capability 8.0+; else the run is
+    plain fp32 and records so); ``bf16``/``fp16`` autocast (fp16 with a GradScaler). On CPU, fp32 and bf16.
+    """
+    import torch
+
+    cuda = device.type == "cuda"
+    if precision not in ("fp32", "tf32", "fp16", "bf16"):
+        raise ValueError(f"precision must be fp32, tf32, fp16 or bf16 for a measured run. Got {precision!r}.")
+    if precision in ("fp16", "tf32") and not cuda:
+        raise ValueError(f"precision {precision!r} needs a CUDA device; on CPU use fp32 or bf16.")
+    ran = precision
+    if cuda:
+        tf32_capable = torch.cuda.get_device_capability(device) >= (8, 0)
+        _set_tf32(torch, precision == "tf32" and tf32_capable)
+        if precision == "tf32" and not tf32_capable:
+            ran = "fp32"
+        if precision == "bf16" and not torch.cuda.is_bf16_supported(including_emulation=False):
+            raise RuntimeError("bf16 is not supported on this GPU (compute capability < 8.0)")
+    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    scaler = torch.amp.GradScaler("cuda") if (precision == "fp16" and cuda) else None
+    return amp_dtype, scaler, ran
+
+
+def _make_optimizer(torch, name: str, params):
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-4)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9)
+    raise ValueError(f"optimizer must be 'adamw' or 'sgd'. Got {name!r}.")
+
+
+def measure_config(cfg: dict, *, device, world: int = 1, rank: int = 0, local_rank: int = 0,
+                   flops_cache: dict | None = None) -> dict | None:
+    """Build the configuration's model, time its optimizer steps, return the record fields (rank 0; else None).
+
+    ``cfg`` holds :class:`~perfmodel.measure.sweep.RunConfig`'s fields plus ``launched_at`` (the wall-clock time
+    the run was started, for ``startup_s``) and optionally ``flops_per_sample``/``flops_method``. Raises on any
+    failure (the caller records it). ``flops_cache`` (a dict) keeps FLOP counts across calls in one process.
+    """
     import torch
     import torch.distributed as dist
 
     from .telemetry import NvmlSampler, host_facts, nvml_device_facts
     from ._timing import StopRule, summarise_steps
-    from .zoo import build, count_flops_per_sample, count_params
+    from .workload import count_workload_flops, model_kind, resolve_workload
+    from .zoo import count_params
 
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    use_cuda = cfg["device"] == "cuda"
-    if use_cuda:
-        if not torch.cuda.is_available():
-            raise RuntimeError("device 'cuda' requested but torch.cuda.is_available() is False")
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
-        threads = torch.get_num_threads()
-    else:
-        device = torch.device("cpu")
-        threads = int(cfg.get("threads") or max(1, (os.cpu_count() or 1) // world))
-        torch.set_num_threads(threads)
-    if world > 1:
-        dist.init_process_group("nccl" if use_cuda else "gloo")
-
+    use_cuda = device.type == "cuda"
     torch.manual_seed(cfg.get("seed", 0))
-    bundle = build(cfg["model"], **cfg.get("knobs", {}))
-    params = count_params(bundle.module)
+    # Zoo and Hugging Face models are initialised on the device directly (a 350M-parameter model's random
+    # initialisation takes seconds on a CPU); a user's factory runs as written, and its module is moved after.
+    where = torch.device(device) if (use_cuda and model_kind(cfg["model"]) != "factory") else contextlib.nullcontext()
+    with where:
+        wl = resolve_workload(cfg["model"], name=cfg.get("name"), knobs=cfg.get("knobs") or {},
+                              seq_len=cfg.get("seq_len"))
+    params = count_params(wl.module)
+    fkey = (cfg["model"], json.dumps(cfg.get("knobs") or {}, sort_keys=True), cfg.get("seq_len"))
     if cfg.get("flops_per_sample") is not None:  # counted once per model by the parent sweep
         flops, flops_method = float(cfg["flops_per_sample"]), cfg.get("flops_method", "flop_counter")
+    elif flops_cache is not None and fkey in flops_cache:
+        flops, flops_method = flops_cache[fkey]
     else:
-        flops, flops_method = count_flops_per_sample(bundle, device)
-    model = bundle.module.to(device)
+        wl.module.to(device)
+        flops, flops_method = count_workload_flops(wl, device)
+        if flops_cache is not None:
+            flops_cache[fkey] = (flops, flops_method)
+    checkpointing = bool(cfg.get("activation_checkpointing")) and wl.enable_checkpointing()
+    model = wl.module.to(device)
     model.train()
     if world > 1:
         model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank] if use_cuda else None)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    x, y = bundle.make_batch(int(cfg["batch_size"]), device)  # synthetic inputs, generated once on the device
-
-    precision = cfg.get("precision", "fp32")
-    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-    if precision == "tf32" and use_cuda:
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-    elif use_cuda:
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-    scaler = torch.amp.GradScaler("cuda") if (precision == "fp16" and use_cuda) else None
+    opt = _make_optimizer(torch, cfg.get("optimizer", "adamw"), model.parameters())
+    inputs, target = wl.make_inputs(int(cfg["batch_size"]), device)  # synthetic, generated once on the device
+    amp_dtype, scaler, ran_precision = setup_precision(cfg.get("precision", "fp32"), device)
+    if cfg.get("compile"):
+        model = torch.compile(model)
+    accum = int(cfg.get("grad_accum", 1))
 
     def sync():
         if use_cuda:
             torch.cuda.synchronize(device)
 
+    def micro(last: bool):
+        ctx = model.no_sync() if (world > 1 and not last and hasattr(model, "no_sync")) else contextlib.nullcontext()
+        with ctx:
+            with torch.autocast(device.type, dtype=amp_dtype) if amp_dtype is not None else contextlib.nullcontext():
+                loss = wl.loss(model(*inputs), inputs, target)
+            if accum > 1:
+                loss = loss / accum
+            (scaler.scale(loss) if scaler is not None else loss).backward()
+
     def step():
-        if amp_dtype is not None:
-            with torch.autocast(device.type, dtype=amp_dtype):
-                loss = bundle.loss_fn(model(x), y)
-        else:
-            loss = bundle.loss_fn(model(x), y)
+        for i in range(accum):
+            micro(i == accum - 1)
         if scaler is not None:
-            scaler.scale(loss).backward()
             scaler.step(opt)
             scaler.update()
         else:
-            loss.backward()
             opt.step()
         opt.zero_grad(set_to_none=True)
 
@@ -97,11 +156,14 @@ def main(config_path: str, result_path: str) -> int:
         max_steps=cfg.get("max_steps", 500),
         max_seconds=cfg.get("max_seconds", 30.0),
     )
+    warmup = int(cfg.get("warmup_steps", 3))
+    if use_cuda:
+        torch.cuda.reset_peak_memory_stats(device)
     t_run0 = time.perf_counter()
-    step()
+    step()  # includes torch.compile's compilation when compile is on: it counts to startup_s
     sync()
     startup_s = time.time() - float(cfg["launched_at"])
-    for _ in range(int(cfg.get("warmup_steps", 3))):
+    for _ in range(warmup):
         step()
     sync()
 
@@ -130,37 +192,87 @@ def main(config_path: str, result_path: str) -> int:
         if sampler is not None:
             sampler.__exit__(None, None, None)
     wall = time.perf_counter() - t_run0
+    if rank != 0:
+        return None
 
+    stats = summarise_steps(times)
+    gbatch = int(cfg["batch_size"]) * world * accum
+    opt_name = cfg.get("optimizer", "adamw")
+    extras = [f"{ran_precision}" + (" autocast" if amp_dtype is not None else ""),
+              f"grad-accum {accum}" if accum > 1 else None, "torch.compile" if cfg.get("compile") else None,
+              "activation checkpointing" if checkpointing else None]
+    rec = {
+        **stats.to_record(),
+        "stop_reason": reason,
+        "warmup_steps": warmup,
+        "samples_per_s": gbatch / stats.mean,
+        "startup_s": startup_s,
+        "wall_time_s": wall,
+        "steps": 1 + warmup + stats.n,
+        "params": params,
+        "flops_per_sample": flops,
+        "flops_method": flops_method,
+        "family": wl.family,
+        "model_source": wl.source,
+        "seq_len": wl.seq_len,
+        "precision": ran_precision,
+        "grad_accum": accum,
+        "optimizer": opt_name,
+        "compiled": int(bool(cfg.get("compile"))),
+        "activation_checkpointing": int(checkpointing),
+        "threads_per_worker": torch.get_num_threads(),
+        "gpu_count": world,
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda if use_cuda else None,
+        "protocol": f"{'AdamW' if opt_name == 'adamw' else 'SGD'} step ({', '.join(e for e in extras if e)}), "
+                    f"synthetic data, warm-up {warmup} steps, timed {rule.describe()}"
+                    + ("; cuda synchronize around each step" if use_cuda else ""),
+        "step_times_s": times,
+        **host_facts(),
+    }
+    if use_cuda:
+        rec.update(nvml_device_facts(local_rank))
+        rec["gpu_name_torch"] = torch.cuda.get_device_name(device)
+        rec["gpu_mem_peak_torch_bytes"] = float(torch.cuda.max_memory_allocated(device))
+        if sampler is not None:
+            rec.update(sampler.summary())
+    return rec
+
+
+def error_line(exc: BaseException) -> str:
+    """``ExceptionType: first line of the message`` — what a failed run's ``error`` column holds."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def main(config_path: str, result_path: str) -> int:
+    with open(config_path, encoding="utf-8") as fh:
+        cfg = json.load(fh)
+    import torch
+    import torch.distributed as dist
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    use_cuda = cfg["device"] == "cuda"
+    if use_cuda:
+        if not torch.cuda.is_available():
+            raise RuntimeError("device 'cuda' requested but torch.cuda.is_available() is False")
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+        threads = int(cfg.get("threads") or max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE",
+                                                                                              world))))
+        torch.set_num_threads(threads)
+    if world > 1:
+        dist.init_process_group("nccl" if use_cuda else "gloo")
+        if local_rank == 0:  # tells this node's parent whether it records the run (multi-node: one node does)
+            _write_text(result_path + ".role", "leader" if rank == 0 else "follower")
+    rec = measure_config(cfg, device=device, world=world, rank=rank, local_rank=local_rank)
     if rank == 0:
-        stats = summarise_steps(times)
-        gbatch = int(cfg["batch_size"]) * world
-        rec = {
-            **stats.to_record(),
-            "stop_reason": reason,
-            "warmup_steps": int(cfg.get("warmup_steps", 3)),
-            "samples_per_s": gbatch / stats.mean,
-            "startup_s": startup_s,
-            "wall_time_s": wall,
-            "steps": 1 + int(cfg.get("warmup_steps", 3)) + stats.n,
-            "params": params,
-            "flops_per_sample": flops,
-            "flops_method": flops_method,
-            "family": bundle.family,
-            "threads_per_worker": threads,
-            "gpu_count": world,
-            "torch_version": torch.__version__,
-            "cuda_version": torch.version.cuda if use_cuda else None,
-            "protocol": f"AdamW step, synthetic data, warm-up {int(cfg.get('warmup_steps', 3))} steps, "
-                        f"timed {rule.describe()}" + ("; cuda synchronize around each step" if use_cuda else ""),
-            "step_times_s": times,
-            **host_facts(),
-        }
-        if use_cuda:
-            rec.update(nvml_device_facts(local_rank))
-            rec["gpu_name_torch"] = torch.cuda.get_device_name(device)
-            rec["gpu_mem_peak_torch_bytes"] = float(torch.cuda.max_memory_allocated(device))
-            if sampler is not None:
-                rec.update(sampler.summary())
+        rec["nodes"] = max(1, world // int(os.environ.get("LOCAL_WORLD_SIZE", world)))
+        rec["launcher"] = "torchrun" if world > 1 else "local"
         _write_json(result_path, rec)
     if world > 1:
         dist.barrier()
@@ -169,4 +281,11 @@ def main(config_path: str, result_path: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    try:
+        sys.exit(main(sys.argv[1], sys.argv[2]))
+    except Exception as exc:  # the traceback for the log, then one line the parent records
+        import traceback
+
+        traceback.print_exc()
+        print(ERROR_PREFIX + error_line(exc), file=sys.stderr, flush=True)
+        sys.exit(1)

@@ -6,7 +6,10 @@
 * Each finished run is appended atomically to the output history: Ctrl-C or a crash loses at most the run in
   flight. Per-step times go to a sidecar ``<output>.steps.jsonl`` keyed by ``run_id``.
 * Re-running the same sweep resumes: configurations already in the output (same model, batch size, device
-  count, precision, device type and repeat index) are skipped.
+  count, precision, device type, repeat index, gradient accumulation, optimizer, compile, activation
+  checkpointing and sequence length) are skipped.
+* A model is a zoo name, ``hf:<type>[?overrides]`` or a bring-your-own ``pkg.module:factory`` (see
+  :mod:`perfmodel.measure.workload` for the factory contract); :func:`run_sweep` also takes factory callables.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import logging
 import math
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -33,7 +37,9 @@ from .. import __version__
 from .._validation import check_positive_int
 from ..hardware import PRECISIONS, resolve_gpu_type
 from ..io import append_runs, read_history
-from .zoo import ZOO
+from ._worker import ERROR_PREFIX
+from .workload import check_model_spec, default_model_name, factory_spec, model_kind
+from .zoo import ZOO, default_seq_len
 
 __all__ = ["RunConfig", "measure_run", "run_sweep", "sweep_configs", "default_sweep_configs", "DEFAULT_SWEEP"]
 
@@ -45,12 +51,23 @@ _RECORD_KEYS = (
     "stop_reason", "samples_per_s", "startup_s", "wall_time_s", "steps", "gpu_name", "gpu_mem_total_bytes",
     "gpu_mem_peak_bytes", "gpu_util_mean_pct", "mem_util_mean_pct", "power_mean_w", "driver_version",
     "cuda_version", "cpu_model", "cpu_cores", "hostname", "torch_version", "python_version", "protocol",
+    "model_source", "seq_len", "precision", "grad_accum", "optimizer", "compiled", "activation_checkpointing",
+    "nodes", "launcher",
 )
+OPTIMIZERS = ("adamw", "sgd")
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    """One measured run. ``batch_size`` is per device; ``gpu_count`` is devices (CPU: worker processes)."""
+    """One measured run. ``batch_size`` is per device (per micro-batch with ``grad_accum``); ``gpu_count`` is
+    devices (CPU: worker processes).
+
+    ``model`` is a zoo name, ``hf:<type>[?k=v&...]`` or ``pkg.module:factory``; ``name`` replaces it in the
+    record. ``seq_len`` sets the sequence length of Hugging Face models (default 128) and of the zoo's sequence
+    models. ``grad_accum`` is micro-batches per optimizer step; ``optimizer`` is ``adamw`` or ``sgd``;
+    ``compile`` wraps the model in ``torch.compile`` (compilation counts to ``startup_s``);
+    ``activation_checkpointing`` turns it on where the model supports it (the record says whether it ran).
+    """
 
     model: str
     batch_size: int
@@ -66,15 +83,37 @@ class RunConfig:
     warmup_steps: int = 3
     threads: int | None = None
     knobs: dict = field(default_factory=dict)
+    name: str | None = None
+    seq_len: int | None = None
+    grad_accum: int = 1
+    optimizer: str = "adamw"
+    compile: bool = False
+    activation_checkpointing: bool = False
+    nnodes: int = 1
+    rdzv_endpoint: str | None = None
+    rdzv_id: str = "perfmodel"
 
     def __post_init__(self):
         where = "RunConfig"
-        if self.model not in ZOO:
-            import difflib
-
-            close = difflib.get_close_matches(self.model, list(ZOO), n=3, cutoff=0.3)
-            hint = f" Did you mean {', '.join(close)}?" if close else ""
-            raise ValueError(f"Unknown zoo model {self.model!r}.{hint} Known: {', '.join(ZOO)}.")
+        if callable(self.model) and not isinstance(self.model, str):
+            object.__setattr__(self, "model", factory_spec(self.model))
+        check_model_spec(self.model, where)
+        if self.name is not None and (not isinstance(self.name, str) or not self.name.strip()):
+            raise TypeError(f"The 'name' parameter of {where} must be a non-empty str or None. Got {self.name!r}.")
+        check_positive_int(self.seq_len, "seq_len", where, allow_none=True)
+        check_positive_int(self.grad_accum, "grad_accum", where)
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"The 'optimizer' parameter of {where} must be one of {', '.join(OPTIMIZERS)}. "
+                             f"Got {self.optimizer!r}.")
+        check_positive_int(self.nnodes, "nnodes", where)
+        if self.nnodes > 1:
+            if not self.rdzv_endpoint or ":" not in str(self.rdzv_endpoint):
+                raise ValueError(f"A run on {self.nnodes} nodes needs rdzv_endpoint='host:port' (the c10d rendezvous "
+                                 f"of torchrun). Got {self.rdzv_endpoint!r}.")
+            if self.gpu_count % self.nnodes:
+                raise ValueError(f"gpu_count ({self.gpu_count}) must be nnodes ({self.nnodes}) x processes per node.")
+        elif self.rdzv_endpoint is not None:
+            raise ValueError("rdzv_endpoint is for multi-node runs (nnodes > 1); a one-node run rendezvous locally.")
         check_positive_int(self.batch_size, "batch_size", where)
         check_positive_int(self.gpu_count, "gpu_count", where)
         check_positive_int(self.steps, "steps", where, allow_none=True)
@@ -88,8 +127,40 @@ class RunConfig:
         if self.device == "cpu" and self.precision in ("fp16", "tf32"):
             raise ValueError(f"precision {self.precision!r} is not supported on CPU; use fp32 or bf16.")
 
+    @property
+    def record_name(self) -> str:
+        """The record's ``model``: ``name`` if given, else the spec (a factory's dotted name)."""
+        return self.name or default_model_name(self.model)
+
+    @property
+    def effective_seq_len(self) -> int | None:
+        """The sequence length the run will use (None for a factory, or an image/vector zoo model)."""
+        kind = model_kind(self.model)
+        if kind == "hf":
+            from .hf import DEFAULT_SEQ_LEN
+
+            return int(self.seq_len or DEFAULT_SEQ_LEN)
+        if kind == "zoo":
+            seq = default_seq_len(self.model, self.knobs)
+            return None if seq is None else int(self.seq_len or seq)
+        return None
+
     def key(self, gpu_type: str) -> tuple:
-        return (self.model, int(self.batch_size), int(self.gpu_count), self.precision, gpu_type, int(self.repeat))
+        return (self.record_name, int(self.batch_size), int(self.gpu_count), self.precision, gpu_type,
+                int(self.repeat), int(self.grad_accum), self.optimizer, int(bool(self.compile)),
+                int(bool(self.activation_checkpointing)), self.effective_seq_len, int(self.nnodes))
+
+    @property
+    def launcher(self) -> str:
+        """``torchrun`` for data-parallel or multi-node runs, else ``local`` (one worker process)."""
+        return "torchrun" if (self.gpu_count > 1 or self.nnodes > 1) else "local"
+
+    def digest(self) -> str:
+        """A short id of the configuration, the same on every node (rendezvous ids, Slurm record files)."""
+        import hashlib
+
+        key = self.key("*")
+        return hashlib.sha1(json.dumps([*key[:4], *key[5:]], default=str).encode()).hexdigest()[:12]
 
 
 def _detect_gpu_type(device: str) -> str:
@@ -107,7 +178,11 @@ def _detect_gpu_type(device: str) -> str:
 
 def _classify_failure(returncode: int, stderr: str) -> tuple[str, str]:
     text = stderr.lower()
-    tail = "\n".join(stderr.strip().splitlines()[-3:])[-500:]
+    lines = stderr.strip().splitlines()
+    tail = "\n".join(lines[-3:])[-500:]
+    own = [ln[len(ERROR_PREFIX):] for ln in lines if ln.startswith(ERROR_PREFIX)]
+    if own:  # the worker's one-line summary: exception type and the message's first line
+        tail = own[-1][:500]
     if "out of memory" in text or "outofmemoryerror" in text or "can't allocate memory" in text:
         return "oom", tail or "out of memory"
     if returncode in (-signal.SIGKILL, 137):
@@ -117,36 +192,27 @@ def _classify_failure(returncode: int, stderr: str) -> tuple[str, str]:
 
 def _launch_command(cfg: RunConfig, config_path: str, result_path: str) -> list[str]:
     worker = ["-m", "perfmodel.measure._worker", config_path, result_path]
-    if cfg.gpu_count == 1:
+    if cfg.gpu_count == 1 and cfg.nnodes == 1:
         return [sys.executable, *worker]
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={cfg.gpu_count}",
-            "--log-dir", os.path.dirname(config_path), *worker]
+    run = [sys.executable, "-m", "torch.distributed.run", "--log-dir", os.path.dirname(config_path)]
+    if cfg.nnodes == 1:
+        return [*run, "--standalone", f"--nproc_per_node={cfg.gpu_count}", *worker]
+    # every node runs the same sweep: the rendezvous id is derived from the configuration, so it is the same there
+    return [*run, f"--nnodes={cfg.nnodes}", f"--nproc_per_node={cfg.gpu_count // cfg.nnodes}",
+            "--rdzv_backend=c10d", f"--rdzv_endpoint={cfg.rdzv_endpoint}",
+            f"--rdzv_id={cfg.rdzv_id}-{cfg.digest()}-r{cfg.repeat}", *worker]
 
 
 def measure_run(cfg: RunConfig, *, timeout_s: float = 600.0, gpu_type: str | None = None,
-                sweep_id: str | None = None) -> tuple[dict, list[float]]:
+                sweep_id: str | None = None) -> tuple[dict | None, list[float]]:
     """Measure one configuration in a subprocess; return ``(record, per_step_times)``.
 
     Never raises for a failed run: the record's ``status`` says ``oom``, ``error`` or ``timeout`` and ``error``
-    holds the message. ``KeyboardInterrupt`` kills the worker and propagates.
+    holds the message. ``KeyboardInterrupt`` kills the worker and propagates. In a multi-node run only the node
+    that hosts global rank 0 gets a record; on the others the record is ``None``.
     """
     gpu_type = gpu_type or _detect_gpu_type(cfg.device)
-    record = {
-        "run_id": uuid.uuid4().hex[:12],
-        "status": "ok",
-        "error": None,
-        "model": cfg.model,
-        "batch_size": cfg.batch_size,
-        "gpu_count": cfg.gpu_count,
-        "gpu_type": gpu_type,
-        "precision": cfg.precision,
-        "repeat": cfg.repeat,
-        "nodes": 1,
-        "perfmodel_version": __version__,
-        "source": "sweep",
-        "sweep_id": sweep_id,
-        **{k: None for k in _RECORD_KEYS},
-    }
+    record = base_record(cfg, gpu_type, sweep_id)
     times: list[float] = []
     with tempfile.TemporaryDirectory(prefix="perfmodel-run-") as tmp:
         config_path = os.path.join(tmp, "config.json")
@@ -158,7 +224,8 @@ def measure_run(cfg: RunConfig, *, timeout_s: float = 600.0, gpu_type: str | Non
             json.dump(payload, fh)
         env = dict(os.environ)
         if cfg.device == "cpu":
-            env["OMP_NUM_THREADS"] = str(cfg.threads or max(1, (os.cpu_count() or 1) // cfg.gpu_count))
+            per_node = cfg.gpu_count // cfg.nnodes
+            env["OMP_NUM_THREADS"] = str(cfg.threads or max(1, (os.cpu_count() or 1) // per_node))
         src_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = src_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         proc = subprocess.Popen(_launch_command(cfg, config_path, result_path), stdout=subprocess.PIPE,
@@ -172,23 +239,70 @@ def measure_run(cfg: RunConfig, *, timeout_s: float = 600.0, gpu_type: str | Non
         except BaseException:
             _kill(proc)
             raise
+        role = _read_role(result_path)
+        if role == "follower":  # another node hosts rank 0 and records the run
+            if proc.returncode != 0:
+                logger.warning("multi-node run %s: this node's workers exited with status %s (the node with "
+                               "rank 0 records the run)", cfg.record_name, proc.returncode)
+            return None, []
         if proc.returncode == 0 and os.path.exists(result_path):
             with open(result_path, encoding="utf-8") as fh:
                 result = json.load(fh)
             times = result.pop("step_times_s", [])
-            record.update({k: result.get(k) for k in _RECORD_KEYS})
+            record.update({k: result[k] for k in _RECORD_KEYS if k in result})
         else:
             status, message = _classify_failure(proc.returncode, stderr or "")
+            if cfg.nnodes > 1:
+                message = f"{message} (node {socket.gethostname()})"
             record.update(status=status, error=message)
     return _finish(record), times
+
+
+def _read_role(result_path: str) -> str | None:
+    try:
+        with open(result_path + ".role", encoding="utf-8") as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
+
+
+def base_record(cfg: RunConfig, gpu_type: str, sweep_id: str | None) -> dict:
+    """The record of a configuration before it runs: what was asked for, every measured column empty."""
+    return {
+        "run_id": uuid.uuid4().hex[:12],
+        "status": "ok",
+        "error": None,
+        "model": cfg.record_name,
+        "batch_size": cfg.batch_size,
+        "gpu_count": cfg.gpu_count,
+        "gpu_type": gpu_type,
+        "repeat": cfg.repeat,
+        "perfmodel_version": __version__,
+        "source": "sweep",
+        "sweep_id": sweep_id,
+        **{k: None for k in _RECORD_KEYS},
+        "precision": cfg.precision,
+        "nodes": cfg.nnodes,
+        "launcher": cfg.launcher,
+        "job_id": None,
+        "model_source": model_kind(cfg.model),
+        "seq_len": cfg.effective_seq_len,
+        "grad_accum": cfg.grad_accum,
+        "optimizer": cfg.optimizer,
+        "compiled": int(bool(cfg.compile)),
+        "activation_checkpointing": int(bool(cfg.activation_checkpointing)),
+    }
 
 
 _FLOPS_CACHE: dict[tuple, tuple[float, str]] = {}
 
 
 def _flops_for(cfg: RunConfig) -> tuple[float | None, str | None]:
-    """Forward+backward FLOPs per sample, counted once per model in this process (FlopCounterMode's first use
-    costs seconds, which would otherwise be paid by every worker)."""
+    """Forward+backward FLOPs per sample of a CPU-sized zoo model, counted once per model in this process
+    (FlopCounterMode's first use costs seconds, which would otherwise be paid by every worker). Other models are
+    counted by the worker, on its device: the parent never imports a user's factory or builds a large model."""
+    if cfg.model not in ZOO or cfg.seq_len is not None:
+        return None, None
     key = (cfg.model, json.dumps(cfg.knobs, sort_keys=True))
     if key not in _FLOPS_CACHE:
         import math as _m
@@ -217,11 +331,20 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def sweep_configs(models: Sequence[str], batch_sizes: Sequence[int], gpu_counts: Sequence[int] = (1,), *,
+def sweep_configs(models: Sequence, batch_sizes: Sequence[int], gpu_counts: Sequence[int] = (1,), *,
                   precisions: Sequence[str] = ("fp32",), repeats: int = 1, device: str = "cpu",
                   **run_options) -> list[RunConfig]:
-    """The grid of configurations, repeat index outermost (so repeats are spread over the sweep)."""
+    """The grid of configurations, repeat index outermost (so repeats are spread over the sweep).
+
+    ``models`` are spec strings (zoo name, ``hf:...``, ``pkg.module:factory``) or factory callables.
+    """
     check_positive_int(repeats, "repeats", "sweep_configs")
+    if isinstance(models, str) or callable(models):
+        models = [models]
+    models = [m if isinstance(m, str) else factory_spec(m) for m in models]
+    if run_options.get("name") is not None and len(models) != 1:
+        raise ValueError(f"'name' names one model's records; got {len(models)} models. Drop name or sweep one "
+                         "model at a time.")
     return [
         RunConfig(model=m, batch_size=int(b), gpu_count=int(n), precision=p, device=device, repeat=r,
                   **run_options)
@@ -251,6 +374,15 @@ def default_sweep_configs(device: str = "cpu", **overrides) -> list[RunConfig]:
     return configs + [c for c in repeats if c.repeat > 0]
 
 
+def _history_seq(model: str, value) -> int | None:
+    if value is not None and not pd.isna(value):
+        return int(value)
+    try:  # histories written before the seq_len column: zoo models ran at their default length
+        return default_seq_len(model) if model in ZOO else None
+    except KeyError:
+        return None
+
+
 def _done_keys(output: Path, retry_failed: bool) -> set[tuple]:
     if not output.exists():
         return set()
@@ -259,11 +391,19 @@ def _done_keys(output: Path, retry_failed: bool) -> set[tuple]:
         return set()
     if retry_failed and "status" in df.columns:
         df = df[df["status"].fillna("ok") == "ok"]
-    prec = df["precision"] if "precision" in df.columns else pd.Series(["fp32"] * len(df))
-    rep = df["repeat"] if "repeat" in df.columns else pd.Series([0] * len(df))
+
+    def col(name, default):
+        if name not in df.columns:
+            return [default] * len(df)
+        return [default if pd.isna(v) else v for v in df[name]]
+
     return {
-        (str(m), int(b), int(n), str(p), str(g), int(r))
-        for m, b, n, p, g, r in zip(df["model"], df["batch_size"], df["gpu_count"], prec, df["gpu_type"], rep)
+        (str(m), int(b), int(n), str(p), str(g), int(r), int(k), str(o), int(c), int(a), _history_seq(str(m), s),
+         int(nn))
+        for m, b, n, p, g, r, k, o, c, a, s, nn in zip(
+            df["model"], df["batch_size"], df["gpu_count"], col("precision", "fp32"), df["gpu_type"],
+            col("repeat", 0), col("grad_accum", 1), col("optimizer", "adamw"), col("compiled", 0),
+            col("activation_checkpointing", 0), col("seq_len", None), col("nodes", 1))
     }
 
 
@@ -274,30 +414,60 @@ def _fmt_eta(seconds: float) -> str:
     return f"{m}m{s:02d}s" if m else f"{s}s"
 
 
-def run_sweep(configs: Iterable[RunConfig], output: str | os.PathLike, *, timeout_s: float = 600.0,
-              retry_failed: bool = False, progress: bool = True) -> pd.DataFrame:
+def run_sweep(configs: Iterable[RunConfig] | None = None, output: str | os.PathLike | None = None, *,
+              models: Sequence | None = None, batch_sizes: Sequence[int] = (8,), gpu_counts: Sequence[int] = (1,),
+              precisions: Sequence[str] = ("fp32",), repeats: int = 1, device: str = "cpu",
+              timeout_s: float = 600.0, retry_failed: bool = False, progress: bool = True,
+              launcher: str = "local", slurm=None, **run_options) -> pd.DataFrame:
     """Run each configuration and append its record to ``output`` as soon as it finishes.
 
     Parameters
     ----------
-    configs : iterable of RunConfig
-        From :func:`sweep_configs` or :func:`default_sweep_configs`.
+    configs : iterable of RunConfig, optional
+        From :func:`sweep_configs` or :func:`default_sweep_configs`. Or give ``models`` instead.
     output : path
         ``.csv`` or ``.parquet`` history; created if absent, appended to otherwise.
+    models : sequence of str or callable, optional
+        Instead of ``configs``: zoo names, ``hf:...`` specs, ``pkg.module:factory`` strings or factory callables
+        (top-level functions; see :mod:`perfmodel.measure.workload` for the contract), swept over
+        ``batch_sizes`` x ``gpu_counts`` x ``precisions`` x ``repeats`` on ``device`` with ``run_options``
+        (:class:`RunConfig` fields such as ``steps``, ``max_seconds``, ``grad_accum``, ``optimizer``, ``name``).
     timeout_s : float, default=600
         A run still going after this long is killed and recorded with ``status="timeout"``.
     retry_failed : bool, default=False
         Run again configurations whose earlier record failed (by default every recorded one is skipped).
     progress : bool, default=True
         Print a progress line (runs done, ETA) to stderr.
+    launcher : {"local", "slurm"}, default="local"
+        ``local`` runs each configuration here, one after the other (``torchrun`` for several devices or
+        nodes); ``slurm`` submits each as a job through submitit (:mod:`perfmodel.measure.slurm`) and gathers
+        the records as they finish.
+    slurm : SlurmOptions, optional
+        Partition, time limit, GPUs per node, account, ... (required with ``launcher="slurm"``).
 
     Returns
     -------
     DataFrame
         The records written by this call.
     """
+    if output is None:
+        raise TypeError("run_sweep needs an output history path (output=...).")
+    if (configs is None) == (models is None):
+        raise TypeError("run_sweep takes either configs or models=[...], not both and not neither.")
+    if configs is None:
+        configs = sweep_configs(models, batch_sizes, gpu_counts, precisions=precisions, repeats=repeats,
+                                device=device, **run_options)
+    elif run_options:
+        raise TypeError(f"run_sweep got run options {sorted(run_options)} with configs; they belong in RunConfig.")
     output = Path(output)
     configs = list(configs)
+    if launcher == "slurm":
+        return _run_sweep_slurm(configs, output, slurm, timeout_s=timeout_s, retry_failed=retry_failed,
+                                progress=progress)
+    if launcher != "local":
+        raise ValueError(f"launcher must be 'local' or 'slurm'. Got {launcher!r}.")
+    if slurm is not None:
+        raise ValueError("slurm options are for launcher='slurm'.")
     device = configs[0].device if configs else "cpu"
     gpu_type = _detect_gpu_type(device)
     done = _done_keys(output, retry_failed)
@@ -310,6 +480,11 @@ def run_sweep(configs: Iterable[RunConfig], output: str | os.PathLike, *, timeou
         print(f"resuming: {skipped} of {len(configs)} configurations already in {output}", file=sys.stderr)
     for i, cfg in enumerate(todo):
         record, times = measure_run(cfg, timeout_s=timeout_s, gpu_type=gpu_type, sweep_id=sweep_id)
+        if record is None:  # a multi-node run recorded by the node with rank 0
+            if progress:
+                print(f"[{skipped + i + 1:>4}/{len(configs)}] {cfg.record_name} batch={cfg.batch_size} "
+                      f"n={cfg.gpu_count}: ran as a follower node (recorded by rank 0's node)", file=sys.stderr)
+            continue
         append_runs(record, output)
         _append_steps(output, record["run_id"], times)
         written.append(record)
@@ -318,8 +493,31 @@ def run_sweep(configs: Iterable[RunConfig], output: str | os.PathLike, *, timeou
             eta = elapsed / (i + 1) * (len(todo) - i - 1)
             what = (f"{record['step_time_s']:.4g} s/step" if record["status"] == "ok"
                     else f"{record['status']}: {str(record['error'])[:60]}")
-            print(f"[{skipped + i + 1:>4}/{len(configs)}] {cfg.model} batch={cfg.batch_size} n={cfg.gpu_count} "
+            if record["status"] == "ok" and record.get("flops_method") == "none":
+                what += " (FlopCounterMode saw no FLOPs: flops_per_sample left empty)"
+            print(f"[{skipped + i + 1:>4}/{len(configs)}] {cfg.record_name} batch={cfg.batch_size} n={cfg.gpu_count} "
                   f"{cfg.precision} rep={cfg.repeat}: {what}  (ETA {_fmt_eta(eta)})", file=sys.stderr, flush=True)
+    return pd.DataFrame(written)
+
+
+def _run_sweep_slurm(configs: list[RunConfig], output: Path, slurm, *, timeout_s: float, retry_failed: bool,
+                     progress: bool) -> pd.DataFrame:
+    from .slurm import SlurmOptions, run_slurm
+
+    if not isinstance(slurm, SlurmOptions):
+        raise TypeError("launcher='slurm' needs slurm=SlurmOptions(partition=..., time_min=...). "
+                        f"Got {type(slurm).__name__}.")
+
+    def anywhere(key: tuple) -> tuple:  # the device is known only on the compute node
+        return key[:4] + key[5:]
+
+    done = {anywhere(k) for k in _done_keys(output, retry_failed)}
+    todo = [c for c in configs if anywhere(c.key("*")) not in done]
+    if progress and len(todo) < len(configs):
+        print(f"resuming: {len(configs) - len(todo)} of {len(configs)} configurations already in {output}",
+              file=sys.stderr)
+    written = run_slurm(todo, output, slurm, sweep_id=uuid.uuid4().hex[:8], timeout_s=timeout_s,
+                        progress=progress, total=len(configs))
     return pd.DataFrame(written)
 
 

@@ -1,0 +1,240 @@
+"""Sweeps fanned out over a Slurm cluster through ``submitit`` (optional extra ``slurm``).
+
+Each configuration is one job. The job runs :func:`~perfmodel.measure.sweep.measure_run` on its node (the worker
+process, or ``torchrun --standalone`` for several GPUs) and writes its record, with the Slurm job id, as JSON into
+``<folder>/records/<config digest>.json``. The submitting process gathers those files into the history as they
+appear (atomic appends under the history's lock), so the history never holds half a record.
+
+Resume: the job ids go to ``<folder>/jobs.jsonl`` as they are submitted. A sweep started again after a crash
+skips configurations already in the history, gathers records that finished while it was away, reattaches to jobs
+still queued or running (on Slurm), and submits the rest.
+
+A job that ends without a record (time limit, node failure, preemption) is recorded as ``timeout`` or ``error``
+with the scheduler's state, and the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .._validation import check_positive_int
+
+__all__ = ["SlurmOptions", "run_slurm"]
+
+logger = logging.getLogger(__name__)
+
+CLUSTERS = ("auto", "slurm", "local", "debug")
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """Where and how the jobs run.
+
+    Parameters
+    ----------
+    partition : str
+        Slurm partition (``--partition``).
+    time_min : int
+        Time limit of each job, in minutes (``--time``); a run still going a minute before it is killed.
+    gpus_per_node : int, default=1
+        GPUs per job's node; a configuration gets ``min(gpu_count, gpus_per_node)``. Must cover ``gpu_count``.
+    account : str, optional
+        Slurm account (``--account``).
+    cpus_per_task : int, default=8
+        CPU cores per job.
+    folder : path, optional
+        Logs, job ids and records (default: ``<output>.slurm`` beside the history).
+    cluster : {"auto", "slurm", "local", "debug"}, default="auto"
+        submitit's executor: ``auto`` uses Slurm where ``sbatch`` exists; ``local`` runs the jobs as local processes
+        (for tests and for a dry run of the whole path on one machine).
+    gpu_type : str, optional
+        The partition's GPU, used only for records of jobs that died without reporting their device.
+    poll_s : float, default=5
+        How often to look for finished jobs.
+    """
+
+    partition: str
+    time_min: int
+    gpus_per_node: int = 1
+    account: str | None = None
+    cpus_per_task: int = 8
+    folder: str | None = None
+    cluster: str = "auto"
+    gpu_type: str | None = None
+    poll_s: float = 5.0
+
+    def __post_init__(self):
+        where = "SlurmOptions"
+        if not isinstance(self.partition, str) or not self.partition.strip():
+            raise ValueError(f"The 'partition' parameter of {where} must be a non-empty str. Got {self.partition!r}.")
+        check_positive_int(self.time_min, "time_min", where)
+        check_positive_int(self.gpus_per_node, "gpus_per_node", where)
+        check_positive_int(self.cpus_per_task, "cpus_per_task", where)
+        if self.cluster not in CLUSTERS:
+            raise ValueError(f"The 'cluster' parameter of {where} must be one of {', '.join(CLUSTERS)}. "
+                             f"Got {self.cluster!r}.")
+        if not (self.poll_s > 0):
+            raise ValueError(f"The 'poll_s' parameter of {where} must be positive. Got {self.poll_s!r}.")
+
+
+def _slurm_job(cfg_fields: dict, record_path: str, sweep_id: str, timeout_s: float) -> str:
+    """What one job runs on its node: measure, then write the record (with the job id) atomically."""
+    from .sweep import RunConfig, measure_run
+
+    cfg = RunConfig(**cfg_fields)
+    rec, times = measure_run(cfg, timeout_s=timeout_s, sweep_id=sweep_id)
+    try:
+        import submitit
+
+        rec["job_id"] = str(submitit.JobEnvironment().job_id)
+    except Exception:  # not under submitit (called directly)
+        rec["job_id"] = os.environ.get("SLURM_JOB_ID")
+    rec["launcher"] = "slurm"
+    rec["step_times_s"] = times
+    tmp = record_path + f".tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(rec, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, record_path)
+    return rec["status"]
+
+
+def _executor(opts: SlurmOptions, folder: Path):
+    try:
+        import submitit
+    except ImportError:
+        raise ImportError("--launcher slurm needs the 'slurm' extra: pip install 'perfmodel[slurm]' "
+                          "(installs submitit)") from None
+    cluster = None if opts.cluster == "auto" else opts.cluster
+    ex = submitit.AutoExecutor(folder=str(folder / "logs" / "%j"), cluster=cluster)
+    params = {"timeout_min": int(opts.time_min), "nodes": 1, "tasks_per_node": 1,
+              "cpus_per_task": int(opts.cpus_per_task), "name": "perfmodel-measure",
+              "slurm_partition": opts.partition}
+    if opts.account:
+        params["slurm_account"] = opts.account
+    ex.update_parameters(**params)
+    return ex
+
+
+def _reattach(opts: SlurmOptions, folder: Path, job_id: str):
+    """A job submitted by an earlier (crashed) sweep, if the scheduler can still be asked about it."""
+    if opts.cluster == "local" or opts.cluster == "debug":
+        return None  # local jobs belong to the process that started them
+    try:
+        import submitit
+
+        return submitit.SlurmJob(folder=str(folder / "logs" / "%j"), job_id=str(job_id))
+    except Exception as exc:  # no sacct here, say
+        logger.info("cannot reattach to job %s (%s); resubmitting", job_id, exc)
+        return None
+
+
+def _read_jobs(path: Path) -> dict[str, str]:
+    jobs = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            jobs[entry["digest"]] = entry["job_id"]
+    return jobs
+
+
+def run_slurm(todo: list, output: Path, opts: SlurmOptions, *, sweep_id: str, timeout_s: float = 600.0,
+              progress: bool = True, total: int | None = None) -> list[dict]:
+    """Submit each configuration of ``todo`` as a job, gather the records into ``output``; return them."""
+    from ..io import append_runs
+    from .sweep import _append_steps, _finish, base_record
+
+    for cfg in todo:
+        if cfg.nnodes > 1:
+            raise ValueError("--launcher slurm runs each configuration on one node; multi-node runs go through "
+                             "torchrun (--nnodes with --launcher local, started on every node).")
+        if cfg.gpu_count > opts.gpus_per_node and cfg.device == "cuda":
+            raise ValueError(f"gpu_count {cfg.gpu_count} exceeds gpus_per_node {opts.gpus_per_node}: each "
+                             "configuration is one single-node job.")
+    folder = Path(opts.folder) if opts.folder else output.with_name(output.name + ".slurm")
+    records = folder / "records"
+    records.mkdir(parents=True, exist_ok=True)
+    jobs_file = folder / "jobs.jsonl"
+    known_jobs = _read_jobs(jobs_file)
+    job_timeout = max(30.0, min(timeout_s, opts.time_min * 60.0 - 60.0))
+    ex = None
+    pending: dict[str, tuple] = {}  # digest -> (cfg, job or None)
+    written: list[dict] = []
+    total = total or len(todo)
+    done_before = total - len(todo)
+
+    def gather(cfg, digest: str, job) -> bool:
+        path = records / f"{digest}.json"
+        if path.exists():
+            with open(path, encoding="utf-8") as fh:
+                rec = json.load(fh)
+            times = rec.pop("step_times_s", [])
+        elif job is not None and job.done():
+            state = getattr(job, "state", "UNKNOWN")
+            rec = base_record(cfg, opts.gpu_type or ("cpu" if cfg.device == "cpu" else "unknown"), sweep_id)
+            status = "timeout" if "TIMEOUT" in str(state).upper() else "error"
+            try:
+                exc = job.exception()
+            except Exception as e:  # the scheduler could not say
+                exc = e
+            first = str(exc).strip().splitlines()[0] if exc else ""
+            rec.update(status=status, error=f"job {job.job_id} ended in state {state} without a record"
+                       + (f": {first[:300]}" if first else ""), job_id=str(job.job_id), launcher="slurm")
+            rec = _finish(rec)
+            times = []
+        else:
+            return False
+        append_runs(rec, output, validate=rec.get("gpu_type") != "unknown")
+        _append_steps(output, rec["run_id"], times)
+        written.append(rec)
+        if progress:
+            what = (f"{rec['step_time_s']:.4g} s/step" if rec["status"] == "ok"
+                    else f"{rec['status']}: {str(rec.get('error'))[:60]}")
+            print(f"[{done_before + len(written):>4}/{total}] {cfg.record_name} batch={cfg.batch_size} "
+                  f"n={cfg.gpu_count} {cfg.precision} rep={cfg.repeat} (job {rec.get('job_id')}): {what}",
+                  file=sys.stderr, flush=True)
+        return True
+
+    for cfg in todo:
+        digest = cfg.digest() + f"-r{cfg.repeat}"
+        if gather(cfg, digest, None):  # finished while an earlier sweep was away
+            continue
+        job = _reattach(opts, folder, known_jobs[digest]) if digest in known_jobs else None
+        if job is not None and not job.done():
+            pending[digest] = (cfg, job)
+            continue
+        if ex is None:
+            ex = _executor(opts, folder)
+        gpus = min(cfg.gpu_count, opts.gpus_per_node) if cfg.device == "cuda" else 0
+        ex.update_parameters(gpus_per_node=gpus)
+        job = ex.submit(_slurm_job, asdict(cfg), str(records / f"{digest}.json"), sweep_id, job_timeout)
+        with open(jobs_file, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"digest": digest, "job_id": str(job.job_id), "model": cfg.record_name,
+                                 "batch_size": cfg.batch_size, "submitted_at": time.time()}) + "\n")
+        pending[digest] = (cfg, job)
+        if progress:
+            print(f"submitted {cfg.record_name} batch={cfg.batch_size} n={cfg.gpu_count} {cfg.precision} "
+                  f"rep={cfg.repeat}: job {job.job_id}", file=sys.stderr, flush=True)
+    try:
+        while pending:
+            for digest, (cfg, job) in list(pending.items()):
+                if gather(cfg, digest, job):
+                    del pending[digest]
+            if pending:
+                time.sleep(opts.poll_s)
+    except KeyboardInterrupt:
+        if progress:
+            print(f"interrupted: {len(pending)} jobs still queued or running; run the same sweep again to gather "
+                  "them (job ids in " + str(jobs_file) + ")", file=sys.stderr)
+        raise
+    return written
