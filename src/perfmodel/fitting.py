@@ -44,7 +44,7 @@ BUNDLED_HISTORIES = {
     "mlperf": ("mlperf_steps.csv",),
     "gpu": ("mlperf_steps.csv", "runs_*.csv"),
 }
-_MAX_CV_ROWS = 4000  # model selection on a random subsample of larger histories (speed; the choice is stable)
+_MAX_CV_ROWS = 2000  # model selection on a random subsample of larger histories (speed; the choice is stable)
 
 
 # ------------------------------------------------------------------------------------------------- history
