@@ -177,7 +177,16 @@ def _check_ranges(df: pd.DataFrame, ok: np.ndarray) -> None:
 def check_queries(q: pd.DataFrame, where: str) -> None:
     """Check prediction queries like :func:`validate_runs` checks runs: ``params``, ``batch_size``,
     ``gpu_count``, ``steps`` (and ``flops_per_sample`` where given) finite, positive and within :data:`LIMITS`,
-    and the counts whole numbers. Raises :class:`SchemaError` naming the column and the first bad row."""
+    and the counts whole numbers; ``precision``, ``gpu_type`` and ``model`` text where given. Raises :class:`SchemaError` naming the
+    column and the first bad row."""
+    for name in ("precision", "gpu_type", "model"):
+        if name in q.columns:
+            notstr = ~q[name].map(lambda v: isinstance(v, str) or v is None or v is pd.NA
+                                  or (isinstance(v, float) and v != v)).to_numpy(dtype=bool)
+            if notstr.any():
+                i = int(np.flatnonzero(notstr)[0])
+                raise SchemaError(f"{where}: column {name!r} must hold text; row {i} holds "
+                                  f"{q[name].iloc[i]!r} of type {type(q[name].iloc[i]).__name__}.")
     for name in ("params", "batch_size", "gpu_count", "steps", "flops_per_sample"):
         if name not in q.columns:
             if name == "flops_per_sample":
