@@ -65,7 +65,7 @@ class OLSRegressor(RegressorMixin, BaseEstimator):
         # the fitted state as plain arrays: enough to rebuild results_ from a model file without fitting
         self._fit_state_ = {"params": np.asarray(self.results_.params, dtype=float),
                             "normalized_cov_params": np.asarray(self.results_.normalized_cov_params, dtype=float),
-                            "rank": int(m.rank), "df_model": float(m.df_model), "df_resid": float(m.df_resid),
+                            "scale": float(self.results_.scale), "rank": int(m.rank), "df_model": float(m.df_model), "df_resid": float(m.df_resid),
                             "wexog_singular_values": np.asarray(getattr(m, "wexog_singular_values", []), dtype=float)}
         params = np.asarray(self.results_.params)
         self.intercept_ = float(params[0])
@@ -99,7 +99,9 @@ class OLSRegressor(RegressorMixin, BaseEstimator):
         sv = np.asarray(st["wexog_singular_values"], dtype=float)
         if sv.size:
             model.wexog_singular_values = sv
-        self.results_ = RegressionResultsWrapper(OLSResults(model, params, normalized_cov_params=ncp))
+        results = OLSResults(model, params, normalized_cov_params=ncp, scale=float(st["scale"]))
+        results.scale = float(st["scale"])  # exactly the fitted value (recomputing it can differ in the last bit)
+        self.results_ = RegressionResultsWrapper(results)
 
     def _linear(self, X):
         check_is_fitted(self, "results_")
