@@ -577,3 +577,27 @@ class TestEarlyOneLineErrors:
         h.to_csv(tmp_path / "h.csv", index=False)
         assert_one_line_error(cli("predict", "--model", "m1", "--batch-size", "8", "--gpu-type", "A100",
                                   "--steps", "10", "--history", tmp_path / "h.csv"), "startup_s")
+
+
+NUM = st.one_of(st.integers(-3, 10**7), st.floats(allow_nan=True, allow_infinity=True), st.booleans(), st.none(),
+                st.text(max_size=4), st.sampled_from([1e308, 1e24, 5e-324, 2**63]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.fixed_dictionaries({"params": NUM | st.just(1e6), "batch_size": NUM | st.just(8),
+                                            "gpu_count": NUM | st.just(2), "steps": NUM | st.just(100),
+                                            "flops_per_sample": NUM | st.just(1e9)}), min_size=1, max_size=3),
+       conf=st.floats(0.01, 0.9999), method=st.sampled_from(["loglinear", "gbm"]))
+def test_fuzz_predict_many(fitted, gbm_model, rows, conf, method):
+    q = pd.DataFrame(rows).assign(gpu_type="A100")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = perfmodel.predict_many(q, confidence=conf, history=fitted if method == "loglinear" else gbm_model)
+    except (ValueError, TypeError) as exc:
+        assert str(exc)
+        return
+    v = out[["step_lower", "step_time_s", "step_upper", "lower", "seconds", "upper"]].to_numpy(dtype=float)
+    assert np.isfinite(v).all() and (v >= 0).all()
+    assert (v[:, 0] <= v[:, 1]).all() and (v[:, 1] <= v[:, 2]).all()
+    assert (v[:, 3] <= v[:, 4]).all() and (v[:, 4] <= v[:, 5]).all()
