@@ -219,7 +219,7 @@ def queries():
 
 
 class TestLoading:
-    @pytest.mark.parametrize("method", ["gbm", "loglinear", "physics"])
+    @pytest.mark.parametrize("method", ["gbm", "loglinear", "physics", "roofline"])
     def test_load_never_fits(self, tmp_path, monkeypatch, method, queries):
         model = perfmodel.fit(make_history(n_models=4), method=method)
         model.save(tmp_path / "m.perfmodel")

@@ -266,7 +266,7 @@ def _check_model(model, meta: dict) -> None:
     from sklearn.pipeline import Pipeline
 
     from .features import RunFeaturizer
-    from .models import GBMRegressor, OLSRegressor, PhysicsRegressor, TrainingTimeModel
+    from .models import GBMRegressor, OLSRegressor, PhysicsRegressor, RooflineRegressor, TrainingTimeModel
 
     if type(model) is not TrainingTimeModel:
         raise ValueError(f"it holds a {type(model).__name__}, not a TrainingTimeModel")
@@ -274,7 +274,7 @@ def _check_model(model, meta: dict) -> None:
     if not isinstance(pipe, Pipeline) or [n for n, _ in pipe.steps] != ["features", "regressor"]:
         raise ValueError("its pipeline is not features -> regressor")
     if not isinstance(pipe.named_steps["features"], RunFeaturizer) or not isinstance(
-            pipe.named_steps["regressor"], (OLSRegressor, GBMRegressor, PhysicsRegressor)):
+            pipe.named_steps["regressor"], (OLSRegressor, GBMRegressor, PhysicsRegressor, RooflineRegressor)):
         raise ValueError("its pipeline steps are not perfmodel's")
     if model.feature_names_ != meta.get("features"):
         raise ValueError("the stored feature schema does not match the model")
