@@ -7,6 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from perfmodel.exceptions import SchemaError
+
 from perfmodel.evaluate import (AnalyticBaseline, SPLITS, coverage, evaluate, grouped_folds, mean_relative_width,
                                 noise_floor, r2_log)
 from perfmodel.models import PhysicsRegressor, TrainingTimeModel
@@ -66,10 +68,14 @@ class TestEvaluate:
         data = json.loads(ev.to_json())
         assert data["confidence"] == 0.9 and len(data["table"]) == 5
 
-    def test_single_group_split_is_skipped(self):
-        ev = evaluate(make_history(n_models=3), methods=("loglinear",), splits=("leave-one-gpu-type-out",),
-                      baselines=False)
-        assert len(ev.table) == 0
+    def test_single_group_split_is_refused_not_an_empty_table(self):
+        with pytest.raises(SchemaError, match="nothing to cross-validate.*gpu_type"):
+            evaluate(make_history(n_models=3), methods=("loglinear",), splits=("leave-one-gpu-type-out",),
+                     baselines=False)
+
+    def test_one_run_is_refused(self):
+        with pytest.raises(SchemaError, match="nothing to cross-validate"):
+            evaluate(make_history().head(1))
 
     def test_bad_method(self):
         with pytest.raises(ValueError, match="unknown method"):

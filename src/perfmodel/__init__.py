@@ -35,6 +35,7 @@ _EXPORTS = {
     "SchemaError": "perfmodel.exceptions",
     "UnknownHardwareError": "perfmodel.exceptions",
     "NotFittedError": "perfmodel.exceptions",
+    "PredictionError": "perfmodel.exceptions",
     "ExtrapolationWarning": "perfmodel.exceptions",
     "DataQualityWarning": "perfmodel.exceptions",
 }

@@ -63,3 +63,40 @@ def check_choice(value: Any, name: str, where: str, choices: tuple[str, ...]) ->
             f"Got {_fmt(value)} instead."
         )
     return value
+
+
+def check_prediction_frame(out, *, confidence: float, n_runs: int, method: str, where: str) -> None:
+    """Refuse to return a prediction that is not a finite, non-negative time inside a bounded interval.
+
+    ``out`` has columns ``step_time_s, step_lower, step_upper, seconds, lower, upper`` (a frame from the
+    predict layer). Raises :class:`~perfmodel.exceptions.PredictionError` naming the first bad row and why.
+    """
+    import numpy as np
+
+    from .exceptions import PredictionError
+
+    point = out[["step_time_s", "seconds"]].to_numpy(dtype=float)
+    bounds = out[["step_lower", "step_upper", "lower", "upper"]].to_numpy(dtype=float)
+    bad = ~np.isfinite(point).all(axis=1) | (point < 0).any(axis=1)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise PredictionError(
+            f"{where}: the {method} fit gives no finite step time for query row {i} ({point[i, 0]!r} s); the "
+            "query is beyond the numeric range of the fit. Check its sizes and counts.")
+    unbounded = ~np.isfinite(bounds).all(axis=1)
+    if unbounded.any():
+        i = int(np.flatnonzero(unbounded)[0])
+        most = n_runs / (n_runs + 1)
+        raise PredictionError(
+            f"{where}: the {confidence:g} prediction interval of query row {i} is unbounded with this history "
+            f"({n_runs} runs, {method} fit): a conformal interval needs confidence <= n/(n+1) = {most:.4g}, and an "
+            "OLS interval needs more runs than coefficients. Lower the confidence or add runs.")
+    lo, hi = bounds[:, [0, 2]], bounds[:, [1, 3]]
+    tol = 1e-12 * np.abs(point)
+    inverted = ((lo > point + tol) | (point > hi + tol) | (lo < 0)).any(axis=1)
+    if inverted.any():
+        i = int(np.flatnonzero(inverted)[0])
+        raise PredictionError(
+            f"{where}: the {method} fit gives an interval [{lo[i, 1]!r}, {hi[i, 1]!r}] s that does not contain its "
+            f"prediction {point[i, 1]!r} s for query row {i} (a numeric overflow); the query is beyond what the "
+            "fit can represent.")

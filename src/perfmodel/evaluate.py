@@ -25,6 +25,7 @@ from .features import run_quantities
 from .fitting import fit_history
 from .models import TrainingTimeModel
 from .models._training import METHODS, mape, median_ape
+from .exceptions import SchemaError
 from .schema import validate_runs
 
 __all__ = ["SPLITS", "CONFIG_KEYS", "noise_floor", "NoiseFloor", "grouped_folds", "evaluate", "Evaluation",
@@ -317,6 +318,13 @@ def evaluate(runs, *, methods=("linear", "loglinear", "gbm", "physics", "rooflin
         for held, train, test in grouped_folds(runs, col):
             for method in all_methods:
                 jobs.append((split, held, method, train, test))
+    if not jobs:
+        varying = [s for s in splits if runs[SPLITS[s]].nunique() >= 2]
+        raise SchemaError(
+            f"evaluate: nothing to cross-validate. Each split holds out one value of its column, so the history "
+            f"needs two or more distinct values in at least one of {', '.join(SPLITS[s] for s in splits)}; it has "
+            f"{len(runs)} runs{'' if varying else ' and none varies'}."
+        )
     results = Parallel(n_jobs=n_jobs)(
         delayed(_fit_predict)(m, runs, tr, te, confidence, host_peak_flops, SPLIT_KINDS[split])
         for split, _, m, tr, te in jobs

@@ -7,6 +7,7 @@ Hierarchy::
     ├── UnknownHardwareError(PerfModelError, ValueError) a device name not in the spec table
     ├── DeviceSpecError(PerfModelError, ValueError)      an invalid or clashing device row (register_device)
     ├── NotFittedError(PerfModelError, ValueError)        an estimator used before ``fit``
+    ├── PredictionError(PerfModelError, ValueError)       no finite time or bounded interval for a query
     └── MeasurementError(PerfModelError, RuntimeError)    a measured run that could not complete
 
     PerfModelWarning(UserWarning)
@@ -25,6 +26,7 @@ __all__ = [
     "UnknownHardwareError",
     "DeviceSpecError",
     "NotFittedError",
+    "PredictionError",
     "MeasurementError",
     "PerfModelWarning",
     "ExtrapolationWarning",
@@ -50,6 +52,13 @@ class DeviceSpecError(PerfModelError, ValueError):
 
 class NotFittedError(PerfModelError, ValueError):
     """An estimator was used before ``fit`` was called."""
+
+
+class PredictionError(PerfModelError, ValueError):
+    """A query has no finite predicted time or no bounded interval: the confidence is too high for the number
+    of runs (a conformal interval at level c needs c <= n/(n+1)), an OLS fit has no residual degrees of
+    freedom, or the query is beyond the numeric range of the fit. Public prediction functions raise this
+    rather than return NaN, infinity or an interval that does not contain its point."""
 
 
 class MeasurementError(PerfModelError, RuntimeError):

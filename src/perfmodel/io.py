@@ -1,20 +1,35 @@
 """Reading and writing run histories (CSV or Parquet), atomically and safely under concurrent writers.
 
-Every write goes to a temporary file in the same folder, is flushed to disk and then renamed over the target
-(``os.replace``), so a crash or Ctrl-C leaves either the old history or the new one, never half a file. Appends
-take a file lock (``<path>.lock``) so that several sweeps or recorders can append to one history at once.
+Every write goes through :func:`perfmodel._atomic.atomic_write` (a uniquely named temporary file in the same
+folder, flushed, ``fsync``-ed and renamed over the target), so a crash or Ctrl-C leaves either the old history or
+the new one, never half a file. Appends take a file lock (``<path>.lock``) so that several sweeps or recorders can
+append to one history at once.
+
+Round-trip fidelity (CSV)
+-------------------------
+A CSV history is read as text first and each known column is converted by the schema's own rules
+(:func:`perfmodel.schema.coerce_dtypes`), never by sniffing: text columns keep their text exactly (``"1.10"``,
+``"01234567"``, ``"NA"`` and ``"null"`` stay strings), numbers are written with ``repr`` precision and read back
+exactly, and an empty field is a missing value (so an empty string and a missing value are the same in CSV;
+Parquet keeps them apart). Columns perfmodel does not know stay text unless every value reads back losslessly as
+a number. A header with a repeated or empty column name, or a row with too few or too many fields, is refused
+with the line number.
 """
 
 from __future__ import annotations
 
+import csv
 import os
-import tempfile
+import re
+import uuid
 from pathlib import Path
 from typing import Iterable, Mapping
 
+import numpy as np
 import pandas as pd
 from filelock import FileLock
 
+from ._atomic import atomic_write
 from .exceptions import SchemaError
 from .schema import COLUMNS, coerce_dtypes, validate_runs
 
@@ -32,35 +47,101 @@ def _format(path: Path) -> str:
     return fmt
 
 
+_INT_TEXT = re.compile(r"^-?(?:0|[1-9][0-9]*)$")
+
+
+def _lossless_column(values: list) -> pd.Series:
+    """An unknown CSV column: numbers when every non-empty value reads back to the same text, else text."""
+    filled = [v for v in values if v != ""]
+    if filled and all(_INT_TEXT.match(v) for v in filled):
+        ints = [int(v) for v in filled]
+        if all(-(2**62) < i < 2**62 for i in ints):
+            return pd.array([int(v) if v != "" else None for v in values], dtype="Int64")
+    if filled:
+        try:
+            floats = [float(v) for v in filled]
+        except ValueError:
+            floats = None
+        if floats is not None and all(repr(f) == v for f, v in zip(floats, filled)):
+            return pd.array([float(v) if v != "" else None for v in values], dtype="Float64").astype("float64")
+    return pd.array([v if v != "" else None for v in values], dtype="string")
+
+
+def _read_csv_text(path: Path, *, skip_bad: list | None = None) -> pd.DataFrame:
+    """Read a CSV history field by field, keeping every value as text ('' -> missing)."""
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            reader = csv.reader(fh, strict=True)
+            try:
+                header = next(reader)
+            except StopIteration:
+                raise SchemaError(f"Run history {str(path)!r} is empty (no header, no rows).") from None
+            seen: set = set()
+            for i, name in enumerate(header):
+                if name.strip() == "":
+                    raise SchemaError(f"Run history {str(path)!r}: column {i + 1} of the header has no name "
+                                      "(a trailing comma?).")
+                if name in seen:
+                    raise SchemaError(f"Run history {str(path)!r}: the header names column {name!r} twice.")
+                seen.add(name)
+            n = len(header)
+            rows: list = []
+            for row in reader:
+                if not row:  # a blank line
+                    continue
+                if len(row) != n:
+                    if skip_bad is not None:
+                        skip_bad.append((reader.line_num, ",".join(row)[:80]))
+                        continue
+                    hint = " (a trailing comma?)" if len(row) == n + 1 and row[-1] == "" else ""
+                    raise SchemaError(
+                        f"Run history {str(path)!r} cannot be parsed as CSV: line {reader.line_num} has "
+                        f"{len(row)} fields but the header has {n}{hint}. perfmodel.io.recover_runs reads the "
+                        "other rows.")
+                rows.append(row)
+    except UnicodeDecodeError as exc:
+        raise SchemaError(f"Run history {str(path)!r} is not UTF-8 text ({exc.reason} at byte {exc.start}).") from None
+    except csv.Error as exc:
+        raise SchemaError(f"Run history {str(path)!r} cannot be parsed as CSV: {exc}.") from None
+    known = {c.name for c in COLUMNS}
+    data = {}
+    for j, name in enumerate(header):
+        values = [r[j] for r in rows]
+        if name in known:
+            data[name] = pd.array([v if v != "" else None for v in values], dtype="string")
+        else:
+            data[name] = _lossless_column(values)
+    return pd.DataFrame(data, columns=header) if data else pd.DataFrame(columns=header)
+
+
 def read_history(path: str | os.PathLike) -> pd.DataFrame:
-    """Read a history file as it is, without validation (CSV or Parquet by suffix).
+    """Read a history file as it is (CSV or Parquet by suffix), with the schema's dtypes but no validation.
 
     Raises
     ------
     FileNotFoundError
         If the file does not exist.
     SchemaError
-        If the file cannot be parsed (a truncated Parquet file, a CSV row with the wrong number of fields);
-        the message names the file and, for CSV, the line.
+        If the file cannot be parsed (a truncated Parquet file, a CSV row with the wrong number of fields, a
+        repeated column name, a value that is not of its column's type); the message names the file and, for
+        CSV, the line or rows.
     """
     path = Path(path)
     fmt = _format(path)
     if not path.exists():
         raise FileNotFoundError(f"Run history {str(path)!r} does not exist.")
+    if fmt == "csv":
+        return coerce_dtypes(_read_csv_text(path))
     try:
-        if fmt == "csv":
-            return pd.read_csv(path, dtype={"run_id": "string"})
-        return pd.read_parquet(path)
-    except pd.errors.EmptyDataError:
-        raise SchemaError(f"Run history {str(path)!r} is empty (no header, no rows).") from None
-    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise SchemaError(f"Run history {str(path)!r} cannot be parsed as CSV: {exc}".strip()) from None
+        df = pd.read_parquet(path)
     except Exception as exc:  # pyarrow raises its own types for torn files
-        if fmt == "parquet":
-            raise SchemaError(
-                f"Run history {str(path)!r} is not a readable Parquet file ({type(exc).__name__}: {exc})."
-            ) from None
-        raise
+        raise SchemaError(
+            f"Run history {str(path)!r} is not a readable Parquet file ({type(exc).__name__}: {exc})."
+        ) from None
+    if df.columns.duplicated().any():
+        dup = df.columns[df.columns.duplicated()][0]
+        raise SchemaError(f"Run history {str(path)!r} names column {dup!r} twice.")
+    return coerce_dtypes(df)
 
 
 def load_runs(source, *, include_failed: bool = False) -> pd.DataFrame:
@@ -103,30 +184,12 @@ def _ordered(df: pd.DataFrame) -> pd.DataFrame:
 
 def _write_atomic(df: pd.DataFrame, path: Path) -> None:
     fmt = _format(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        # mkstemp creates 0600; give the history the mode of the file it replaces, or the umask default.
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
+    with atomic_write(path) as fh:
+        if fmt == "csv":
+            # text quoted, numbers bare with repr precision: a '\r' or ',' inside text cannot split a row
+            df.to_csv(fh, index=False, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n", encoding="utf-8")
         else:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
-        with os.fdopen(fd, "wb") as fh:
-            if fmt == "csv":
-                df.to_csv(fh, index=False)
-            else:
-                df.to_parquet(fh, index=False)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+            df.to_parquet(fh, index=False)
 
 
 def save_runs(runs: pd.DataFrame, path: str | os.PathLike) -> Path:
@@ -151,6 +214,20 @@ def _as_frame(records) -> pd.DataFrame:
     raise TypeError(f"append_runs expects a record dict, a list of dicts or a DataFrame. Got {type(records).__name__}.")
 
 
+def _with_run_ids(new: pd.DataFrame) -> pd.DataFrame:
+    """Give every record without a run_id a unique one (not ``row-<i>``, which would repeat across appends)."""
+    missing = new["run_id"].isna().to_numpy() if "run_id" in new.columns else np.ones(len(new), dtype=bool)
+    if not missing.any():
+        return new
+    new = new.copy()
+    ids = pd.array([uuid.uuid4().hex[:12] if m else None for m in missing], dtype="string")
+    if "run_id" in new.columns:
+        new["run_id"] = new["run_id"].astype("string").mask(missing, ids)
+    else:
+        new.insert(0, "run_id", ids)
+    return new
+
+
 def append_runs(records, path: str | os.PathLike, *, validate: bool = True) -> Path:
     """Append run records to a history file, creating it if needed.
 
@@ -168,7 +245,7 @@ def append_runs(records, path: str | os.PathLike, *, validate: bool = True) -> P
     """
     path = Path(path)
     _format(path)
-    new = _as_frame(records)
+    new = _with_run_ids(_as_frame(records))
     if validate:
         new = validate_runs(new, include_failed=True)
     with FileLock(str(path) + ".lock"):
@@ -238,14 +315,9 @@ def recover_runs(path: str | os.PathLike) -> tuple[pd.DataFrame, list[str]]:
         raise FileNotFoundError(f"Run history {str(path)!r} does not exist.")
     problems: list[str] = []
     if fmt == "csv":
-        bad: list[str] = []
-
-        def on_bad(fields):
-            bad.append(",".join(map(str, fields))[:80])
-            return None
-
-        df = pd.read_csv(path, on_bad_lines=on_bad, engine="python", dtype={"run_id": "string"})
-        problems += [f"dropped malformed row: {b!r}" for b in bad]
+        bad: list = []
+        df = _read_csv_text(path, skip_bad=bad)
+        problems += [f"dropped malformed row at line {line}: {text!r}" for line, text in bad]
         return df, problems
     import pyarrow.parquet as pq
 

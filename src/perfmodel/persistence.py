@@ -1,36 +1,77 @@
 """Saving and loading fitted models — safely by default.
 
-The default format (``perfmodel-safe/1``) is a NumPy ``.npz`` archive read with ``allow_pickle=False``: a JSON
-description of the fitted state (numbers, strings, lists, tables) plus numeric arrays. Loading it constructs
-only perfmodel's own estimator classes and scikit-learn's ``Pipeline`` from that data, so a model file handed to
-you cannot run code. Parts that have no plain-data form are rebuilt deterministically on load: the statsmodels
-results of an OLS fit (refit on the stored design matrix) and the trees of the gbm method (refit with the same
-data and seed).
+The default format (``perfmodel-safe/1``) is a zip archive of NumPy ``.npy`` members: a JSON description of the
+fitted state (numbers, strings, lists, tables) plus numeric arrays. Loading it constructs only perfmodel's own
+classes and scikit-learn's ``Pipeline`` from that data, so a model file handed to you cannot run code, and it
+never fits anything: the gbm method's trees are stored as arrays (:class:`perfmodel.models.TreeEnsemble`) and the
+statsmodels results of an OLS fit are rebuilt from the stored coefficients and covariance.
+
+Loading is bounded before anything is decompressed: only the members a perfmodel file has (``__meta__.npy`` and
+``a<N>.npy``) are accepted, their declared sizes must add up to at most ``max_bytes`` (default
+:data:`MAX_BYTES`, 1 GiB), and each array's header (shape × dtype) must fit in its member before it is read;
+only plain numeric dtypes are read. A file whose content is inconsistent (a tree that points backwards, a table
+of the wrong shape, a model that cannot predict) is refused with a ``ValueError``.
+
+Every file records the versions of perfmodel, scikit-learn, statsmodels, NumPy, SciPy and pandas it was written
+with. A different perfmodel major.minor version is refused (the stored state may mean something else). For the
+libraries the stored state is plain arrays, so a different version is accepted, with a
+:class:`~perfmodel.exceptions.DataQualityWarning` when the major version (for 0.x releases, the minor version)
+differs.
 
 joblib/pickle files execute code when loaded. :func:`load_model` refuses them unless ``trusted=True`` is given
-explicitly, and says why. Every file records the perfmodel version and the feature schema; a file from an
-incompatible version is refused with a message instead of predicting garbage.
+explicitly, and says why.
 """
 
 from __future__ import annotations
 
 import io
 import json
-import os
+import math
+import warnings
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from . import __version__
+from ._atomic import atomic_write
+from .exceptions import DataQualityWarning
 
-__all__ = ["save_model", "load_model", "SAFE_FORMAT"]
+__all__ = ["save_model", "load_model", "SAFE_FORMAT", "MAX_BYTES"]
+
+#: Default bound on the total uncompressed size of a safe model file's members.
+MAX_BYTES = 2**30
+_MAX_MEMBERS = 100_000
+_MAX_DEPTH = 64
+_LIBRARIES = ("sklearn", "statsmodels", "numpy", "scipy", "pandas")
 
 SAFE_FORMAT = "perfmodel-safe/1"
 _PICKLE_FORMAT = "perfmodel-model/1"
 _ZIP_MAGIC = b"PK\x03\x04"
 # Attributes rebuilt on load instead of stored (no plain-data form).
 _REBUILT = {"OLSRegressor": ("results_",), "GBMRegressor": ("estimator_",), "TrainingTimeModel": ("_domain_tree",)}
+
+
+def _library_versions() -> dict:
+    import importlib
+
+    out = {}
+    for name in _LIBRARIES:
+        try:
+            out[name] = str(importlib.import_module(name).__version__)
+        except Exception:  # pragma: no cover - all are dependencies
+            out[name] = "?"
+    return out
+
+
+def _semver_major(version: str) -> tuple:
+    parts = [p for p in str(version).split(".")[:2]]
+    try:
+        nums = [int("".join(ch for ch in p if ch.isdigit()) or "0") for p in parts]
+    except ValueError:
+        return (str(version),)
+    return tuple(nums[:2]) if nums and nums[0] == 0 else tuple(nums[:1])
 
 
 def _safe_classes() -> dict:
@@ -83,6 +124,10 @@ class _Encoder:
                          for c in v.columns]}}
         if isinstance(v, Pipeline):
             return {"__pipeline__": [[name, self.enc(step)] for name, step in v.steps]}
+        from .models import TreeEnsemble
+
+        if type(v) is TreeEnsemble:
+            return {"__trees__": {k: self.enc(x) for k, x in v.to_arrays().items()}}
         name = type(v).__name__
         if name in self.classes and type(v) is self.classes[name]:
             skip = _REBUILT.get(name, ())
@@ -94,9 +139,21 @@ class _Decoder:
     def __init__(self, arrays):
         self.arrays = arrays
         self.classes = _safe_classes()
+        self.depth = 0
 
     def dec(self, v):
+        self.depth += 1
+        try:
+            if self.depth > _MAX_DEPTH:
+                raise ValueError(f"the stored state is nested more than {_MAX_DEPTH} levels deep")
+            return self._dec(v)
+        finally:
+            self.depth -= 1
+
+    def _dec(self, v):
         from sklearn.pipeline import Pipeline
+
+        from .models import TreeEnsemble
 
         if isinstance(v, list):
             return [self.dec(x) for x in v]
@@ -105,35 +162,149 @@ class _Decoder:
         if "__array__" in v:
             return np.array(self.arrays[v["__array__"]])
         if "__objarray__" in v:
-            out = np.empty(len(v["__objarray__"]), dtype=object)
-            out[:] = [self.dec(x) for x in v["__objarray__"]]
+            items = [self.dec(x) for x in v["__objarray__"]]
+            if any(isinstance(x, (dict, list, np.ndarray)) for x in items):
+                raise ValueError("an object array holds nested containers")
+            out = np.empty(len(items), dtype=object)
+            out[:] = items
             return out.reshape(v["shape"])
         if "__tuple__" in v:
             return tuple(self.dec(x) for x in v["__tuple__"])
         if "__dict__" in v:
             return {self.dec(k): self.dec(x) for k, x in v["__dict__"]}
+        if "__trees__" in v:
+            return TreeEnsemble.from_arrays({k: self.dec(x) for k, x in v["__trees__"].items()})
         if "__frame__" in v:
             f = v["__frame__"]
-            data = {c: self.dec(a) for c, a in zip(f["columns"], f["data"])}
+            if len(f["columns"]) != len(f["data"]) or len(f["columns"]) != len(f["dtypes"]):
+                raise ValueError("a stored table has mismatched columns")
+            data = {str(c): self.dec(a) for c, a in zip(f["columns"], f["data"])}
             frame = pd.DataFrame(data, index=pd.Index(self.dec(f["index"]), name=f["index_name"]))
             for c, t in zip(f["columns"], f["dtypes"]):
+                if str(t) not in _FRAME_DTYPES:
+                    continue
                 try:
-                    frame[c] = frame[c].astype(t)
+                    frame[c] = frame[c].astype(str(t))
                 except (TypeError, ValueError):
                     pass
             return frame
         if "__pipeline__" in v:
-            return Pipeline([(name, self.dec(step)) for name, step in v["__pipeline__"]])
+            return Pipeline([(str(name), self.dec(step)) for name, step in v["__pipeline__"]])
         if "__object__" in v:
             cls = self.classes.get(v["__object__"])
             if cls is None:
                 raise ValueError(f"the model file names an unknown class {v['__object__']!r}")
+            state = v["state"]
+            for key in state:
+                if not isinstance(key, str) or key.startswith("__") or callable(getattr(cls, key, None)) \
+                        or isinstance(getattr(cls, key, None), property):
+                    raise ValueError(f"the stored state of {cls.__name__} sets {key!r}, which is not data")
             obj = cls.__new__(cls)
-            obj.__dict__.update({k: self.dec(x) for k, x in v["state"].items()})
+            obj.__dict__.update({k: self.dec(x) for k, x in state.items()})
             if hasattr(obj, "_restore"):
                 obj._restore()
             return obj
         raise ValueError("the model file holds an unrecognised entry")
+
+
+_FRAME_DTYPES = {"float64", "float32", "int64", "int32", "Int64", "Float64", "string", "object", "bool", "boolean",
+                 "str"}
+
+
+def _read_safe_archive(path: Path, max_bytes: int) -> tuple[dict, dict]:
+    """The meta dict and the arrays of a safe model file, reading nothing before its size is bounded."""
+    arrays: dict[str, np.ndarray] = {}
+    with zipfile.ZipFile(path) as zf:
+        infos = zf.infolist()
+        if len(infos) > _MAX_MEMBERS:
+            raise ValueError(f"it has {len(infos)} members")
+        names = [i.filename for i in infos]
+        if len(set(names)) != len(names):
+            raise ValueError("it names a member twice")
+        for info in infos:
+            stem = info.filename[:-4] if info.filename.endswith(".npy") else None
+            if stem is None or not (stem == "__meta__" or (stem[:1] == "a" and stem[1:].isdigit())):
+                raise ValueError(f"it holds a member perfmodel does not write ({info.filename[:60]!r})")
+        total = sum(i.file_size for i in infos)
+        if total > max_bytes:
+            raise ValueError(f"its members would take {total / 2**20:.1f} MiB uncompressed, more than the "
+                             f"limit of {max_bytes / 2**20:.1f} MiB (load_model(..., max_bytes=...))")
+        if "__meta__.npy" not in names:
+            raise ValueError("it has no __meta__ member")
+        for info in infos:
+            with zf.open(info) as fh:
+                arrays[info.filename[:-4]] = _read_npy(fh, info.file_size, meta=info.filename == "__meta__.npy")
+    meta = json.loads(str(arrays.pop("__meta__")[()]))
+    if not isinstance(meta, dict):
+        raise ValueError("its description is not a JSON object")
+    return meta, arrays
+
+
+def _read_npy(fh, declared: int, *, meta: bool) -> np.ndarray:
+    version = np.lib.format.read_magic(fh)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+    elif version == (2, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
+    else:
+        raise ValueError(f"an array has an unsupported .npy version {version}")
+    allowed = "U" if meta else "biuf"
+    if dtype.hasobject or dtype.kind not in allowed or dtype.fields is not None or dtype.subdtype is not None:
+        raise ValueError(f"an array has dtype {dtype}, which a perfmodel file does not use")
+    count = math.prod(int(d) for d in shape)
+    nbytes = count * dtype.itemsize
+    if any(int(d) < 0 for d in shape) or nbytes > declared:
+        raise ValueError(f"an array header declares {nbytes} bytes in a member of {declared}")
+    data = fh.read(nbytes)
+    if len(data) != nbytes:
+        raise ValueError("an array is shorter than its header says")
+    return np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C").copy()
+
+
+def _check_model(model, meta: dict) -> None:
+    """The decoded object is a fitted TrainingTimeModel of a known shape that predicts finite times."""
+    from sklearn.pipeline import Pipeline
+
+    from .features import RunFeaturizer
+    from .models import GBMRegressor, OLSRegressor, PhysicsRegressor, RooflineRegressor, TrainingTimeModel
+
+    if type(model) is not TrainingTimeModel:
+        raise ValueError(f"it holds a {type(model).__name__}, not a TrainingTimeModel")
+    pipe = getattr(model, "pipeline_", None)
+    if not isinstance(pipe, Pipeline) or [n for n, _ in pipe.steps] != ["features", "regressor"]:
+        raise ValueError("its pipeline is not features -> regressor")
+    if not isinstance(pipe.named_steps["features"], RunFeaturizer) or not isinstance(
+            pipe.named_steps["regressor"], (OLSRegressor, GBMRegressor, PhysicsRegressor, RooflineRegressor)):
+        raise ValueError("its pipeline steps are not perfmodel's")
+    if model.feature_names_ != meta.get("features"):
+        raise ValueError("the stored feature schema does not match the model")
+    models = model.models_
+    if not isinstance(models, pd.DataFrame) or len(models) == 0 or not model.gpu_types_ or not model.precisions_:
+        raise ValueError("it has no model, device or precision to predict for")
+    row = models.iloc[0]
+    probe = pd.DataFrame([{"model": str(models.index[0]), "params": float(row["params"]),
+                           "flops_per_sample": float(row["flops_per_sample"]), "batch_size": 1, "gpu_count": 1,
+                           "gpu_type": str(model.gpu_types_[0]), "precision": str(model.precisions_[0]),
+                           "steps": 1}])
+    out = model.predict_interval(probe, 0.5).to_numpy(dtype=float)
+    if out.shape != (1, 3) or np.isnan(out).any():
+        raise ValueError("it does not predict a number for a configuration it was fitted on")
+    model.domain_distance(probe)
+
+
+def _check_libraries(saved: dict, path: Path) -> None:
+    if not isinstance(saved, dict):
+        return
+    here = _library_versions()
+    for name in _LIBRARIES:
+        theirs = saved.get(name)
+        if theirs is None or theirs == here[name]:
+            continue
+        if _semver_major(theirs) != _semver_major(here[name]):
+            warnings.warn(
+                f"{str(path)!r} was written with {name} {theirs}; this is {name} {here[name]}. The model is stored "
+                "as plain arrays and loads, but refit it if its predictions look wrong.",
+                DataQualityWarning, stacklevel=3)
 
 
 def save_model(model, path, *, format: str = "safe") -> Path:
@@ -154,26 +325,19 @@ def save_model(model, path, *, format: str = "safe") -> Path:
     model._check()
     path = Path(path)
     meta = {"format": SAFE_FORMAT, "perfmodel_version": __version__, "method": model.method,
-            "features": model.feature_names_}
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        if format == "joblib":
-            import joblib
+            "features": model.feature_names_, "libraries": _library_versions()}
+    if format == "joblib":
+        import joblib
 
-            joblib.dump({**meta, "format": _PICKLE_FORMAT, "model": model}, tmp)
-        else:
-            enc = _Encoder()
-            meta["model"] = enc.enc(model)
-            buf = io.BytesIO()
-            np.savez_compressed(buf, __meta__=np.array(json.dumps(meta)), **enc.arrays)
-            with open(tmp, "wb") as fh:
-                fh.write(buf.getvalue())
-                fh.flush()
-                os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+        with atomic_write(path) as fh:
+            joblib.dump({**meta, "format": _PICKLE_FORMAT, "model": model}, fh)
+    else:
+        enc = _Encoder()
+        meta["model"] = enc.enc(model)
+        buf = io.BytesIO()
+        np.savez_compressed(buf, __meta__=np.array(json.dumps(meta)), **enc.arrays)
+        with atomic_write(path) as fh:
+            fh.write(buf.getvalue())
     return path
 
 
@@ -185,7 +349,7 @@ def _check_version(saved: str, path: Path) -> None:
         )
 
 
-def load_model(path, *, trusted: bool = False):
+def load_model(path, *, trusted: bool = False, max_bytes: int = MAX_BYTES):
     """Load a model written by :func:`save_model`.
 
     Parameters
@@ -193,14 +357,17 @@ def load_model(path, *, trusted: bool = False):
     trusted : bool, default=False
         Allow a pickle-based (joblib) file. Unpickling runs whatever code the file carries: pass True only for
         files you made yourself. Safe-format files never need it.
+    max_bytes : int, default=MAX_BYTES (1 GiB)
+        Refuse a safe-format file whose members would take more than this uncompressed (checked from the zip
+        directory before anything is decompressed).
 
     Raises
     ------
     FileNotFoundError
         If ``path`` does not exist.
     ValueError
-        If the file is pickle-based and ``trusted`` is False; if it is not a perfmodel model file; or if it was
-        written by an incompatible perfmodel version.
+        If the file is pickle-based and ``trusted`` is False; if it is not a perfmodel model file, is damaged
+        or inconsistent, or exceeds ``max_bytes``; or if it was written by an incompatible perfmodel version.
     """
     path = Path(path)
     if not path.is_file():
@@ -209,20 +376,25 @@ def load_model(path, *, trusted: bool = False):
         magic = fh.read(4)
     if magic == _ZIP_MAGIC:
         try:
-            with np.load(path, allow_pickle=False) as archive:
-                meta = json.loads(str(archive["__meta__"]))
-                arrays = {k: archive[k] for k in archive.files if k != "__meta__"}
-        except Exception as exc:
-            raise ValueError(f"{str(path)!r} is not a readable perfmodel model file ({type(exc).__name__}: "
-                             f"{exc}).") from None
+            meta, arrays = _read_safe_archive(path, int(max_bytes))
+        except (ValueError, TypeError, KeyError, OSError, EOFError, zipfile.BadZipFile, RecursionError,
+                NotImplementedError, MemoryError, OverflowError) as exc:
+            raise ValueError(f"{str(path)!r} is not a readable perfmodel model file "
+                             f"({type(exc).__name__}: {str(exc)[:200]}).") from None
         if meta.get("format") != SAFE_FORMAT:
             raise ValueError(f"{str(path)!r} is not a perfmodel model file (expected format {SAFE_FORMAT}).")
         _check_version(meta.get("perfmodel_version", "?"), path)
-        model = _Decoder(arrays).dec(meta["model"])
-        if model.feature_names_ != meta.get("features"):
-            raise ValueError(f"{str(path)!r}: the stored feature schema does not match the model; refit it.")
+        _check_libraries(meta.get("libraries"), path)
+        try:
+            model = _Decoder(arrays).dec(meta["model"])
+            _check_model(model, meta)
+        except Exception as exc:  # untrusted content: any failure to rebuild it means a damaged file
+            raise ValueError(f"{str(path)!r} is a damaged or inconsistent perfmodel model file "
+                             f"({type(exc).__name__}: {str(exc)[:200]}).") from None
         return model
     if not trusted:
+        if magic[:1] != b"\x80":
+            raise ValueError(f"{str(path)!r} is not a perfmodel model file (neither the safe format nor joblib).")
         raise ValueError(
             f"{str(path)!r} is a pickle-based (joblib) file. Loading it can run arbitrary code, so perfmodel "
             "refuses by default. If you made this file yourself, pass trusted=True (CLI: --trusted); otherwise "

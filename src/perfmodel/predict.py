@@ -14,9 +14,10 @@ import numpy as np
 import pandas as pd
 
 from ._format import format_duration
-from ._validation import check_choice, check_confidence, check_positive_int
+from ._validation import check_choice, check_confidence, check_positive_int, check_prediction_frame
 from .exceptions import DataQualityWarning, ExtrapolationWarning, SchemaError
 from .hardware import PRECISIONS, get_spec, resolve_gpu_type
+from .schema import check_queries
 from .fitting import DEFAULT_METHOD, fit_files, fit_history, load_history, query_kind
 from .models import METHODS, TrainingTimeModel
 from .models._training import model_table, precision_by_device
@@ -354,6 +355,7 @@ def _predict_frame(fitted: TrainingTimeModel, q: pd.DataFrame, confidence: float
     out["lower"] = start + steps * out["step_lower"].to_numpy()
     out["upper"] = start + steps * out["step_upper"].to_numpy()
     out["nonpositive_fit"] = nonpos
+    check_prediction_frame(out, confidence=confidence, n_runs=int(fitted.n_runs_), method=fitted.method, where=_WHERE)
     return out
 
 
@@ -438,6 +440,7 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
             fitted = fit_history(runs, method, kind=kind)
             fitted.provenance_ = labels
     provenance = list(getattr(fitted, "provenance_", []) or [])
+    check_queries(q, _WHERE)
     notes = _check_support(fitted, q) + _domain_warnings(fitted, q)[0]
     prior_note = _prior_note(provenance, q)
     res = _predict_frame(fitted, q, confidence).iloc[0]
@@ -507,6 +510,7 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
         q["params"] = q["model"].map(table["params"])
         q["flops_per_sample"] = q["model"].map(table["flops_per_sample"])
     q["gpu_count"] = q["gpu_count"] if "gpu_count" in q.columns else 1
+    check_queries(q, "predict_many")
     by_device = fitted.precision_by_device_ if runs is None else precision_by_device(runs)
     given = q["precision"] if "precision" in q.columns else pd.Series(pd.NA, index=q.index, dtype=object)
     defaults = q["gpu_type"].map({g: _default_precision(by_device, g)[0] for g in pd.unique(q["gpu_type"])})

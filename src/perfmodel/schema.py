@@ -21,6 +21,7 @@ Conventions
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +30,8 @@ import pandas as pd
 from .exceptions import SchemaError, UnknownHardwareError
 from .hardware import PRECISIONS, resolve_gpu_type
 
-__all__ = ["Column", "COLUMNS", "MINIMAL_COLUMNS", "STATUSES", "validate_runs", "coerce_dtypes", "describe_schema"]
+__all__ = ["Column", "COLUMNS", "MINIMAL_COLUMNS", "STATUSES", "LIMITS", "validate_runs", "coerce_dtypes",
+           "check_queries", "describe_schema"]
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +112,107 @@ MINIMAL_COLUMNS = ("model", "params", "batch_size", "gpu_count", "gpu_type")
 _POSITIVE = ("params", "batch_size", "gpu_count", "step_time_s", "wall_time_s", "steps")
 
 
+#: Plausibility limits: ``(low, low_inclusive, high)`` per numeric column, checked where a value is given. They
+#: are far beyond any real run (a 10^15-parameter model, a million-second optimizer step) and keep every product
+#: the models form (steps × step time, FLOPs × batch) finite in float64.
+LIMITS: dict[str, tuple[float, bool, float]] = {
+    "params": (0.0, False, 1e15),
+    "flops_per_sample": (0.0, False, 1e24),
+    "batch_size": (0.0, False, 1e9),
+    "gpu_count": (0.0, False, 1e7),
+    "nodes": (0.0, False, 1e6),
+    "threads_per_worker": (0.0, False, 1e5),
+    "cpu_cores": (0.0, False, 1e6),
+    "step_time_s": (0.0, False, 1e6),
+    "step_time_median_s": (0.0, False, 1e6),
+    "step_time_std_s": (0.0, True, 1e6),
+    "step_time_cv": (0.0, True, 1e3),
+    "step_time_ci_rel": (0.0, True, 1e3),
+    "steps_timed": (0.0, True, 1e13),
+    "warmup_steps": (0.0, True, 1e13),
+    "samples_per_s": (0.0, False, 1e15),
+    "startup_s": (0.0, True, 1e7),
+    "wall_time_s": (0.0, False, 1e10),
+    "steps": (0.0, False, 1e13),
+    "repeat": (0.0, True, 1e9),
+    "gpu_mem_total_bytes": (0.0, True, 1e16),
+    "gpu_mem_peak_bytes": (0.0, True, 1e16),
+    "gpu_util_mean_pct": (0.0, True, 100.0),
+    "mem_util_mean_pct": (0.0, True, 100.0),
+    "power_mean_w": (0.0, True, 1e5),
+}
+#: Columns that must be present (not NaN) in every successful run.
+_REQUIRED_OK = ("params", "batch_size", "gpu_count", "step_time_s")
+
+
+def _range_message(name: str) -> str:
+    lo, inclusive, hi = LIMITS[name]
+    return f"must be finite and {'non-negative' if inclusive else 'positive'} (at most {hi:g})"
+
+
+def _out_of_range(name: str, values: np.ndarray) -> np.ndarray:
+    lo, inclusive, hi = LIMITS[name]
+    with np.errstate(invalid="ignore"):
+        above = (values >= lo) if inclusive else (values > lo)
+        return ~np.isnan(values) & ~(np.isfinite(values) & above & (values <= hi))
+
+
+def _check_ranges(df: pd.DataFrame, ok: np.ndarray) -> None:
+    """Every numeric column perfmodel knows is finite and within :data:`LIMITS` where given. Failed runs are
+    checked too, except for the sizes and times that a failed run may hold as partial values."""
+    for name in LIMITS:
+        if name not in df.columns:
+            continue
+        values = df[name].to_numpy(dtype=float, na_value=np.nan)
+        bad = _out_of_range(name, values)
+        if name in _REQUIRED_OK or name in ("wall_time_s", "steps"):
+            bad &= ok if name not in ("params", "batch_size", "gpu_count") else np.ones_like(bad)
+        if bad.any():
+            raise SchemaError(
+                f"Column {name!r} {_range_message(name)} where given; {int(bad.sum())} rows are not "
+                f"({_where(df, bad)}), e.g. {float(values[bad][0])!r}."
+            )
+
+
+def check_queries(q: pd.DataFrame, where: str) -> None:
+    """Check prediction queries like :func:`validate_runs` checks runs: ``params``, ``batch_size``,
+    ``gpu_count``, ``steps`` (and ``flops_per_sample`` where given) finite, positive and within :data:`LIMITS`,
+    and the counts whole numbers; ``precision``, ``gpu_type`` and ``model`` text where given. Raises :class:`SchemaError` naming the
+    column and the first bad row."""
+    for name in ("precision", "gpu_type", "model"):
+        if name in q.columns:
+            notstr = ~q[name].map(lambda v: isinstance(v, str) or v is None or v is pd.NA
+                                  or (isinstance(v, float) and v != v)).to_numpy(dtype=bool)
+            if notstr.any():
+                i = int(np.flatnonzero(notstr)[0])
+                raise SchemaError(f"{where}: column {name!r} must hold text; row {i} holds "
+                                  f"{q[name].iloc[i]!r} of type {type(q[name].iloc[i]).__name__}.")
+    for name in ("params", "batch_size", "gpu_count", "steps", "flops_per_sample"):
+        if name not in q.columns:
+            if name == "flops_per_sample":
+                continue
+            raise SchemaError(f"{where} needs a {name!r} column in the queries.")
+        tmp = pd.DataFrame({name: q[name].reset_index(drop=True)})
+        kind = "float" if name in ("params", "flops_per_sample") else "int"
+        values, _ = _numeric(tmp, name, kind)
+        missing = np.isnan(values)
+        if name != "flops_per_sample" and missing.any():
+            raise SchemaError(f"{where}: column {name!r} is missing in {int(missing.sum())} rows "
+                              f"(first: row {int(np.flatnonzero(missing)[0])}).")
+        bad = _out_of_range(name, values)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise SchemaError(f"{where}: column {name!r} {_range_message(name)}; {int(bad.sum())} rows are not "
+                              f"(first: row {i}, {float(values[i])!r}).")
+        if kind == "int":
+            with np.errstate(invalid="ignore"):
+                frac = ~missing & (np.mod(values, 1) != 0)
+            if frac.any():
+                i = int(np.flatnonzero(frac)[0])
+                raise SchemaError(f"{where}: column {name!r} must hold whole numbers; {int(frac.sum())} rows do "
+                                  f"not (first: row {i}, {float(values[i])!r}).")
+
+
 def describe_schema() -> pd.DataFrame:
     """The schema as a table (column, dtype, description)."""
     return pd.DataFrame([(c.name, c.kind, c.description) for c in COLUMNS], columns=["column", "dtype", "description"])
@@ -126,47 +229,139 @@ def _where(df: pd.DataFrame, mask: np.ndarray, limit: int = 5) -> str:
     return f"{label}{more}"
 
 
+_NUMBER_TEXT = re.compile(r"\s*[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)\s*",
+                          re.IGNORECASE)
+_INT_TEXT = re.compile(r"\s*[+-]?[0-9]+(?:\.0*)?\s*")
+
+
+def _bad(out: pd.DataFrame, name: str, mask: np.ndarray, what: str, example) -> SchemaError:
+    return SchemaError(f"Column {name!r} {what}; {int(mask.sum())} rows are not ({_where(out, mask)}), "
+                       f"e.g. {example!r}.")
+
+
+def _numeric(out: pd.DataFrame, name: str, kind: str) -> tuple[np.ndarray, pd.Series | None]:
+    """One known numeric column, read strictly: numbers and number-shaped text only (no booleans, durations,
+    dates or bytes, which pandas would silently turn into 1.0 or nanoseconds).
+
+    Returns the values as float64 (NaN = missing) and, for an integer column, the exact integers (Int64) when
+    the source held integers (floats lose precision above 2**53)."""
+    col = out[name]
+    dtype = col.dtype
+    if pd.api.types.is_bool_dtype(dtype):
+        raise SchemaError(f"Column {name!r} must be numeric ({kind}); it holds booleans (True/False).")
+    if dtype.kind in "mM" or isinstance(dtype, pd.DatetimeTZDtype):
+        raise SchemaError(f"Column {name!r} must be numeric ({kind}); it holds {dtype} values. Store plain "
+                          "numbers (seconds for times).")
+    if pd.api.types.is_integer_dtype(dtype):
+        exact = col.astype("Int64")
+        return exact.to_numpy(dtype=float, na_value=np.nan), exact
+    if pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_complex_dtype(dtype):
+        return col.to_numpy(dtype=float, na_value=np.nan), None
+    values = col.to_numpy(dtype=object)
+    result = np.full(len(values), np.nan)
+    bad = np.zeros(len(values), dtype=bool)
+    pattern = _INT_TEXT if kind == "int" else _NUMBER_TEXT
+    exact: list = [None] * len(values) if kind == "int" else []
+    for i, v in enumerate(values):
+        if v is None or v is pd.NA or v is pd.NaT:
+            continue
+        if isinstance(v, (bool, np.bool_)):
+            bad[i] = True
+        elif isinstance(v, (int, np.integer)):
+            result[i] = float(v)
+            if kind == "int":
+                exact[i] = int(v)
+        elif isinstance(v, (float, np.floating)):
+            result[i] = float(v)
+        elif isinstance(v, str):
+            if v.strip() == "":
+                continue
+            if not pattern.fullmatch(v):
+                bad[i] = True
+            elif kind == "int":
+                exact[i] = int(v.strip().split(".")[0].lstrip("+") or "0")
+                result[i] = float(exact[i])
+            else:
+                result[i] = float(v)
+        else:
+            bad[i] = True
+    if bad.any():
+        ex = values[bad][0]
+        raise SchemaError(
+            f"Column {name!r} must be numeric ({kind}); {int(bad.sum())} rows are not ({_where(out, bad)}), "
+            f"e.g. {ex!r} of type {type(ex).__name__}."
+        )
+    if kind == "int" and any(e is not None for e in exact) and all(
+            e is not None or np.isnan(r) or float(r).is_integer() for e, r in zip(exact, result)):
+        big = np.array([e is not None and abs(e) > 2**62 for e in exact])
+        if big.any():
+            raise SchemaError(f"Column {name!r} holds integers too large to store ({_where(out, big)}).")
+        ints = [e if e is not None else (None if np.isnan(r) else int(r)) for e, r in zip(exact, result)]
+        return result, pd.Series(pd.array(ints, dtype="Int64"), index=col.index)
+    return result, None
+
+
+def _text(out: pd.DataFrame, name: str) -> pd.Series:
+    """One known text column: strings as they are; bytes and unencodable strings refused."""
+    col = out[name]
+    if not (pd.api.types.is_object_dtype(col.dtype) or pd.api.types.is_string_dtype(col.dtype)):
+        return col.astype("string")
+
+    def problem(v) -> str:
+        if isinstance(v, (bytes, bytearray, memoryview)):
+            return "holds binary (bytes) values; store text"
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return "holds text that is not valid Unicode (lone surrogates)"
+        return ""
+
+    whys = [w for w in map(problem, pd.unique(col.to_numpy(dtype=object))) if w]
+    if whys:
+        bad = np.array([problem(v) != "" for v in col.to_numpy(dtype=object)])
+        raise SchemaError(f"Column {name!r} {whys[0]} ({_where(out, bad)}).")
+    return col.astype("string")
+
+
 def coerce_dtypes(df: pd.DataFrame) -> pd.DataFrame:
     """Cast known columns to their schema dtypes (nullable), leaving unknown columns as they are.
 
-    Values that cannot be read as the column's type raise :class:`SchemaError` naming the column and rows.
+    Numeric columns accept numbers and number-shaped text only: booleans, durations, timestamps, bytes and other
+    objects raise :class:`SchemaError` naming the column and rows (pandas would read ``True`` as 1.0 and a
+    duration as nanoseconds). Text columns keep their strings exactly; bytes are refused.
     """
+    if df.columns.duplicated().any():
+        dup = df.columns[df.columns.duplicated()][0]
+        raise SchemaError(f"The run history names column {dup!r} twice.")
     out = df.copy()
     for name in out.columns:
         kind = _KIND.get(name)
         if kind is None:
             continue
-        col = out[name]
         if kind == "str":
-            out[name] = col.astype("string")
+            out[name] = _text(out, name)
             continue
-        numeric = pd.to_numeric(col, errors="coerce")
-        bad = numeric.isna().to_numpy() & ~col.isna().to_numpy()
-        if bad.any():
-            raise SchemaError(
-                f"Column {name!r} must be numeric ({kind}); {int(bad.sum())} rows have non-numeric values "
-                f"({_where(out, bad)}), e.g. {col[bad].iloc[0]!r}."
-            )
+        as_float, exact = _numeric(out, name, kind)
         if kind == "int":
-            finite = numeric.dropna()
-            if len(finite) and not np.all(np.isfinite(finite)):
-                badi = ~np.isfinite(numeric.to_numpy(dtype=float, na_value=np.nan)) & numeric.notna().to_numpy()
+            present = ~np.isnan(as_float)
+            badi = present & ~np.isfinite(as_float)
+            if badi.any():
                 raise SchemaError(f"Column {name!r} must hold integers; rows {_where(out, badi)} are infinite.")
-            huge = (finite.abs() > 2**62).to_numpy()
+            safe = np.where(present, as_float, 0.0)
+            huge = present & (np.abs(safe) > 2**62)
             if huge.any():
-                badh = numeric.notna().to_numpy().copy()
-                badh[badh] = huge
-                raise SchemaError(f"Column {name!r} holds integers too large to store ({_where(out, badh)}).")
-            frac = (finite % 1 != 0).to_numpy()
+                raise SchemaError(f"Column {name!r} holds integers too large to store ({_where(out, huge)}).")
+            frac = present & (np.mod(safe, 1) != 0)
             if frac.any():
-                badi = numeric.notna().to_numpy().copy()
-                badi[badi] = frac
                 raise SchemaError(
-                    f"Column {name!r} must hold integers; {int(frac.sum())} rows are fractional ({_where(out, badi)})."
+                    f"Column {name!r} must hold integers; {int(frac.sum())} rows are fractional ({_where(out, frac)})."
                 )
-            out[name] = numeric.astype("Int64")
+            if exact is None:
+                exact = pd.Series(pd.array(safe.astype(np.int64), dtype="Int64"), index=out.index).mask(~present)
+            out[name] = exact.astype("Int64")
         else:
-            out[name] = numeric.astype("float64")
+            out[name] = pd.Series(as_float, index=out.index, dtype="float64")
     return out
 
 
@@ -252,22 +447,7 @@ def validate_runs(df: pd.DataFrame, *, include_failed: bool = False) -> pd.DataF
             raise SchemaError(
                 f"Column {name!r} has NaN in {int(nan.sum())} rows ({_where(df, nan)}); drop or fill those rows."
             )
-        nonpos = ~np.isnan(values) & ((values <= 0) | ~np.isfinite(values)) & check
-        if nonpos.any():
-            raise SchemaError(
-                f"Column {name!r} must be finite and positive; {int(nonpos.sum())} rows are not "
-                f"({_where(df, nonpos)}), e.g. {values[nonpos][0]!r}."
-            )
-    for name in ("wall_time_s", "steps", "flops_per_sample"):
-        if name in df.columns:
-            values = df[name].to_numpy(dtype=float, na_value=np.nan)
-            nonpos = ~np.isnan(values) & ((values <= 0) | ~np.isfinite(values))
-            if nonpos.any():
-                raise SchemaError(
-                    f"Column {name!r} must be finite and positive where given; {int(nonpos.sum())} rows are not "
-                    f"({_where(df, nonpos)})."
-                )
-
+    _check_ranges(df, ok)
     canonical = {}
     for raw in pd.unique(df["gpu_type"]):
         try:

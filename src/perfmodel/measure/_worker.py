@@ -21,17 +21,15 @@ ERROR_PREFIX = "perfmodel-worker: "
 
 
 def _write_json(path: str, obj: dict) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(obj, fh)
-    os.replace(tmp, path)
+    from .._atomic import atomic_write_bytes
+
+    atomic_write_bytes(path, json.dumps(obj).encode("utf-8"))
 
 
 def _write_text(path: str, text: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    from .._atomic import atomic_write_bytes
+
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def _set_tf32(torch, enabled: bool) -> None:
@@ -246,6 +244,9 @@ def error_line(exc: BaseException) -> str:
 
 
 def main(config_path: str, result_path: str) -> int:
+    from ._lifeline import watch_sweep
+
+    watch_sweep()  # never outlive the sweep that started this run
     with open(config_path, encoding="utf-8") as fh:
         cfg = json.load(fh)
     import torch

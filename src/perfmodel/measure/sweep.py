@@ -34,9 +34,11 @@ import pandas as pd
 from filelock import FileLock
 
 from .. import __version__
-from .._validation import check_positive_int
+from .._atomic import atomic_write, check_writable
+from .._validation import check_positive_float, check_positive_int
 from ..hardware import PRECISIONS, resolve_gpu_type
 from ..io import append_runs, read_history
+from . import _lifeline
 from ._worker import ERROR_PREFIX
 from .workload import check_model_spec, default_model_name, factory_spec, model_kind
 from .zoo import ZOO, default_seq_len
@@ -117,6 +119,14 @@ class RunConfig:
         check_positive_int(self.batch_size, "batch_size", where)
         check_positive_int(self.gpu_count, "gpu_count", where)
         check_positive_int(self.steps, "steps", where, allow_none=True)
+        check_positive_float(self.max_seconds, "max_seconds", where)
+        check_positive_float(self.ci_target, "ci_target", where)
+        check_positive_int(self.min_steps, "min_steps", where)
+        check_positive_int(self.max_steps, "max_steps", where)
+        if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
+            raise ValueError(f"The 'warmup_steps' parameter of {where} must be a non-negative int. "
+                             f"Got {self.warmup_steps!r} instead.")
+        check_positive_int(self.threads, "threads", where, allow_none=True)
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}. Got {self.precision!r}.")
         if self.precision == "fp8":
@@ -166,6 +176,11 @@ class RunConfig:
 def _detect_gpu_type(device: str) -> str:
     if device == "cpu":
         return "cpu"
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ValueError(f"device 'cuda' was requested but this torch ({torch.__version__}) sees no CUDA device "
+                         "(a CPU-only build, or no GPU visible); measure with device 'cpu'.")
     from .telemetry import nvml_device_facts
 
     name = nvml_device_facts(0).get("gpu_name")
@@ -211,6 +226,7 @@ def measure_run(cfg: RunConfig, *, timeout_s: float = 600.0, gpu_type: str | Non
     holds the message. ``KeyboardInterrupt`` kills the worker and propagates. In a multi-node run only the node
     that hosts global rank 0 gets a record; on the others the record is ``None``.
     """
+    timeout_s = check_positive_float(timeout_s, "timeout_s", "measure_run")
     gpu_type = gpu_type or _detect_gpu_type(cfg.device)
     record = base_record(cfg, gpu_type, sweep_id)
     times: list[float] = []
@@ -228,8 +244,11 @@ def measure_run(cfg: RunConfig, *, timeout_s: float = 600.0, gpu_type: str | Non
             env["OMP_NUM_THREADS"] = str(cfg.threads or max(1, (os.cpu_count() or 1) // per_node))
         src_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = src_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env[_lifeline.SWEEP_PID_ENV] = str(os.getpid())  # workers exit when this process dies
         proc = subprocess.Popen(_launch_command(cfg, config_path, result_path), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+                                stderr=subprocess.PIPE, text=True, env=env, start_new_session=True,
+                                preexec_fn=_lifeline.preexec())
+        _lifeline.register(tmp, proc.pid)
         try:
             _, stderr = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -468,6 +487,11 @@ def run_sweep(configs: Iterable[RunConfig] | None = None, output: str | os.PathL
         raise ValueError(f"launcher must be 'local' or 'slurm'. Got {launcher!r}.")
     if slurm is not None:
         raise ValueError("slurm options are for launcher='slurm'.")
+    timeout_s = check_positive_float(timeout_s, "timeout_s", "run_sweep")
+    if output.suffix.lower() not in (".csv", ".parquet", ".pq"):
+        raise ValueError(f"Run history {str(output)!r} must end in .csv or .parquet (got suffix {output.suffix!r}).")
+    check_writable(output)  # before the first run is measured, not after
+    _lifeline.check_stale_workers()
     device = configs[0].device if configs else "cpu"
     gpu_type = _detect_gpu_type(device)
     done = _done_keys(output, retry_failed)
@@ -527,7 +551,8 @@ def _append_steps(output: Path, run_id: str, times: list[float]) -> None:
     side = output.with_name(output.name + ".steps.jsonl")
     line = json.dumps({"run_id": run_id, "step_times_s": [round(t, 7) for t in times]}) + "\n"
     with FileLock(str(side) + ".lock"):
-        with open(side, "a", encoding="utf-8") as fh:
-            fh.write(line)
-            fh.flush()
-            os.fsync(fh.fileno())
+        old = side.read_bytes() if side.exists() else b""
+        if old and not old.endswith(b"\n"):  # a torn last line written by an older perfmodel
+            old = old[: old.rfind(b"\n") + 1]
+        with atomic_write(side) as fh:
+            fh.write(old + line.encode("utf-8"))

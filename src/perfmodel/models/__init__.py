@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ._gbm import GBMRegressor, conformal_quantile
+from ._gbm import GBMRegressor, TreeEnsemble, conformal_quantile
 from ._ols import OLSRegressor
 from ._physics import PhysicsRegressor
 from ._roofline import RooflineRegressor
 from ._training import METHODS, Summary, TrainingTimeModel, mape, median_ape
 
 __all__ = ["OLSRegressor", "GBMRegressor", "PhysicsRegressor", "RooflineRegressor", "TrainingTimeModel", "Summary", "METHODS", "mape", "median_ape",
-           "conformal_quantile"]
+           "conformal_quantile", "TreeEnsemble"]

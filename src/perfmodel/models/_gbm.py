@@ -12,7 +12,124 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._validation import check_confidence
 
-__all__ = ["GBMRegressor", "conformal_quantile"]
+__all__ = ["GBMRegressor", "conformal_quantile", "TreeEnsemble"]
+
+
+class TreeEnsemble:
+    """The fitted trees of a gradient-boosting model as plain arrays, with a NumPy predictor.
+
+    What prediction needs and nothing else: per tree, for every node its split feature, threshold, children
+    and value. Built from a fitted :class:`~sklearn.ensemble.GradientBoostingRegressor`
+    (:meth:`from_sklearn`) or from stored arrays (:meth:`from_arrays`, which checks them so that a damaged or
+    tampered file cannot make prediction loop or index out of bounds). Predictions equal scikit-learn's bit
+    for bit: samples are compared in float32 as scikit-learn's trees do, and the stages are summed in order.
+
+    Attributes (all 1-D arrays; nodes of all trees concatenated, children as indices within their tree)
+    ----------
+    offsets : int64, shape (n_trees + 1,)
+    feature, left, right : int64, shape (n_nodes,)
+        ``left == right == -1`` at a leaf.
+    threshold, value : float64, shape (n_nodes,)
+    missing_left : bool, shape (n_nodes,)
+        Where a NaN goes at a split (scikit-learn >= 1.3).
+    init, learning_rate : float
+    n_features : int
+    """
+
+    _ARRAYS = ("offsets", "feature", "left", "right", "threshold", "value", "missing_left")
+
+    def __init__(self, *, offsets, feature, left, right, threshold, value, missing_left, init, learning_rate,
+                 n_features):
+        self.offsets, self.feature, self.left, self.right = offsets, feature, left, right
+        self.threshold, self.value, self.missing_left = threshold, value, missing_left
+        self.init, self.learning_rate, self.n_features = init, learning_rate, n_features
+
+    @classmethod
+    def from_sklearn(cls, est: GradientBoostingRegressor) -> "TreeEnsemble":
+        trees = [e.tree_ for e in np.ravel(est.estimators_)]
+        sizes = [t.node_count for t in trees]
+        cat = lambda f: np.concatenate([f(t) for t in trees]) if trees else np.empty(0)  # noqa: E731
+        missing = cat(lambda t: np.asarray(getattr(t, "missing_go_to_left", np.zeros(t.node_count)), dtype=bool))
+        return cls(offsets=np.r_[0, np.cumsum(sizes)].astype(np.int64),
+                   feature=cat(lambda t: t.feature).astype(np.int64),
+                   left=cat(lambda t: t.children_left).astype(np.int64),
+                   right=cat(lambda t: t.children_right).astype(np.int64),
+                   threshold=cat(lambda t: t.threshold).astype(np.float64),
+                   value=cat(lambda t: t.value.reshape(t.node_count, -1)[:, 0]).astype(np.float64),
+                   missing_left=missing.astype(bool),
+                   init=float(np.ravel(est.init_.constant_)[0]), learning_rate=float(est.learning_rate),
+                   n_features=int(est.n_features_in_))
+
+    def to_arrays(self) -> dict:
+        return {**{k: getattr(self, k) for k in self._ARRAYS}, "init": self.init,
+                "learning_rate": self.learning_rate, "n_features": self.n_features}
+
+    @classmethod
+    def from_arrays(cls, d: dict) -> "TreeEnsemble":
+        """Check stored arrays and build the ensemble; ValueError names what is wrong."""
+        def arr(name, kind):
+            a = np.asarray(d[name])
+            if a.ndim != 1 or a.dtype.kind not in kind:
+                raise ValueError(f"tree array {name!r} has shape {a.shape} and dtype {a.dtype}")
+            return a
+
+        offsets = arr("offsets", "iu").astype(np.int64)
+        feature, left, right = (arr(k, "iu").astype(np.int64) for k in ("feature", "left", "right"))
+        threshold, value = arr("threshold", "f").astype(np.float64), arr("value", "f").astype(np.float64)
+        missing = arr("missing_left", "b").astype(bool)
+        n = len(feature)
+        init, lr, n_features = float(d["init"]), float(d["learning_rate"]), int(d["n_features"])
+        if not (len(left) == len(right) == len(threshold) == len(value) == len(missing) == n):
+            raise ValueError("tree arrays have different lengths")
+        if len(offsets) < 1 or offsets[0] != 0 or offsets[-1] != n or np.any(np.diff(offsets) < 1):
+            raise ValueError("tree offsets do not partition the nodes")
+        if not (math.isfinite(init) and math.isfinite(lr) and 0 < n_features <= 10**6):
+            raise ValueError("tree ensemble has a non-finite init or learning rate or a bad feature count")
+        if not (np.all(np.isfinite(value)) and np.all(~np.isnan(threshold))):
+            raise ValueError("tree values or thresholds are not finite")
+        local = np.arange(n) - np.repeat(offsets[:-1], np.diff(offsets))
+        size = np.repeat(np.diff(offsets), np.diff(offsets))
+        leaf = left == -1
+        if np.any(leaf != (right == -1)):
+            raise ValueError("a tree node has exactly one child")
+        internal = ~leaf
+        # children come after their parent and inside its tree: traversal always ends at a leaf
+        for child in (left, right):
+            ok = (child[internal] > local[internal]) & (child[internal] < size[internal])
+            if not np.all(ok):
+                raise ValueError("a tree node points outside its tree or backwards")
+        if np.any((feature[internal] < 0) | (feature[internal] >= n_features)):
+            raise ValueError("a tree splits on a feature the model does not have")
+        return cls(offsets=offsets, feature=feature, left=left, right=right, threshold=threshold, value=value,
+                   missing_left=missing, init=init, learning_rate=lr, n_features=n_features)
+
+    def predict(self, X) -> np.ndarray:
+        """Raw prediction (the boosted sum) for each row of ``X`` (n_samples, n_features)."""
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != self.n_features:
+            raise ValueError(f"X has shape {X.shape}; the trees expect {self.n_features} features")
+        X32 = X.astype(np.float32).astype(np.float64)  # scikit-learn's trees compare float32 samples
+        raw = np.full(len(X32), self.init, dtype=np.float64)
+        leaf = self.left == -1
+        starts = self.offsets[:-1]
+        chunk = max(1, 2**20 // max(len(starts), 1))
+        for lo in range(0, len(X32), chunk):  # all trees at once, a block of rows at a time
+            Xb = X32[lo:lo + chunk]
+            base = np.broadcast_to(starts, (len(Xb), len(starts)))
+            node = base.copy()
+            rows = np.broadcast_to(np.arange(len(Xb))[:, None], node.shape)
+            active = ~leaf[node]
+            while active.any():  # children follow their parents, so this ends at the leaves
+                nd = node[active]
+                x = Xb[rows[active], self.feature[nd]]
+                go_left = np.where(np.isnan(x), self.missing_left[nd], x <= self.threshold[nd])
+                node[active] = base[active] + np.where(go_left, self.left[nd], self.right[nd])
+                active = ~leaf[node]
+            vals = self.value[node]
+            out = raw[lo:lo + chunk]
+            for t in range(vals.shape[1]):  # stage by stage, as scikit-learn sums them
+                out += self.learning_rate * vals[:, t]
+        return raw
 
 
 def conformal_quantile(scores: np.ndarray, confidence: float) -> float:
@@ -46,6 +163,9 @@ class GBMRegressor(RegressorMixin, BaseEstimator):
     Attributes
     ----------
     estimator_ : GradientBoostingRegressor
+        The fitted scikit-learn model (not kept in a safe model file).
+    trees_ : TreeEnsemble
+        Its trees as plain arrays; predictions use these (identical to ``estimator_.predict``).
     oof_pred_ : ndarray
         Out-of-fold predictions of the training targets (original scale).
     scores_ : ndarray
@@ -79,8 +199,8 @@ class GBMRegressor(RegressorMixin, BaseEstimator):
             t = np.log(y)
         else:
             t = y
-        self._X_fit_, self._t_fit_ = np.asarray(X, dtype=float), t  # for rebuilding from a safe model file
         self.estimator_ = clone(self._base()).fit(X, t)
+        self.trees_ = TreeEnsemble.from_sklearn(self.estimator_)  # what prediction uses, stored in model files
         k = max(2, min(int(self.cv), len(y)))
         oof = np.empty_like(t)
         for train, test in KFold(k, shuffle=True, random_state=self.random_state).split(X):
@@ -95,14 +215,10 @@ class GBMRegressor(RegressorMixin, BaseEstimator):
         self.feature_importances_ = self.estimator_.feature_importances_
         return self
 
-    def _restore(self) -> None:
-        """Refit the trees after loading a safe model file (same data and random_state: the same trees)."""
-        self.estimator_ = clone(self._base()).fit(self._X_fit_, self._t_fit_)
-
     def _raw(self, X):
-        check_is_fitted(self, "estimator_")
+        check_is_fitted(self, "trees_")
         X = validate_data(self, X, reset=False)
-        return self.estimator_.predict(X)
+        return self.trees_.predict(X)
 
     def predict(self, X):
         t = self._raw(X)

@@ -61,6 +61,12 @@ class OLSRegressor(RegressorMixin, BaseEstimator):
             y = np.log(y)
         self._X_fit_, self._y_fit_ = np.asarray(X, dtype=float), y  # kept so a safe model file can rebuild results_
         self.results_ = sm.OLS(y, self._design(X)).fit()
+        m = self.results_.model
+        # the fitted state as plain arrays: enough to rebuild results_ from a model file without fitting
+        self._fit_state_ = {"params": np.asarray(self.results_.params, dtype=float),
+                            "normalized_cov_params": np.asarray(self.results_.normalized_cov_params, dtype=float),
+                            "scale": float(self.results_.scale), "rank": int(m.rank), "df_model": float(m.df_model), "df_resid": float(m.df_resid),
+                            "wexog_singular_values": np.asarray(getattr(m, "wexog_singular_values", []), dtype=float)}
         params = np.asarray(self.results_.params)
         self.intercept_ = float(params[0])
         self.coef_ = params[1:]
@@ -70,8 +76,32 @@ class OLSRegressor(RegressorMixin, BaseEstimator):
         return self
 
     def _restore(self) -> None:
-        """Rebuild the statsmodels results after loading a safe model file (OLS is deterministic)."""
-        self.results_ = sm.OLS(self._y_fit_, self._design(self._X_fit_)).fit()
+        """Rebuild the statsmodels results from the stored fitted state after loading a safe model file.
+
+        No fitting: the coefficients, their normalised covariance and the degrees of freedom are the stored ones;
+        statsmodels derives the rest (residuals, scale, standard errors) from them and the stored design, as it
+        does after ``fit``.
+        """
+        from statsmodels.regression.linear_model import OLSResults, RegressionResultsWrapper
+
+        st = self._fit_state_
+        X, y = np.asarray(self._X_fit_, dtype=float), np.asarray(self._y_fit_, dtype=float)
+        p = X.shape[1] + 1
+        params = np.asarray(st["params"], dtype=float)
+        ncp = np.asarray(st["normalized_cov_params"], dtype=float)
+        if X.ndim != 2 or y.shape != (X.shape[0],) or params.shape != (p,) or ncp.shape != (p, p):
+            raise ValueError("the stored OLS state has inconsistent shapes")
+        if not (np.all(np.isfinite(params)) and np.all(np.isfinite(ncp)) and np.all(np.isfinite(X))
+                and np.all(np.isfinite(y))):
+            raise ValueError("the stored OLS state holds non-finite numbers")
+        model = sm.OLS(y, self._design(X))
+        model.rank, model.df_model, model.df_resid = int(st["rank"]), float(st["df_model"]), float(st["df_resid"])
+        sv = np.asarray(st["wexog_singular_values"], dtype=float)
+        if sv.size:
+            model.wexog_singular_values = sv
+        results = OLSResults(model, params, normalized_cov_params=ncp, scale=float(st["scale"]))
+        results.scale = float(st["scale"])  # exactly the fitted value (recomputing it can differ in the last bit)
+        self.results_ = RegressionResultsWrapper(results)
 
     def _linear(self, X):
         check_is_fitted(self, "results_")

@@ -1,0 +1,439 @@
+"""Fault benchmark for perfmodel's guarantees (issue 14): counts of failures under fuzzing, kills and concurrency.
+
+Figures (each must be 0 failures):
+
+1. fuzzed round trips: hypothesis-generated records (arbitrary text, floats, integers) appended to CSV and Parquet
+   histories and loaded back; a mismatch is any value that does not come back equal. (A ``model`` name must not
+   be blank: the schema refuses that, so blank names are not generated.)
+2. SIGKILL trials: a forked process appends runs (or saves a model) in a loop and is SIGKILLed at a random moment;
+   afterwards the file must load, every append that had returned must be in it, and after the next write no
+   temporary file may be left.
+3. concurrent save/load: 4 processes save models to one path while this process loads it.
+4. orphaned workers: a real ``perfmodel measure`` sweep (needs torch) is started in its own process group, the
+   group is SIGKILLed while a worker runs, and the worker must be gone within 20 s.
+5. public API fuzz: hypothesis calls ``load_runs``, ``predict_training_time`` and ``predict_many`` with arbitrary
+   arguments; any exception other than ``ValueError``/``TypeError`` (the documented ones) counts, and so does a
+   returned NaN, infinity, negative time or an interval that does not contain its prediction.
+
+Only counts are reported (no timings: they depend on the machine). Usage::
+
+    python benchmarks/faults.py            # full: >= 10,000 round trips and API calls, 100 + 100 kills, 5 sweeps
+    python benchmarks/faults.py --quick    # CI scale
+    python benchmarks/faults.py --output benchmarks/results/faults.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing as mp
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import perfmodel
+from perfmodel.io import append_runs, load_runs
+from perfmodel.persistence import load_model, save_model
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+BASE = {"params": 1000, "batch_size": 8, "gpu_count": 1, "gpu_type": "cpu"}
+
+
+def history(n_models: int = 6, seed: int = 0) -> pd.DataFrame:
+    """A generated history (a power law with noise) for exercising the code paths; never saved as data."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for m in range(n_models):
+        params = int(10 ** rng.uniform(4, 7))
+        fps = 6.0 * params * rng.uniform(5, 50)
+        for b in (8, 16, 32, 64):
+            for n in (1, 2, 4):
+                t = 2e-9 * (fps * b) ** 0.9 * n**0.1 * math.exp(rng.normal(0, 0.05))
+                rows.append({"model": f"m{m}", "params": params, "flops_per_sample": fps, "batch_size": b,
+                             "gpu_count": n, "gpu_type": "A100", "step_time_s": t, "startup_s": 2.0})
+    return pd.DataFrame(rows)
+
+
+def _settings(n: int):
+    return settings(max_examples=n, deadline=None, database=None, derandomize=True,
+                    suppress_health_check=list(HealthCheck))
+
+
+# ------------------------------------------------------------------------------------------- round trips
+TEXT = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=16) | st.sampled_from(
+    ["1.10", "01234567", "1234e567", "NA", "None", "null", "N/A", "nan", "inf", "TRUE", " x ", "a,b", "q\"", "\r\n",
+     "#", "\ufeffbom", "-0", "1e5"])
+FLOAT = st.floats(min_value=5e-324, max_value=1e5, allow_nan=False, allow_infinity=False)
+
+
+def round_trips(n: int, workdir: Path) -> dict:
+    stats = {"records": 0, "mismatches": 0, "errors": 0}
+    counter = [0]
+
+    @_settings(n)
+    @given(suffix=st.sampled_from([".csv", ".parquet"]), model=TEXT.filter(str.strip), note=TEXT, t=FLOAT,
+           startup=st.none() | FLOAT, params=st.integers(1, 10**15), extra=TEXT)
+    def one(suffix, model, note, t, startup, params, extra):
+        counter[0] += 1
+        path = workdir / f"rt{counter[0] // 25}{suffix}"  # 25 appends per file, so each rewrite re-reads others
+        rec = {**BASE, "model": model, "sweep_id": note, "family": extra, "step_time_s": t, "startup_s": startup,
+               "params": params, "run_id": f"r{counter[0]}"}
+        try:
+            append_runs(rec, path)
+            back = load_runs(path).set_index("run_id").loc[rec["run_id"]]
+        except Exception as exc:  # noqa: BLE001 - counted
+            stats["errors"] += 1
+            print(f"  round trip error: {type(exc).__name__}: {exc}"[:200], file=sys.stderr)
+            return
+        stats["records"] += 1
+        got = (back["model"], back["sweep_id"], back["family"], float(back["step_time_s"]),
+               None if pd.isna(back["startup_s"]) else float(back["startup_s"]), int(back["params"]))
+        want = (model, note, extra, t, startup, params)
+        if got != want:
+            stats["mismatches"] += 1
+            print(f"  mismatch: sent {want!r}, got {got!r}"[:300], file=sys.stderr)
+
+    one()
+    return stats
+
+
+# ---------------------------------------------------------------------------------------------- SIGKILL
+def _append_loop(path: str, tag: str, done) -> None:
+    i = 0
+    while True:
+        append_runs({**BASE, "model": "m", "step_time_s": 0.5, "run_id": f"{tag}-{i}"}, path)
+        done.value = i + 1  # only after append_runs returned
+        i += 1
+
+
+def _save_loop(path: str, model, done) -> None:
+    i = 0
+    while True:
+        save_model(model, path)
+        done.value = i + 1
+        i += 1
+
+
+def _temps(d: Path) -> list[str]:
+    return [p.name for p in d.iterdir() if p.name.endswith(".tmp")]
+
+
+def kill_trials(n: int, workdir: Path) -> dict:
+    ctx = mp.get_context("fork")
+    stats = {"append_trials": 0, "save_trials": 0, "unloadable": 0, "lost_appends": 0, "leftover_temps": 0,
+             "killed_with_temp_present": 0}
+    rng = random.Random(0)
+    for kind in ("append", "save"):
+        d = workdir / f"kill-{kind}"
+        d.mkdir()
+        path = d / ("runs.csv" if kind == "append" else "m.perfmodel")
+        if kind == "append":
+            perfmodel.save_runs(pd.concat([history(40)] * 2, ignore_index=True), path)  # slow enough to hit writes
+        model = perfmodel.fit(history(), method="gbm") if kind == "save" else None
+        if kind == "save":
+            save_model(model, path)
+        for trial in range(n):
+            done = ctx.Value("i", 0)
+            tag = f"k{trial}"
+            target = _append_loop if kind == "append" else _save_loop
+            proc = ctx.Process(target=target, args=(str(path), tag if kind == "append" else model, done))
+            proc.start()
+            time.sleep(rng.uniform(0.05, 0.6))
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.join()
+            returned = done.value
+            stats["killed_with_temp_present"] += bool(_temps(d))
+            try:
+                if kind == "append":
+                    ids = set(load_runs(path)["run_id"])
+                    stats["lost_appends"] += sum(f"{tag}-{i}" not in ids for i in range(returned))
+                else:
+                    load_model(path)
+            except Exception as exc:  # noqa: BLE001 - counted
+                stats["unloadable"] += 1
+                print(f"  unloadable after kill: {type(exc).__name__}: {exc}"[:200], file=sys.stderr)
+            # the next write cleans up what the killed one left
+            if kind == "append":
+                append_runs({**BASE, "model": "m", "step_time_s": 0.5, "run_id": f"{tag}-after"}, path)
+            else:
+                save_model(model, path)
+            stats["leftover_temps"] += len(_temps(d))
+            stats[f"{kind}_trials"] += 1
+    return stats
+
+
+# ---------------------------------------------------------------------------------------- concurrency
+def _writer(args):
+    path, seed, n = args
+    model = perfmodel.fit(history(3, seed=seed), method="loglinear")
+    errors = 0
+    for _ in range(n):
+        try:
+            save_model(model, path)
+        except Exception:  # noqa: BLE001 - counted
+            errors += 1
+    return errors
+
+
+def concurrent(n_per_writer: int, workdir: Path) -> dict:
+    path = workdir / "shared.perfmodel"
+    _writer((path, 0, 1))
+    reads = read_errors = 0
+    with mp.get_context("spawn").Pool(4) as pool:
+        res = pool.map_async(_writer, [(path, s, n_per_writer) for s in range(4)])
+        while not res.ready() or reads < n_per_writer:
+            try:
+                load_model(path)
+            except Exception as exc:  # noqa: BLE001 - counted
+                read_errors += 1
+                print(f"  read error: {type(exc).__name__}: {exc}"[:200], file=sys.stderr)
+            reads += 1
+        write_errors = sum(res.get())
+    return {"writers": 4, "saves": 4 * n_per_writer, "loads": reads, "save_errors": write_errors,
+            "load_errors": read_errors, "leftover_temps": len(_temps(workdir))}
+
+
+# -------------------------------------------------------------------------------------------- orphans
+def orphans(n: int, workdir: Path) -> dict:
+    stats = {"group_kills": 0, "orphaned_workers": 0, "resume_refused": 0, "skipped": ""}
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        stats["skipped"] = "torch not installed"
+        return stats
+    from perfmodel.measure._lifeline import check_stale_workers
+
+    for i in range(n):
+        tmp = workdir / f"sweep{i}"
+        tmp.mkdir()
+        env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": SRC}
+        sweep = subprocess.Popen([sys.executable, "-m", "perfmodel", "measure", "--models", "mlp-xs",
+                                  "--batch-sizes", "2", "--max-seconds", "120", "--ci-target", "1e-9",
+                                  "--output", str(tmp / "runs.csv")], env=env, start_new_session=True,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        owner, deadline = None, time.time() + 180
+        while owner is None and time.time() < deadline:
+            found = list(tmp.glob("perfmodel-run-*/owner.json"))
+            if found:
+                try:
+                    owner = json.loads(found[0].read_text())
+                except ValueError:
+                    pass
+            time.sleep(0.2)
+        if owner is None:
+            sweep.kill()
+            sweep.wait()
+            stats["skipped"] = "a sweep did not start its worker within 180 s"
+            continue
+        time.sleep(2 + i)  # kill at different stages: importing torch, warming up, timing
+        os.killpg(sweep.pid, signal.SIGKILL)
+        sweep.wait()
+        stats["group_kills"] += 1
+        gone, deadline = False, time.time() + 20
+        while not gone and time.time() < deadline:
+            try:
+                os.killpg(owner["worker_pgid"], 0)
+                time.sleep(0.2)
+            except ProcessLookupError:
+                gone = True
+        if not gone:
+            stats["orphaned_workers"] += 1
+            os.killpg(owner["worker_pgid"], signal.SIGKILL)
+        try:
+            check_stale_workers(tmp)
+        except Exception:  # noqa: BLE001 - counted
+            stats["resume_refused"] += 1
+    return stats
+
+
+# ------------------------------------------------------------------------------------------- API fuzz
+ANY = (st.none() | st.booleans() | st.integers(-10, 10**8) | st.integers(-2**70, 2**70)
+       | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=6)
+       | st.sampled_from([1e308, -0.0, 5e-324, 2**53 + 1, "8", "1e3", b"\xff", pd.Timedelta(1, "s")]))
+COLUMNS = ["model", "params", "batch_size", "gpu_count", "gpu_type", "step_time_s", "precision", "status",
+           "wall_time_s", "steps", "flops_per_sample", "run_id", "startup_s", "gpu_util_mean_pct", "family"]
+POS_INT = st.integers(1, 10**6) | st.sampled_from([1, 2, 8, 64, 4096])
+POS_FLOAT = st.floats(min_value=1e-6, max_value=1e12) | st.sampled_from([1e-300, 1e15, 1e24])
+
+
+def mostly(valid, weight: int = 9):
+    """Valid values ``weight`` times as often as arbitrary ones, so that many calls get through validation."""
+    return st.integers(0, weight).flatmap(lambda k: ANY if k == weight else valid)  # hypothesis favours k=0
+
+
+GPU = mostly(st.sampled_from(["A100", "A100", "H100", "cpu", "A1000", "", "ü"]))
+PREC = mostly(st.sampled_from(["fp32", "fp32", "fp32", "bf16", "FP32", "int8"]))
+VALID_COLUMN = {
+    "model": st.sampled_from(["m0", "m1", "NA", "1.10"]), "params": POS_INT, "batch_size": POS_INT,
+    "gpu_count": st.sampled_from([1, 2, 4]), "gpu_type": st.sampled_from(["A100", "H100", "cpu"]),
+    "step_time_s": st.floats(1e-6, 1e5), "precision": st.sampled_from(["fp32", "bf16"]), "status": st.sampled_from(["ok", "oom"]),
+    "wall_time_s": st.floats(1e-6, 1e5), "steps": POS_INT, "flops_per_sample": POS_FLOAT, "run_id": st.text(max_size=4),
+    "startup_s": st.floats(0, 1e4), "gpu_util_mean_pct": st.floats(0, 100), "family": st.text(max_size=4)}
+
+
+def _check_frame(out: pd.DataFrame) -> bool:
+    v = out[["step_lower", "step_time_s", "step_upper", "lower", "seconds", "upper"]].to_numpy(dtype=float)
+    return bool(np.isfinite(v).all() and (v >= 0).all() and (v[:, 0] <= v[:, 1]).all()
+                and (v[:, 1] <= v[:, 2]).all() and (v[:, 3] <= v[:, 4]).all() and (v[:, 4] <= v[:, 5]).all())
+
+
+def api_fuzz(n: int, parts=("load_runs", "predict_training_time", "predict_many")) -> dict:
+    stats = {"calls": 0, "documented_errors": 0, "other_exceptions": 0, "bad_results": 0, "ok": 0}
+    fitted = {m: perfmodel.fit(history(), method=m) for m in ("loglinear", "gbm", "physics")}
+    small = perfmodel.fit(history(1).head(6), method="gbm")
+    examples: list[str] = []
+    reasons: Counter = Counter()
+
+    def run(fn):
+        stats["calls"] += 1
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                good = fn()
+        except (ValueError, TypeError) as exc:
+            stats["documented_errors"] += 1
+            reasons[f"{fn.__name__}: {type(exc).__name__}: {str(exc)[:70]}"] += 1
+            if not str(exc):
+                stats["other_exceptions"] += 1
+            return
+        except Exception as exc:  # noqa: BLE001 - counted
+            stats["other_exceptions"] += 1
+            if len(examples) < 10:
+                examples.append(f"{type(exc).__name__}: {exc}"[:200])
+            return
+        if good:
+            stats["ok"] += 1
+        else:
+            stats["bad_results"] += 1
+            if len(examples) < 10:
+                examples.append(f"bad result from {fn.__name__}")
+
+    per = max(1, n // len(parts))
+
+    @_settings(per)
+    @given(rows=st.lists(st.fixed_dictionaries(
+        {c: mostly(VALID_COLUMN[c], 30) for c in COLUMNS[:6]},
+        optional={c: mostly(VALID_COLUMN[c], 30) for c in COLUMNS[6:]}), max_size=5))
+    def f_load(rows):
+        def load_runs_call():
+            runs = load_runs(pd.DataFrame(rows))
+            t = runs["step_time_s"].to_numpy(dtype=float)
+            return bool(len(runs) and np.isfinite(t).all() and (t > 0).all())
+        run(load_runs_call)
+
+    @_settings(per)
+    @given(model=st.sampled_from(["m0", "m3", "zz"]) | st.fixed_dictionaries({"params": ANY},
+                                                                             optional={"flops_per_sample": ANY})
+           | st.fixed_dictionaries({"params": POS_FLOAT}, optional={"flops_per_sample": POS_FLOAT}),
+           batch=mostly(POS_INT), count=mostly(st.sampled_from([1, 2, 4, 8, 1000])), steps=mostly(POS_INT),
+           epochs=mostly(st.none()), size=mostly(st.none()), conf=mostly(st.floats(0.01, 0.999)), gpu=GPU,
+           prec=PREC,
+           which=st.sampled_from(["loglinear", "gbm", "physics", "small"]))
+    def f_predict(model, batch, count, steps, epochs, size, conf, gpu, prec, which):
+        def predict_training_time_call():
+            r = perfmodel.predict_training_time(
+                model, batch_size=batch, gpu_count=count, gpu_type=gpu, steps=steps, epochs=epochs,
+                dataset_size=size, precision=prec, confidence=conf,
+                history=small if which == "small" else fitted[which])
+            v = [r.step_lower, r.step_seconds, r.step_upper, r.lower, r.seconds, r.upper]
+            return bool(np.isfinite(v).all() and min(v) >= 0 and v[0] <= v[1] <= v[2] and v[3] <= v[4] <= v[5])
+        run(predict_training_time_call)
+
+    @_settings(per)
+    @given(rows=st.lists(st.fixed_dictionaries(
+        {"batch_size": mostly(POS_INT, 30), "gpu_type": mostly(st.sampled_from(["A100", "A100", "H100"]), 30),
+         "steps": mostly(POS_INT, 30), "params": mostly(POS_FLOAT, 30), "flops_per_sample": mostly(POS_FLOAT, 30),
+         "gpu_count": mostly(st.sampled_from([1, 2, 4]), 30), "precision": mostly(st.just("fp32"), 30)}),
+        min_size=1, max_size=4),
+        conf=mostly(st.floats(0.01, 0.999)), which=st.sampled_from(["loglinear", "gbm", "physics", "small"]))
+    def f_many(rows, conf, which):
+        def predict_many_call():
+            out = perfmodel.predict_many(pd.DataFrame(rows), confidence=conf,
+                                         history=small if which == "small" else fitted[which])
+            return len(out) == len(rows) and _check_frame(out)
+        run(predict_many_call)
+
+    for name, f in (("load_runs", f_load), ("predict_training_time", f_predict), ("predict_many", f_many)):
+        if name in parts:
+            f()
+    stats["examples"] = examples
+    stats["top_errors"] = reasons.most_common(8)
+    return stats
+
+
+# ----------------------------------------------------------------------------------------------- main
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="CI scale (hundreds instead of tens of thousands)")
+    p.add_argument("--output", help="also write the report to this file")
+    p.add_argument("--skip", default="", help="comma-separated parts to skip: roundtrip,kill,concurrent,orphans,api")
+    p.add_argument("--api-functions", default="load_runs,predict_training_time,predict_many",
+                   help="which public functions the API fuzz calls (its calls are split evenly between them)")
+    args = p.parse_args(argv)
+    q = args.quick
+    skip = set(filter(None, args.skip.split(",")))
+    sizes = {"roundtrip": 300 if q else 10_000, "kill": 10 if q else 100, "concurrent": 10 if q else 60,
+             "orphans": 1 if q else 5, "api": 600 if q else 10_500}
+    lines = [f"perfmodel {perfmodel.__version__} fault benchmark ({'quick' if q else 'full'}), "
+             f"python {sys.version.split()[0]}, {sys.platform}"]
+
+    def report(text):
+        print(text, flush=True)
+        lines.append(text)
+
+    with tempfile.TemporaryDirectory(prefix="perfmodel-faults-") as tmp:
+        work = Path(tmp)
+        if "roundtrip" not in skip:
+            (work / "rt").mkdir()
+            s = round_trips(sizes["roundtrip"], work / "rt")
+            report(f"round trips (CSV + Parquet, hypothesis): {s['records']} records appended and loaded back, "
+                   f"{s['mismatches']} mismatches, {s['errors']} errors")
+        if "kill" not in skip:
+            s = kill_trials(sizes["kill"], work)
+            report(f"SIGKILL trials: {s['append_trials']} appends + {s['save_trials']} saves killed "
+                   f"({s['killed_with_temp_present']} left a temp file at the kill); {s['unloadable']} unloadable "
+                   f"files, {s['lost_appends']} lost returned appends, {s['leftover_temps']} temp files left after "
+                   "the next write")
+        if "concurrent" not in skip:
+            (work / "cc").mkdir()
+            s = concurrent(sizes["concurrent"], work / "cc")
+            report(f"concurrent save/load: {s['writers']} writers x {s['saves'] // s['writers']} saves + 1 reader "
+                   f"({s['loads']} loads) = {s['saves'] + s['loads']} operations; {s['save_errors']} save errors, "
+                   f"{s['load_errors']} load errors, {s['leftover_temps']} temp files left")
+        if "orphans" not in skip:
+            s = orphans(sizes["orphans"], work)
+            extra = f" (skipped: {s['skipped']})" if s["skipped"] else ""
+            report(f"process-group kills of a measuring sweep: {s['group_kills']}; orphaned workers "
+                   f"{s['orphaned_workers']}; resumes refused afterwards {s['resume_refused']}{extra}")
+        if "api" not in skip:
+            funcs = tuple(filter(None, args.api_functions.split(",")))
+            s = api_fuzz(sizes["api"] * len(funcs) // 3, funcs)
+            report(f"public API fuzz (hypothesis; {', '.join(funcs)}): {s['calls']} calls, "
+                   f"{s['ok']} returned, {s['documented_errors']} ValueError/TypeError, {s['other_exceptions']} other "
+                   f"exceptions, {s['bad_results']} NaN/inf/negative/inverted results")
+            for e in s["examples"]:
+                report(f"  e.g. {e}")
+            report("  most frequent documented errors (by message prefix):")
+            for msg, k in s["top_errors"]:
+                report(f"    {k:>5}  {msg}")
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
