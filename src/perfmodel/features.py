@@ -31,6 +31,8 @@ FEATURE_SETS = ("seed", "log", "physics", "roofline")
 #: Nominal bandwidths that put CPU optimizer and gloo all-reduce traffic on a seconds scale (fitted factors
 #: absorb them); GPUs use the spec table's memory and interconnect bandwidths.
 CPU_NOMINAL_MEMORY_GBPS = 20.0
+#: Interconnect assumed by the roofline features for a device whose spec row has none (GB/s).
+UNKNOWN_INTERCONNECT_GBPS = 100.0
 #: Nominal per-thread CPU FLOP/s used only to put CPU compute on a seconds scale (fitted efficiencies absorb it).
 CPU_THREAD_NOMINAL_FLOPS = 50e9
 CPU_NOMINAL_INTERCONNECT_GBPS = 5.0
@@ -171,6 +173,9 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
         peak = np.where(cpu, threads * CPU_THREAD_NOMINAL_FLOPS, peak)
         mem = np.where(cpu, CPU_NOMINAL_MEMORY_GBPS, q["memory_bandwidth_gbps"].to_numpy(dtype=float)) * 1e9
         link = np.where(cpu, CPU_NOMINAL_INTERCONNECT_GBPS, q["interconnect_gbps"].to_numpy(dtype=float)) * 1e9
+        # a device whose datasheet gives no interconnect figure (e.g. TPU v4): a nominal link, so that its
+        # communication term stays defined (its device and architecture efficiencies absorb the difference)
+        link = np.where(np.isfinite(link) & (link > 0), link, UNKNOWN_INTERCONNECT_GBPS * 1e9)
         work = q["flops_per_step_device"].to_numpy(dtype=float)
         t_peak = work / peak
         # fp32-labelled runs on devices with TF32 tensor cores: PyTorch runs convolutions (and, before 1.12 or
