@@ -286,7 +286,7 @@ def _check_model(model, meta: dict) -> None:
                            "flops_per_sample": float(row["flops_per_sample"]), "batch_size": 1, "gpu_count": 1,
                            "gpu_type": str(model.gpu_types_[0]), "precision": str(model.precisions_[0]),
                            "steps": 1}])
-    out = model.predict_interval(probe, 0.5).to_numpy(dtype=float)
+    out = model.predict_interval(probe, 0.5)[["step_time_s", "step_lower", "step_upper"]].to_numpy(dtype=float)
     if out.shape != (1, 3) or np.isnan(out).any():
         raise ValueError("it does not predict a number for a configuration it was fitted on")
     model.domain_distance(probe)
