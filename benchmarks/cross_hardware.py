@@ -78,7 +78,7 @@ def lodo(runs: pd.DataFrame, methods, n_jobs: int) -> tuple[pd.DataFrame, dict]:
                      "peak_ratio_median_ape": float(np.median(_ape(pr.loc[rows], p.loc[rows, "y"])))}
     per_device = (preds[preds["method"].isin(methods)]
                   .assign(ape=lambda d: _ape(d["pred"], d["y"]),
-                          inside=lambda d: (d["lower"] <= d["y"]) & (d["y"] <= d["upper"]))
+                          inside=lambda d: (d["step_lower"] <= d["y"]) & (d["y"] <= d["step_upper"]))
                   .groupby(["method", "held_out"]).agg(n=("ape", "size"), median_ape=("ape", "median"),
                                                       coverage=("inside", "mean")).reset_index())
     return ev.table, {"paired_with_peak_ratio": paired, "per_device": per_device.to_dict("records")}
@@ -113,7 +113,7 @@ def calibration(runs: pd.DataFrame, ks=(0, 1, 2, 5), trials: int = 3, seed: int 
                 y = target["step_time_s"].to_numpy()
                 out.append({"model": b, "trial": t, "k": k, "device": dev, "n": len(target),
                             "median_ape": float(np.median(_ape(pi["step_time_s"], y))),
-                            "coverage": coverage(y, pi["lower"].to_numpy(), pi["upper"].to_numpy())})
+                            "coverage": coverage(y, pi["step_lower"].to_numpy(), pi["step_upper"].to_numpy())})
     return pd.DataFrame(out)
 
 
@@ -137,7 +137,7 @@ def own_stack(public: pd.DataFrame, own: pd.DataFrame, ks=(0, 1, 2, 5), seed: in
                     continue
             y = target["step_time_s"].to_numpy()
             rows.append({"model": m, "k": k, "n": len(target), "median_ape": float(np.median(_ape(pi["step_time_s"], y))),
-                         "coverage": coverage(y, pi["lower"].to_numpy(), pi["upper"].to_numpy()), "note": ""})
+                         "coverage": coverage(y, pi["step_lower"].to_numpy(), pi["step_upper"].to_numpy()), "note": ""})
     return pd.DataFrame(rows)
 
 

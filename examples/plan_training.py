@@ -29,8 +29,8 @@ for gpu_type in GPU_TYPES:
         cost = plan.estimate_cost(r)
         rows.append({"gpu_type": gpu_type, "gpu_count": n, "steps": r.steps, "hours": r.seconds / 3600,
                      "hours_90_lo": r.lower / 3600, "hours_90_hi": r.upper / 3600, "cost_usd": cost.dollars,
-                     "inside_data": r.inside_domain, "method": r.method})
+                     "inside_domain": r.inside_domain, "method": r.method})
 table = pd.DataFrame(rows)
 print(f"{MODEL}: {EPOCHS} epochs of {DATASET_SIZE:,} samples, batch {BATCH_SIZE} per device")
 print(table.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
-print("inside_data=False: the device count lies outside the measured runs; the interval is widened.")
+print("inside_domain=False: the device count lies outside the measured runs; the interval is widened.")

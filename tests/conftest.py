@@ -53,3 +53,17 @@ def wait_for_records(path, n: int = 1, timeout: float = 120.0) -> None:
 @pytest.fixture
 def history() -> pd.DataFrame:
     return make_history()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_model_cache(tmp_path_factory):
+    """Fitted-model disk cache in a temporary directory (never the user's), inherited by CLI subprocesses."""
+    import os
+
+    old = os.environ.get("PERFMODEL_CACHE_DIR")
+    os.environ["PERFMODEL_CACHE_DIR"] = str(tmp_path_factory.mktemp("model_cache"))
+    yield
+    if old is None:
+        os.environ.pop("PERFMODEL_CACHE_DIR", None)
+    else:
+        os.environ["PERFMODEL_CACHE_DIR"] = old

@@ -85,6 +85,53 @@ class TestRecommend:
         assert proc.returncode == 2 and "'budget'" in proc.stderr and "Traceback" not in proc.stderr
 
 
+class TestExitCodesAndArguments:
+    def test_csv_as_fitted_model_is_not_a_model_file(self, history_csv):
+        proc = run("predict", "--model", "m1", "--batch-size", "8", "--gpu-type", "A100", "--steps", "5",
+                   "--fitted", str(history_csv), check=False)
+        assert proc.returncode == 2 and "not a perfmodel model file" in proc.stderr and "pickle" not in proc.stderr
+
+    def test_html_summary_is_not_a_model_file(self, tmp_path):
+        page = tmp_path / "report.html"
+        page.write_text("<html><body>report</body></html>")
+        proc = run("summary", str(page), check=False)
+        assert proc.returncode == 2 and "not a perfmodel model file" in proc.stderr
+
+    def test_unanswerable_query_exits_1(self, history_csv):
+        proc = run("predict", "--model", "m1", "--batch-size", "8", "--gpu-type", "cpu", "--steps", "5",
+                   "--history", str(history_csv), check=False)
+        assert proc.returncode == 1 and "has no runs on gpu_type 'cpu'" in proc.stderr
+
+    def test_recommend_with_nothing_left_exits_1(self, history_csv):
+        proc = run("recommend", "--model", "m1", "--batch-size", "16", "--gpu-types", "H100", "--gpu-counts", "1",
+                   "--steps", "10", "--history", str(history_csv), check=False)
+        assert proc.returncode == 1 and "no configuration" in proc.stderr
+
+    def test_steps_in_float_notation(self, history_csv):
+        out = run("predict", "--model", "m1", "--batch-size", "16", "--gpu-type", "A100", "--steps", "1e4",
+                  "--history", str(history_csv), "--method", "loglinear", "--json").stdout
+        assert json.loads(out)["steps"] == 10_000
+
+    def test_model_and_params_conflict(self, history_csv):
+        proc = run("predict", "--model", "m1", "--params", "1e6", "--batch-size", "16", "--gpu-type", "A100",
+                   "--steps", "10", "--history", str(history_csv), check=False)
+        assert proc.returncode == 2 and "--model m1 names a model in the history" in proc.stderr
+
+    def test_list_models_needs_no_output(self):
+        pytest.importorskip("torch")
+        out = run("measure", "--list-models").stdout
+        assert "gpt" in out
+
+    def test_json_numbers_are_numbers(self, history_csv):
+        out = json.loads(run("predict", "--model", "m1", "--batch-size", "16", "--gpu-type", "A100", "--steps",
+                             "100", "--history", str(history_csv), "--method", "loglinear", "--json").stdout)
+        assert out["query"]["batch_size"] == 16 and isinstance(out["query"]["gpu_count"], int)
+        rows = json.loads(run("recommend", "--model", "m1", "--batch-size", "16", "--gpu-types", "A100",
+                              "--gpu-counts", "1,2", "--steps", "100", "--history", str(history_csv),
+                              "--json").stdout)
+        assert all(isinstance(r["seconds"], float) and isinstance(r["device_batch"], int) for r in rows)
+
+
 @pytest.mark.parametrize("args", [
     ["predict", "--model", "m1", "--batch-size", "abc", "--gpu-type", "cpu", "--steps", "5"],
     ["predict", "--batch-size", "8", "--gpu-type", "cpu", "--steps", "5"],

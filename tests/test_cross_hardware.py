@@ -58,15 +58,15 @@ def test_roofline_predicts_a_device_left_out(xhw):
     pi = model.predict_interval(test)
     ape = np.abs(pi["step_time_s"].to_numpy() / test["step_time_s"].to_numpy() - 1)
     assert np.median(ape) < 0.15
-    inside = (pi["lower"].to_numpy() <= test["step_time_s"].to_numpy()) & (
-        test["step_time_s"].to_numpy() <= pi["upper"].to_numpy())
+    inside = (pi["step_lower"].to_numpy() <= test["step_time_s"].to_numpy()) & (
+        test["step_time_s"].to_numpy() <= pi["step_upper"].to_numpy())
     assert inside.mean() >= 0.7
     reg = model.pipeline_.named_steps["regressor"]
     kinds = reg.query_kind(model.pipeline_.named_steps["features"].transform(test))
     assert set(kinds) == {"new_device"}
     # the new-device interval is the one built from leave-one-device-type-out refits: wider than a seen config's
     seen = model.predict_interval(train.head(5))
-    assert (pi["upper"] / pi["step_time_s"]).min() > (seen["upper"] / seen["step_time_s"]).max()
+    assert (pi["step_upper"] / pi["step_time_s"]).min() > (seen["step_upper"] / seen["step_time_s"]).max()
 
 
 def test_roofline_scores_match_query_kinds(xhw):

@@ -100,8 +100,8 @@ class TestTrainingTimeModel:
         assert "R² (step time)" in m.summary().as_text()
         assert "<table>" in m.summary()._repr_html_()
         pi = m.predict_interval(history.head(5), 0.9)
-        assert list(pi.columns) == ["step_time_s", "lower", "upper"]
-        assert (pi["lower"] <= pi["step_time_s"]).all() and (pi["step_time_s"] <= pi["upper"]).all()
+        assert list(pi.columns) == ["step_time_s", "step_lower", "step_upper", "nearest_run_distance"]
+        assert (pi["step_lower"] <= pi["step_time_s"]).all() and (pi["step_time_s"] <= pi["step_upper"]).all()
 
     def test_loglinear_recovers_generated_exponent(self, history):
         m = TrainingTimeModel(method="loglinear").fit(history)
@@ -148,7 +148,7 @@ class TestTrainingTimeModel:
         for seed in range(5):
             train, test = make_history(n_models=30, seed=2 * seed), make_history(n_models=30, seed=2 * seed + 1)
             pi = TrainingTimeModel(method="loglinear").fit(train).predict_interval(test, 0.9)
-            covers.append(np.mean((test["step_time_s"] >= pi["lower"]) & (test["step_time_s"] <= pi["upper"])))
+            covers.append(np.mean((test["step_time_s"] >= pi["step_lower"]) & (test["step_time_s"] <= pi["step_upper"])))
         assert 0.85 <= np.mean(covers) <= 0.95
 
 

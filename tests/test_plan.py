@@ -43,13 +43,13 @@ class TestErlangC:
 class TestSimulation:
     def test_fcfs_agrees_with_erlang_c(self):
         exact = erlang_c(2.0, 1.0, 3)
-        sim = simulate_queue(2.0, 1.0, 3, policy="fcfs", n_jobs=100_000, seed=1)
+        sim = simulate_queue(2.0, 1.0, 3, policy="fcfs", n_arrivals=100_000, seed=1)
         assert abs(sim.mean_wait - exact.mean_wait) < 4 * sim.stderr_wait
         assert sim.utilisation == pytest.approx(exact.utilisation, abs=0.02)
 
     def test_sjf_waits_less_than_fcfs(self):
-        fcfs = simulate_queue(2.0, 1.0, 3, policy="fcfs", n_jobs=20_000, seed=2)
-        sjf = simulate_queue(2.0, 1.0, 3, policy="sjf", n_jobs=20_000, seed=2)
+        fcfs = simulate_queue(2.0, 1.0, 3, policy="fcfs", n_arrivals=20_000, seed=2)
+        sjf = simulate_queue(2.0, 1.0, 3, policy="sjf", n_arrivals=20_000, seed=2)
         assert sjf.mean_wait < fcfs.mean_wait
 
     def test_job_list_with_sizes(self):
@@ -57,7 +57,7 @@ class TestSimulation:
         fcfs = simulate_queue(servers=2, jobs=jobs, policy="fcfs", warmup_fraction=0)
         # job 0 holds both GPUs until 10; job 1 runs 10-11; job 2 (arrives at 1) queues behind it: 11-11.5
         assert fcfs.mean_wait == pytest.approx((0 + 10 + 10) / 3)
-        assert fcfs.mean_completion == pytest.approx((10 + 11 + 10.5) / 3)
+        assert fcfs.mean_response == pytest.approx((10 + 11 + 10.5) / 3)
         sjf = simulate_queue(servers=2, jobs=jobs, policy="sjf", warmup_fraction=0)
         # at 10 the shorter job 2 starts first; job 1 needs both GPUs and waits until 10.5
         assert sjf.mean_wait == pytest.approx((0 + 10.5 + 9) / 3)
@@ -116,7 +116,8 @@ class TestRecommend:
         fitted = TrainingTimeModel(method="loglinear").fit(two)
         out = recommend("m1", batch_size=16, steps=100_000, gpu_types=["A100", "H100"], gpu_counts=[1, 2, 4],
                         history=fitted, prices=PRICES, deadline=None)
-        assert list(out.columns[:6]) == ["gpu_type", "gpu_count", "seconds", "lower", "upper", "cost"]
+        assert list(out.columns[:10]) == ["gpu_type", "gpu_count", "device_batch", "accumulation", "global_batch",
+                                          "steps", "samples", "seconds", "lower", "upper"]
         assert len(out) == 6 and out["cost"].is_monotonic_increasing
         deadline = float(out["upper"].median())
         ranked = recommend("m1", batch_size=16, steps=100_000, gpu_types=["A100", "H100"], gpu_counts=[1, 2, 4],
@@ -134,6 +135,47 @@ class TestRecommend:
             out = recommend("m1", batch_size=16, steps=10, gpu_types=["A100", "H100"], gpu_counts=[1],
                             history=fitted, prices=PRICES)
         assert list(out["gpu_type"]) == ["A100-SXM4-80GB"]
+
+    def test_same_work_on_every_configuration(self):
+        fitted = TrainingTimeModel(method="loglinear").fit(make_history())
+        out = recommend("m1", batch_size=32, steps=1000, gpu_types=["A100"], gpu_counts=[1, 2, 4], history=fitted,
+                        prices=PRICES).sort_values("gpu_count")
+        assert (out["global_batch"] == 32).all() and (out["samples"] == 32_000).all() and (out["steps"] == 1000).all()
+        assert list(out["device_batch"] * out["accumulation"]) == [32, 16, 8]
+        # per-device batch fixed instead: the same samples, fewer steps on more devices
+        per = recommend("m1", batch_size=16, steps=1000, gpu_types=["A100"], gpu_counts=[1, 2], history=fitted,
+                        prices=PRICES, work="per_device_batch").sort_values("gpu_count")
+        assert list(per["steps"]) == [1000, 500] and (per["samples"] == 16_000).all()
+
+    def test_gradient_accumulation_above_the_device_batch_limit(self):
+        fitted = TrainingTimeModel(method="loglinear").fit(make_history())
+        out = recommend("m1", batch_size=64, steps=100, gpu_types=["A100"], gpu_counts=[1, 2], history=fitted,
+                        prices=PRICES, max_device_batch=16).sort_values("gpu_count")
+        assert list(out["device_batch"]) == [16, 16] and list(out["accumulation"]) == [4, 2]
+        one = perfmodel.predict_training_time("m1", batch_size=16, gpu_type="A100", steps=400, history=fitted)
+        assert out["seconds"].iloc[0] == pytest.approx(one.seconds)  # 100 steps of 4 micro-steps
+
+    def test_count_that_does_not_divide_the_batch_is_left_out(self):
+        fitted = TrainingTimeModel(method="loglinear").fit(make_history())
+        with pytest.warns(ExtrapolationWarning, match="A100 x3 .the global batch 32 does not divide"):
+            out = recommend("m1", batch_size=32, steps=10, gpu_types=["A100"], gpu_counts=[1, 3], history=fitted,
+                            prices=PRICES)
+        assert list(out["gpu_count"]) == [1]
+
+    def test_bad_precision_raises_instead_of_leaving_out(self):
+        fitted = TrainingTimeModel(method="loglinear").fit(make_history())
+        with pytest.raises(ValueError, match="'precision' parameter of recommend"):
+            recommend("m1", batch_size=16, steps=10, gpu_types=["A100"], gpu_counts=[1], history=fitted,
+                      prices=PRICES, precision="fp33")
+
+    def test_left_out_warning_gives_one_reason_per_kind(self):
+        fitted = TrainingTimeModel(method="loglinear").fit(make_history())
+        with pytest.warns(ExtrapolationWarning) as caught:
+            recommend("m1", batch_size=16, steps=10, gpu_types=["A100", "H100"], gpu_counts=[1, 2, 4, 8],
+                      history=fitted, prices=PRICES)
+        msg = str(caught[0].message)
+        assert msg.count("has no runs on gpu_type") == 1 and "H100 x1, H100 x2, H100 x4, H100 x8" in msg
+        assert len(msg) < 400
 
 
 class TestScalingAndDiagnose:

@@ -146,7 +146,7 @@ class TestPredictMany:
         assert len(out) == 3
         assert out.loc[0, "seconds"] == pytest.approx(call(fitted).seconds)
         assert (out["lower"] <= out["seconds"]).all() and (out["seconds"] <= out["upper"]).all()
-        assert not out["outside_domain"].any()
+        assert out["inside_domain"].all()
 
     def test_bad_column(self, fitted):
         q = pd.DataFrame({"params": [1e6], "batch_size": [0], "gpu_type": ["A100"], "steps": [10]})
@@ -167,3 +167,28 @@ def test_nearest_run_distance(fitted):
     with pytest.warns(ExtrapolationWarning):
         far = call(fitted, model={"params": 1e9, "flops_per_sample": 1e13}, batch_size=4096, gpu_count=64)
     assert far.nearest_run_distance > 1.0
+
+
+class TestExtrapolationWidening:
+    def test_far_batch_gets_a_wider_interval(self):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            near = perfmodel.predict_training_time("gpt-m", batch_size=32, gpu_count=2, gpu_type="cpu", steps=100,
+                                                   method="loglinear")
+            far = perfmodel.predict_training_time("gpt-m", batch_size=100_000, gpu_count=2, gpu_type="cpu",
+                                                  steps=100, method="loglinear")
+        assert far.nearest_run_distance > 2 and not far.inside_domain
+        assert math.log(far.upper / far.lower) > 1.5 * math.log(near.upper / near.lower)
+
+    def test_widening_starts_beyond_d0(self):
+        from perfmodel.models._training import EXTRAPOLATION_D0
+
+        runs = perfmodel.load_bundled_runs()
+        m = perfmodel.TrainingTimeModel(method="loglinear", cv=None).fit(runs)
+        pi = m.predict_interval(runs.head(20))
+        m._widening = (0.0, 0.0)
+        raw = m.predict_interval(runs.head(20))
+        near = (pi["nearest_run_distance"] <= EXTRAPOLATION_D0).to_numpy()
+        assert near.all() and (pi["step_lower"] == raw["step_lower"]).all()

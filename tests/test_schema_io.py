@@ -40,7 +40,7 @@ class TestValidate:
             load_runs(minimal().drop(columns="step_time_s"))
 
     def test_wrong_dtype_names_column_and_rows(self):
-        with pytest.raises(SchemaError, match=r"Column 'params' must be numeric.*\(rows 1\).*'big'"):
+        with pytest.raises(SchemaError, match=r"Column 'params' must be numeric.*\(rows 2\).*'big'"):
             load_runs(minimal(params=[1000, "big", 3000]))
 
     def test_nan_names_rows(self):

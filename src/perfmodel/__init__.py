@@ -42,6 +42,17 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
+# The composition root wires a fitted model's conveniences (model.save, model.plot_*) to the layers that
+# provide them, so the model layer never imports persistence or plotting (see perfmodel._delegates).
+from . import _delegates  # noqa: E402  (tiny, imports nothing else)
+
+for _name, _target in {"save": "perfmodel.persistence:save_model",
+                       "plot_fit": "perfmodel.plot:plot_predicted_vs_measured",
+                       "plot_residuals": "perfmodel.plot:plot_residuals",
+                       "plot_batch_curves": "perfmodel.plot:plot_batch_curves"}.items():
+    _delegates.register(_name, _target)
+del _name, _target
+
 
 def __getattr__(name: str):
     module = _EXPORTS.get(name)

@@ -1,7 +1,8 @@
 """The ``perfmodel`` command line.
 
-Every error from bad input prints one line (``perfmodel: error: ...``) and exits with status 2; Ctrl-C exits
-with 130. ``predict``, ``fit``, ``summary`` and ``import`` never import torch; ``measure`` does.
+Exit status: 0 answered; 2 bad input (one line ``perfmodel: error: ...``, no traceback); 1 a well-formed question
+that nothing could answer (a device, precision or model the history has no runs on, no price; ``recommend`` with
+no configuration left). Ctrl-C exits with 130. ``predict``, ``fit``, ``summary`` and ``import`` never import torch; ``measure`` does.
 """
 
 from __future__ import annotations
@@ -15,6 +16,20 @@ import warnings
 from . import __version__
 
 __all__ = ["main"]
+
+
+def _count(text: str) -> int:
+    """A whole number, also written as ``1e4`` or ``10_000`` (like ``--params 2e6``)."""
+    try:
+        value = float(str(text).replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not value.is_integer():
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    return int(value)
+
+
+_count.__name__ = "int"
 
 
 def _csv_list(kind):
@@ -58,12 +73,12 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--model", help="model name in the history (or a label with --params)")
     pr.add_argument("--params", type=float, help="parameter count of a model not in the history")
     pr.add_argument("--flops-per-sample", type=float, help="forward+backward FLOPs per sample (with --params)")
-    pr.add_argument("--batch-size", type=int, required=True, help="per-device batch size")
-    pr.add_argument("--gpu-count", type=int, default=1)
+    pr.add_argument("--batch-size", type=_count, required=True, help="per-device batch size")
+    pr.add_argument("--gpu-count", type=_count, default=1)
     pr.add_argument("--gpu-type", required=True, help="device name, e.g. A100, H100, cpu")
-    pr.add_argument("--steps", type=int)
-    pr.add_argument("--epochs", type=int)
-    pr.add_argument("--dataset-size", type=int)
+    pr.add_argument("--steps", type=_count)
+    pr.add_argument("--epochs", type=_count)
+    pr.add_argument("--dataset-size", type=_count)
     pr.add_argument("--precision", default=None,
                     help="fp32, tf32, fp16, bf16 or fp8 (default: what most of the history's runs on the device used)")
     pr.add_argument("--confidence", type=float, default=0.9)
@@ -88,39 +103,39 @@ def _parser() -> argparse.ArgumentParser:
                    help="comma-separated: zoo names, hf:<type>[?key=value&...] or hf:./config.json (needs the 'hf' "
                         "extra), or your own pkg.module:factory / file.py:factory (default: the default sweep)")
     m.add_argument("--name", help="the records' model name (one model only; default: the factory's dotted name)")
-    m.add_argument("--seq-len", type=int, help="sequence length of Hugging Face (default 128) and zoo sequence models")
-    m.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step (default 1)")
+    m.add_argument("--seq-len", type=_count, help="sequence length of Hugging Face (default 128) and zoo sequence models")
+    m.add_argument("--grad-accum", type=_count, default=1, help="micro-batches per optimizer step (default 1)")
     m.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw")
     m.add_argument("--compile", action="store_true", help="torch.compile the model (compile time goes to startup_s)")
     m.add_argument("--activation-checkpointing", action="store_true",
                    help="activation checkpointing where the model supports it (the record says if it ran)")
-    m.add_argument("--batch-sizes", type=_csv_list(int), default=None)
-    m.add_argument("--gpu-counts", type=_csv_list(int), default=None)
+    m.add_argument("--batch-sizes", type=_csv_list(_count), default=None)
+    m.add_argument("--gpu-counts", type=_csv_list(_count), default=None)
     m.add_argument("--precisions", type=_csv_list(str), default=["fp32"])
     m.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda if available, else cpu")
     g = m.add_mutually_exclusive_group()
-    g.add_argument("--steps", type=int, help="fixed number of timed steps")
+    g.add_argument("--steps", type=_count, help="fixed number of timed steps")
     g.add_argument("--max-seconds", type=float, help="adaptive timing budget per run (seconds)")
     m.add_argument("--ci-target", type=float, default=None, help="stop when the 95%% CI half-width is below this")
-    m.add_argument("--repeats", type=int, default=1)
+    m.add_argument("--repeats", type=_count, default=1)
     m.add_argument("--timeout", type=float, default=600.0, help="kill a run after this many seconds")
     m.add_argument("--retry-failed", action="store_true", help="re-run configurations recorded as failed")
-    m.add_argument("--output", "-o", required=True, help="history to append to (.csv or .parquet)")
+    m.add_argument("--output", "-o", help="history to append to (.csv or .parquet); required unless --list-models")
     m.add_argument("--list-models", action="store_true", help="list the zoo and exit")
     m.add_argument("--launcher", choices=["local", "slurm"], default="local",
                    help="local: run here, one configuration after another (torchrun for several devices/nodes); "
                         "slurm: one job per configuration through submitit (needs the 'slurm' extra)")
     tr = m.add_argument_group("multi-node (torchrun, c10d rendezvous; start the same command on every node)")
-    tr.add_argument("--nnodes", type=int, help="nodes per run")
-    tr.add_argument("--nproc-per-node", type=int, help="processes (GPUs) per node; gpu_count = nnodes x this")
+    tr.add_argument("--nnodes", type=_count, help="nodes per run")
+    tr.add_argument("--nproc-per-node", type=_count, help="processes (GPUs) per node; gpu_count = nnodes x this")
     tr.add_argument("--rdzv-endpoint", help="host:port of the rendezvous (a port free on the first node)")
     tr.add_argument("--rdzv-id", default=None, help="rendezvous id prefix, the same on every node (default perfmodel)")
     sl = m.add_argument_group("Slurm (--launcher slurm)")
     sl.add_argument("--partition", help="Slurm partition (required)")
-    sl.add_argument("--time", type=int, dest="time_min", help="time limit per job, minutes (required)")
-    sl.add_argument("--gpus-per-node", type=int, help="GPUs per job (default 1; must cover --gpu-counts)")
+    sl.add_argument("--time", type=_count, dest="time_min", help="time limit per job, minutes (required)")
+    sl.add_argument("--gpus-per-node", type=_count, help="GPUs per job (default 1; must cover --gpu-counts)")
     sl.add_argument("--account", help="Slurm account")
-    sl.add_argument("--cpus-per-task", type=int, help="CPU cores per job (default 8)")
+    sl.add_argument("--cpus-per-task", type=_count, help="CPU cores per job (default 8)")
     sl.add_argument("--slurm-folder", help="logs, job ids and records (default: <output>.slurm)")
     sl.add_argument("--slurm-cluster", choices=["auto", "slurm", "local"], default="auto",
                     help="submitit executor: auto (Slurm if sbatch exists), slurm, or local processes (testing)")
@@ -132,7 +147,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="leave-one-model-out,leave-one-batch-size-out,leave-one-gpu-count-out,leave-one-gpu-type-out")
     e.add_argument("--no-baselines", action="store_true")
     e.add_argument("--confidence", type=float, default=0.9)
-    e.add_argument("--n-jobs", type=int, default=1)
+    e.add_argument("--n-jobs", type=_count, default=1)
     e.add_argument("--host-peak-gflops", type=float, default=None,
                    help="measured CPU FLOP/s of the host, for the 6ND-util0.4 baseline on CPU runs")
     e.add_argument("--json", action="store_true", help="print JSON instead of the table")
@@ -141,12 +156,19 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--model", help="model name in the history (or a label with --params)")
     r.add_argument("--params", type=float)
     r.add_argument("--flops-per-sample", type=float)
-    r.add_argument("--batch-size", type=int, required=True, help="per-device batch size")
+    r.add_argument("--batch-size", type=_count, required=True,
+                   help="the global batch (per-device batch with --work per_device_batch)")
+    r.add_argument("--work", default="global_batch", choices=["global_batch", "per_device_batch"],
+                   help="what stays fixed across configurations besides the samples: the global batch (default; "
+                        "per-device batch = global / n, with gradient accumulation above --max-device-batch) "
+                        "or the per-device batch")
+    r.add_argument("--max-device-batch", type=_count, help="largest per-device batch that fits (default: the "
+                                                           "largest in the history)")
     r.add_argument("--gpu-types", type=_csv_list(str), required=True, help="e.g. A100,H100,cpu")
-    r.add_argument("--gpu-counts", type=_csv_list(int), default=[1, 2, 4, 8])
-    r.add_argument("--steps", type=int)
-    r.add_argument("--epochs", type=int)
-    r.add_argument("--dataset-size", type=int)
+    r.add_argument("--gpu-counts", type=_csv_list(_count), default=[1, 2, 4, 8])
+    r.add_argument("--steps", type=_count)
+    r.add_argument("--epochs", type=_count)
+    r.add_argument("--dataset-size", type=_count)
     r.add_argument("--deadline-hours", type=float)
     r.add_argument("--budget", type=float, help="dollars")
     r.add_argument("--confidence", type=float, default=0.9)
@@ -164,7 +186,10 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("-o", "--output", default="report.html")
     rp.add_argument("--methods", type=_csv_list(str), default=["physics", "loglinear"])
     rp.add_argument("--quick", action="store_true", help="cross-validate on leave-one-batch-size-out only")
-    rp.add_argument("--n-jobs", type=int, default=1)
+    rp.add_argument("--n-jobs", type=_count, default=1)
+
+    c = sub.add_parser("cache", help="the disk cache of fitted models (info, or clear it)")
+    c.add_argument("action", choices=["info", "clear"])
 
     h = sub.add_parser("hardware", help="print the hardware spec table")
     h.add_argument("name", nargs="?", help="resolve one device name")
@@ -182,7 +207,7 @@ def _parser() -> argparse.ArgumentParser:
     im.add_argument("--tracking-uri", help="sqlite:///mlflow.db, file:./mlruns, http://host:5000 "
                                            "(default: $MLFLOW_TRACKING_URI)")
     im.add_argument("--experiment", help="experiment name (default: every experiment)")
-    im.add_argument("--max-runs", type=int, help="read at most this many runs, newest first")
+    im.add_argument("--max-runs", type=_count, help="read at most this many runs, newest first")
     ih = isub.add_parser("hf-output", help="Hugging Face Trainer output dirs (trainer_state.json, all_results.json)")
     ih.add_argument("dirs", nargs="+", help="output dirs, or folders to search for them")
     for q in (im, ih):
@@ -227,7 +252,7 @@ def _cmd_predict(args) -> int:
         confidence=args.confidence, method=args.method,
     )
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
+        print(json.dumps(result.to_dict(), indent=2, allow_nan=False))
     else:
         print(result)
         if result.provenance:
@@ -301,6 +326,8 @@ def _cmd_measure(args) -> int:
         for name, (_, knobs) in {**ZOO, **LARGE_ZOO}.items():
             print(name, knobs, "(GPU-sized)" if name in LARGE_ZOO else "")
         return 0
+    if not args.output:
+        raise ValueError("measure needs -o/--output, the history to append the runs to (.csv or .parquet).")
     device = args.device
     if device is None:
         import torch
@@ -361,11 +388,15 @@ def _cmd_evaluate(args) -> int:
     ev = evaluate(runs, methods=tuple(args.methods), splits=tuple(args.splits or SPLITS),
                   baselines=not args.no_baselines, confidence=args.confidence, n_jobs=args.n_jobs,
                   host_peak_flops=None if args.host_peak_gflops is None else args.host_peak_gflops * 1e9)
-    print(ev.to_json(indent=2) if args.json else ev)
+    print(json.dumps(ev.to_dict(), indent=2, allow_nan=False) if args.json else ev)
     return 0
 
 
 def _model_arg(args):
+    if args.params is not None and args.model and _is_history_model(args):
+        raise ValueError(f"--model {args.model} names a model in the history and --params gives another size; "
+                         "pass --model NAME alone to predict that model, or --params N (with --model LABEL only "
+                         "as a label for a model that is not in the history).")
     if args.params is not None:
         model = {"params": args.params, "name": args.model or "custom"}
         if args.flops_per_sample is not None:
@@ -374,6 +405,28 @@ def _model_arg(args):
     if args.model:
         return args.model
     raise ValueError(f"{args.command} needs --model NAME (a model in the history) or --params N.")
+
+
+def _is_history_model(args) -> bool:
+    """Whether --model names a model of the history the command will use (for the --model/--params conflict)."""
+    if getattr(args, "fitted", None):
+        from .persistence import load_model
+
+        return args.model in load_model(args.fitted, trusted=args.trusted).models_.index
+    from .fitting import load_history
+    from .models._training import model_table
+
+    history = args.history or None
+    if history is None:
+        gpu = [g for g in ([getattr(args, "gpu_type", None)] + list(getattr(args, "gpu_types", None) or []))
+               if g is not None]
+        from .hardware import resolve_gpu_type
+
+        history = "cpu" if all(resolve_gpu_type(g) == "cpu" for g in gpu) else "gpu"
+    elif isinstance(history, list) and len(history) == 1:
+        history = history[0]
+    runs, _ = load_history(history)
+    return args.model in model_table(runs).index
 
 
 def _cmd_recommend(args) -> int:
@@ -386,13 +439,18 @@ def _cmd_recommend(args) -> int:
         history = args.history if not args.history or len(args.history) > 1 else args.history[0]
     out = recommend(_model_arg(args), batch_size=args.batch_size, steps=args.steps, epochs=args.epochs,
                     dataset_size=args.dataset_size, gpu_types=args.gpu_types, gpu_counts=args.gpu_counts,
+                    work=args.work, max_device_batch=args.max_device_batch,
                     history=history, deadline=None if args.deadline_hours is None else args.deadline_hours * 3600,
                     budget=args.budget, confidence=args.confidence, prices=args.prices, provider=args.provider,
                     spot=args.spot)
+    if out.empty:
+        print("perfmodel: error: no configuration could be predicted and priced (see the warning above)",
+              file=sys.stderr)
+        return 1
     if args.json:
-        print(out.to_json(orient="records", indent=2))
-    elif out.empty:
-        print("no configuration could be predicted and priced (see the warning above)")
+        from ._format import to_plain
+
+        print(json.dumps(to_plain(out), indent=2, allow_nan=False))
     else:
         import pandas as pd
 
@@ -460,6 +518,20 @@ def _cmd_import(args) -> int:
     return 0
 
 
+def _cmd_cache(args) -> int:
+    from . import cache
+
+    if args.action == "clear":
+        print(f"removed {cache.clear()} cached model(s) from {cache.info()['directory']}")
+        return 0
+    i = cache.info()
+    if not i["enabled"]:
+        print("the model cache is off (PERFMODEL_CACHE_DIR=off)")
+    else:
+        print(f"{i['directory']}: {i['models']} cached model(s), {i['bytes'] / 1e6:.2f} MB")
+    return 0
+
+
 def _cmd_hardware(args) -> int:
     from .hardware import get_spec, spec_table
 
@@ -477,7 +549,7 @@ def _cmd_hardware(args) -> int:
 
 _COMMANDS = {"fit": _cmd_fit, "predict": _cmd_predict, "summary": _cmd_summary, "measure": _cmd_measure,
              "hardware": _cmd_hardware, "evaluate": _cmd_evaluate,
-             "recommend": _cmd_recommend, "report": _cmd_report, "import": _cmd_import}
+             "recommend": _cmd_recommend, "report": _cmd_report, "import": _cmd_import, "cache": _cmd_cache}
 
 
 def _one_line_warnings(message, category, filename, lineno, file=None, line=None):
@@ -488,13 +560,17 @@ def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="perfmodel: %(message)s")
     warnings.showwarning = _one_line_warnings
-    from .exceptions import PerfModelError
+    from .exceptions import PerfModelError, UnknownPriceError, UnsupportedQueryError
 
     try:
         return _COMMANDS[args.command](args)
     except KeyboardInterrupt:
         print("perfmodel: interrupted (runs finished so far are saved)", file=sys.stderr)
         return 130
+    except (UnsupportedQueryError, UnknownPriceError) as exc:
+        # a well-formed question the history (or price table) cannot answer
+        print(f"perfmodel: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 1
     except (PerfModelError, ValueError, TypeError, OSError, ImportError) as exc:
         msg = " ".join(str(exc).split()) or type(exc).__name__
         print(f"perfmodel: error: {msg}", file=sys.stderr)

@@ -20,12 +20,14 @@ import pandas as pd
 from joblib import Parallel, delayed
 from sklearn.model_selection import LeaveOneGroupOut
 
+from ._format import to_plain
 from ._validation import check_confidence
 from .features import run_quantities
 from .fitting import fit_history
 from .models import TrainingTimeModel
-from .models._training import METHODS, mape, median_ape
 from .exceptions import SchemaError
+from .metrics import coverage, mean_relative_width, r2_log
+from .models import METHODS
 from .schema import validate_runs
 
 __all__ = ["SPLITS", "CONFIG_KEYS", "noise_floor", "NoiseFloor", "grouped_folds", "evaluate", "Evaluation",
@@ -48,26 +50,6 @@ SPLIT_KINDS = {
 }
 #: Columns that identify one configuration (its repeats share them).
 CONFIG_KEYS = ("model", "batch_size", "gpu_count", "gpu_type", "precision")
-
-
-# ------------------------------------------------------------------------------------------------ metrics
-def coverage(y, lower, upper) -> float:
-    """Fraction of ``y`` inside ``[lower, upper]``."""
-    y, lower, upper = (np.asarray(a, float) for a in (y, lower, upper))
-    return float(np.mean((y >= lower) & (y <= upper)))
-
-
-def mean_relative_width(pred, lower, upper) -> float:
-    """Mean of ``(upper - lower) / pred``."""
-    pred, lower, upper = (np.asarray(a, float) for a in (pred, lower, upper))
-    return float(np.mean((upper - lower) / pred))
-
-
-def r2_log(y, pred) -> float:
-    """R² of log predictions against log observations (1 - SS_res / SS_tot on the log scale)."""
-    ly, lp = np.log(np.asarray(y, float)), np.log(np.maximum(np.asarray(pred, float), 1e-300))
-    ss_tot = float(np.sum((ly - ly.mean()) ** 2))
-    return 1 - float(np.sum((ly - lp) ** 2)) / ss_tot if ss_tot > 0 else float("nan")
 
 
 @dataclass(frozen=True)
@@ -170,7 +152,7 @@ class AnalyticBaseline:
 
             q = conformal_quantile(self.resid_, confidence)
             lo, hi = pred * math.exp(-q), pred * math.exp(q)
-        return pd.DataFrame({"step_time_s": pred, "lower": lo, "upper": hi}, index=runs.index)
+        return pd.DataFrame({"step_time_s": pred, "step_lower": lo, "step_upper": hi}, index=runs.index)
 
 
 class PeakRatioBaseline:
@@ -207,7 +189,7 @@ class PeakRatioBaseline:
             near = g[d <= d.min() + 1e-9]
             pred[i] = float(np.median(near["t"] * (work / near["work"]) * (near["peak"] / peak)))
         nan = np.full(len(runs), np.nan)
-        return pd.DataFrame({"step_time_s": pred, "lower": nan, "upper": nan}, index=runs.index)
+        return pd.DataFrame({"step_time_s": pred, "step_lower": nan, "step_upper": nan}, index=runs.index)
 
 
 #: Baselines measured beside perfmodel's methods: (a) the seed formula, (b) the analytic estimate, two ways,
@@ -265,9 +247,14 @@ class Evaluation:
     noise: NoiseFloor
     confidence: float
 
+    def to_dict(self) -> dict:
+        """``{"confidence", "noise_floor", "table"}`` in plain JSON types (NaN becomes None); the per-row
+        predictions stay in :attr:`predictions`."""
+        return to_plain({"confidence": self.confidence, "noise_floor": self.noise, "table": self.table})
+
     def to_json(self, **kwargs) -> str:
-        return json.dumps({"confidence": self.confidence, "noise_floor": self.noise.__dict__,
-                           "table": json.loads(self.table.to_json(orient="records"))}, **kwargs)
+        """:meth:`to_dict` as JSON (strict: no NaN)."""
+        return json.dumps(self.to_dict(), allow_nan=False, **kwargs)
 
     def __str__(self) -> str:
         with pd.option_context("display.width", 160, "display.max_columns", 20):
@@ -339,13 +326,13 @@ def evaluate(runs, *, methods=("linear", "loglinear", "gbm", "physics", "rooflin
         g = g[np.isfinite(g["pred"].to_numpy(dtype=float))]  # baselines that cannot predict a row skip it
         if g.empty:
             continue
-        has_pi = g["lower"].notna().all()
+        has_pi = g["step_lower"].notna().all()
         ape = np.abs(g["pred"] / g["y"] - 1) * 100
         rows.append({
             "split": split, "method": method, "folds": g["held_out"].nunique(), "n": len(g),
             "mape": float(ape.mean()), "median_ape": float(ape.median()), "r2_log": r2_log(g["y"], g["pred"]),
-            "coverage": coverage(g["y"], g["lower"], g["upper"]) if has_pi else np.nan,
-            "rel_width": mean_relative_width(g["pred"], g["lower"], g["upper"]) if has_pi else np.nan,
+            "coverage": coverage(g["y"], g["step_lower"], g["step_upper"]) if has_pi else np.nan,
+            "rel_width": mean_relative_width(g["pred"], g["step_lower"], g["step_upper"]) if has_pi else np.nan,
         })
     columns = ["split", "method", "folds", "n", "mape", "median_ape", "r2_log", "coverage", "rel_width"]
     return Evaluation(preds, pd.DataFrame(rows, columns=columns), noise_floor(runs), confidence)

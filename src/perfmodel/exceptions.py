@@ -8,6 +8,10 @@ Hierarchy::
     ├── DeviceSpecError(PerfModelError, ValueError)      an invalid or clashing device row (register_device)
     ├── NotFittedError(PerfModelError, ValueError)        an estimator used before ``fit``
     ├── PredictionError(PerfModelError, ValueError)       no finite time or bounded interval for a query
+    ├── UnsupportedQueryError(PerfModelError, ValueError) a query the history cannot answer (a device or
+    │                                                     precision it has no runs on, a model it does not know)
+    ├── UnknownPriceError(PerfModelError, ValueError)     no price for a device in the price table
+    ├── NotAModelFileError(PerfModelError, ValueError)    a file that is not a perfmodel model file
     └── MeasurementError(PerfModelError, RuntimeError)    a measured run that could not complete
 
     PerfModelWarning(UserWarning)
@@ -27,6 +31,9 @@ __all__ = [
     "DeviceSpecError",
     "NotFittedError",
     "PredictionError",
+    "UnsupportedQueryError",
+    "UnknownPriceError",
+    "NotAModelFileError",
     "MeasurementError",
     "PerfModelWarning",
     "ExtrapolationWarning",
@@ -59,6 +66,19 @@ class PredictionError(PerfModelError, ValueError):
     of runs (a conformal interval at level c needs c <= n/(n+1)), an OLS fit has no residual degrees of
     freedom, or the query is beyond the numeric range of the fit. Public prediction functions raise this
     rather than return NaN, infinity or an interval that does not contain its point."""
+
+
+class UnsupportedQueryError(PerfModelError, ValueError):
+    """The history cannot answer this query: a device type or precision it has no runs on (and no way to carry
+    step times across), or a model name it does not know. The query itself is well-formed."""
+
+
+class UnknownPriceError(PerfModelError, ValueError):
+    """The price table has no (on-demand or spot) price for a device, or none from the requested provider."""
+
+
+class NotAModelFileError(PerfModelError, ValueError):
+    """A file given as a fitted model is not a perfmodel model file (e.g. a CSV history or an HTML report)."""
 
 
 class MeasurementError(PerfModelError, RuntimeError):

@@ -42,10 +42,30 @@ ADAMW_BYTES_PER_PARAM = 16
 FP32_GRAD_BYTES = 4
 #: Devices per machine assumed when a record or query does not say how many nodes it spans.
 GPUS_PER_NODE = 8
+#: The columns RunFeaturizer(kind="physics") produces, in order (see :mod:`perfmodel.models._physics`).
+PHYSICS_COLUMNS = ("t_compute_s", "work_gflop", "t_opt_s", "t_comm_s", "data_parallel", "family_code",
+                   "model_code", "batch_size", "gpu_count")
 #: The columns RunFeaturizer(kind="roofline") produces, in order (see :mod:`perfmodel.models._roofline`).
 ROOFLINE_COLUMNS = ("log_t_peak", "ridge", "tf32_gap", "log_n", "log_nodes", "log_batch", "comm_rel", "opt_rel",
                     "log_work", "model_code", "family_code", "device_code", "arch_code", "vendor_code",
                     "precision_code")
+
+
+def _codes(values, known) -> np.ndarray:
+    """Position of each value in ``known`` as float (-1: unknown; missing counts as ""), looked up once per
+    distinct value: 100,000 query rows cost one factorize, not 100,000 string comparisons."""
+    codes, uniq = pd.factorize(pd.Series(values) if not isinstance(values, pd.Series) else values)
+    index = pd.Index(list(known), dtype=object)
+    look = index.get_indexer(np.asarray([str(u) for u in uniq], dtype=object))
+    missing = index.get_indexer(np.asarray([""], dtype=object))[0]
+    return np.where(codes >= 0, look[np.maximum(codes, 0)] if len(look) else -1, missing).astype(float)
+
+
+def _per_distinct(values, func) -> np.ndarray:
+    """``func(value)`` for each row, computed once per distinct value."""
+    codes, uniq = pd.factorize(pd.Series(values) if not isinstance(values, pd.Series) else values)
+    out = np.asarray([func(u) for u in uniq], dtype=object)
+    return out[codes] if len(out) else np.empty(0, dtype=object)
 
 
 def _spec_columns(gpu_type: pd.Series, precision: pd.Series) -> pd.DataFrame:
@@ -112,8 +132,8 @@ def run_quantities(runs: pd.DataFrame) -> pd.DataFrame:
         index=runs.index,
     )
     out = pd.concat([out, _spec_columns(runs["gpu_type"], precision)], axis=1)
-    out["precision"] = precision.to_numpy()
-    out["gpu_type"] = runs["gpu_type"].to_numpy()
+    out["precision"] = precision.array  # keep the dtype: no per-row string conversion
+    out["gpu_type"] = runs["gpu_type"].array
     return out
 
 
@@ -147,12 +167,9 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
         mem = np.where(cpu, CPU_NOMINAL_MEMORY_GBPS, q["memory_bandwidth_gbps"].to_numpy(dtype=float)) * 1e9
         link = np.where(cpu, CPU_NOMINAL_INTERCONNECT_GBPS, q["interconnect_gbps"].to_numpy(dtype=float)) * 1e9
         work = q["flops_per_step_device"].to_numpy(dtype=float)
-        fam = (np.asarray(X["family"].astype(object).where(X["family"].notna(), ""), dtype=object)
-               if "family" in X.columns else np.full(len(X), "", dtype=object))
-        fam_code = pd.Index(self.families_, dtype=object).get_indexer(fam).astype(float)  # -1: unknown
-        model_code = (pd.Index(self.model_names_, dtype=object).get_indexer(
-            np.asarray(X["model"].astype(str), dtype=object)).astype(float)
-                      if "model" in X.columns else np.full(len(X), -1.0))
+        fam_code = (_codes(X["family"], self.families_) if "family" in X.columns
+                    else _codes(np.full(len(X), "", dtype=object), self.families_))  # -1: unknown
+        model_code = _codes(X["model"], self.model_names_) if "model" in X.columns else np.full(len(X), -1.0)
         return pd.DataFrame({
             "t_compute_s": work / peak,
             "work_gflop": work / 1e9,
@@ -180,9 +197,9 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
         t_peak = work / peak
         # fp32-labelled runs on devices with TF32 tensor cores: PyTorch runs convolutions (and, before 1.12 or
         # with allow_tf32, matmuls) in TF32, so the effective peak lies between the two; the fit learns how far
-        gpu, prec = q["gpu_type"].astype(str).to_numpy(), q["precision"].astype(str).to_numpy()
-        dev_info = {g: _device_info(g) for g in pd.unique(gpu)}
-        gap = np.array([dev_info[g]["tf32_gap"] if p == "fp32" else 0.0 for g, p in zip(gpu, prec)])
+        gpu, prec = q["gpu_type"], q["precision"]
+        info = _per_distinct(gpu, lambda g: _device_info(str(g)))
+        gap = np.where(np.asarray(prec.astype(str) == "fp32"), [i["tf32_gap"] for i in info], 0.0)
         if "nodes" in X.columns:
             nodes = pd.to_numeric(X["nodes"], errors="coerce").to_numpy(dtype=float)
         else:
@@ -192,13 +209,9 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
         comm = np.where(n > 1, q["allreduce_bytes"].to_numpy(dtype=float) / link / t_peak, 0.0)
         opt = q["params"].to_numpy(dtype=float) * ADAMW_BYTES_PER_PARAM / mem / t_peak
 
-        def codes(values, known):
-            return pd.Index(known, dtype=object).get_indexer(np.asarray(values, dtype=object)).astype(float)
-
-        fam = (np.asarray(X["family"].astype(object).where(X["family"].notna(), ""), dtype=object)
-               if "family" in X.columns else np.full(len(X), "", dtype=object))
-        model = (np.asarray(X["model"].astype(str), dtype=object) if "model" in X.columns
-                 else np.full(len(X), "", dtype=object))
+        codes = _codes
+        fam = X["family"] if "family" in X.columns else np.full(len(X), "", dtype=object)
+        model = X["model"] if "model" in X.columns else np.full(len(X), "", dtype=object)
         return pd.DataFrame({
             "log_t_peak": np.log(t_peak),
             "ridge": np.log(peak / mem),
@@ -212,8 +225,8 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
             "model_code": codes(model, self.model_names_),
             "family_code": codes(fam, self.families_),
             "device_code": codes(gpu, self.gpu_types_),
-            "arch_code": codes([dev_info[g]["architecture"] for g in gpu], self.architectures_),
-            "vendor_code": codes([dev_info[g]["vendor"] for g in gpu], self.vendors_),
+            "arch_code": codes([i["architecture"] for i in info], self.architectures_),
+            "vendor_code": codes([i["vendor"] for i in info], self.vendors_),
             "precision_code": codes(prec, self.precisions_),
         }, index=X.index)
 

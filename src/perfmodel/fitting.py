@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import warnings
+import weakref
 from functools import lru_cache
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from sklearn.model_selection import GroupKFold, KFold
 
 from ._validation import check_choice
 from .models import METHODS, TrainingTimeModel
-from .models._training import median_ape
+from .metrics import median_ape
 
 __all__ = ["DEFAULT_METHOD", "AUTO_CANDIDATES", "KIND_SPLITS", "fit_history", "choose_method", "load_history",
            "query_kind", "BUNDLED_HISTORIES"]
@@ -45,6 +46,7 @@ BUNDLED_HISTORIES = {
     "gpu": ("mlperf_steps.csv", "runs_*.csv"),
 }
 _MAX_CV_ROWS = 2000  # model selection on a random subsample of larger histories (speed; the choice is stable)
+_VALIDATED: "weakref.WeakValueDictionary[int, pd.DataFrame]" = weakref.WeakValueDictionary()  # load_history output
 
 
 # ------------------------------------------------------------------------------------------------- history
@@ -110,6 +112,7 @@ def load_history(history) -> tuple[pd.DataFrame, list[str]]:
         frames.append(runs.assign(history_source=label))
         labels.append(label)
     runs = pd.concat(frames, ignore_index=True, sort=False) if len(frames) > 1 else frames[0]
+    _VALIDATED[id(runs)] = runs
     return runs, labels
 
 
@@ -145,6 +148,7 @@ def _folds(runs: pd.DataFrame, kind: str, cv: int, seed: int):
 def _point_fit(method: str, runs: pd.DataFrame) -> TrainingTimeModel:
     model = TrainingTimeModel(method=method, cv=None)
     model._conformal = False  # point predictions only: model selection needs no intervals
+    model._prevalidated = True  # rows of runs fit_history was given (validated): not again per fold
     return model.fit(runs)
 
 
@@ -179,14 +183,27 @@ def choose_method(runs: pd.DataFrame, kind: str = "seen", *, cv: int = 5,
     return best, scores, split
 
 
+def _validated_fit(model: TrainingTimeModel, runs: pd.DataFrame) -> TrainingTimeModel:
+    model._prevalidated = True
+    try:
+        return model.fit(runs)
+    finally:
+        del model._prevalidated  # not part of the fitted state
+
+
 def fit_history(runs: pd.DataFrame, method: str = DEFAULT_METHOD, *, kind: str = "seen", cv: int | None = 5,
                 random_state: int = 0) -> TrainingTimeModel:
     """Fit ``method`` on validated ``runs``; ``auto`` chooses by the split matching ``kind`` (module docstring)."""
     check_choice(method, "method", "fit", (*METHODS, "auto"))
+    if _VALIDATED.get(id(runs)) is not runs:  # load_history's result is validated already: not twice
+        from .schema import validate_runs
+
+        runs = validate_runs(runs)
+    # the fits below (and auto's per-fold fits) reuse the validated runs
     if method != "auto":
-        return TrainingTimeModel(method=method, cv=cv, random_state=random_state).fit(runs)
+        return _validated_fit(TrainingTimeModel(method=method, cv=cv, random_state=random_state), runs)
     best, scores, split = choose_method(runs, kind, cv=cv or 5, random_state=random_state)
-    model = TrainingTimeModel(method=best, cv=cv, random_state=random_state).fit(runs)
+    model = _validated_fit(TrainingTimeModel(method=best, cv=cv, random_state=random_state), runs)
     model.auto_scores_ = scores
     model.auto_split_ = split
     model.auto_kind_ = kind
@@ -195,14 +212,22 @@ def fit_history(runs: pd.DataFrame, method: str = DEFAULT_METHOD, *, kind: str =
 
 @lru_cache(maxsize=16)
 def _fit_cached(key: tuple, method: str, kind: str) -> TrainingTimeModel:
+    from . import cache
+
     paths = [k[0] for k in key]
+    disk_key = cache.cache_key(paths, method, kind)
+    model = cache.load_cached(disk_key)
+    if model is not None:
+        return model
     runs, labels = load_history(paths if len(paths) > 1 else paths[0])
     model = fit_history(runs, method, kind=kind)
     model.provenance_ = labels
+    cache.store(disk_key, model)
     return model
 
 
 def fit_files(paths, method: str, kind: str) -> TrainingTimeModel:
-    """Fit on history files, cached on (path, modification time, size) so repeated queries do not refit."""
+    """Fit on history files. Cached in this process on (path, modification time, size), and on disk by content
+    hash, perfmodel version, method and kind (:mod:`perfmodel.cache`), so repeated queries do not refit."""
     key = tuple((str(p), os.path.getmtime(p), os.path.getsize(p)) for p in paths)
     return _fit_cached(key, method, kind)

@@ -36,7 +36,7 @@ import pandas as pd
 
 from . import __version__
 from ._atomic import atomic_write
-from .exceptions import DataQualityWarning
+from .exceptions import DataQualityWarning, NotAModelFileError
 
 __all__ = ["save_model", "load_model", "SAFE_FORMAT", "MAX_BYTES"]
 
@@ -286,7 +286,7 @@ def _check_model(model, meta: dict) -> None:
                            "flops_per_sample": float(row["flops_per_sample"]), "batch_size": 1, "gpu_count": 1,
                            "gpu_type": str(model.gpu_types_[0]), "precision": str(model.precisions_[0]),
                            "steps": 1}])
-    out = model.predict_interval(probe, 0.5).to_numpy(dtype=float)
+    out = model.predict_interval(probe, 0.5)[["step_time_s", "step_lower", "step_upper"]].to_numpy(dtype=float)
     if out.shape != (1, 3) or np.isnan(out).any():
         raise ValueError("it does not predict a number for a configuration it was fitted on")
     model.domain_distance(probe)
@@ -349,6 +349,12 @@ def _check_version(saved: str, path: Path) -> None:
         )
 
 
+def _looks_like_pickle(magic: bytes) -> bool:
+    """Pickle protocol 2+ starts with 0x80; joblib's compressed pickles with a zlib/gzip/bz2/xz/lz4 header."""
+    return magic[:1] == b"\x80" or magic[:2] in (b"\x78\x01", b"\x78\x5e", b"\x78\x9c", b"\x78\xda", b"\x1f\x8b") \
+        or magic[:3] == b"BZh" or magic == b"\xfd7zX" or magic == b"\x04\x22\x4d\x18"
+
+
 def load_model(path, *, trusted: bool = False, max_bytes: int = MAX_BYTES):
     """Load a model written by :func:`save_model`.
 
@@ -382,7 +388,7 @@ def load_model(path, *, trusted: bool = False, max_bytes: int = MAX_BYTES):
             raise ValueError(f"{str(path)!r} is not a readable perfmodel model file "
                              f"({type(exc).__name__}: {str(exc)[:200]}).") from None
         if meta.get("format") != SAFE_FORMAT:
-            raise ValueError(f"{str(path)!r} is not a perfmodel model file (expected format {SAFE_FORMAT}).")
+            raise NotAModelFileError(f"{str(path)!r} is not a perfmodel model file (expected format {SAFE_FORMAT}).")
         _check_version(meta.get("perfmodel_version", "?"), path)
         _check_libraries(meta.get("libraries"), path)
         try:
@@ -392,6 +398,11 @@ def load_model(path, *, trusted: bool = False, max_bytes: int = MAX_BYTES):
             raise ValueError(f"{str(path)!r} is a damaged or inconsistent perfmodel model file "
                              f"({type(exc).__name__}: {str(exc)[:200]}).") from None
         return model
+    if not _looks_like_pickle(magic):
+        raise NotAModelFileError(
+            f"{str(path)!r} is not a perfmodel model file (write one with 'perfmodel fit RUNS -o MODEL' or "
+            "model.save(path)); a run history goes in --history / history=, not --fitted."
+        )
     if not trusted:
         if magic[:1] != b"\x80":
             raise ValueError(f"{str(path)!r} is not a perfmodel model file (neither the safe format nor joblib).")

@@ -1,7 +1,8 @@
 """Plots of fits, residuals, scaling, batch-size curves and cross-validation (matplotlib; ``perfmodel[plot]``).
 
 Every function draws on ``ax`` (or a new figure) and returns its Axes or Figure, so it composes in notebooks
-and reports. matplotlib is imported only when a plot is made.
+and reports. matplotlib is imported only when a plot is made. The fitted predictor is always the `fitted` argument
+(`model` means the network elsewhere in perfmodel).
 """
 
 from __future__ import annotations
@@ -25,14 +26,14 @@ def _groups(runs: pd.DataFrame) -> pd.Series:
     return runs[col].astype(str).fillna("?")
 
 
-def plot_predicted_vs_measured(model, runs, *, confidence: float = 0.9, ax=None):
+def plot_predicted_vs_measured(fitted, runs, *, confidence: float = 0.9, ax=None):
     """Measured vs predicted step time (log-log) with prediction-interval bars, the identity line, and points
     coloured by model family. Returns the Axes."""
     from .io import load_runs
 
     plt = _plt()
     runs = load_runs(runs)
-    pi = model.predict_interval(runs, confidence)
+    pi = fitted.predict_interval(runs, confidence)
     y = runs["step_time_s"].to_numpy(dtype=float)
     if ax is None:
         _, ax = plt.subplots(figsize=(5.5, 5))
@@ -40,24 +41,24 @@ def plot_predicted_vs_measured(model, runs, *, confidence: float = 0.9, ax=None)
     for g in sorted(groups.unique()):
         m = (groups == g).to_numpy()
         p = pi["step_time_s"].to_numpy()[m]
-        err = np.vstack([p - pi["lower"].to_numpy()[m], pi["upper"].to_numpy()[m] - p])
+        err = np.vstack([p - pi["step_lower"].to_numpy()[m], pi["step_upper"].to_numpy()[m] - p])
         ax.errorbar(y[m], p, yerr=err, fmt="o", ms=4, alpha=0.75, elinewidth=0.8, capsize=0, label=g)
-    lo, hi = min(y.min(), pi["lower"].min()), max(y.max(), pi["upper"].max())
+    lo, hi = min(y.min(), pi["step_lower"].min()), max(y.max(), pi["step_upper"].max())
     ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="identity")
     ax.set(xscale="log", yscale="log", xlabel="measured step time (s)", ylabel="predicted step time (s)",
-           title=f"{model.method}: predicted vs measured ({confidence:.0%} PI)")
+           title=f"{fitted.method}: predicted vs measured ({confidence:.0%} PI)")
     ax.legend(fontsize=7, loc="upper left")
     return ax
 
 
-def plot_residuals(model, runs, *, features=_RESIDUAL_FEATURES):
+def plot_residuals(fitted, runs, *, features=_RESIDUAL_FEATURES):
     """Log residual (log measured − log predicted) against each feature; finds where a model is wrong.
     Returns the Figure."""
     from .io import load_runs
 
     plt = _plt()
     runs = load_runs(runs)
-    resid = np.log(runs["step_time_s"].to_numpy(dtype=float)) - np.log(np.maximum(model.predict(runs), 1e-300))
+    resid = np.log(runs["step_time_s"].to_numpy(dtype=float)) - np.log(np.maximum(fitted.predict(runs), 1e-300))
     feats = [f for f in features if f in runs.columns and runs[f].notna().any()]
     fig, axes = plt.subplots(1, len(feats), figsize=(3.2 * len(feats), 3), sharey=True, squeeze=False)
     groups = _groups(runs)
@@ -70,7 +71,7 @@ def plot_residuals(model, runs, *, features=_RESIDUAL_FEATURES):
         ax.set(xscale="log", xlabel=f)
     axes[0][0].set_ylabel("log residual")
     axes[0][-1].legend(fontsize=7)
-    fig.suptitle(f"{model.method}: residuals")
+    fig.suptitle(f"{fitted.method}: residuals")
     fig.tight_layout()
     return fig
 
@@ -78,7 +79,7 @@ def plot_residuals(model, runs, *, features=_RESIDUAL_FEATURES):
 def plot_scaling(runs, *, mode: str = "weak", ax=None):
     """Speedup vs device count per model (measured runs), with the ideal line; the legend gives the parallel
     efficiency at the largest count. Returns the Axes."""
-    from .plan import scaling
+    from .analysis import scaling
 
     plt = _plt()
     table = scaling(runs, mode=mode)
@@ -99,7 +100,7 @@ def plot_scaling(runs, *, mode: str = "weak", ax=None):
     return ax
 
 
-def plot_batch_curves(model, runs, *, models=None, gpu_count: int = 1, confidence: float = 0.9, ax=None):
+def plot_batch_curves(fitted, runs, *, models=None, gpu_count: int = 1, confidence: float = 0.9, ax=None):
     """Step time vs per-device batch size per model: measured points and the fitted curve with its band.
     Returns the Axes."""
     from .io import load_runs
@@ -120,11 +121,11 @@ def plot_batch_curves(model, runs, *, models=None, gpu_count: int = 1, confidenc
         row = sub.iloc[0]
         q = pd.DataFrame({c: row[c] for c in sub.columns if c not in ("batch_size",)}, index=range(len(grid)))
         q["batch_size"] = grid
-        pi = model.predict_interval(q, confidence)
+        pi = fitted.predict_interval(q, confidence)
         ax.plot(grid, pi["step_time_s"], color=color, lw=1.2)
-        ax.fill_between(grid, pi["lower"], pi["upper"], color=color, alpha=0.15)
+        ax.fill_between(grid, pi["step_lower"], pi["step_upper"], color=color, alpha=0.15)
     ax.set(xscale="log", yscale="log", xlabel="per-device batch size", ylabel="step time (s)",
-           title=f"{model.method}: step time vs batch ({gpu_count} device(s), {confidence:.0%} band)")
+           title=f"{fitted.method}: step time vs batch ({gpu_count} device(s), {confidence:.0%} band)")
     ax.legend(fontsize=7)
     return ax
 

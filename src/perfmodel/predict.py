@@ -8,37 +8,24 @@ import numbers
 import os
 import warnings
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from ._format import format_duration
+from ._format import format_duration, to_plain
 from ._validation import check_choice, check_confidence, check_positive_int, check_prediction_frame
-from .exceptions import DataQualityWarning, ExtrapolationWarning, SchemaError
+from .exceptions import DataQualityWarning, ExtrapolationWarning, SchemaError, UnsupportedQueryError
 from .hardware import PRECISIONS, get_spec, resolve_gpu_type
 from .schema import check_queries
 from .fitting import DEFAULT_METHOD, fit_files, fit_history, load_history, query_kind
 from .models import METHODS, TrainingTimeModel
 from .models._training import model_table, precision_by_device
 
-__all__ = ["predict_training_time", "predict_many", "fit", "TrainingTimePrediction", "resolve_history"]
+__all__ = ["predict_training_time", "predict_many", "fit", "TrainingTimePrediction", "resolve_history", "model_spec",
+           "default_precision"]
 
 _WHERE = "predict_training_time"
-
-
-def _plain(v):
-    if isinstance(v, dict):
-        return {str(k): _plain(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_plain(x) for x in v]
-    if isinstance(v, np.generic):
-        v = v.item()
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if v is pd.NA:
-        return None
-    return v
 
 
 @dataclass
@@ -96,7 +83,7 @@ class TrainingTimePrediction:
 
     def to_dict(self) -> dict:
         """Plain Python types only (``json.dumps`` accepts it); NaN and inf become None."""
-        return _plain(asdict(self))
+        return to_plain(self)
 
     def __str__(self) -> str:
         pct = f"{self.confidence * 100:g}%"
@@ -187,14 +174,14 @@ def _is_torch_module(obj) -> bool:
     return any(c.__module__.startswith("torch.nn") and c.__name__ == "Module" for c in type(obj).__mro__)
 
 
-def _resolve_model(model, example_input, fitted) -> dict:
+def model_spec(model, example_input, fitted) -> dict:
     """The query's model as {model, params, flops_per_sample}; ``fitted`` is a fitted model or a model table."""
     table = fitted.models_ if isinstance(fitted, TrainingTimeModel) else fitted
     if isinstance(model, str):
         if model not in table.index:
             close = difflib.get_close_matches(model, list(table.index), n=3, cutoff=0.3)
             hint = f" Closest: {', '.join(close)}." if close else ""
-            raise ValueError(
+            raise UnsupportedQueryError(
                 f"The 'model' parameter of {_WHERE} names {model!r}, which is not in the history.{hint} Known: "
                 f"{', '.join(map(str, table.index))}. For another model pass a dict "
                 "{'params': ..., 'flops_per_sample': ...} or a torch.nn.Module with example_input."
@@ -277,7 +264,7 @@ def _check_support(fitted: TrainingTimeModel, q: pd.DataFrame) -> list[str]:
     for g in sorted(map(str, pd.unique(q["gpu_type"]))):
         if g not in fitted.gpu_types_:
             if not getattr(feats, "hardware_features_", False):
-                raise ValueError(
+                raise UnsupportedQueryError(
                     f"The history has no runs on gpu_type {g!r} (it has: {', '.join(fitted.gpu_types_)}), and "
                     "with one device type the fit cannot carry step times across devices. Fit on a history with "
                     "runs on that device, or on two or more device types with known peaks."
@@ -294,14 +281,14 @@ def _check_support(fitted: TrainingTimeModel, q: pd.DataFrame) -> list[str]:
             notes.append(f"gpu_type {g!r} is not in the history; predicted through hardware peaks")
     for p in sorted(map(str, pd.unique(q["precision"]))):
         if p not in fitted.precisions_:
-            raise ValueError(
+            raise UnsupportedQueryError(
                 f"The history has no runs at precision {p!r} (it has: {', '.join(fitted.precisions_)}); "
                 "add runs at that precision to predict it."
             )
     return notes
 
 
-def _default_precision(by_device: dict, gpu_type: str) -> tuple[str, str | None]:
+def default_precision(by_device: dict, gpu_type: str) -> tuple[str, str | None]:
     """The precision most runs on ``gpu_type`` used; on a device the history lacks, most GPU runs; else fp32.
     The second item says what was assumed, or is None when every run on that device used that precision."""
     if gpu_type in by_device:
@@ -344,10 +331,10 @@ def _kind_of(fitted: TrainingTimeModel, q: pd.DataFrame) -> np.ndarray:
 
 
 def _predict_frame(fitted: TrainingTimeModel, q: pd.DataFrame, confidence: float) -> pd.DataFrame:
-    pi = fitted.predict_interval(q, confidence)
-    out = pi.rename(columns={"lower": "step_lower", "upper": "step_upper"})
+    out = fitted.predict_interval(q, confidence)
     nonpos = (out["step_time_s"] <= 0).to_numpy()
-    out = out.clip(lower=0.0)
+    cols = ["step_time_s", "step_lower", "step_upper"]
+    out[cols] = out[cols].clip(lower=0.0)
     steps = q["steps"].to_numpy(dtype=float)
     start = fitted.startup_s_
     out["steps"] = steps
@@ -362,7 +349,7 @@ def _predict_frame(fitted: TrainingTimeModel, q: pd.DataFrame, confidence: float
 # --------------------------------------------------------------------------------------------- public
 def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=None, epochs=None,
                           dataset_size=None, precision=None, example_input=None, history=None,
-                          confidence=0.9, method="auto") -> TrainingTimePrediction:
+                          confidence=0.9, method=DEFAULT_METHOD) -> TrainingTimePrediction:
     """Predict the wall-clock time of a training job, with a prediction interval.
 
     Parameters
@@ -390,7 +377,8 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
         Runs to learn from; None uses the bundled runs (data/README.md).
     confidence : float in (0, 1), default=0.9
         Level of the prediction interval.
-    method : {"auto", "loglinear", "gbm", "linear"}, default="auto"
+    method : {"auto", "physics", "roofline", "loglinear", "gbm", "linear"}, default="auto"
+        ``auto`` chooses by the cross-validation split matching the query (:mod:`perfmodel.fitting`).
 
     Returns
     -------
@@ -418,9 +406,9 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
     if isinstance(history, TrainingTimeModel):
         fitted = resolve_history(history, method)
         if precision is None:
-            base["precision"], note = _default_precision(fitted.precision_by_device_, canonical)
+            base["precision"], note = default_precision(fitted.precision_by_device_, canonical)
             assumed += [note] if note else []
-        spec = _resolve_model(model, example_input, fitted)
+        spec = model_spec(model, example_input, fitted)
         q = pd.DataFrame([{**spec, **base}])
     else:
         if history is None:
@@ -429,9 +417,9 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
             resolve_history(history, method)  # raises the TypeError
         runs, labels, paths = _history_runs(history)
         if precision is None:
-            base["precision"], note = _default_precision(precision_by_device(runs), canonical)
+            base["precision"], note = default_precision(precision_by_device(runs), canonical)
             assumed += [note] if note else []
-        spec = _resolve_model(model, example_input, model_table(runs))
+        spec = model_spec(model, example_input, model_table(runs))
         q = pd.DataFrame([{**spec, **base}])
         kind = query_kind(runs, q)
         if paths is not None:
@@ -456,14 +444,14 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
         step_upper=float(res["step_upper"]), steps=n_steps, startup_seconds=float(fitted.startup_s_),
         r2=float(fitted.rsquared_), r2_log=float(fitted.rsquared_log_), cv_mape=float(fitted.cv_mape_),
         method=fitted.method, n_runs=int(fitted.n_runs_), inside_domain=not notes,
-        nearest_run_distance=float(fitted.domain_distance(q)[0]),
+        nearest_run_distance=float(res["nearest_run_distance"]),
         query={k: v for k, v in q.iloc[0].items()}, warnings=assumed + notes + prior_note,
         provenance=provenance, query_kind=_kind_of(fitted, q)[0],
     )
 
 
 def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9,
-                 method: str = "auto") -> pd.DataFrame:
+                 method: str = DEFAULT_METHOD) -> pd.DataFrame:
     """Predict many configurations at once (vectorised).
 
     Parameters
@@ -476,8 +464,9 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
     Returns
     -------
     DataFrame
-        ``step_time_s, step_lower, step_upper, steps, seconds, lower, upper, outside_domain,
-        nearest_run_distance, query_kind`` aligned with ``queries``.
+        ``step_time_s, step_lower, step_upper`` (per step), ``steps``, ``seconds, lower, upper`` (the whole run),
+        ``inside_domain`` (as :attr:`TrainingTimePrediction.inside_domain`), ``nearest_run_distance``,
+        ``query_kind``, aligned with ``queries``.
     """
     if not isinstance(queries, pd.DataFrame):
         raise TypeError(f"predict_many expects a DataFrame of queries. Got {type(queries).__name__}.")
@@ -488,8 +477,13 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
     q = queries.copy()
     if "gpu_type" not in q.columns:
         raise SchemaError("predict_many needs a 'gpu_type' column in the queries.")
-    mapping = {g: resolve_gpu_type(str(g)) for g in pd.unique(q["gpu_type"])}
-    q["gpu_type"] = q["gpu_type"].map(mapping)
+    codes, uniq = pd.factorize(q["gpu_type"])
+    if (codes < 0).any():
+        raise SchemaError(f"predict_many: column 'gpu_type' is missing in {int((codes < 0).sum())} rows.")
+    resolved = [resolve_gpu_type(str(g)) for g in uniq]
+    names = list(dict.fromkeys(resolved))  # aliases may resolve to one device
+    remap = np.asarray([names.index(r) for r in resolved])
+    q["gpu_type"] = pd.Categorical.from_codes(remap[codes], categories=names)  # no per-row string copies
     runs = None
     if isinstance(history, TrainingTimeModel):
         fitted = resolve_history(history, method)
@@ -506,19 +500,30 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
             raise SchemaError("predict_many needs a 'params' or a 'model' column in the queries.")
         unknown = sorted(set(map(str, pd.unique(q["model"]))) - set(table.index))
         if unknown:
-            raise ValueError(f"predict_many: models not in the history: {', '.join(unknown[:5])}.")
-        q["params"] = q["model"].map(table["params"])
-        q["flops_per_sample"] = q["model"].map(table["flops_per_sample"])
+            raise UnsupportedQueryError(f"predict_many: models not in the history: {', '.join(unknown[:5])}.")
+        codes, uniq = pd.factorize(q["model"].astype(str))
+        rows = table.loc[[str(u) for u in uniq]]
+        q["params"] = rows["params"].to_numpy(dtype=float)[codes]
+        q["flops_per_sample"] = rows["flops_per_sample"].to_numpy(dtype=float)[codes]
     q["gpu_count"] = q["gpu_count"] if "gpu_count" in q.columns else 1
     check_queries(q, "predict_many")
     by_device = fitted.precision_by_device_ if runs is None else precision_by_device(runs)
     given = q["precision"] if "precision" in q.columns else pd.Series(pd.NA, index=q.index, dtype=object)
-    defaults = q["gpu_type"].map({g: _default_precision(by_device, g)[0] for g in pd.unique(q["gpu_type"])})
-    q["precision"] = given.where(given.notna(), defaults).astype(str).str.lower()
+    codes, uniq = pd.factorize(q["gpu_type"])
+    per_type = [default_precision(by_device, str(g))[0] for g in uniq]
+    levels = list(dict.fromkeys(per_type))
+    defaults = pd.Series(pd.Categorical.from_codes(np.asarray([levels.index(p) for p in per_type])[codes],
+                                                   categories=levels), index=q.index)
+    if given.notna().all():
+        q["precision"] = given.astype(str).str.lower()
+    elif given.isna().all():
+        q["precision"] = defaults
+    else:
+        q["precision"] = given.where(given.notna(), defaults).astype(str).str.lower()
     bad_p = ~q["precision"].isin(PRECISIONS)
     if bad_p.any():
         raise ValueError(f"predict_many: column 'precision' must be one of {', '.join(PRECISIONS)}; got "
-                         f"{q['precision'][bad_p].iloc[0]!r} (row {int(np.flatnonzero(bad_p.to_numpy())[0])}).")
+                         f"{q['precision'][bad_p].iloc[0]!r} (row {int(np.flatnonzero(bad_p.to_numpy())[0]) + 1}, counting from 1).")
     for col in ("params", "batch_size", "gpu_count", "steps"):
         if col not in q.columns:
             raise SchemaError(f"predict_many needs a {col!r} column in the queries.")
@@ -526,7 +531,7 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
         bad = ~(np.isfinite(vals) & (vals > 0))
         if bad.any():
             raise ValueError(f"predict_many: column {col!r} must be finite and positive; {int(bad.sum())} rows "
-                             f"are not (first: row {int(np.flatnonzero(bad)[0])}).")
+                             f"are not (first: row {int(np.flatnonzero(bad)[0]) + 1}, counting from 1).")
     if runs is not None:
         kind = query_kind(runs, q)
         if paths is not None:
@@ -537,7 +542,8 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
     _check_support(fitted, q)
     out = _predict_frame(fitted, q, confidence)
     masks = list(_outside(fitted, q).values())
-    out["outside_domain"] = np.logical_or.reduce(masks) if masks else np.zeros(len(q), dtype=bool)
-    out["nearest_run_distance"] = fitted.domain_distance(q)
+    out["inside_domain"] = ~np.logical_or.reduce(masks) if masks else np.ones(len(q), dtype=bool)
     out["query_kind"] = _kind_of(fitted, q)
-    return out.drop(columns="nonpositive_fit")
+    cols = ["step_time_s", "step_lower", "step_upper", "steps", "seconds", "lower", "upper", "inside_domain",
+            "nearest_run_distance", "query_kind"]
+    return out[cols]

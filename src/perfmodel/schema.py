@@ -224,7 +224,7 @@ def _where(df: pd.DataFrame, mask: np.ndarray, limit: int = 5) -> str:
         ids = [str(v) for v in df["run_id"].to_numpy()[rows[:limit]]]
         label = "run_id " + ", ".join(ids)
     else:
-        label = "rows " + ", ".join(str(int(r)) for r in rows[:limit])
+        label = "rows " + ", ".join(str(int(r) + 1) for r in rows[:limit])  # data rows counted from 1
     more = f" and {len(rows) - limit} more" if len(rows) > limit else ""
     return f"{label}{more}"
 

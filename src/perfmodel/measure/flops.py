@@ -5,7 +5,13 @@ from __future__ import annotations
 import copy
 import math
 
-__all__ = ["count_module", "host_peak_flops"]
+__all__ = ["count_module", "count_params", "host_peak_flops"]
+
+
+def count_params(module) -> int:
+    """Trainable parameters of a torch module — the one place perfmodel counts them (zoo, recorder and
+    :func:`count_module` call it)."""
+    return int(sum(p.numel() for p in module.parameters() if p.requires_grad))
 
 
 def count_module(module, example_input) -> tuple[int, float | None]:
@@ -24,7 +30,7 @@ def count_module(module, example_input) -> tuple[int, float | None]:
     inputs = example_input if isinstance(example_input, (tuple, list)) else (example_input,)
     if not all(isinstance(t, torch.Tensor) for t in inputs):
         raise TypeError("example_input must be a torch.Tensor (one sample, no batch dimension) or a tuple of them.")
-    params = int(sum(p.numel() for p in module.parameters() if p.requires_grad))
+    params = count_params(module)
     clone = copy.deepcopy(module)
     clone.train()
     batch = tuple(t.unsqueeze(0) for t in inputs)

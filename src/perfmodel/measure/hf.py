@@ -145,7 +145,7 @@ def hf_workload(spec: str, *, name: str | None = None, seq_len: int | None = Non
     import torch
     import torch.nn.functional as F
 
-    from .workload import Workload
+    from ._workload_types import Workload
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach the network from a measured run
     target, is_file, overrides, head = parse_hf_spec(spec)

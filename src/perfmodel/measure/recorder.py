@@ -35,6 +35,7 @@ from .._validation import check_positive_int
 from ..hardware import resolve_gpu_type
 from ..io import append_runs
 from ._timing import summarise_steps
+from .flops import count_params
 from .telemetry import NvmlSampler, host_facts, nvml_device_facts
 
 __all__ = ["Recorder", "record"]
@@ -58,7 +59,7 @@ class Recorder:
         self.output = output
         self.module = module
         if params is None and module is not None:
-            params = int(sum(p.numel() for p in module.parameters() if p.requires_grad))
+            params = count_params(module)
         if params is None:
             raise ValueError("record needs the model size: pass module=<torch.nn.Module> or params=<int>.")
         self.params = check_positive_int(params, "params", "record")

@@ -108,28 +108,7 @@ def default_model_name(spec: str) -> str:
     return spec
 
 
-@dataclass
-class Workload:
-    """One training step's ingredients, whatever the model's origin."""
-
-    name: str
-    source: str  # zoo | hf | factory
-    family: str | None
-    module: Any
-    make_inputs: Callable  # (batch_size, device) -> (inputs tuple, target or None)
-    loss: Callable  # (output, inputs tuple, target) -> scalar
-    analytic_flops: float | None = None
-    seq_len: int | None = None
-    checkpointing_supported: bool = False
-
-    def enable_checkpointing(self) -> bool:
-        """Turn on activation checkpointing if the module supports it; return whether it is on."""
-        fn = (getattr(self.module, "activation_checkpointing_enable", None)  # transformers >= 5
-              or getattr(self.module, "gradient_checkpointing_enable", None))
-        if fn is None or (self.source == "hf" and not getattr(self.module, "supports_gradient_checkpointing", False)):
-            return False
-        fn()
-        return True
+from ._workload_types import Workload  # noqa: E402  (defined below hf's layer: hf builds Workloads)
 
 
 def _load_factory(spec: str) -> Callable:

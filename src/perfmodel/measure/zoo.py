@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
-from torch import nn
 import torch.nn.functional as F
+from torch import nn
+
+from .flops import count_params  # noqa: F401  (re-exported: zoo.count_params)
 
 __all__ = ["ZOO", "LARGE_ZOO", "ModelBundle", "build", "list_models", "known_models", "count_params",
            "count_flops_per_sample", "analytic_flops_per_sample"]
@@ -363,10 +365,6 @@ def build(name: str, **knobs) -> ModelBundle:
     params = {**default, **knobs}
     family, module, make, loss, shape, flops = builder(**params)
     return ModelBundle(name, family, module, make, loss, shape, flops, params)
-
-
-def count_params(module: nn.Module) -> int:
-    return int(sum(p.numel() for p in module.parameters() if p.requires_grad))
 
 
 def count_flops_per_sample(bundle: ModelBundle, device: torch.device | str = "cpu") -> tuple[float, str]:

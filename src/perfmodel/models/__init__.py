@@ -6,7 +6,8 @@ from ._gbm import GBMRegressor, TreeEnsemble, conformal_quantile
 from ._ols import OLSRegressor
 from ._physics import PhysicsRegressor
 from ._roofline import RooflineRegressor
-from ._training import METHODS, Summary, TrainingTimeModel, mape, median_ape
+from ..metrics import mape, median_ape
+from ._training import METHODS, Summary, TrainingTimeModel
 
 __all__ = ["OLSRegressor", "GBMRegressor", "PhysicsRegressor", "RooflineRegressor", "TrainingTimeModel", "Summary", "METHODS", "mape", "median_ape",
            "conformal_quantile", "TreeEnsemble"]

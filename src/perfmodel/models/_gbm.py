@@ -11,6 +11,7 @@ from sklearn.model_selection import KFold
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._validation import check_confidence
+from ..metrics import r2
 
 __all__ = ["GBMRegressor", "conformal_quantile", "TreeEnsemble"]
 
@@ -210,8 +211,7 @@ class GBMRegressor(RegressorMixin, BaseEstimator):
         fitted = self.estimator_.predict(X)
         resid = t - fitted
         self.resid_std_ = float(np.std(resid, ddof=1)) if len(t) > 1 else np.nan
-        ss_tot = float(np.sum((t - t.mean()) ** 2))
-        self.rsquared_ = 1 - float(np.sum(resid**2)) / ss_tot if ss_tot > 0 else np.nan
+        self.rsquared_ = r2(t, t - resid)
         self.feature_importances_ = self.estimator_.feature_importances_
         return self
 

@@ -33,14 +33,13 @@ from sklearn.model_selection import GroupKFold, KFold, LeaveOneGroupOut
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_confidence
-from ..features import CPU_THREAD_NOMINAL_FLOPS
+from ..metrics import r2
+from ..features import CPU_THREAD_NOMINAL_FLOPS, PHYSICS_COLUMNS
 from ._gbm import conformal_quantile
 
 __all__ = ["PhysicsRegressor", "PHYSICS_COLUMNS", "CPU_THREAD_NOMINAL_FLOPS"]
 
 #: The columns RunFeaturizer(kind="physics") produces, in order.
-PHYSICS_COLUMNS = ("t_compute_s", "work_gflop", "t_opt_s", "t_comm_s", "data_parallel", "family_code",
-                   "model_code", "batch_size", "gpu_count")
 _PRIOR_WEIGHT = 0.003
 
 
@@ -111,8 +110,7 @@ class PhysicsRegressor(RegressorMixin, BaseEstimator):
         logy = np.log(y)
         resid = logy - np.log(self._predict_raw(self.params_, X))
         self.resid_std_ = float(np.std(resid, ddof=1))
-        ss_tot = float(np.sum((logy - logy.mean()) ** 2))
-        self.rsquared_ = 1 - float(np.sum(resid**2)) / ss_tot if ss_tot > 0 else np.nan
+        self.rsquared_ = r2(logy, logy - resid)
         fam = X[:, 5].astype(int)
         models = X[:, 6].astype(int)
         self.known_families_ = np.unique(fam[fam >= 0])

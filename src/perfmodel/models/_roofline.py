@@ -37,6 +37,7 @@ from sklearn.model_selection import GroupKFold, KFold
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_confidence
+from ..metrics import r2
 from ..features import ROOFLINE_COLUMNS
 from ._gbm import conformal_quantile
 
@@ -161,8 +162,7 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
         resid = r - Z @ self.coef_
         logy = np.log(y)
         self.resid_std_ = float(np.std(resid, ddof=1)) if len(y) > 1 else 0.0
-        ss_tot = float(np.sum((logy - logy.mean()) ** 2))
-        self.rsquared_ = 1 - float(np.sum(resid ** 2)) / ss_tot if ss_tot > 0 else np.nan
+        self.rsquared_ = r2(logy, logy - resid)
         codes = {g: X[:, _COL[g]].astype(int) for g in _GROUPS}
         self.known_pairs_ = np.unique(codes["model_code"] * 100_003 + codes["device_code"])
         self.count_range_ = (float(np.exp(X[:, _COL["log_n"]].min())), float(np.exp(X[:, _COL["log_n"]].max())))

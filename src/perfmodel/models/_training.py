@@ -12,16 +12,18 @@ from sklearn.model_selection import KFold, cross_val_predict
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
+from .._delegates import resolve
 from .._validation import check_choice, check_confidence
 from ..exceptions import NotFittedError
 from ..features import RunFeaturizer
+from ..metrics import mape, median_ape, r2
 from ..schema import validate_runs
 from ._gbm import GBMRegressor
 from ._ols import OLSRegressor
 from ._physics import PhysicsRegressor
 from ._roofline import RooflineRegressor
 
-__all__ = ["TrainingTimeModel", "METHODS", "Summary", "mape", "median_ape", "model_table",
+__all__ = ["TrainingTimeModel", "METHODS", "Summary", "model_table",
            "precision_by_device"]
 
 #: Methods: name -> (description, feature set).
@@ -36,18 +38,6 @@ METHODS = {
                  "cross-conformal intervals matched to the query (new device, new model, new pair, new count)",
                  "roofline"),
 }
-
-
-def mape(y_true, y_pred) -> float:
-    """Mean absolute percentage error, in percent."""
-    y_true, y_pred = np.asarray(y_true, float), np.asarray(y_pred, float)
-    return float(np.mean(np.abs(y_pred - y_true) / np.abs(y_true)) * 100)
-
-
-def median_ape(y_true, y_pred) -> float:
-    """Median absolute percentage error, in percent."""
-    y_true, y_pred = np.asarray(y_true, float), np.asarray(y_pred, float)
-    return float(np.median(np.abs(y_pred - y_true) / np.abs(y_true)) * 100)
 
 
 def model_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -70,9 +60,14 @@ def precision_by_device(runs: pd.DataFrame) -> dict:
     return {g: (str(grp["p"].mode().iloc[0]), bool(grp["p"].nunique() == 1)) for g, grp in frame.groupby("g")}
 
 
-def _r2(y, yhat) -> float:
-    ss_tot = float(np.sum((y - np.mean(y)) ** 2))
-    return 1 - float(np.sum((y - yhat) ** 2)) / ss_tot if ss_tot > 0 else float("nan")
+#: Extrapolation widening of every method's interval: beyond ``EXTRAPOLATION_D0`` (in units of
+#: :meth:`TrainingTimeModel.domain_distance`) the log half-widths are multiplied by
+#: ``1 + EXTRAPOLATION_C · (d − EXTRAPOLATION_D0)``. Calibrated on the bundled CPU runs' leave-one-group-out
+#: splits by ``benchmarks/extrapolation.py`` (held-out runs beyond d0 covered at the nominal level).
+EXTRAPOLATION_D0 = 0.5
+#: Log-scale unit of :meth:`TrainingTimeModel.domain_distance` along a quantity the training runs never varied.
+CONSTANT_DIMENSION_SCALE = 0.1
+EXTRAPOLATION_C = 0.25
 
 
 class TrainingTimeModel(RegressorMixin, BaseEstimator):
@@ -83,8 +78,9 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
 
     Parameters
     ----------
-    method : {"loglinear", "gbm", "linear"}, default="loglinear"
-        See :data:`METHODS`.
+    method : {"loglinear", "physics", "roofline", "gbm", "linear"}, default="loglinear"
+        One named method (see :data:`METHODS`). Choosing among them (``method="auto"``, the default of
+        :func:`perfmodel.fit` and every other entry point) is the fitting policy's job: :mod:`perfmodel.fitting`.
     cv : int, default=5
         Folds of the k-fold cross-validated error computed at ``fit`` (``None`` to skip).
     random_state : int, default=0
@@ -130,7 +126,8 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
     def fit(self, X, y=None):
         """Fit on a run history ``X`` (DataFrame); ``y`` defaults to ``X["step_time_s"]``."""
         check_choice(self.method, "method", "TrainingTimeModel", tuple(METHODS))
-        runs = validate_runs(X)
+        # perfmodel.fitting hands over runs it has validated once (load_history); anything else is validated here
+        runs = X if getattr(self, "_prevalidated", False) and isinstance(X, pd.DataFrame) else validate_runs(X)
         y = runs["step_time_s"].to_numpy(dtype=float) if y is None else np.asarray(y, dtype=float)
         if len(runs) < 3:
             raise ValueError(f"TrainingTimeModel needs at least 3 runs to fit; the history has {len(runs)}.")
@@ -143,8 +140,8 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         self.n_runs_ = len(runs)
         self.n_features_in_ = runs.shape[1]
         yhat = np.maximum(pipe.predict(runs), 1e-12)
-        self.rsquared_ = _r2(y, yhat)
-        self.rsquared_log_ = _r2(np.log(y), np.log(yhat))
+        self.rsquared_ = r2(y, yhat)
+        self.rsquared_log_ = r2(np.log(y), np.log(yhat))
         self.rsquared_adj_ = float(getattr(reg, "rsquared_adj_", np.nan))
         self.resid_std_ = float(reg.resid_std_)
         self.gpu_types_ = sorted(map(str, pd.unique(runs["gpu_type"])))
@@ -161,7 +158,9 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         pts = np.log(dom.fillna(dom.median()).to_numpy(dtype=float))
         pts = np.where(np.isfinite(pts), pts, 0.0)
         scale = pts.std(axis=0)
-        self._domain_scale = np.where(scale > 0, scale, 1.0)
+        # a quantity the runs never varied (e.g. one device count) says nothing about its effect: there a change
+        # of CONSTANT_DIMENSION_SCALE in log units (about 10%) counts as one unit of distance
+        self._domain_scale = np.where(scale > 0, scale, CONSTANT_DIMENSION_SCALE)
         self._domain_points = pd.DataFrame(pts).drop_duplicates().to_numpy()
         self._domain_tree = None  # built on first use
         if "startup_s" in runs.columns and runs["startup_s"].notna().any():
@@ -193,29 +192,49 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         return self.pipeline_.predict(X)
 
     def predict_interval(self, X, confidence: float = 0.9) -> pd.DataFrame:
-        """Step time with a prediction interval for one new run at ``confidence``.
+        """Mean step time of one new run with its prediction interval at ``confidence``.
+
+        Every method's interval goes through here, and widens with the distance to the data: beyond
+        ``EXTRAPOLATION_D0`` (see :meth:`domain_distance`) the log half-widths grow by a factor
+        ``1 + EXTRAPOLATION_C · (d − EXTRAPOLATION_D0)``, so a query far outside the fitted runs never gets an
+        in-range-sized interval.
 
         Returns
         -------
-        DataFrame with columns ``step_time_s``, ``lower``, ``upper``.
+        DataFrame with columns ``step_time_s``, ``step_lower``, ``step_upper`` (per step, seconds) and
+        ``nearest_run_distance``.
         """
         self._check()
         confidence = check_confidence(confidence, "TrainingTimeModel.predict_interval")
         Xf = self.pipeline_.named_steps["features"].transform(X)
         pred, lo, hi = self.pipeline_.named_steps["regressor"].predict_interval(Xf, confidence)
-        return pd.DataFrame({"step_time_s": pred, "lower": lo, "upper": hi}, index=getattr(X, "index", None))
+        pred, lo, hi = (np.asarray(a, dtype=float) for a in (pred, lo, hi))
+        dist = self.domain_distance(X) if isinstance(X, pd.DataFrame) else np.zeros(len(pred))
+        d0, c = getattr(self, "_widening", (EXTRAPOLATION_D0, EXTRAPOLATION_C))
+        factor = 1 + c * np.maximum(dist - d0, 0.0)
+        if np.any(factor > 1):
+            ok = (pred > 0) & (lo > 0)
+            safe = np.where(ok, pred, 1.0)
+            lo = np.where(ok, safe * np.exp(-np.log(safe / np.where(ok, lo, 1.0)) * factor), lo)
+            hi = np.where(pred > 0, safe * np.exp(np.log(np.maximum(hi, 1e-300) / safe) * factor), hi)
+        return pd.DataFrame({"step_time_s": pred, "step_lower": lo, "step_upper": hi, "nearest_run_distance": dist},
+                            index=getattr(X, "index", None))
 
     def domain_distance(self, X: pd.DataFrame) -> np.ndarray:
         """Distance of each query to the nearest training run, in training standard deviations of the logs of
-        (params, batch_size, gpu_count, flops_per_sample). 0 means a configuration the fit has seen; above ~1 the
-        query is far from every run."""
+        (params, batch_size, gpu_count, flops_per_sample), root-mean-square over the four. 0 means a configuration
+        the fit has seen; above ~1 the query is far from every run. Along a quantity all training runs share
+        (e.g. one device count) the unit is ``CONSTANT_DIMENSION_SCALE`` (0.1 in log, ~10%): the runs say nothing
+        about its effect, so any change is far."""
         self._check()
         cols = ["params", "batch_size", "gpu_count", "flops_per_sample"]
         med = self.domain_[["min", "max"]].mean(axis=1)
         q = pd.DataFrame({c: pd.to_numeric(X[c], errors="coerce") if c in X.columns else np.nan for c in cols})
         q = q.fillna(med)
         qp = np.log(np.maximum(q.to_numpy(dtype=float), 1e-300))
-        qp = np.where(np.isfinite(qp), qp, 0.0)  # a quantity the history never had (e.g. FLOPs) counts as equal
+        never = self.domain_["min"].reindex(cols).isna().to_numpy()
+        # a quantity the history never had (e.g. FLOPs), or the query lacks, counts as equal
+        qp = np.where(np.isfinite(qp) & ~never, qp, 0.0)
         frame = pd.DataFrame(qp)
         inverse = frame.groupby(list(frame.columns), sort=False).ngroup().to_numpy()  # queries repeat configs
         first = np.unique(inverse, return_index=True)[1]
@@ -256,28 +275,21 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
 
     def plot_fit(self, runs, **kwargs):
         """Predicted vs measured, with intervals (:func:`perfmodel.plot.plot_predicted_vs_measured`)."""
-        from ..plot import plot_predicted_vs_measured
-
-        return plot_predicted_vs_measured(self, runs, **kwargs)
+        return resolve("plot_fit")(self, runs, **kwargs)
 
     def plot_residuals(self, runs, **kwargs):
         """Residuals against each feature (:func:`perfmodel.plot.plot_residuals`)."""
-        from ..plot import plot_residuals
-
-        return plot_residuals(self, runs, **kwargs)
+        return resolve("plot_residuals")(self, runs, **kwargs)
 
     def plot_batch_curves(self, runs, **kwargs):
         """Step time vs batch size with the fitted band (:func:`perfmodel.plot.plot_batch_curves`)."""
-        from ..plot import plot_batch_curves
-
-        return plot_batch_curves(self, runs, **kwargs)
+        return resolve("plot_batch_curves")(self, runs, **kwargs)
 
     def save(self, path, *, format: str = "safe") -> None:
         """Save the fitted model; by default in perfmodel's pickle-free format (see :mod:`perfmodel.persistence`).
-        Load with :func:`perfmodel.load_model`."""
-        from ..persistence import save_model
-
-        save_model(self, path, format=format)
+        Load with :func:`perfmodel.load_model`. (Delegates to ``perfmodel.persistence.save_model`` through
+        :mod:`perfmodel._delegates`: the model layer does not import persistence.)"""
+        resolve("save")(self, path, format=format)
 
 
 class Summary:
@@ -299,9 +311,10 @@ class Summary:
             ("R² (log step time)", f"{m.rsquared_log_:.4f}"),
             ("Adj. R² (fitted scale)", "n/a" if np.isnan(m.rsquared_adj_) else f"{m.rsquared_adj_:.4f}"),
             ("Residual std (fitted scale)", f"{m.resid_std_:.4g}"),
+        ] + ([
             (f"{m.cv}-fold CV MAPE", "n/a" if np.isnan(m.cv_mape_) else f"{m.cv_mape_:.1f}%"),
             (f"{m.cv}-fold CV median APE", "n/a" if np.isnan(m.cv_median_ape_) else f"{m.cv_median_ape_:.1f}%"),
-        ]
+        ] if m.cv else [("Cross-validated error", "not computed (cv=None)")])
 
     def as_text(self) -> str:
         width = 78
@@ -310,15 +323,37 @@ class Summary:
         lines.append("=" * width)
         table = self.model.coef_table()
         lines.append(table.to_string(float_format=lambda v: f"{v:.4g}"))
+        notes = self._notes(table)
+        if notes:
+            import textwrap
+
+            lines.append("-" * width)
+            lines += [textwrap.fill(n, width) for n in notes]
         lines.append("=" * width)
         if self.model.method != "linear":
             lines.append("Target: log(step_time_s); predictions are exp(fit), intervals back-transformed.")
         return "\n".join(lines)
 
+    @staticmethod
+    def _notes(table: pd.DataFrame) -> list[str]:
+        """Comments on fitted constants that do not mean what their name suggests."""
+        notes = []
+        if "value" in table.columns:
+            eff = table["value"][[str(i).startswith("efficiency[") for i in table.index]]
+            over = eff[eff > 1]
+            if len(over):
+                notes.append(f"Note: {', '.join(f'{k} {v:.3g}' for k, v in over.items())} > 1: efficiencies are "
+                             "relative to a nominal device peak (on CPU, a nominal per-thread rate), not a measured "
+                             "one, so values above 1 mean the hardware beats the nominal figure — not more than 100% "
+                             "utilisation.")
+        return notes
+
     def as_html(self) -> str:
         rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in self._header())
-        table = self.model.coef_table().to_html(float_format=lambda v: f"{v:.4g}")
-        return f"<div><table><caption>perfmodel fit summary</caption>{rows}</table>{table}</div>"
+        coef = self.model.coef_table()
+        table = coef.to_html(float_format=lambda v: f"{v:.4g}")
+        notes = "".join(f"<p>{html.escape(n)}</p>" for n in self._notes(coef))
+        return f"<div><table><caption>perfmodel fit summary</caption>{rows}</table>{table}{notes}</div>"
 
     def __str__(self) -> str:
         return self.as_text()

@@ -1,0 +1,111 @@
+"""A disk cache of fitted models, so that ``perfmodel predict`` does not refit the same history every time.
+
+Models fitted on history *files* (the bundled runs, or your own CSV/Parquet) are saved in perfmodel's safe,
+pickle-free format (:mod:`perfmodel.persistence`) under the cache directory, keyed by a SHA-256 of the files'
+contents, the perfmodel version, the method and the kind of query the method was chosen for. A changed file, a
+new perfmodel version or another method gives another key, so a stale model is never used. A file that cannot be
+read back (damaged, other version) is ignored and refitted.
+
+Where: ``$PERFMODEL_CACHE_DIR`` if set (``off`` disables the cache), else the platform's user cache directory
+(``$XDG_CACHE_HOME/perfmodel`` or ``~/.cache/perfmodel`` on Linux, ``~/Library/Caches/perfmodel`` on macOS,
+``%LOCALAPPDATA%\\perfmodel\\Cache`` on Windows). ``perfmodel cache info`` shows it; ``perfmodel cache clear``
+empties it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sys
+from pathlib import Path
+
+from . import __version__
+
+__all__ = ["cache_dir", "cache_key", "load_cached", "store", "clear", "info"]
+
+_SUFFIX = ".perfmodel"
+#: Bumped when fitted state changes meaning within one perfmodel version (part of every key).
+_LAYOUT = 2
+log = logging.getLogger("perfmodel")
+
+
+def cache_dir() -> Path | None:
+    """The cache directory, or None when the cache is off (``PERFMODEL_CACHE_DIR=off``)."""
+    env = os.environ.get("PERFMODEL_CACHE_DIR")
+    if env is not None:
+        return None if env.strip().lower() in ("", "off", "0", "none") else Path(env).expanduser()
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "perfmodel"
+    if os.name == "nt":
+        return Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local")) / "perfmodel" / "Cache"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "perfmodel"
+
+
+def _file_digest(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def cache_key(paths, method: str, kind: str) -> str:
+    """SHA-256 of the history files' contents, perfmodel's version, the method and the query kind."""
+    h = hashlib.sha256(f"perfmodel {__version__}/{_LAYOUT}\n{method}\n{kind}\n".encode())
+    for p in paths:
+        h.update(_file_digest(p).encode())
+    return h.hexdigest()[:32]
+
+
+def load_cached(key: str):
+    """The cached model for ``key``, or None (absent, cache off, or unreadable — never an error)."""
+    where = cache_dir()
+    path = None if where is None else where / f"{key}{_SUFFIX}"
+    if path is None or not path.is_file():
+        return None
+    from .persistence import load_model
+
+    try:
+        return load_model(path)  # safe format only: never unpickles
+    except (ValueError, TypeError, OSError, KeyError) as exc:
+        log.info("ignoring unreadable cached model %s (%s)", path, exc)
+        return None
+
+
+def store(key: str, model) -> Path | None:
+    """Save ``model`` under ``key`` (atomically, safe format); failures (read-only disk...) are only logged."""
+    where = cache_dir()
+    if where is None:
+        return None
+    from .persistence import save_model
+
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        return save_model(model, where / f"{key}{_SUFFIX}")
+    except (OSError, TypeError, ValueError) as exc:
+        log.info("could not cache the fitted model in %s (%s)", where, exc)
+        return None
+
+
+def info() -> dict:
+    """``{"directory", "enabled", "models", "bytes"}``."""
+    where = cache_dir()
+    files = sorted(where.glob(f"*{_SUFFIX}")) if where is not None and where.is_dir() else []
+    return {"directory": None if where is None else str(where), "enabled": where is not None,
+            "models": len(files), "bytes": sum(f.stat().st_size for f in files)}
+
+
+def clear() -> int:
+    """Delete the cached models; returns how many were removed."""
+    where = cache_dir()
+    if where is None or not where.is_dir():
+        return 0
+    n = 0
+    for f in where.glob(f"*{_SUFFIX}"):
+        try:
+            f.unlink()
+            n += 1
+        except FileNotFoundError:
+            pass
+    return n

@@ -1,0 +1,176 @@
+"""Dollars for a job: the price table and :func:`estimate_cost` (the time interval carried through).
+
+The bundled price table (``data/prices.csv``) holds indicative on-demand list prices per device-hour with the
+provider, the date and the source of each row; spot prices there are typical discounts, not quotes. Prices change
+often: pass your own table (``prices=`` a DataFrame or a CSV/YAML path with the same columns) for real decisions.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .._format import to_plain
+from .._validation import check_positive_float, check_positive_int
+from ..exceptions import UnknownPriceError
+from ..hardware import resolve_gpu_type
+
+__all__ = ["load_prices", "price_per_hour", "estimate_cost", "CostEstimate"]
+
+_PRICE_COLUMNS = ("gpu_type", "provider", "on_demand_usd_per_hour", "spot_usd_per_hour")
+
+
+def load_prices(prices=None) -> pd.DataFrame:
+    """The price table: None (bundled), a CSV or YAML path (a list of rows) or a DataFrame with columns ``gpu_type, provider,
+    on_demand_usd_per_hour`` and optionally ``spot_usd_per_hour``. Device names are resolved; negative or
+    non-numeric prices raise ValueError."""
+    if prices is None:
+        from ..datasets import bundled_runs_path
+
+        prices = bundled_runs_path("prices.csv")
+    if isinstance(prices, pd.DataFrame):
+        df = prices.copy()
+    elif str(prices).lower().endswith((".yaml", ".yml")):
+        try:
+            import yaml
+        except ImportError:  # pragma: no cover - PyYAML is optional
+            raise ImportError("Reading a YAML price table needs PyYAML (pip install pyyaml); or use CSV.") from None
+        with open(prices, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+        rows = data.get("prices", data) if isinstance(data, dict) else data
+        if not isinstance(rows, list):
+            raise ValueError(f"The YAML price table {str(prices)!r} must be a list of rows (or {{prices: [...]}}).")
+        df = pd.DataFrame(rows)
+    else:
+        df = pd.read_csv(prices)
+    missing = [c for c in _PRICE_COLUMNS[:3] if c not in df.columns]
+    if missing:
+        raise ValueError(f"The price table is missing column(s) {missing}; needs {', '.join(_PRICE_COLUMNS)}.")
+    if "spot_usd_per_hour" not in df.columns:
+        df["spot_usd_per_hour"] = np.nan
+    for col in ("on_demand_usd_per_hour", "spot_usd_per_hour"):
+        vals = pd.to_numeric(df[col], errors="coerce")
+        bad = (vals.isna() & df[col].notna()) | (vals < 0)
+        if col == "on_demand_usd_per_hour":
+            bad |= vals.isna()
+        if bad.any():
+            raise ValueError(f"The price table's {col!r} must be a non-negative number; rows "
+                             f"{', '.join(str(i + 1) for i in np.flatnonzero(bad.to_numpy())[:5])} (counting from 1) are not "
+                             f"(e.g. {df[col][bad].iloc[0]!r}).")
+        df[col] = vals.astype(float)
+    df["gpu_type"] = [resolve_gpu_type(str(g)) for g in df["gpu_type"]]
+    df["provider"] = df["provider"].astype(str)
+    return df
+
+
+def price_per_hour(gpu_type: str, *, provider: str | None = None, spot: bool = False, prices=None) -> float:
+    """Dollars per device-hour (per worker-hour for ``cpu``); the cheapest provider unless ``provider`` is given.
+
+    Raises ValueError naming the device (and the ones that have prices) when the table has no price for it.
+    """
+    table = load_prices(prices)
+    g = resolve_gpu_type(gpu_type)
+    rows = table[table["gpu_type"] == g]
+    if provider is not None:
+        rows = rows[rows["provider"] == provider]
+    col = "spot_usd_per_hour" if spot else "on_demand_usd_per_hour"
+    rows = rows[rows[col].notna()]
+    if rows.empty:
+        have = sorted(set(table.loc[table[col].notna(), "gpu_type"]))
+        where = f" from provider {provider!r}" if provider else ""
+        raise UnknownPriceError(f"No {'spot' if spot else 'on-demand'} price for {g!r}{where} in the price table; it has "
+                         f"prices for: {', '.join(have)}. Pass prices= with your own table.")
+    return float(rows[col].min())
+
+
+@dataclass
+class CostEstimate:
+    """Dollars for one job, with the interval carried from the time prediction."""
+
+    dollars: float
+    lower: float
+    upper: float
+    hours: float
+    usd_per_device_hour: float
+    devices: int
+    spot: bool
+    overhead_fraction: float = 0.0
+
+    def to_dict(self) -> dict:
+        """Plain JSON types only (``json.dumps(..., allow_nan=False)`` accepts it)."""
+        return to_plain(self)
+
+    def __str__(self) -> str:
+        kind = "spot" if self.spot else "on-demand"
+        return (f"${self.dollars:,.2f} ({kind}; interval ${self.lower:,.2f} – ${self.upper:,.2f}; "
+                f"{self.devices} x ${self.usd_per_device_hour:.3g}/h)")
+
+
+def _spot_factor(*, checkpoint_interval_s: float, checkpoint_cost_s: float, restart_s: float,
+                 interruptions_per_hour: float) -> float:
+    """Expected wall-clock multiplier of a spot job: checkpoint writes, plus for each interruption the restart
+    and on average half a checkpoint interval of lost work; interruptions arrive at a constant rate over the
+    (longer) effective time, so ``T_eff = T·(1 + c/I) / (1 − λ·(R + I/2))``."""
+    loss_per_interrupt_h = (restart_s + checkpoint_interval_s / 2) / 3600
+    denom = 1 - interruptions_per_hour * loss_per_interrupt_h
+    if denom <= 0:
+        raise ValueError("With this interruption rate the job loses more time to restarts than it runs: lower "
+                         "interruptions_per_hour or checkpoint_interval_s.")
+    return (1 + checkpoint_cost_s / checkpoint_interval_s) / denom
+
+
+def estimate_cost(prediction=None, *, seconds=None, lower=None, upper=None, gpu_type=None, gpu_count=None,
+                  provider=None, prices=None, spot=False, checkpoint_interval_s=1800.0, checkpoint_cost_s=30.0,
+                  restart_s=300.0, interruptions_per_hour=0.05) -> CostEstimate:
+    """Dollars for a job: devices × hours × price, with the time interval carried through.
+
+    Parameters
+    ----------
+    prediction : TrainingTimePrediction, optional
+        From :func:`perfmodel.predict_training_time` (gives seconds, interval, device type and count); or pass
+        ``seconds`` (and optionally ``lower``/``upper``), ``gpu_type`` and ``gpu_count``.
+    provider : str, optional
+        Price from this provider; default the cheapest in the table.
+    prices : DataFrame or path, optional
+        Your own price table (see :func:`load_prices`).
+    spot : bool, default=False
+        Spot pricing, with the interruption overhead below added to the time.
+    checkpoint_interval_s : float, default=1800
+        Seconds between checkpoints (spot only).
+    checkpoint_cost_s : float, default=30
+        Seconds to write one checkpoint.
+    restart_s : float, default=300
+        Seconds to get a new instance and resume after an interruption.
+    interruptions_per_hour : float, default=0.05
+        Spot interruption rate (AWS reports most instance types under 5% interruptions per month; 0.05/h is a
+        deliberately cautious default).
+    """
+    if prediction is not None:
+        seconds, lower, upper = prediction.seconds, prediction.lower, prediction.upper
+        gpu_type = gpu_type or prediction.query.get("gpu_type")
+        gpu_count = gpu_count or prediction.query.get("gpu_count")
+    seconds = check_positive_float(seconds, "seconds", "estimate_cost")
+    lower = seconds if lower is None else float(lower)
+    upper = seconds if upper is None else float(upper)
+    if not (0 <= lower <= seconds <= upper) or not np.isfinite(upper):
+        raise ValueError(f"estimate_cost needs 0 <= lower <= seconds <= upper (finite). Got lower={lower!r}, "
+                         f"seconds={seconds!r}, upper={upper!r}.")
+    if gpu_type is None:
+        raise ValueError("estimate_cost needs gpu_type (or a prediction that carries it).")
+    gpu_count = check_positive_int(1 if gpu_count is None else int(gpu_count), "gpu_count", "estimate_cost")
+    for name, val in (("checkpoint_interval_s", checkpoint_interval_s), ("checkpoint_cost_s", checkpoint_cost_s),
+                      ("restart_s", restart_s)):
+        check_positive_float(val, name, "estimate_cost")
+    if not isinstance(interruptions_per_hour, numbers.Real) or interruptions_per_hour < 0:
+        raise ValueError(f"The 'interruptions_per_hour' parameter of estimate_cost must be >= 0. "
+                         f"Got {interruptions_per_hour!r} instead.")
+    rate = price_per_hour(gpu_type, provider=provider, spot=spot, prices=prices)
+    factor = _spot_factor(checkpoint_interval_s=checkpoint_interval_s, checkpoint_cost_s=checkpoint_cost_s,
+                          restart_s=restart_s, interruptions_per_hour=interruptions_per_hour) if spot else 1.0
+    per_s = rate * gpu_count / 3600 * factor
+    return CostEstimate(dollars=seconds * per_s, lower=lower * per_s, upper=upper * per_s,
+                        hours=seconds * factor / 3600, usd_per_device_hour=rate, devices=gpu_count, spot=spot,
+                        overhead_fraction=factor - 1)

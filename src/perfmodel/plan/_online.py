@@ -1,0 +1,169 @@
+"""Remaining and total time of a running job, updated with each observed step."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+from .._format import to_plain
+from .._validation import check_confidence, check_positive_float, check_positive_int
+
+__all__ = ["OnlineEstimator", "OnlineEstimate", "DEFAULT_STEP_NOISE", "DEFAULT_DRIFT"]
+
+#: Prior log-sd of one step around the run's level (the median step-time CV of the bundled CPU runs, 0.089).
+DEFAULT_STEP_NOISE = 0.09
+#: Log-sd of a run's level drifting over the run (level shifts, contention); chosen so that the benchmark's
+#: 90% intervals cover 85-95% at every number of steps seen (benchmarks/online_remaining.py).
+DEFAULT_DRIFT = 0.09
+#: Steps over which the drift builds up: the remaining steps' mean level moves by drift² · m / (m + drift_steps).
+DEFAULT_DRIFT_STEPS = 40.0
+
+
+@dataclass(frozen=True)
+class OnlineEstimate:
+    """Remaining and total time of a running job after ``steps_done`` steps, with its interval (seconds).
+
+    Dict-style access (``est["total"]``) works as well as attributes.
+    """
+
+    steps_done: int
+    elapsed: float
+    remaining: float
+    remaining_lower: float
+    remaining_upper: float
+    total: float
+    total_lower: float
+    total_upper: float
+    confidence: float
+    changepoint: int | None = None
+
+    def __getitem__(self, key: str):
+        if key not in self.__dataclass_fields__:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def keys(self):
+        return self.__dataclass_fields__.keys()
+
+    def to_dict(self) -> dict:
+        """Plain JSON types only."""
+        return to_plain(self)
+
+
+class OnlineEstimator:
+    """Remaining and total time of a running job, updated with each observed step; drift- and changepoint-aware.
+
+    Model, on the log scale: step ``i`` takes ``log t_i = μ + d_i + ε_i`` — the job's level ``μ``, a slow drift
+    ``d`` of the level over the run (contention, thermal, data) with log-sd ``drift``, and per-step noise ``ε``
+    with log-sd ``s``.
+
+    * ``μ`` starts from the fitted model's prediction (log-normal prior: centre at the predicted step time,
+      spread from its interval). The mean of the steps seen is an observation of ``μ`` with variance
+      ``s²/k_eff + drift²``: k autocorrelated steps count as ``k_eff = k(1 − r)/(1 + r)`` independent ones, and
+      however many steps are seen, the level they show may still drift by ``drift``.
+    * ``s²`` is a scaled-inverse-χ² combination of a prior (``step_noise``, 4 pseudo-steps) and the sample
+      variance of the steps seen.
+    * Changepoints: once 8 steps are seen, the split that best separates an earlier and a later level is tested
+      (two-sample t on the logs, |t| > 4); if the level changed, only the steps after the change inform ``μ``.
+    * The remaining time is ``m · exp(μ + s²/2)`` with ``m = N − k`` steps left; its interval on the log scale
+      has variance ``Var(μ) + s²/m + drift² · m/(m + drift_steps)`` (the level drifts less over a short rest).
+
+    Use it directly (``update(step_seconds)``, ``estimate()``), or as a recorder callback:
+    ``rec.add_callback(estimator.callback)``.
+    """
+
+    def __init__(self, prior_step_seconds: float, prior_lower: float, prior_upper: float, total_steps: int, *,
+                 confidence: float = 0.9, prior_confidence: float = 0.9, warmup_steps: int = 0,
+                 step_noise: float = DEFAULT_STEP_NOISE, drift: float = DEFAULT_DRIFT,
+                 drift_steps: float = DEFAULT_DRIFT_STEPS):
+        self.total_steps = check_positive_int(total_steps, "total_steps", "OnlineEstimator")
+        self.confidence = check_confidence(confidence, "OnlineEstimator")
+        prior_confidence = check_confidence(prior_confidence, "OnlineEstimator")
+        check_positive_float(prior_step_seconds, "prior_step_seconds", "OnlineEstimator")
+        if not (0 < prior_lower <= prior_step_seconds <= prior_upper):
+            raise ValueError("OnlineEstimator needs 0 < prior_lower <= prior_step_seconds <= prior_upper. "
+                             f"Got {prior_lower!r}, {prior_step_seconds!r}, {prior_upper!r}.")
+        self.step_noise = check_positive_float(step_noise, "step_noise", "OnlineEstimator")
+        if not (isinstance(drift, (int, float)) and math.isfinite(drift) and drift >= 0):
+            raise ValueError(f"The 'drift' parameter of OnlineEstimator must be >= 0. Got {drift!r} instead.")
+        self.drift = float(drift)
+        self.drift_steps = check_positive_float(drift_steps, "drift_steps", "OnlineEstimator")
+        z = NormalDist().inv_cdf((1 + prior_confidence) / 2)
+        self.mu0 = math.log(prior_step_seconds)
+        self.tau0 = max((math.log(prior_upper) - math.log(prior_lower)) / (2 * z), 1e-6)
+        self.warmup_steps = check_positive_int(warmup_steps + 1, "warmup_steps", "OnlineEstimator") - 1
+        self._z = NormalDist().inv_cdf((1 + self.confidence) / 2)
+        self.times: list[float] = []
+
+    @classmethod
+    def from_prediction(cls, prediction, **kwargs) -> "OnlineEstimator":
+        """From a :class:`~perfmodel.predict.TrainingTimePrediction` (its step time and interval, and steps)."""
+        kwargs.setdefault("confidence", prediction.confidence)
+        kwargs.setdefault("prior_confidence", prediction.confidence)
+        return cls(prediction.step_seconds, prediction.step_lower, prediction.step_upper, prediction.steps, **kwargs)
+
+    def update(self, step_seconds: float) -> None:
+        """Record one observed optimizer step (seconds)."""
+        check_positive_float(step_seconds, "step_seconds", "OnlineEstimator.update")
+        self.times.append(float(step_seconds))
+
+    def callback(self, recorder) -> None:
+        """For :meth:`perfmodel.measure.recorder.Recorder.add_callback`: reads the recorder's last step."""
+        self.update(recorder.times[-1])
+
+    @staticmethod
+    def _changepoint(logs: np.ndarray) -> int | None:
+        k = len(logs)
+        if k < 8:
+            return None
+        best, where = 0.0, None
+        for c in range(3, k - 2):  # at least 3 steps on each side
+            a, b = logs[:c], logs[c:]
+            se = math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
+            t = abs(a.mean() - b.mean()) / max(se, 1e-12)
+            if t > best:
+                best, where = t, c
+        return where if best > 4.0 else None
+
+    def estimate(self) -> OnlineEstimate:
+        """The current :class:`OnlineEstimate` (seconds): steps done, elapsed, remaining and total with intervals."""
+        seen = np.asarray(self.times[self.warmup_steps:], dtype=float)
+        elapsed = float(sum(self.times))
+        logs = np.log(seen) if len(seen) else np.array([])
+        cp = self._changepoint(logs)
+        if cp is not None:
+            logs = logs[cp:]
+        k = len(logs)
+        nu0 = 4.0
+        s2_obs = float(np.var(logs, ddof=1)) if k >= 2 else 0.0
+        s2 = (nu0 * self.step_noise**2 + max(k - 1, 0) * s2_obs) / (nu0 + max(k - 1, 0))
+        k_eff = float(k)
+        if k >= 5:
+            d = logs - logs.mean()
+            r = float(np.dot(d[1:], d[:-1]) / max(np.dot(d, d), 1e-300))
+            k_eff = k * (1 - min(max(r, 0.0), 0.95)) / (1 + min(max(r, 0.0), 0.95))
+        prior_var = self.tau0**2 + (self.drift**2 if cp is not None else 0.0)
+        if k:
+            obs_var = s2 / k_eff + self.drift**2
+            post_var = 1 / (1 / prior_var + 1 / obs_var)
+            mu = post_var * (self.mu0 / prior_var + float(logs.mean()) / obs_var)
+        else:
+            post_var, mu = prior_var, self.mu0
+        left = max(self.total_steps - len(self.times), 0)
+        # the level drifts over the remaining steps: their mean moves by up to drift², less when few remain
+        future_drift2 = self.drift**2 * left / (left + self.drift_steps)
+        sd = math.sqrt(post_var + s2 / max(left, 1) + future_drift2)
+        level = math.exp(s2 / 2)  # mean of a log-normal step around exp(mu)
+        rem = left * math.exp(mu) * level
+        lo = left * math.exp(mu - self._z * sd) * level
+        hi = left * math.exp(mu + self._z * sd) * level
+        return OnlineEstimate(steps_done=len(self.times), elapsed=elapsed, remaining=rem, remaining_lower=lo,
+                              remaining_upper=hi, total=elapsed + rem, total_lower=elapsed + lo,
+                              total_upper=elapsed + hi, confidence=self.confidence,
+                              changepoint=None if cp is None else cp + self.warmup_steps)
+
+    def __call__(self) -> OnlineEstimate:
+        return self.estimate()

@@ -1,0 +1,175 @@
+"""Cluster queueing: the M/M/c (Erlang C) formulas and a discrete-event simulation (FCFS / shortest-job-first)."""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .._format import to_plain
+from .._validation import check_positive_float, check_positive_int
+
+__all__ = ["erlang_c", "QueueResult", "simulate_queue", "SimulationResult"]
+
+
+@dataclass(frozen=True)
+class QueueResult:
+    """M/M/c steady state: probability of waiting, mean wait, mean response (wait + service), utilisation."""
+
+    p_wait: float
+    mean_wait: float
+    mean_response: float
+    utilisation: float
+
+    def to_dict(self) -> dict:
+        """Plain JSON types only."""
+        return to_plain(self)
+
+
+def erlang_c(arrival_rate: float, service_time: float, servers: int) -> QueueResult:
+    """The M/M/c queue (Erlang C) for a cluster of ``servers`` GPU slots.
+
+    Parameters
+    ----------
+    arrival_rate : float
+        Jobs per unit time (e.g. per hour).
+    service_time : float
+        Mean job duration in the same unit (e.g. the predicted hours).
+    servers : int
+        Slots (jobs that can run at once).
+
+    Examples
+    --------
+    >>> r = erlang_c(arrival_rate=2.0, service_time=1.0, servers=3)
+    >>> round(r.p_wait, 4), round(r.mean_wait, 4)
+    (0.4444, 0.4444)
+    """
+    arrival_rate = check_positive_float(arrival_rate, "arrival_rate", "erlang_c")
+    service_time = check_positive_float(service_time, "service_time", "erlang_c")
+    c = check_positive_int(servers, "servers", "erlang_c")
+    a = arrival_rate * service_time  # offered load (Erlangs)
+    rho = a / c
+    if rho >= 1:
+        raise ValueError(f"erlang_c: utilisation arrival_rate * service_time / servers = {rho:.3g} >= 1; the queue "
+                         "grows without bound. Add servers or lower the load.")
+    # numerically stable: sum a^k/k! via running terms
+    term, total = 1.0, 1.0
+    for k in range(1, c):
+        term *= a / k
+        total += term
+    last = term * a / c  # a^c / c!
+    top = last / (1 - rho)
+    p_wait = top / (total + top)
+    mean_wait = p_wait * service_time / (c - a)
+    return QueueResult(p_wait, mean_wait, mean_wait + service_time, rho)
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """A simulated queue: mean wait, mean response (arrival to finish, as in :class:`QueueResult`), utilisation
+    and the batch-means standard error of the mean wait, over ``n_arrivals`` simulated jobs."""
+
+    policy: str
+    n_arrivals: int
+    mean_wait: float
+    mean_response: float
+    utilisation: float
+    stderr_wait: float
+
+    def to_dict(self) -> dict:
+        """Plain JSON types only (an undefined standard error is None)."""
+        return to_plain(self)
+
+
+def simulate_queue(arrival_rate=None, service_time=None, servers=1, *, policy="fcfs", jobs=None, n_arrivals=20000,
+                   seed=0, warmup_fraction=0.1) -> SimulationResult:
+    """Discrete-event simulation of a GPU cluster: FCFS or shortest-job-first (non-preemptive).
+
+    Either exponential arrivals and services (``arrival_rate``, mean ``service_time``, ``n_arrivals`` jobs), or a
+    list/DataFrame of ``jobs`` with ``arrival``, ``duration`` (e.g. predicted) and optionally ``size`` (GPUs a
+    job needs at once; ``servers`` is then the cluster's GPU count). FCFS starts jobs strictly in arrival order;
+    SJF starts, whenever capacity frees, the shortest waiting job that fits. ``mean_response`` is the mean time
+    from arrival to finish. The first ``warmup_fraction`` of jobs is left out of the averages; ``stderr_wait``
+    is a batch-means standard error of the mean wait.
+    """
+    if policy not in ("fcfs", "sjf"):
+        raise ValueError(f"The 'policy' parameter of simulate_queue must be 'fcfs' or 'sjf'. Got {policy!r}.")
+    servers = check_positive_int(servers, "servers", "simulate_queue")
+    if jobs is None:
+        arrival_rate = check_positive_float(arrival_rate, "arrival_rate", "simulate_queue")
+        service_time = check_positive_float(service_time, "service_time", "simulate_queue")
+        n_arrivals = check_positive_int(n_arrivals, "n_arrivals", "simulate_queue")
+        rng = np.random.default_rng(seed)
+        arrivals = np.cumsum(rng.exponential(1 / arrival_rate, n_arrivals))
+        durations = rng.exponential(service_time, n_arrivals)
+        sizes = np.ones(n_arrivals, dtype=int)
+    else:
+        df = pd.DataFrame(jobs) if not isinstance(jobs, pd.DataFrame) else jobs
+        if not {"arrival", "duration"} <= set(df.columns):
+            raise ValueError("simulate_queue: jobs need 'arrival' and 'duration' (and optionally 'size').")
+        df = df.sort_values("arrival", kind="stable")
+        arrivals = df["arrival"].to_numpy(dtype=float)
+        durations = df["duration"].to_numpy(dtype=float)
+        sizes = df["size"].to_numpy(dtype=int) if "size" in df.columns else np.ones(len(df), dtype=int)
+        if not (np.isfinite(durations).all() and np.isfinite(arrivals).all()) or (durations <= 0).any() \
+                or (arrivals < 0).any():
+            raise ValueError("simulate_queue: job durations must be finite and positive, arrivals finite and "
+                             "non-negative.")
+        if (sizes < 1).any() or (sizes > servers).any():
+            raise ValueError(f"simulate_queue: job sizes must be between 1 and servers={servers}.")
+    n = len(arrivals)
+    start = np.empty(n)
+    free = servers
+    running: list[tuple[float, int]] = []  # (finish time, size)
+    waiting: list = []  # SJF: heap of (duration, index)
+    fcfs_queue: list[int] = []  # FCFS: arrival order, consumed from ``head``
+    head = 0
+    i = 0
+    now = 0.0
+    busy_area = 0.0
+    while i < n or running or (head < len(fcfs_queue) if policy == "fcfs" else waiting):
+        next_arrival = arrivals[i] if i < n else math.inf
+        next_finish = running[0][0] if running else math.inf
+        t = min(next_arrival, next_finish)
+        busy_area += (servers - free) * (t - now)
+        now = t
+        if next_finish <= next_arrival:
+            _, size = heapq.heappop(running)
+            free += size
+        else:
+            if policy == "fcfs":
+                fcfs_queue.append(i)
+            else:
+                heapq.heappush(waiting, (durations[i], i))
+            i += 1
+        # start what can start
+        if policy == "fcfs":
+            while head < len(fcfs_queue) and sizes[fcfs_queue[head]] <= free:
+                j = fcfs_queue[head]
+                head += 1
+                start[j] = now
+                free -= sizes[j]
+                heapq.heappush(running, (now + durations[j], sizes[j]))
+        else:
+            skipped = []
+            while waiting and free > 0:
+                d, j = heapq.heappop(waiting)
+                if sizes[j] <= free:
+                    start[j] = now
+                    free -= sizes[j]
+                    heapq.heappush(running, (now + durations[j], sizes[j]))
+                else:
+                    skipped.append((d, j))
+            for item in skipped:
+                heapq.heappush(waiting, item)
+    wait = start - arrivals
+    done = start + durations - arrivals
+    k0 = int(n * warmup_fraction)
+    w = wait[k0:]
+    batches = np.array_split(w, 20) if len(w) >= 20 else [w]
+    se = float(np.std([b.mean() for b in batches], ddof=1) / math.sqrt(len(batches))) if len(batches) > 1 else math.nan
+    return SimulationResult(policy, n, float(w.mean()), float(done[k0:].mean()),
+                            float(busy_area / (servers * now)) if now > 0 else 0.0, se)

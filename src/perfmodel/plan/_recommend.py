@@ -1,0 +1,206 @@
+"""Choosing hardware: rank device types and counts for the same work by cost, and predicted scaling."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+
+from .._validation import check_confidence, check_positive_float, check_positive_int
+from ..analysis import DEFAULT_EFFICIENCY_THRESHOLD
+from ..exceptions import ExtrapolationWarning, UnknownPriceError, UnsupportedQueryError
+from ..fitting import DEFAULT_METHOD
+from ..hardware import PRECISIONS, resolve_gpu_type
+from ..predict import default_precision, model_spec, predict_many, predict_training_time, resolve_history
+from ._cost import estimate_cost, load_prices
+
+__all__ = ["recommend", "scaling_from_model", "WORK_MODES"]
+
+
+#: How ``recommend`` keeps the work fixed across configurations.
+WORK_MODES = ("global_batch", "per_device_batch")
+
+
+def _first_sentence(text: str) -> str:
+    text = " ".join(str(text).split())
+    cut = text.find(". ")
+    text = text if cut < 0 else text[: cut + 1]
+    return text[:1].lower() + text[1:]
+
+
+def _split_batch(global_batch: int, n: int, max_device_batch: int) -> tuple[int, int] | None:
+    """(per-device micro-batch, accumulation steps) with micro × accumulation × n == global_batch, the smallest
+    accumulation whose micro-batch fits ``max_device_batch``; None when n devices cannot share the batch."""
+    if global_batch % n:
+        return None
+    per_device = global_batch // n
+    for k in range(1, per_device + 1):
+        if per_device % k == 0 and per_device // k <= max_device_batch:
+            return per_device // k, k
+    return None
+
+
+def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, gpu_types=("cpu",),
+              gpu_counts=(1, 2, 4, 8), work="global_batch", max_device_batch=None, history=None, deadline=None,
+              budget=None, confidence=0.9, precision=None, provider=None, prices=None, spot=False,
+              method=DEFAULT_METHOD) -> pd.DataFrame:
+    """Rank configurations (device type × count) for the same work by cost, with time and cost intervals.
+
+    Every configuration does **the same work**: the same number of samples, and by default the same global batch
+    (so the same optimisation):
+
+    * ``work="global_batch"`` (default): ``batch_size`` is the global batch B. On n devices each takes B / n
+      samples per step; where that exceeds ``max_device_batch`` the step is split into k micro-batches of
+      B / (n·k) (gradient accumulation; a step then costs ≈ k micro-steps, slightly pessimistic since the
+      optimizer and all-reduce run once). A count that does not divide B is left out. ``steps`` are optimizer
+      steps at the global batch (or ``epochs`` × ``dataset_size`` samples): the same on every row.
+    * ``work="per_device_batch"``: ``batch_size`` is per device on every configuration, so the global batch grows
+      with n; the number of samples stays fixed (``steps × batch_size``, the steps one device would take, or
+      ``epochs × dataset_size``), so n devices take ``ceil(samples / (batch_size·n))`` steps.
+
+    ``meets_deadline`` uses the interval's upper bound, not the point; ``within_budget`` the cost's upper bound.
+    Configurations the history cannot predict (:class:`~perfmodel.exceptions.UnsupportedQueryError`) or price
+    (:class:`~perfmodel.exceptions.UnknownPriceError`) are left out with one warning giving one reason per kind;
+    any other error (bad input) is raised. Rows are sorted feasible first, then by cost.
+
+    Parameters
+    ----------
+    max_device_batch : int, optional
+        Largest per-device batch that fits (memory). Default: the largest per-device batch in the history's runs.
+
+    Returns
+    -------
+    DataFrame
+        ``gpu_type, gpu_count, device_batch, accumulation, global_batch, steps, samples, seconds, lower, upper,
+        cost, cost_lower, cost_upper, useful_pflop_per_dollar, meets_deadline, within_budget, inside_domain``.
+    """
+    confidence = check_confidence(confidence, "recommend")
+    batch_size = check_positive_int(batch_size, "batch_size", "recommend")
+    if work not in WORK_MODES:
+        raise ValueError(f"The 'work' parameter of recommend must be one of {', '.join(WORK_MODES)}. "
+                         f"Got {work!r} instead.")
+    if deadline is not None:
+        check_positive_float(deadline, "deadline", "recommend")
+    if budget is not None:
+        check_positive_float(budget, "budget", "recommend")
+    if isinstance(gpu_types, str) or isinstance(gpu_counts, (int, np.integer)):
+        raise TypeError("recommend takes lists: gpu_types=[...], gpu_counts=[...].")
+    counts = [check_positive_int(n, "gpu_counts", "recommend") for n in gpu_counts]
+    if not counts or not len(gpu_types):
+        raise ValueError("recommend needs at least one device type and one device count.")
+    if precision is not None and (not isinstance(precision, str) or precision.lower() not in PRECISIONS):
+        raise ValueError(f"The 'precision' parameter of recommend must be one of {', '.join(PRECISIONS)}. "
+                         f"Got {precision!r} instead.")
+    # the work: samples, identical on every configuration
+    if steps is not None and (epochs is not None or dataset_size is not None):
+        raise ValueError("recommend takes either 'steps' or 'epochs' with 'dataset_size', not both.")
+    if steps is not None:
+        samples = check_positive_int(steps, "steps", "recommend") * batch_size
+    elif epochs is not None and dataset_size is not None:
+        samples = check_positive_int(epochs, "epochs", "recommend") * check_positive_int(
+            dataset_size, "dataset_size", "recommend")
+    else:
+        raise ValueError("recommend needs the amount of work: 'steps', or 'epochs' and 'dataset_size'.")
+    types = [resolve_gpu_type(g) for g in gpu_types]
+    if history is None:
+        history = "cpu" if set(types) <= {"cpu"} else ("gpu" if "cpu" not in types else ["cpu", "gpu"])
+    query = pd.DataFrame([{"model": model if isinstance(model, str) else "", "gpu_type": g, "gpu_count": n,
+                           "batch_size": batch_size} for g in types for n in counts])
+    fitted = resolve_history(history, method, query=query)
+    if max_device_batch is None:
+        max_device_batch = int(fitted.domain_.loc["batch_size", "max"])
+    max_device_batch = check_positive_int(max_device_batch, "max_device_batch", "recommend")
+    prices = load_prices(prices)  # read and check once, not once per configuration
+    rows, skipped = [], {}
+    for g, g_name in zip(types, gpu_types):
+        for n in counts:
+            if work == "global_batch":
+                split = _split_batch(batch_size, n, max_device_batch)
+                if split is None:
+                    reason = (f"the global batch {batch_size} does not divide over these device counts"
+                              if batch_size % n else f"no micro-batch <= max_device_batch={max_device_batch}")
+                    skipped.setdefault(reason, []).append(f"{g_name} x{n}")
+                    continue
+                micro, accum = split
+                n_steps = -(-samples // batch_size)
+            else:
+                micro, accum = batch_size, 1
+                n_steps = -(-samples // (batch_size * n))
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", ExtrapolationWarning)
+                    r = predict_training_time(model, batch_size=micro, gpu_count=n, gpu_type=g,
+                                              steps=n_steps * accum, precision=precision, history=fitted,
+                                              confidence=confidence)
+                cost = estimate_cost(r, provider=provider, prices=prices, spot=spot)
+            except (UnsupportedQueryError, UnknownPriceError) as exc:
+                skipped.setdefault(_first_sentence(exc), []).append(f"{g_name} x{n}")
+                continue
+            fps = r.query.get("flops_per_sample")
+            useful = (fps or 6 * r.query["params"]) * micro * n * accum * n_steps
+            rows.append({
+                "gpu_type": r.query["gpu_type"], "gpu_count": n, "device_batch": micro, "accumulation": accum,
+                "global_batch": micro * n * accum, "steps": n_steps, "samples": micro * n * accum * n_steps,
+                "seconds": r.seconds, "lower": r.lower, "upper": r.upper, "cost": cost.dollars,
+                "cost_lower": cost.lower, "cost_upper": cost.upper,
+                "useful_pflop_per_dollar": useful / 1e15 / cost.dollars if cost.dollars > 0 else np.inf,
+                "meets_deadline": True if deadline is None else bool(r.upper <= deadline),
+                "within_budget": True if budget is None else bool(cost.upper <= budget),
+                "inside_domain": r.inside_domain,
+            })
+    if skipped:
+        parts = [f"{', '.join(where)} ({reason.rstrip('.')})" for reason, where in skipped.items()]
+        warnings.warn("recommend left out: " + "; ".join(parts), ExtrapolationWarning, stacklevel=2)
+    cols = ["gpu_type", "gpu_count", "device_batch", "accumulation", "global_batch", "steps", "samples", "seconds",
+            "lower", "upper", "cost", "cost_lower", "cost_upper", "useful_pflop_per_dollar", "meets_deadline",
+            "within_budget", "inside_domain"]
+    out = pd.DataFrame(rows, columns=cols)
+    if len(out):
+        out["_feasible"] = out["meets_deadline"] & out["within_budget"]
+        out = out.sort_values(["_feasible", "cost", "seconds"], ascending=[False, True, True]).drop(columns="_feasible")
+    return out.reset_index(drop=True)
+
+
+def scaling_from_model(model, *, batch_size, gpu_type, gpu_counts=(1, 2, 4, 8), mode="weak", history=None,
+                       threshold=DEFAULT_EFFICIENCY_THRESHOLD, precision=None) -> pd.DataFrame:
+    """Predicted speedup and efficiency vs device count (with the interval of the step time), and, for the
+    physics method, the communication share of each step."""
+    if history is None:
+        history = "cpu" if resolve_gpu_type(gpu_type) == "cpu" else "gpu"
+    fitted = resolve_history(history, "auto", query=pd.DataFrame({
+        "model": [model if isinstance(model, str) else ""], "gpu_type": [resolve_gpu_type(gpu_type)],
+        "gpu_count": [max(gpu_counts)], "batch_size": [batch_size]}))
+    counts = [check_positive_int(n, "gpu_counts", "scaling_from_model") for n in gpu_counts]
+    if 1 not in counts:
+        counts = [1] + counts
+    if mode not in ("weak", "strong"):
+        raise ValueError(f"The 'mode' parameter of scaling_from_model must be 'weak' or 'strong'. Got {mode!r}.")
+    per_device = [batch_size if mode == "weak" else max(1, batch_size // n) for n in counts]
+    spec = model_spec(model, None, fitted)
+    g = resolve_gpu_type(gpu_type)
+    if precision is None:
+        precision = default_precision(fitted.precision_by_device_, g)[0]
+    q = pd.DataFrame({"model": spec["model"], "params": spec["params"], "flops_per_sample": spec["flops_per_sample"],
+                      "batch_size": per_device, "gpu_count": counts, "gpu_type": g,
+                      "precision": precision, "steps": 1})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExtrapolationWarning)
+        pred = predict_many(q, history=fitted)
+    t = pred["step_time_s"].to_numpy()
+    base = t[counts.index(1)]
+    gb = np.array(per_device) * np.array(counts)
+    if mode == "weak":
+        speed = (gb / t) / (per_device[counts.index(1)] / base)
+    else:
+        speed = base / t
+    out = pd.DataFrame({"gpu_count": counts, "batch_size": per_device, "global_batch": gb, "step_time_s": t,
+                        "step_lower": pred["step_lower"].to_numpy(), "step_upper": pred["step_upper"].to_numpy(),
+                        "speedup": speed, "efficiency": speed / np.array(counts)})
+    out["below_threshold"] = out["efficiency"] < threshold
+    reg = fitted.pipeline_.named_steps["regressor"]
+    if hasattr(reg, "decompose"):
+        parts = reg.decompose(fitted.pipeline_.named_steps["features"].transform(q))
+        out["comm_share"] = parts["communication_s"].to_numpy() / t
+    out["inside_domain"] = pred["inside_domain"].to_numpy()
+    return out
