@@ -3,7 +3,8 @@
 Usage::
 
     python benchmarks/cross_hardware.py            # full (several minutes on 2 cores)
-    python benchmarks/cross_hardware.py --quick    # fewer methods and calibration trials
+    python benchmarks/cross_hardware.py --quick    # roofline only (no auto: its nested model selection is the
+                                                   # slow part), one calibration trial
 
 What it prints (all on the same splits of the same runs, 90% intervals):
 
@@ -148,7 +149,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     t0 = time.time()
     runs = perfmodel.load_runs(bundled_runs_path("mlperf_steps.csv"))
-    methods = ("roofline", "auto") if args.quick else ("roofline", "physics", "loglinear", "gbm", "auto")
+    methods = ("roofline",) if args.quick else ("roofline", "physics", "loglinear", "gbm", "auto")
     lines = [f"# Cross-hardware benchmark{' (quick)' if args.quick else ''}", "",
              f"Run {time.strftime('%Y-%m-%d')}; bundled MLPerf per-step table: {len(runs)} runs, "
              f"{runs['model'].nunique()} benchmarks, {runs['gpu_type'].nunique()} accelerator types. "
@@ -159,14 +160,16 @@ def main(argv=None) -> int:
     result["lodo"] = json.loads(table.to_json(orient="records"))
     result["lodo_extra"] = extra
     lines += ["## 1. Leave-one-device-type-out (MLPerf per-step table)", "", _fmt_table(table), ""]
+    print("\n".join(lines), flush=True)
     for m, p in extra["paired_with_peak_ratio"].items():
         lines.append(f"- {m} vs peak-ratio on the {p['rows']} rows where peak-ratio has a reference: median APE "
                      f"{p['median_ape']:.1f}% vs {p['peak_ratio_median_ape']:.1f}%")
     lines.append("")
 
-    sp = all_splits(runs, ("roofline", "auto"), args.n_jobs)
+    sp = all_splits(runs, ("roofline",) if args.quick else ("roofline", "auto"), args.n_jobs)
     result["splits"] = json.loads(sp.to_json(orient="records"))
     lines += ["## 2. Every split (MLPerf per-step table)", "", _fmt_table(sp), ""]
+    print("\n".join(lines[-4:]), flush=True)
 
     cal = calibration(runs, trials=1 if args.quick else 3)
     result["calibration"] = cal.to_dict("records")
@@ -174,8 +177,7 @@ def main(argv=None) -> int:
         agg = cal.groupby("k").agg(cases=("n", "size"), runs=("n", "sum"), median_ape=("median_ape", "median"),
                                    coverage=("coverage", "mean")).reset_index()
         lines += ["## 3. Calibration: a new benchmark from k of its runs on one device, predicted on the others", "",
-                  agg.to_markdown(index=False, floatfmt=".3g") if hasattr(agg, "to_markdown") else agg.to_string(),
-                  ""]
+                  agg.to_string(index=False, float_format=lambda v: f"{v:.3g}"), ""]
 
     try:
         own = perfmodel.load_runs(bundled_runs_path("runs_h200.csv"))
