@@ -181,3 +181,21 @@ def test_peak_ratio_baseline_scales_by_peaks(xhw):
     expect = [ref.loc[(m, b, n)] * a100.peak_tflops("fp16") / h100.peak_tflops("fp16")
               for m, b, n in zip(test["model"], test["batch_size"], test["gpu_count"])]
     np.testing.assert_allclose(pred, expect)
+
+
+def test_leave_one_device_out_on_a_small_real_subset():
+    """The bundled MLPerf per-step table (real, public): hold out each of three devices of one benchmark."""
+    from perfmodel.datasets import bundled_runs_path
+    from perfmodel.evaluate import evaluate
+
+    runs = perfmodel.load_runs(bundled_runs_path("mlperf_steps.csv"))
+    keep = runs["gpu_type"].isin(["A100-SXM4-80GB", "H100-SXM5-80GB", "A100-PCIE-80GB", "H100-PCIE-80GB"])
+    sub = runs[keep & runs["model"].isin(["bert-large", "resnet50-v1.5"])]
+    sub = sub.groupby(["model", "gpu_type"], group_keys=False).head(15).reset_index(drop=True)
+    ev = evaluate(sub, methods=("roofline",), splits=("leave-one-gpu-type-out",), baselines=False)
+    row = ev.table.iloc[0]
+    assert row["folds"] == 4 and row["n"] == len(sub)
+    p = ev.predictions
+    lo, hi = p["step_lower"], p["step_upper"]
+    assert np.isfinite(p["pred"]).all() and (lo < p["pred"]).all() and (p["pred"] < hi).all()
+    assert set(p["held_out"]) == set(sub["gpu_type"]) and 0.0 <= row["coverage"] <= 1.0
