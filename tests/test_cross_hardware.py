@@ -16,6 +16,7 @@ import perfmodel
 from perfmodel.exceptions import ExtrapolationWarning
 from perfmodel.fitting import choose_method, fit_history, load_history, query_kind
 from perfmodel.hardware import get_spec
+from perfmodel.models._roofline import QUERY_KINDS
 from perfmodel.models import RooflineRegressor
 
 DEVICES = ("V100", "A100", "H100", "L40S", "A10")
@@ -71,9 +72,27 @@ def test_roofline_predicts_a_device_left_out(xhw):
 
 def test_roofline_scores_match_query_kinds(xhw):
     reg = perfmodel.TrainingTimeModel(method="roofline").fit(xhw).pipeline_.named_steps["regressor"]
-    assert set(reg.scores_) == {"seen", "new_pair", "new_device", "new_model", "new_count"}
-    for scores in reg.scores_.values():
-        assert len(scores) == len(xhw) and np.all(np.diff(scores) >= 0)
+    assert set(reg.scores_) == set(QUERY_KINDS)
+    for kind, scores in reg.scores_.items():
+        assert np.all(np.diff(scores) >= 0)
+        if kind != "sparse_model":  # one out-of-fold score per run; the few-shot refits score a subset
+            assert len(scores) == len(xhw)
+
+
+def test_roofline_query_kinds_within_a_known_pair(xhw):
+    model = perfmodel.TrainingTimeModel(method="roofline").fit(xhw)
+    reg, feat = model.pipeline_.named_steps["regressor"], model.pipeline_.named_steps["features"]
+    row = xhw.head(1)
+    kinds = reg.query_kind(feat.transform(pd.concat([
+        row, row.assign(batch_size=3), row.assign(gpu_count=int(row["gpu_count"].iloc[0]) * 3),
+        row.assign(model="never-seen")], ignore_index=True)))
+    assert list(kinds) == ["seen", "new_batch", "new_count", "new_model"]
+    # a model known from runs on one device only, asked on another: the few-shot scores
+    other = next(g for g in xhw["gpu_type"].unique() if g != row["gpu_type"].iloc[0])
+    one_dev = pd.concat([xhw, row.assign(model="mine", run_id="mine-1")], ignore_index=True)
+    m2 = perfmodel.TrainingTimeModel(method="roofline").fit(one_dev)
+    r2_, f2 = m2.pipeline_.named_steps["regressor"], m2.pipeline_.named_steps["features"]
+    assert list(r2_.query_kind(f2.transform(row.assign(model="mine", gpu_type=other)))) == ["sparse_model"]
 
 
 def test_roofline_point_fit_skips_scores(xhw):

@@ -48,7 +48,18 @@ PHYSICS_COLUMNS = ("t_compute_s", "work_gflop", "t_opt_s", "t_comm_s", "data_par
 #: The columns RunFeaturizer(kind="roofline") produces, in order (see :mod:`perfmodel.models._roofline`).
 ROOFLINE_COLUMNS = ("log_t_peak", "ridge", "tf32_gap", "log_n", "log_nodes", "log_batch", "comm_rel", "opt_rel",
                     "log_work", "model_code", "family_code", "device_code", "arch_code", "vendor_code",
-                    "precision_code")
+                    "precision_code", "software_code")
+#: The run column that names a run's software generation for the roofline form (MLPerf results carry their
+#: round: vendors' kernels and fusions improve from round to round, on every device at once). Rows without it
+#: (your own runs, queries) get no software effect.
+SOFTWARE_COLUMN = "round"
+
+
+def _software(X: pd.DataFrame) -> pd.Series:
+    """The software generation of each run (see :data:`SOFTWARE_COLUMN`); "" where unknown."""
+    if SOFTWARE_COLUMN not in X.columns:
+        return pd.Series("", index=X.index, dtype=object)
+    return X[SOFTWARE_COLUMN].astype("string").fillna("").astype(object)
 
 
 def _codes(values, known) -> np.ndarray:
@@ -228,6 +239,7 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
             "arch_code": codes([i["architecture"] for i in info], self.architectures_),
             "vendor_code": codes([i["vendor"] for i in info], self.vendors_),
             "precision_code": codes(prec, self.precisions_),
+            "software_code": codes(_software(X), self.software_),
         }, index=X.index)
 
     def _threads(self, X: pd.DataFrame, n: np.ndarray) -> np.ndarray:
@@ -286,6 +298,7 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
                 info = [_device_info(g) for g in self.gpu_types_]
                 self.architectures_ = sorted({i["architecture"] for i in info})
                 self.vendors_ = sorted({i["vendor"] for i in info})
+                self.software_ = sorted(str(v) for v in pd.unique(_software(X)) if v)
                 self.feature_names_out_ = np.array(ROOFLINE_COLUMNS, dtype=object)
             self.n_features_in_ = X.shape[1]
             return self

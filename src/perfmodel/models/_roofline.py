@@ -20,11 +20,20 @@ time at 100 % of peak) and ``ridge`` = log(peak / memory bandwidth) (the device'
   runs fp32 convolutions (and, with ``allow_tf32``, matmuls) in TF32, so how much of that gap fp32 runs get is
   learned, not assumed.
 
+* ``u_model×software`` is what one software generation of a benchmark gained on every device (MLPerf rounds:
+  vendors' kernels improve from round to round); rows without a round (your runs, queries) get none.
+* Each model's batch elasticity departs from the pooled one (partially pooled): batching helps a small-kernel
+  model more than a large-matmul one.
+
 Prediction intervals are cross-conformal on the log scale, with conformity scores from the refit that matches
-the query: random K-fold (a configuration whose model has run on this device), leave-one-(model, device)-out (a
-known model on a known device it has not run on), leave-one-device-type-out (a device the history lacks),
-leave-one-model-out (a new model) and leave-one-device-count-out (a count outside the fitted range). Queries that
-are new in two ways combine the two quantiles in quadrature.
+the query (:data:`QUERY_KINDS`): random K-fold (``seen``: this model, device, batch and count have run),
+leave-one-batch-size-out and leave-one-device-count-out (``new_batch``/``new_count``: a known model on a known
+device at a batch or count it has not run there), leave-one-(model, device)-out (``new_pair``), a few-shot refit
+(``sparse_model``: a model the history knows from runs on one device type only, asked on another — a user's model
+calibrated with a few own runs: each model is refitted from 3 of its runs on one device and scored on the
+others), leave-one-device-type-out (``new_device``) and leave-one-model-out (``new_model``). A count outside the
+fitted range takes the wider of its kind's and the count's quantiles on a known pair, and adds the count's in
+quadrature otherwise; a new device and a new model at once combine the two in quadrature.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.model_selection import GroupKFold, KFold
 from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
 
 from .._validation import check_confidence
 from ..metrics import r2
@@ -45,9 +55,22 @@ __all__ = ["RooflineRegressor", "QUERY_KINDS"]
 
 _COL = {name: i for i, name in enumerate(ROOFLINE_COLUMNS)}
 _FIXED = ("ridge", "tf32_gap", "log_n", "log_nodes", "log_batch", "comm_rel", "opt_rel", "log_work", "log_peak")
-_GROUPS = ("family_code", "model_code", "vendor_code", "arch_code", "device_code", "precision_code")
+_GROUPS = ("family_code", "model_code", "vendor_code", "arch_code", "device_code", "precision_code", "software_code")
+#: Fixed slopes each model may depart from (partially pooled): its memory-bound share and its batch elasticity
+#: (a per-model count elasticity was tried and made leave-one-device-type-out error worse: 10.6% → 11.0%).
+_MODEL_SLOPES = ("ridge", "log_batch")
+#: Pairs of effects with a pooled interaction (model × architecture, model × software generation).
+_INTERACTIONS = (("model_code", "arch_code"), ("model_code", "software_code"))
 #: Kinds of query, each with its own conformity scores (see the module docstring).
-QUERY_KINDS = ("seen", "new_pair", "new_device", "new_model", "new_count")
+QUERY_KINDS = ("seen", "new_batch", "new_count", "new_pair", "sparse_model", "new_device", "new_model")
+#: Runs of a held-out model kept (on one device) when scoring ``sparse_model`` queries: "a few own runs".
+_SPARSE_KEEP = 3
+
+
+def _key(pair: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """One hashable key per (model-device pair, value on the log scale)."""
+    return np.char.add(np.asarray(pair, dtype=np.int64).astype(str),
+                       np.char.add(":", np.round(np.asarray(value, float), 6).astype(str)))
 
 
 def _column(X: np.ndarray, name: str) -> np.ndarray:
@@ -77,7 +100,8 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
 
     def __init__(self, *, tau_model: float = 1.0, tau_family: float = 1.0, tau_device: float = 0.2,
                  tau_arch: float = 0.25, tau_vendor: float = 0.4, tau_precision: float = 0.5,
-                 tau_kappa: float = 0.3, tau_model_arch: float = 0.5, cv: int = 5, conformal: bool = True, random_state: int | None = 0):
+                 tau_kappa: float = 0.3, tau_model_arch: float = 0.5, tau_software: float = 0.2,
+                 tau_model_software: float = 0.2, tau_batch_slope: float = 0.2, cv: int = 5, conformal: bool = True, random_state: int | None = 0):
         self.tau_model = tau_model
         self.tau_family = tau_family
         self.tau_device = tau_device
@@ -86,6 +110,9 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
         self.tau_precision = tau_precision
         self.tau_kappa = tau_kappa
         self.tau_model_arch = tau_model_arch
+        self.tau_software = tau_software
+        self.tau_model_software = tau_model_software
+        self.tau_batch_slope = tau_batch_slope
         self.cv = cv
         self.conformal = conformal
         self.random_state = random_state
@@ -103,43 +130,60 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
             ok = (code >= 0) & (code < size)
             block[np.flatnonzero(ok), code[ok]] = 1.0
             cols.append(block)
-            if g == "model_code":
-                slope = block * fixed[:, [0]]  # δ_m · (ridge − ridge̅)
-                cols.append(slope)
-        # model × architecture: how well a benchmark's software uses one architecture, shared by its devices
-        m = X[:, _COL["model_code"]].astype(int)
-        a = X[:, _COL["arch_code"]].astype(int)
-        n_m, n_a = self.n_levels_[_GROUPS.index("model_code")], self.n_levels_[_GROUPS.index("arch_code")]
-        inter = np.zeros((n, n_m * n_a))
-        ok = (m >= 0) & (a >= 0) & (m < n_m) & (a < n_a)
-        inter[np.flatnonzero(ok), (m * n_a + a)[ok]] = 1.0
-        cols.append(inter)
+            if g == "model_code":  # δ_m · (ridge − ridge̅), then the model's own batch and count elasticities
+                cols.append(block * fixed[:, [_FIXED.index("ridge")]])
+                # the batch elasticity around the model's own mean batch: within-model only, so the pooled
+                # slope keeps what batch says across models (a new model has no mean of its own: 0)
+                mean_b = np.zeros(len(X))
+                mean_b[np.flatnonzero(ok)] = self.model_batch_center_[code[ok]]
+                cols.append(block * (_column(X, "log_batch") - mean_b)[:, None])
+        # model × architecture: how well a benchmark's software uses one architecture, shared by its devices;
+        # model × software generation: how much one release of a benchmark's software gained on every device
+        for ga, gb in _INTERACTIONS:
+            a = X[:, _COL[ga]].astype(int)
+            b = X[:, _COL[gb]].astype(int)
+            n_a, n_b = self.n_levels_[_GROUPS.index(ga)], self.n_levels_[_GROUPS.index(gb)]
+            inter = np.zeros((n, n_a * n_b))
+            ok = (a >= 0) & (b >= 0) & (a < n_a) & (b < n_b)
+            inter[np.flatnonzero(ok), (a * n_b + b)[ok]] = 1.0
+            cols.append(inter)
         return np.hstack(cols)
 
     def _penalty(self) -> np.ndarray:
         taus = {"family_code": self.tau_family, "model_code": self.tau_model, "vendor_code": self.tau_vendor,
-                "arch_code": self.tau_arch, "device_code": self.tau_device, "precision_code": self.tau_precision}
+                "arch_code": self.tau_arch, "device_code": self.tau_device, "precision_code": self.tau_precision,
+                "software_code": self.tau_software}
+        tau_inter = {("model_code", "arch_code"): self.tau_model_arch,
+                     ("model_code", "software_code"): self.tau_model_software}
         pen = [np.zeros(1), np.full(len(_FIXED), 1e-6)]
         for g, size in zip(_GROUPS, self.n_levels_):
             pen.append(np.full(size, 1.0 / taus[g] ** 2))
             if g == "model_code":
-                pen.append(np.full(size, 1.0 / self.tau_kappa ** 2))
-        n_m, n_a = self.n_levels_[_GROUPS.index("model_code")], self.n_levels_[_GROUPS.index("arch_code")]
-        pen.append(np.full(n_m * n_a, 1.0 / self.tau_model_arch ** 2))
+                for tau in (self.tau_kappa, self.tau_batch_slope):
+                    pen.append(np.full(size, 1.0 / tau ** 2))
+        for ga, gb in _INTERACTIONS:
+            size = self.n_levels_[_GROUPS.index(ga)] * self.n_levels_[_GROUPS.index(gb)]
+            pen.append(np.full(size, 1.0 / tau_inter[(ga, gb)] ** 2))
         return np.concatenate(pen)
 
-    def _solve(self, Z, r, sigma2):
-        A = Z.T @ Z + np.diag(self._pen * sigma2)
-        return np.linalg.solve(A, Z.T @ r)
-
-    def _fit_theta(self, Z, r):
-        """MAP fit with the residual variance estimated alongside (two passes)."""
-        sigma2 = max(float(np.var(r)) * 0.05, 1e-4)
+    def _fit_gram(self, G, b, rr, n, var_r):
+        """MAP fit with the residual variance estimated alongside (three passes), from the Gram matrix ``G = ZᵀZ``, ``b = Zᵀr`` and ``rr = rᵀr`` of the rows: the
+        refits of the conformity scores subtract the held-out rows' Gram from the full one instead of
+        rebuilding it (same solution, a fraction of the time)."""
+        sigma2 = max(var_r * 0.05, 1e-4)
         for _ in range(3):
-            theta = self._solve(Z, r, sigma2)
-            resid = r - Z @ theta
-            sigma2 = max(float(np.mean(resid ** 2)), 1e-4)
+            theta = np.linalg.solve(G + np.diag(self._pen * sigma2), b)
+            sse = rr - 2 * theta @ b + theta @ G @ theta
+            sigma2 = max(float(sse) / max(n, 1), 1e-4)
         return theta, sigma2
+
+    def _fit_without(self, Z, r, te):
+        """The MAP fit on every row but ``te`` (an index array), through the full Gram matrix."""
+        Zt, rt = Z[te], r[te]
+        keep = np.ones(len(r), bool)
+        keep[te] = False
+        return self._fit_gram(self._G - Zt.T @ Zt, self._b - Zt.T @ rt, self._rr - float(rt @ rt),
+                              int(keep.sum()), float(np.var(r[keep])))[0]
 
     # ---------------------------------------------------------------------------------------------- fit
     def fit(self, X, y):
@@ -155,16 +199,40 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
         self.n_features_in_ = X.shape[1]
         self.n_levels_ = tuple(int(max(X[:, _COL[g]].max(), -1)) + 1 for g in _GROUPS)
         self.center_ = np.array([_column(X, c).mean() for c in _FIXED])
+        mcode = X[:, _COL["model_code"]].astype(int)
+        lb = _column(X, "log_batch")
+        self.model_batch_center_ = np.array([lb[mcode == m].mean() if np.any(mcode == m) else 0.0
+                                             for m in range(self.n_levels_[_GROUPS.index("model_code")])])
         self._pen = self._penalty()
         r = np.log(y) - X[:, _COL["log_t_peak"]]
         Z = self._design(X)
-        self.coef_, self.sigma2_ = self._fit_theta(Z, r)
+        self._G, self._b, self._rr = Z.T @ Z, Z.T @ r, float(r @ r)
+        # hundreds of small solves: one BLAS thread each (threaded BLAS on a few-hundred-row system is slower,
+        # and 50–100× slower on a busy machine)
+        with threadpool_limits(limits=1, user_api="blas"):
+            return self._fit_all(X, y, Z, r)
+
+    def _fit_all(self, X, y, Z, r):
+        try:
+            self.coef_, self.sigma2_ = self._fit_gram(self._G, self._b, self._rr, len(r), float(np.var(r)))
+            return self._fit_rest(X, y, Z, r)
+        finally:
+            del self._G, self._b, self._rr  # scratch of the refits, not fitted state
+
+    def _fit_rest(self, X, y, Z, r):
         resid = r - Z @ self.coef_
         logy = np.log(y)
         self.resid_std_ = float(np.std(resid, ddof=1)) if len(y) > 1 else 0.0
         self.rsquared_ = r2(logy, logy - resid)
         codes = {g: X[:, _COL[g]].astype(int) for g in _GROUPS}
-        self.known_pairs_ = np.unique(codes["model_code"] * 100_003 + codes["device_code"])
+        pair = codes["model_code"] * 100_003 + codes["device_code"]
+        self.known_pairs_ = np.unique(pair)
+        self.known_pair_batches_ = np.unique(_key(pair, X[:, _COL["log_batch"]]))
+        self.known_pair_counts_ = np.unique(_key(pair, X[:, _COL["log_n"]]))
+        # models the history has run on a single device type only (a user's own model, calibrated on one device)
+        m_codes, dev_codes = codes["model_code"], codes["device_code"]
+        self.sparse_models_ = np.array(sorted(int(m) for m in np.unique(m_codes)
+                                              if len(np.unique(dev_codes[m_codes == m])) == 1), dtype=int)
         self.count_range_ = (float(np.exp(X[:, _COL["log_n"]].min())), float(np.exp(X[:, _COL["log_n"]].max())))
         self.scores_ = {}
         self.oof_pred_ = np.exp(X[:, _COL["log_t_peak"]] + Z @ self.coef_)
@@ -174,19 +242,44 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
         k = max(2, min(int(self.cv), len(y)))
         oof = np.empty_like(r)
         for tr, te in KFold(k, shuffle=True, random_state=self.random_state).split(X):
-            oof[te] = Z[te] @ self._fit_theta(Z[tr], r[tr])[0]
+            oof[te] = Z[te] @ self._fit_without(Z, r, te)
         self.scores_["seen"] = np.sort(np.abs(r - oof))
         self.oof_pred_ = np.exp(X[:, _COL["log_t_peak"]] + oof)
         groups = {
-            "new_pair": codes["model_code"] * 100_003 + codes["device_code"],
+            "new_pair": pair,
             "new_device": codes["device_code"],
             "new_model": codes["model_code"],
             "new_count": np.round(X[:, _COL["log_n"]], 6),
+            "new_batch": np.round(X[:, _COL["log_batch"]], 6),
         }
         for kind, g in groups.items():
             scores = self._group_scores(Z, r, g)
             self.scores_[kind] = self.scores_["seen"] if scores is None else scores
+        sparse = self._sparse_scores(Z, r, m_codes, dev_codes)
+        self.scores_["sparse_model"] = self.scores_["new_pair"] if sparse is None else sparse
         return self
+
+    def _sparse_scores(self, Z, r, models, devices):
+        """Scores of a model known from a few runs on one device, asked on another: for each model run on
+        several devices and each of up to three of its devices, refit with all other models plus
+        :data:`_SPARSE_KEEP` random runs of it on that device, and score its runs on the other devices."""
+        rng = np.random.default_rng(self.random_state)
+        out = []
+        for m in np.unique(models):
+            own = models == m
+            devs = np.unique(devices[own])
+            if len(devs) < 2:
+                continue
+            for d in rng.permutation(devs)[:3]:
+                on_d = np.flatnonzero(own & (devices == d))
+                keep = rng.permutation(on_d)[:_SPARSE_KEEP]
+                drop = np.setdiff1d(np.flatnonzero(own), keep)
+                te = np.flatnonzero(own & (devices != d))
+                theta = self._fit_without(Z, r, drop)
+                out.append(np.abs(r[te] - Z[te] @ theta))
+        if len(out) < 3:
+            return None
+        return np.sort(np.concatenate(out))
 
     def _group_scores(self, Z, r, groups):
         uniq = np.unique(groups)
@@ -197,7 +290,7 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
         splitter = GroupKFold(folds)
         for tr, te in splitter.split(Z, groups=groups):
             # columns with no training rows are effects of the held-out level: their estimate is the prior (0)
-            out[te] = Z[te] @ self._fit_theta(Z[tr], r[tr])[0]
+            out[te] = Z[te] @ self._fit_without(Z, r, te)
         return np.sort(np.abs(r - out))
 
     # ------------------------------------------------------------------------------------------ predict
@@ -212,9 +305,13 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
         X = np.asarray(X, dtype=float)
         model = X[:, _COL["model_code"]].astype(int)
         dev = X[:, _COL["device_code"]].astype(int)
-        pair = np.isin(model * 100_003 + dev, self.known_pairs_) & (model >= 0) & (dev >= 0)
-        return np.where(dev < 0, "new_device", np.where(model < 0, "new_model",
-                                                         np.where(pair, "seen", "new_pair")))
+        key = model * 100_003 + dev
+        pair = np.isin(key, self.known_pairs_) & (model >= 0) & (dev >= 0)
+        new_batch = ~np.isin(_key(key, X[:, _COL["log_batch"]]), self.known_pair_batches_)
+        new_count = ~np.isin(_key(key, X[:, _COL["log_n"]]), self.known_pair_counts_)
+        seen = np.where(new_count, "new_count", np.where(new_batch, "new_batch", "seen"))
+        unseen = np.where(np.isin(model, self.sparse_models_), "sparse_model", "new_pair")
+        return np.where(dev < 0, "new_device", np.where(model < 0, "new_model", np.where(pair, seen, unseen)))
 
     def predict_interval(self, X, confidence: float = 0.9):
         """Point prediction and a cross-conformal interval with the scores matching each query's kind."""
@@ -232,7 +329,14 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
         half = np.array([q[k] for k in kind])
         both = (kind == "new_device") & model_new
         half = np.where(both, np.hypot(q["new_device"], q["new_model"]), half)
-        half = np.where(out_count, np.hypot(half, q["new_count"]), half)
+        # a known pair at a new batch and a new count: the wider of the two
+        pair = X[:, _COL["model_code"]].astype(int) * 100_003 + X[:, _COL["device_code"]].astype(int)
+        new_both = (kind == "new_count") & ~np.isin(_key(pair, X[:, _COL["log_batch"]]), self.known_pair_batches_)
+        half = np.where(new_both, np.maximum(half, q["new_batch"]), half)
+        # a count outside the fitted range adds the count's uncertainty to a query new in another way
+        within_pair = np.isin(kind, ("seen", "new_batch", "new_count"))
+        half = np.where(out_count & within_pair, np.maximum(half, q["new_count"]), half)
+        half = np.where(out_count & ~within_pair, np.hypot(half, q["new_count"]), half)
         return pred, pred * np.exp(-half), pred * np.exp(half)
 
     def effects(self, feature_names: dict | None = None):
@@ -249,8 +353,10 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
             names += [f"efficiency_log[{base}={lab}]" for lab in labels]
             if g == "model_code":
                 names += [f"kappa_delta[model={lab}]" for lab in labels]
-        n_m, n_a = self.n_levels_[_GROUPS.index("model_code")], self.n_levels_[_GROUPS.index("arch_code")]
-        models = feature_names.get("model_code") or [str(i) for i in range(n_m)]
-        archs = feature_names.get("arch_code") or [str(i) for i in range(n_a)]
-        names += [f"efficiency_log[model={m} x arch={a}]" for m in models for a in archs]
+                names += [f"batch_slope_delta[model={lab}]" for lab in labels]
+        for ga, gb in _INTERACTIONS:
+            la = feature_names.get(ga) or [str(i) for i in range(self.n_levels_[_GROUPS.index(ga)])]
+            lb = feature_names.get(gb) or [str(i) for i in range(self.n_levels_[_GROUPS.index(gb)])]
+            na, nb = ga.replace("_code", ""), gb.replace("_code", "")
+            names += [f"efficiency_log[{na}={x} x {nb}={z}]" for x in la for z in lb]
         return pd.DataFrame({"value": self.coef_}, index=names)

@@ -265,7 +265,8 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             f = self.pipeline_.named_steps["features"]
             return reg.effects({"family_code": f.families_, "model_code": f.model_names_,
                                 "vendor_code": f.vendors_, "arch_code": f.architectures_,
-                                "device_code": f.gpu_types_, "precision_code": f.precisions_})
+                                "device_code": f.gpu_types_, "precision_code": f.precisions_,
+                                "software_code": getattr(f, "software_", [])})
         return pd.DataFrame({"importance": reg.feature_importances_}, index=self.feature_names_)
 
     def summary(self) -> "Summary":
