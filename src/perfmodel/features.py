@@ -177,6 +177,7 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
         peak = np.where(cpu, threads * CPU_THREAD_NOMINAL_FLOPS, peak)
         mem = np.where(cpu, CPU_NOMINAL_MEMORY_GBPS, q["memory_bandwidth_gbps"].to_numpy(dtype=float)) * 1e9
         link = np.where(cpu, CPU_NOMINAL_INTERCONNECT_GBPS, q["interconnect_gbps"].to_numpy(dtype=float)) * 1e9
+        link = np.where(np.isfinite(link) & (link > 0), link, UNKNOWN_INTERCONNECT_GBPS * 1e9)  # as roofline
         work = q["flops_per_step_device"].to_numpy(dtype=float)
         fam_code = (_codes(X["family"], self.families_) if "family" in X.columns
                     else _codes(np.full(len(X), "", dtype=object), self.families_))  # -1: unknown
