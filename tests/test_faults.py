@@ -549,14 +549,14 @@ class TestEarlyOneLineErrors:
 
     def test_unwritable_output_before_first_run(self, tmp_path, monkeypatch):
         pytest.importorskip("torch")
-        from perfmodel.measure import sweep
+        from perfmodel.measure import run_sweep, sweep
 
         measured = []
         monkeypatch.setattr(sweep, "measure_run", lambda *a, **k: measured.append(1))
         blocker = tmp_path / "file"
         blocker.write_text("x")
         with pytest.raises(OSError):
-            sweep.run_sweep([sweep.RunConfig(model="mlp-xs", batch_size=2)], blocker / "sub" / "runs.csv")
+            run_sweep([sweep.RunConfig(model="mlp-xs", batch_size=2)], blocker / "sub" / "runs.csv")
         assert measured == []
 
     def test_cuda_on_cpu_torch(self, tmp_path):
