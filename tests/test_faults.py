@@ -490,7 +490,8 @@ class TestInputs:
         ("steps", 10.25, "'steps' must hold whole numbers"),
         ("steps", -3, "'steps' must be finite and positive"),
         ("batch_size", True, "'batch_size' must be numeric"),
-        ("precision", 3, "'precision' must hold text")])
+        ("precision", 3, "'precision' must hold text"),
+        ("precision", pd.NaT, "'precision' must hold text")])
     def test_predict_many_validates(self, fitted, column, value, message):
         q = pd.DataFrame([{"params": 1e6, "flops_per_sample": 1e9, "batch_size": 8, "gpu_count": 1,
                            "gpu_type": "A100", "steps": 100, "precision": "fp32"}] * 2)
