@@ -490,7 +490,8 @@ class TestInputs:
         ("steps", 10.25, "'steps' must hold whole numbers"),
         ("steps", -3, "'steps' must be finite and positive"),
         ("batch_size", True, "'batch_size' must be numeric"),
-        ("precision", 3, "'precision' must hold text")])
+        ("precision", 3, "'precision' must hold text"),
+        ("precision", pd.NaT, "'precision' must hold text")])
     def test_predict_many_validates(self, fitted, column, value, message):
         q = pd.DataFrame([{"params": 1e6, "flops_per_sample": 1e9, "batch_size": 8, "gpu_count": 1,
                            "gpu_type": "A100", "steps": 100, "precision": "fp32"}] * 2)
@@ -549,14 +550,14 @@ class TestEarlyOneLineErrors:
 
     def test_unwritable_output_before_first_run(self, tmp_path, monkeypatch):
         pytest.importorskip("torch")
-        from perfmodel.measure import sweep
+        from perfmodel.measure import run_sweep, sweep
 
         measured = []
         monkeypatch.setattr(sweep, "measure_run", lambda *a, **k: measured.append(1))
         blocker = tmp_path / "file"
         blocker.write_text("x")
         with pytest.raises(OSError):
-            sweep.run_sweep([sweep.RunConfig(model="mlp-xs", batch_size=2)], blocker / "sub" / "runs.csv")
+            run_sweep([sweep.RunConfig(model="mlp-xs", batch_size=2)], blocker / "sub" / "runs.csv")
         assert measured == []
 
     def test_cuda_on_cpu_torch(self, tmp_path):

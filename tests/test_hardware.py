@@ -438,3 +438,33 @@ class TestFp8Precision:
         assert r.seconds > 0
         with pytest.raises(ValueError, match="no fp8 peak"):
             predict_training_time("m1", batch_size=16, gpu_type="A100", precision="fp8", steps=10, history=fitted)
+
+
+class TestMigSlices:
+    @pytest.mark.parametrize("name, parent", [
+        ("NVIDIA A100-SXM4-40GB MIG 3g.20gb", "A100-SXM4-40GB"),
+        ("NVIDIA A100-SXM4-80GB MIG 1g.10gb", "A100-SXM4-80GB"),
+        ("NVIDIA H100 80GB HBM3 MIG 1g.10gb+me", "H100-SXM5-80GB"),
+        ("MIG 2g.12gb", None),
+    ])
+    def test_refused_with_what_it_is(self, name, parent):
+        with pytest.raises(UnknownHardwareError, match="MIG slices are not supported yet") as info:
+            resolve_gpu_type(name)
+        msg = str(info.value)
+        assert name in msg and "register_device" in msg
+        if parent:
+            assert f"of {parent}" in msg
+        assert "Closest known names" not in msg  # not mistaken for a typo of the parent
+
+    def test_predict_refuses_a_mig_slice(self):
+        import perfmodel
+
+        with pytest.raises(UnknownHardwareError, match="MIG slice"):
+            perfmodel.predict_training_time("gpt-s", batch_size=8, gpu_type="NVIDIA A100-SXM4-40GB MIG 3g.20gb",
+                                            steps=100)
+
+    @pytest.mark.usefixtures("clean_registry")
+    def test_a_registered_slice_resolves(self):
+        register_device(**{**ROW, "name": "A100-MIG-3g.20gb", "vendor": "nvidia", "architecture": "ampere",
+                           "source": "test row"}, aliases=["NVIDIA A100-SXM4-40GB MIG 3g.20gb"])
+        assert resolve_gpu_type("NVIDIA A100-SXM4-40GB MIG 3g.20gb") == "A100-MIG-3g.20gb"

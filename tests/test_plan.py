@@ -259,3 +259,31 @@ def test_cost_bounds_and_job_values_are_checked():
         simulate_queue(servers=1, jobs=[{"arrival": 0, "duration": float("nan")}])
     with pytest.raises(ValueError, match="'mode' parameter of scaling_from_model"):
         scaling_from_model("gpt-s", batch_size=8, gpu_type="cpu", mode="diagonal")
+
+
+class TestBundledPrices:
+    def test_every_row_names_a_device_of_the_table(self):
+        from perfmodel.datasets import bundled_runs_path
+        from perfmodel.hardware import known_gpu_types
+
+        raw = pd.read_csv(bundled_runs_path("prices.csv"))
+        assert set(raw["gpu_type"]) <= set(known_gpu_types())  # canonical names, not aliases
+
+    def test_aws_instances_price_the_device_they_carry(self):
+        # the instance named in each AWS row resolves (hardware._INSTANCE_PATTERNS) to the row's device:
+        # g5 carries A10G (not A10), p3 V100 16 GB (p3dn has the 32 GB ones)
+        import re
+
+        from perfmodel.datasets import bundled_runs_path
+        from perfmodel.hardware import resolve_gpu_type
+
+        raw = pd.read_csv(bundled_runs_path("prices.csv"))
+        checked = 0
+        for _, row in raw[(raw["provider"] == "aws") & (raw["gpu_type"] != "cpu")].iterrows():
+            m = re.search(r"\b([a-z]+\d+[a-z]*\.\d*x?large)\b", str(row["unit"]))
+            if m:
+                assert resolve_gpu_type(m.group(1)) == row["gpu_type"], (m.group(1), row["gpu_type"])
+                checked += 1
+        assert checked >= 4
+        assert price_per_hour("A10G", provider="aws") == pytest.approx(1.006)
+        assert price_per_hour("p3.16xlarge", provider="aws") == pytest.approx(3.06)

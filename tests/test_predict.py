@@ -148,6 +148,40 @@ class TestPredictMany:
         assert (out["lower"] <= out["seconds"]).all() and (out["seconds"] <= out["upper"]).all()
         assert out["inside_domain"].all()
 
+    @pytest.mark.parametrize("method", ["loglinear", "gbm", "physics"])
+    def test_each_distinct_configuration_once_gives_the_per_row_answer(self, monkeypatch, method):
+        # predict_many predicts each distinct configuration once and broadcasts: the same frame, to the bit, as
+        # predicting every row (the per-step prediction is row-wise), repeated rows, NA precision and all
+        import perfmodel.predict as P
+
+        runs = perfmodel.load_bundled_runs()
+        model = perfmodel.fit(runs, method=method, cv=None)
+        rng = np.random.default_rng(3)
+        n = 3000
+        q = pd.DataFrame({"model": rng.choice(list(model.models_.index) + ["gpt-s"], n),
+                          "batch_size": rng.choice([8, 16, 1024], n), "gpu_count": rng.choice([1, 2, 3], n),
+                          "gpu_type": rng.choice(["cpu", "CPU"], n), "steps": rng.integers(1, 10**6, n),
+                          "precision": rng.choice(["fp32", None], n)})
+        once = predict_many(q, history=model)
+        first, inverse = P._distinct_rows(q, skip=("steps",))
+        assert len(first) < n / 5
+        rest = q.drop(columns="steps")
+        pd.testing.assert_frame_equal(rest.iloc[first].iloc[inverse].reset_index(drop=True), rest)
+        monkeypatch.setattr(P, "_distinct_rows", lambda q, skip=(): (np.arange(len(q)), np.arange(len(q))))
+        every = predict_many(q, history=model)
+        pd.testing.assert_frame_equal(once, every)
+        assert (once["query_kind"] == "new_count").any() and not once["inside_domain"].all()
+
+    def test_unhashable_cells_fall_back_to_one_group_per_row(self):
+        from perfmodel.predict import _distinct_rows
+
+        q = pd.DataFrame({"a": [[1], [1], [2]], "b": [1, 1, 1]})
+        first, inverse = _distinct_rows(q)
+        assert list(first) == [0, 1, 2] and list(inverse) == [0, 1, 2]
+        first, inverse = _distinct_rows(pd.DataFrame({"a": ["x", "y", "x", None, None], "s": [1, 2, 3, 4, 5]}),
+                                        skip=("s",))
+        assert list(first) == [0, 1, 3] and list(inverse) == [0, 1, 0, 2, 2]
+
     def test_bad_column(self, fitted):
         q = pd.DataFrame({"params": [1e6], "batch_size": [0], "gpu_type": ["A100"], "steps": [10]})
         with pytest.raises(ValueError, match="column 'batch_size' must be finite and positive"):

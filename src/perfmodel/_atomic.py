@@ -31,11 +31,10 @@ def _temp_pattern(name: str) -> re.Pattern:
     return re.compile(r"^\." + re.escape(name) + r"\.(?:(?P<pid>\d+)-[0-9a-f]+\.tmp|tmp|[A-Za-z0-9_]{8}\.tmp)$")
 
 
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
+def signal_reaches(kill: Callable[[int, int], None], ident: int) -> bool:
+    """Whether signal 0 sent with ``kill`` (``os.kill`` / ``os.killpg``) to ``ident`` finds a live process."""
     try:
-        os.kill(pid, 0)
+        kill(ident, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # someone else's live process
@@ -43,6 +42,10 @@ def _pid_alive(pid: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def _pid_alive(pid: int) -> bool:
+    return pid > 0 and signal_reaches(os.kill, pid)
 
 
 def clean_stale_temps(path: str | os.PathLike) -> list[Path]:

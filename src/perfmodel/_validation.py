@@ -65,6 +65,20 @@ def check_choice(value: Any, name: str, where: str, choices: tuple[str, ...]) ->
     return value
 
 
+def check_fit_arrays(X, y, columns, where: str):
+    """``X, y`` as float arrays for a regressor's ``fit``: X with one column per name in ``columns``, y at least
+    3 positive, finite step times. Raises ValueError naming ``where`` otherwise."""
+    import numpy as np
+
+    X = np.asarray(X, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if X.ndim != 2 or X.shape[1] != len(columns):
+        raise ValueError(f"{where} expects the {len(columns)} columns {columns}.")
+    if len(y) < 3 or np.any(y <= 0) or not np.all(np.isfinite(y)):
+        raise ValueError(f"{where} needs at least 3 positive, finite step times.")
+    return X, y
+
+
 def check_prediction_frame(out, *, confidence: float, n_runs: int, method: str, where: str) -> None:
     """Refuse to return a prediction that is not a finite, non-negative time inside a bounded interval.
 

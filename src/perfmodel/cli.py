@@ -317,7 +317,8 @@ def _check_launch_flags(args) -> None:
 
 def _cmd_measure(args) -> int:
     _check_launch_flags(args)
-    from .measure.sweep import default_sweep_configs, run_sweep, sweep_configs
+    from .measure.launch import run_sweep
+    from .measure.sweep import default_sweep_configs, sweep_configs
     from .measure.zoo import ZOO
 
     if args.list_models:

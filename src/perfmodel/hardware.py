@@ -500,6 +500,28 @@ _REGISTER_HINT = (
 )
 
 
+#: NVML's name of a MIG instance: "<parent name> MIG <g>g.<memory>gb" (e.g. "NVIDIA A100-SXM4-40GB MIG 3g.20gb",
+#: "NVIDIA H100 80GB HBM3 MIG 1g.10gb+me").
+_MIG = re.compile(r"\bMIG[\s_-]*(\d+)g\.(\d+)gb(\+me)?\b", re.IGNORECASE)
+
+
+def _refuse_mig(name: str) -> None:
+    """A MIG slice is not its parent device: refuse it with a message that says what it is and what to do."""
+    mig = _MIG.search(name)
+    if mig is None:
+        return
+    parent = name[: mig.start()].strip(" -_")
+    parent_name = _lookup(parent) if parent else None
+    of = f" of {parent_name}" if parent_name else ""
+    raise UnknownHardwareError(
+        f"gpu_type {name!r} is an NVIDIA MIG slice ({mig.group(1)}g compute, {mig.group(2)} GB){of}; MIG slices are "
+        "not supported yet: a slice's speed is not a fixed share of the whole device (its share of the SMs, of the "
+        "memory bandwidth and of the L2 differ by profile). Register the slice as a device of its own "
+        "(perfmodel.hardware.register_device(name=..., vendor='nvidia', ..., source=...) with its peaks; a "
+        "registered name resolves before this check), or predict for the whole device."
+    )
+
+
 def resolve_gpu_type(name: str) -> str:
     """Return the canonical spec-table name for ``name`` (a user's, NVML's, rocm-smi's or a cloud's name).
 
@@ -520,6 +542,7 @@ def resolve_gpu_type(name: str) -> str:
     if found is not None:
         _CACHE[name] = found
         return found
+    _refuse_mig(name)
     key = _normalise(name)
     names = {s: s for s in known_gpu_types()}
     candidates = {**{k: v for k, v in _BUILTIN_ALIASES.items()}, **_USER_ALIASES,

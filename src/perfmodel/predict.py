@@ -312,6 +312,12 @@ def _prior_note(provenance: list, q: pd.DataFrame) -> list[str]:
             "few runs of your own: history=['my_runs.csv', 'gpu']"]
 
 
+def _isin_text(col: pd.Series, values) -> np.ndarray:
+    """``col.astype(str).isin(values)`` computed once per distinct value (queries repeat a few names)."""
+    codes, uniq = pd.factorize(col, use_na_sentinel=False)
+    return np.asarray(pd.Index(uniq).astype(str).isin(values), dtype=bool)[codes]
+
+
 def _kind_of(fitted: TrainingTimeModel, q: pd.DataFrame) -> np.ndarray:
     """Per query row: seen / new_pair / new_batch / new_count / new_model / new_device."""
     reg = fitted.pipeline_.named_steps["regressor"]
@@ -319,9 +325,10 @@ def _kind_of(fitted: TrainingTimeModel, q: pd.DataFrame) -> np.ndarray:
         kind = reg.query_kind(fitted.pipeline_.named_steps["features"].transform(q))
     else:
         kind = np.full(len(q), "seen", dtype=object)
-        kind = np.where(~q["gpu_type"].astype(str).isin(fitted.gpu_types_), "new_device",
-                        np.where(~q.get("model", pd.Series("", index=q.index)).astype(str).isin(
-                            fitted.models_.index), "new_model", kind))
+        known_model = (_isin_text(q["model"], fitted.models_.index) if "model" in q.columns
+                       else np.full(len(q), "" in fitted.models_.index))
+        kind = np.where(~_isin_text(q["gpu_type"], fitted.gpu_types_), "new_device",
+                        np.where(~known_model, "new_model", kind))
     kind = np.asarray(kind, dtype=object)
     dom = fitted.domain_
     n = pd.to_numeric(q["gpu_count"], errors="coerce").to_numpy(dtype=float)
@@ -330,8 +337,34 @@ def _kind_of(fitted: TrainingTimeModel, q: pd.DataFrame) -> np.ndarray:
     return kind
 
 
-def _predict_frame(fitted: TrainingTimeModel, q: pd.DataFrame, confidence: float) -> pd.DataFrame:
-    out = fitted.predict_interval(q, confidence)
+def _distinct_rows(q: pd.DataFrame, skip: tuple = ()) -> tuple[np.ndarray, np.ndarray]:
+    """``first, inverse``: the position of the first of each distinct row of ``q`` (ignoring ``skip``), and each
+    row's index into ``first``. 100,000 queries over a grid of a few hundred configurations are predicted once per
+    configuration; unhashable cells fall back to one group per row."""
+    inverse = np.zeros(len(q), dtype=np.int64)
+    try:
+        for col in q.columns:
+            if col in skip:
+                continue
+            codes, uniq = pd.factorize(q[col], use_na_sentinel=False)
+            inverse = pd.factorize(inverse * max(len(uniq), 1) + codes)[0]
+    except TypeError:
+        return np.arange(len(q)), np.arange(len(q))
+    # factorize numbers rows in order of first appearance: a first row is where the code reaches a new maximum
+    first = np.flatnonzero(np.r_[True, inverse[1:] > np.maximum.accumulate(inverse)[:-1]]) if len(q) else inverse
+    return first, inverse
+
+
+def _predict_frame(fitted: TrainingTimeModel, q: pd.DataFrame, confidence: float,
+                   distinct: tuple | None = None) -> pd.DataFrame:
+    """Per-step and whole-run predictions of each query row; ``distinct`` = (rows, inverse) from
+    :func:`_distinct_rows` predicts each distinct configuration once (the per-step prediction is row-wise)."""
+    if distinct is None:
+        out = fitted.predict_interval(q, confidence)
+    else:
+        rows, inverse = distinct
+        per = fitted.predict_interval(rows, confidence)
+        out = pd.DataFrame({c: per[c].to_numpy()[inverse] for c in per.columns}, index=q.index)
     nonpos = (out["step_time_s"] <= 0).to_numpy()
     cols = ["step_time_s", "step_lower", "step_upper"]
     out[cols] = out[cols].clip(lower=0.0)
@@ -540,10 +573,12 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
             fitted = fit_history(runs, method, kind=kind)
             fitted.provenance_ = labels
     _check_support(fitted, q)
-    out = _predict_frame(fitted, q, confidence)
-    masks = list(_outside(fitted, q).values())
-    out["inside_domain"] = ~np.logical_or.reduce(masks) if masks else np.ones(len(q), dtype=bool)
-    out["query_kind"] = _kind_of(fitted, q)
+    first, inverse = _distinct_rows(q, skip=("steps",))  # the steps only scale the per-step prediction
+    rows = q.iloc[first]
+    out = _predict_frame(fitted, q, confidence, distinct=(rows, inverse))
+    masks = list(_outside(fitted, rows).values())
+    out["inside_domain"] = (~np.logical_or.reduce(masks) if masks else np.ones(len(rows), dtype=bool))[inverse]
+    out["query_kind"] = _kind_of(fitted, rows)[inverse]
     cols = ["step_time_s", "step_lower", "step_upper", "steps", "seconds", "lower", "upper", "inside_domain",
             "nearest_run_distance", "query_kind"]
     return out[cols]

@@ -174,6 +174,23 @@ def _check_ranges(df: pd.DataFrame, ok: np.ndarray) -> None:
             )
 
 
+def _first_non_text(col: pd.Series) -> int | None:
+    """Position of the first value that is neither text nor missing (None, NaN, NA), or None. Checks each
+    distinct value once, so 100,000 queries over a few names cost a hash pass, not 100,000 Python calls."""
+    if isinstance(col.dtype, pd.StringDtype):
+        return None
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        codes, uniq = col.cat.codes.to_numpy(), col.cat.categories
+    else:
+        codes, uniq = pd.factorize(col, use_na_sentinel=True)  # missing values get code -1
+    bad = np.isin(codes, [k for k, v in enumerate(uniq) if not isinstance(v, str)])
+    missing = np.flatnonzero(codes < 0)  # None, NaN and NA are fine; other missing markers (NaT) are not
+    if len(missing):
+        values = col.to_numpy(dtype=object)[missing]
+        bad[missing] = [not (v is None or v is pd.NA or (isinstance(v, float) and v != v)) for v in values]
+    return int(np.flatnonzero(bad)[0]) if bad.any() else None
+
+
 def check_queries(q: pd.DataFrame, where: str) -> None:
     """Check prediction queries like :func:`validate_runs` checks runs: ``params``, ``batch_size``,
     ``gpu_count``, ``steps`` (and ``flops_per_sample`` where given) finite, positive and within :data:`LIMITS`,
@@ -181,10 +198,8 @@ def check_queries(q: pd.DataFrame, where: str) -> None:
     column and the first bad row."""
     for name in ("precision", "gpu_type", "model"):
         if name in q.columns:
-            notstr = ~q[name].map(lambda v: isinstance(v, str) or v is None or v is pd.NA
-                                  or (isinstance(v, float) and v != v)).to_numpy(dtype=bool)
-            if notstr.any():
-                i = int(np.flatnonzero(notstr)[0])
+            i = _first_non_text(q[name])
+            if i is not None:
                 raise SchemaError(f"{where}: column {name!r} must hold text; row {i} holds "
                                   f"{q[name].iloc[i]!r} of type {type(q[name].iloc[i]).__name__}.")
     for name in ("params", "batch_size", "gpu_count", "steps", "flops_per_sample"):

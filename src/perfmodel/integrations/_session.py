@@ -16,7 +16,7 @@ from ..io import append_runs
 from ..measure.recorder import Recorder
 from ..measure.telemetry import nvml_device_facts
 
-__all__ = ["RecordingSession", "device_gpu_type"]
+__all__ = ["RecordingSession", "CallbackState", "device_gpu_type"]
 
 
 def device_gpu_type(device, gpu_type: str | None = None) -> tuple[str, bool]:
@@ -69,3 +69,26 @@ class RecordingSession:
         if self.writer and self.history is not None:
             append_runs(rec, self.history)
         return rec
+
+
+class CallbackState:
+    """What the HF and Lightning callbacks share: their common arguments, checked once, the last record written
+    (``result``) and the :class:`RecordingSession` of the run in progress."""
+
+    def __init__(self, history="runs.csv", model_name: str | None = None, *, warmup_steps: int = 3,
+                 gpu_type: str | None = None, family: str | None = None):
+        if model_name is not None and (not isinstance(model_name, str) or not model_name):
+            raise TypeError(f"The 'model_name' parameter of PerfModelCallback must be a non-empty str. "
+                            f"Got {model_name!r}.")
+        self.history = history
+        self.model_name = model_name
+        self.warmup_steps = warmup_steps
+        self.gpu_type = gpu_type
+        self.family = family
+        self.result: dict | None = None
+        self._session: RecordingSession | None = None
+
+    def _finish_unended(self) -> None:
+        """Write a run that never reached its end hook (an earlier fit that raised) as interrupted."""
+        if self._session is not None and not self._session.done:
+            self.result = self._session.finish(interrupted=True)

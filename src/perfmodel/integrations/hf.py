@@ -25,12 +25,12 @@ from transformers import TrainerCallback
 
 from ..importers._hf import FLOPS_METHOD, model_name_from_config, precision_from_flags
 from ..measure.recorder import Recorder
-from ._session import RecordingSession, device_gpu_type
+from ._session import CallbackState, RecordingSession, device_gpu_type
 
 __all__ = ["PerfModelCallback"]
 
 
-class PerfModelCallback(TrainerCallback):
+class PerfModelCallback(CallbackState, TrainerCallback):
     """A ``transformers`` callback that appends one perfmodel run record per ``Trainer.train()`` call.
 
     Parameters
@@ -54,20 +54,11 @@ class PerfModelCallback(TrainerCallback):
 
     def __init__(self, history="runs.csv", model_name: str | None = None, *, warmup_steps: int = 3,
                  gpu_type: str | None = None, family: str | None = None):
-        if model_name is not None and (not isinstance(model_name, str) or not model_name):
-            raise TypeError(f"The 'model_name' parameter of PerfModelCallback must be a non-empty str. "
-                            f"Got {model_name!r}.")
-        self.history = history
-        self.model_name = model_name
-        self.warmup_steps = warmup_steps
-        self.gpu_type = gpu_type
-        self.family = family
-        self.result: dict | None = None
-        self._session: RecordingSession | None = None
+        CallbackState.__init__(self, history, model_name, warmup_steps=warmup_steps, gpu_type=gpu_type,
+                               family=family)
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
-        if self._session is not None and not self._session.done:  # an earlier train() that never ended
-            self.result = self._session.finish(interrupted=True)
+        self._finish_unended()  # an earlier train() that never ended
         cfg = model.config.to_dict() if hasattr(model, "config") and hasattr(model.config, "to_dict") else {}
         name = self.model_name or model_name_from_config(cfg) or type(model).__name__
         accum = int(args.gradient_accumulation_steps)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from lightning.pytorch.callbacks import Callback
 
 from ..measure.recorder import Recorder
-from ._session import RecordingSession, device_gpu_type
+from ._session import CallbackState, RecordingSession, device_gpu_type
 
 __all__ = ["PerfModelCallback"]
 
@@ -54,7 +54,7 @@ def _batch_len(batch) -> int | None:
         return None
 
 
-class PerfModelCallback(Callback):
+class PerfModelCallback(CallbackState, Callback):
     """A Lightning callback that appends one perfmodel run record per ``Trainer.fit``.
 
     Parameters
@@ -78,22 +78,13 @@ class PerfModelCallback(Callback):
     def __init__(self, history="runs.csv", model_name: str | None = None, *, batch_size: int | None = None,
                  flops_per_sample: float | None = None, warmup_steps: int = 3, gpu_type: str | None = None,
                  family: str | None = None):
-        if model_name is not None and (not isinstance(model_name, str) or not model_name):
-            raise TypeError(f"The 'model_name' parameter of PerfModelCallback must be a non-empty str. "
-                            f"Got {model_name!r}.")
-        self.history = history
-        self.model_name = model_name
+        CallbackState.__init__(self, history, model_name, warmup_steps=warmup_steps, gpu_type=gpu_type,
+                               family=family)
         self.batch_size = batch_size
         self.flops_per_sample = flops_per_sample
-        self.warmup_steps = warmup_steps
-        self.gpu_type = gpu_type
-        self.family = family
-        self.result: dict | None = None
-        self._session: RecordingSession | None = None
 
     def on_train_start(self, trainer, pl_module):
-        if self._session is not None and not self._session.done:
-            self.result = self._session.finish(interrupted=True)
+        self._finish_unended()
         gpu_type, cuda = device_gpu_type(trainer.strategy.root_device, self.gpu_type)
         self._accum = int(trainer.accumulate_grad_batches)
         recorder = Recorder(
@@ -139,5 +130,4 @@ class PerfModelCallback(Callback):
             self.result = self._session.finish()
 
     def on_exception(self, trainer, pl_module, exception):
-        if self._session is not None and not self._session.done:
-            self.result = self._session.finish(interrupted=True)
+        self._finish_unended()

@@ -15,6 +15,10 @@ def __getattr__(name):
         from .recorder import record
 
         return record
+    if name == "run_sweep":
+        from .launch import run_sweep
+
+        return run_sweep
     if name == "SlurmOptions":
         from .slurm import SlurmOptions
 

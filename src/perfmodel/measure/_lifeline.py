@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-from .._atomic import atomic_write_bytes
+from .._atomic import _pid_alive, atomic_write_bytes, signal_reaches
 from ..exceptions import MeasurementError
 
 __all__ = ["preexec", "watch_sweep", "register", "check_stale_workers", "SWEEP_PID_ENV"]
@@ -66,18 +66,6 @@ def preexec():
     return _child
 
 
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    return True
 
 
 def watch_sweep(interval_s: float = 0.5) -> None:
@@ -126,15 +114,7 @@ def _procs_mentioning(text: str) -> list[int]:
 
 
 def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    return True
+    return signal_reaches(os.killpg, pgid)
 
 
 def check_stale_workers(tmpdir: str | os.PathLike | None = None) -> list[Path]:

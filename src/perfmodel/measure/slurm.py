@@ -20,12 +20,13 @@ import logging
 import os
 import sys
 import time
+import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .._validation import check_positive_int
 
-__all__ = ["SlurmOptions", "run_slurm"]
+__all__ = ["SlurmOptions", "run_slurm", "run_sweep_slurm"]
 
 logger = logging.getLogger(__name__)
 
@@ -238,3 +239,30 @@ def run_slurm(todo: list, output: Path, opts: SlurmOptions, *, sweep_id: str, ti
                   "them (job ids in " + str(jobs_file) + ")", file=sys.stderr)
         raise
     return written
+
+
+def run_sweep_slurm(configs: list, output: Path, slurm, *, timeout_s: float, retry_failed: bool,
+                    progress: bool):
+    """Resume-aware Slurm sweep: skip configurations already in ``output``, submit the rest (:func:`run_slurm`).
+
+    Returns a DataFrame of the records written by this call (what :func:`perfmodel.measure.run_sweep` returns).
+    """
+    import pandas as pd
+
+    from .sweep import _done_keys
+
+    if not isinstance(slurm, SlurmOptions):
+        raise TypeError("launcher='slurm' needs slurm=SlurmOptions(partition=..., time_min=...). "
+                        f"Got {type(slurm).__name__}.")
+
+    def anywhere(key: tuple) -> tuple:  # the device is known only on the compute node
+        return key[:4] + key[5:]
+
+    done = {anywhere(k) for k in _done_keys(output, retry_failed)}
+    todo = [c for c in configs if anywhere(c.key("*")) not in done]
+    if progress and len(todo) < len(configs):
+        print(f"resuming: {len(configs) - len(todo)} of {len(configs)} configurations already in {output}",
+              file=sys.stderr)
+    written = run_slurm(todo, output, slurm, sweep_id=uuid.uuid4().hex[:8], timeout_s=timeout_s,
+                        progress=progress, total=len(configs))
+    return pd.DataFrame(written)

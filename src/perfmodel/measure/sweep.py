@@ -9,7 +9,8 @@
   count, precision, device type, repeat index, gradient accumulation, optimizer, compile, activation
   checkpointing and sequence length) are skipped.
 * A model is a zoo name, ``hf:<type>[?overrides]`` or a bring-your-own ``pkg.module:factory`` (see
-  :mod:`perfmodel.measure.workload` for the factory contract); :func:`run_sweep` also takes factory callables.
+  :mod:`perfmodel.measure.workload` for the factory contract); :func:`perfmodel.measure.run_sweep` (in
+  :mod:`perfmodel.measure.launch`) also takes factory callables.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import uuid
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import pandas as pd
 from filelock import FileLock
@@ -43,7 +44,7 @@ from ._worker import ERROR_PREFIX
 from .workload import check_model_spec, default_model_name, factory_spec, model_kind
 from .zoo import ZOO, default_seq_len
 
-__all__ = ["RunConfig", "measure_run", "run_sweep", "sweep_configs", "default_sweep_configs", "DEFAULT_SWEEP"]
+__all__ = ["RunConfig", "measure_run", "run_local", "sweep_configs", "default_sweep_configs", "DEFAULT_SWEEP"]
 
 logger = logging.getLogger(__name__)
 
@@ -433,60 +434,14 @@ def _fmt_eta(seconds: float) -> str:
     return f"{m}m{s:02d}s" if m else f"{s}s"
 
 
-def run_sweep(configs: Iterable[RunConfig] | None = None, output: str | os.PathLike | None = None, *,
-              models: Sequence | None = None, batch_sizes: Sequence[int] = (8,), gpu_counts: Sequence[int] = (1,),
-              precisions: Sequence[str] = ("fp32",), repeats: int = 1, device: str = "cpu",
-              timeout_s: float = 600.0, retry_failed: bool = False, progress: bool = True,
-              launcher: str = "local", slurm=None, **run_options) -> pd.DataFrame:
-    """Run each configuration and append its record to ``output`` as soon as it finishes.
+def run_local(configs: list[RunConfig], output: Path, *, timeout_s: float = 600.0, retry_failed: bool = False,
+              progress: bool = True) -> pd.DataFrame:
+    """Run each configuration here, one after the other, appending each record to ``output`` as it finishes.
 
-    Parameters
-    ----------
-    configs : iterable of RunConfig, optional
-        From :func:`sweep_configs` or :func:`default_sweep_configs`. Or give ``models`` instead.
-    output : path
-        ``.csv`` or ``.parquet`` history; created if absent, appended to otherwise.
-    models : sequence of str or callable, optional
-        Instead of ``configs``: zoo names, ``hf:...`` specs, ``pkg.module:factory`` strings or factory callables
-        (top-level functions; see :mod:`perfmodel.measure.workload` for the contract), swept over
-        ``batch_sizes`` x ``gpu_counts`` x ``precisions`` x ``repeats`` on ``device`` with ``run_options``
-        (:class:`RunConfig` fields such as ``steps``, ``max_seconds``, ``grad_accum``, ``optimizer``, ``name``).
-    timeout_s : float, default=600
-        A run still going after this long is killed and recorded with ``status="timeout"``.
-    retry_failed : bool, default=False
-        Run again configurations whose earlier record failed (by default every recorded one is skipped).
-    progress : bool, default=True
-        Print a progress line (runs done, ETA) to stderr.
-    launcher : {"local", "slurm"}, default="local"
-        ``local`` runs each configuration here, one after the other (``torchrun`` for several devices or
-        nodes); ``slurm`` submits each as a job through submitit (:mod:`perfmodel.measure.slurm`) and gathers
-        the records as they finish.
-    slurm : SlurmOptions, optional
-        Partition, time limit, GPUs per node, account, ... (required with ``launcher="slurm"``).
-
-    Returns
-    -------
-    DataFrame
-        The records written by this call.
+    The engine behind :func:`perfmodel.measure.run_sweep` with ``launcher="local"`` (which builds ``configs``
+    from model names and checks the arguments); the Slurm launcher is :mod:`perfmodel.measure.slurm`.
     """
-    if output is None:
-        raise TypeError("run_sweep needs an output history path (output=...).")
-    if (configs is None) == (models is None):
-        raise TypeError("run_sweep takes either configs or models=[...], not both and not neither.")
-    if configs is None:
-        configs = sweep_configs(models, batch_sizes, gpu_counts, precisions=precisions, repeats=repeats,
-                                device=device, **run_options)
-    elif run_options:
-        raise TypeError(f"run_sweep got run options {sorted(run_options)} with configs; they belong in RunConfig.")
     output = Path(output)
-    configs = list(configs)
-    if launcher == "slurm":
-        return _run_sweep_slurm(configs, output, slurm, timeout_s=timeout_s, retry_failed=retry_failed,
-                                progress=progress)
-    if launcher != "local":
-        raise ValueError(f"launcher must be 'local' or 'slurm'. Got {launcher!r}.")
-    if slurm is not None:
-        raise ValueError("slurm options are for launcher='slurm'.")
     timeout_s = check_positive_float(timeout_s, "timeout_s", "run_sweep")
     if output.suffix.lower() not in (".csv", ".parquet", ".pq"):
         raise ValueError(f"Run history {str(output)!r} must end in .csv or .parquet (got suffix {output.suffix!r}).")
@@ -521,27 +476,6 @@ def run_sweep(configs: Iterable[RunConfig] | None = None, output: str | os.PathL
                 what += " (FlopCounterMode saw no FLOPs: flops_per_sample left empty)"
             print(f"[{skipped + i + 1:>4}/{len(configs)}] {cfg.record_name} batch={cfg.batch_size} n={cfg.gpu_count} "
                   f"{cfg.precision} rep={cfg.repeat}: {what}  (ETA {_fmt_eta(eta)})", file=sys.stderr, flush=True)
-    return pd.DataFrame(written)
-
-
-def _run_sweep_slurm(configs: list[RunConfig], output: Path, slurm, *, timeout_s: float, retry_failed: bool,
-                     progress: bool) -> pd.DataFrame:
-    from .slurm import SlurmOptions, run_slurm
-
-    if not isinstance(slurm, SlurmOptions):
-        raise TypeError("launcher='slurm' needs slurm=SlurmOptions(partition=..., time_min=...). "
-                        f"Got {type(slurm).__name__}.")
-
-    def anywhere(key: tuple) -> tuple:  # the device is known only on the compute node
-        return key[:4] + key[5:]
-
-    done = {anywhere(k) for k in _done_keys(output, retry_failed)}
-    todo = [c for c in configs if anywhere(c.key("*")) not in done]
-    if progress and len(todo) < len(configs):
-        print(f"resuming: {len(configs) - len(todo)} of {len(configs)} configurations already in {output}",
-              file=sys.stderr)
-    written = run_slurm(todo, output, slurm, sweep_id=uuid.uuid4().hex[:8], timeout_s=timeout_s,
-                        progress=progress, total=len(configs))
     return pd.DataFrame(written)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import statsmodels.api as sm
+from scipy import stats
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -120,9 +121,15 @@ class OLSRegressor(RegressorMixin, BaseEstimator):
         pred, lower, upper : ndarray of shape (n_samples,)
         """
         confidence = check_confidence(confidence, "OLSRegressor.predict_interval")
-        X, eta = self._linear(X)
-        frame = self.results_.get_prediction(self._design(X)).summary_frame(alpha=1 - confidence)
-        lo, hi = frame["obs_ci_lower"].to_numpy(), frame["obs_ci_upper"].to_numpy()
+        check_is_fitted(self, "results_")
+        D = self._design(validate_data(self, X, reset=False))
+        r = self.results_
+        eta = D @ np.asarray(r.params)
+        # statsmodels' get_prediction(...).summary_frame()'s obs_ci, without building its frames:
+        # se_obs = sqrt(x' Cov x + scale), t quantile on the residual degrees of freedom
+        var_mean = ((D @ np.asarray(r.cov_params())) * D).sum(axis=1)
+        half = stats.t.ppf(1 - (1 - confidence) / 2, r.df_resid) * np.sqrt(var_mean + r.scale)
+        lo, hi = eta - half, eta + half
         if self.log_target:
             return np.exp(eta), np.exp(lo), np.exp(hi)
         return eta, lo, hi

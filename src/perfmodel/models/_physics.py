@@ -32,7 +32,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.model_selection import GroupKFold, KFold, LeaveOneGroupOut
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_confidence
+from .._validation import check_confidence, check_fit_arrays
 from ..metrics import r2
 from ..features import CPU_THREAD_NOMINAL_FLOPS, PHYSICS_COLUMNS
 from ._gbm import conformal_quantile
@@ -98,12 +98,7 @@ class PhysicsRegressor(RegressorMixin, BaseEstimator):
         return least_squares(resid, x0, bounds=(lo, hi), method="trf", x_scale="jac", max_nfev=2000).x
 
     def fit(self, X, y):
-        X = np.asarray(X, dtype=float)
-        y = np.asarray(y, dtype=float)
-        if X.ndim != 2 or X.shape[1] != len(PHYSICS_COLUMNS):
-            raise ValueError(f"PhysicsRegressor expects the {len(PHYSICS_COLUMNS)} columns {PHYSICS_COLUMNS}.")
-        if len(y) < 3 or np.any(y <= 0) or not np.all(np.isfinite(y)):
-            raise ValueError("PhysicsRegressor needs at least 3 positive, finite step times.")
+        X, y = check_fit_arrays(X, y, PHYSICS_COLUMNS, "PhysicsRegressor")
         self.n_features_in_ = X.shape[1]
         self.n_families_ = int(max(X[:, 5].max(), 0)) + 1  # codes 0..F-1 from the featurizer; -1 = unknown
         self.params_ = self._fit_params(X, y)

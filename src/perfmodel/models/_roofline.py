@@ -46,7 +46,7 @@ from sklearn.model_selection import GroupKFold, KFold
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from .._validation import check_confidence
+from .._validation import check_confidence, check_fit_arrays
 from ..metrics import r2
 from ..features import ROOFLINE_COLUMNS
 from ._gbm import conformal_quantile
@@ -187,12 +187,7 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
 
     # ---------------------------------------------------------------------------------------------- fit
     def fit(self, X, y):
-        X = np.asarray(X, dtype=float)
-        y = np.asarray(y, dtype=float)
-        if X.ndim != 2 or X.shape[1] != len(ROOFLINE_COLUMNS):
-            raise ValueError(f"RooflineRegressor expects the {len(ROOFLINE_COLUMNS)} columns {ROOFLINE_COLUMNS}.")
-        if len(y) < 3 or np.any(y <= 0) or not np.all(np.isfinite(y)):
-            raise ValueError("RooflineRegressor needs at least 3 positive, finite step times.")
+        X, y = check_fit_arrays(X, y, ROOFLINE_COLUMNS, "RooflineRegressor")
         if not np.all(np.isfinite(X[:, :_COL["model_code"]])):
             raise ValueError("RooflineRegressor got non-finite features (a device without a peak at the run's "
                              "precision or without a memory bandwidth?).")

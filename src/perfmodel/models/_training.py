@@ -235,9 +235,12 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         never = self.domain_["min"].reindex(cols).isna().to_numpy()
         # a quantity the history never had (e.g. FLOPs), or the query lacks, counts as equal
         qp = np.where(np.isfinite(qp) & ~never, qp, 0.0)
-        frame = pd.DataFrame(qp)
-        inverse = frame.groupby(list(frame.columns), sort=False).ngroup().to_numpy()  # queries repeat configs
-        first = np.unique(inverse, return_index=True)[1]
+        inverse = np.zeros(len(qp), dtype=np.int64)  # one code per distinct row: queries repeat configs
+        for j in range(qp.shape[1]):
+            codes, uniq = pd.factorize(qp[:, j])
+            inverse = pd.factorize(inverse * len(uniq) + codes)[0]
+        # factorize numbers rows in order of first appearance: a row is a first one where its code is a new maximum
+        first = np.flatnonzero(np.r_[True, inverse[1:] > np.maximum.accumulate(inverse)[:-1]])
         tree = getattr(self, "_domain_tree", None)
         if tree is None:
             from sklearn.neighbors import KDTree
