@@ -64,9 +64,8 @@ from dataclasses import dataclass, field
 __all__ = ["OP_CLASSES", "TRACED_CLASSES", "OP_FEATURE_VERSION", "OpFeatures", "count_ops", "count_workload_ops",
            "op_column_names", "OPTIMIZER_COST"]
 
-OP_FEATURE_VERSION = 1
-TRACED_CLASSES = ("matmul", "conv_dense", "conv_depthwise", "conv_grouped", "attention", "recurrent", "norm",
-                  "elementwise", "embedding", "reduction", "other")
+from ..schema import OP_FEATURE_VERSION, OP_TRACED_CLASSES as TRACED_CLASSES  # the schema owns the columns
+
 OP_CLASSES = TRACED_CLASSES + ("optimizer",)
 #: optimizer -> (FLOPs per parameter element, bytes per fp32 parameter element, kernels per parameter tensor).
 #: AdamW (torch's per-tensor CPU implementation): read param, grad, two moments, write param and moments (7 x 4 B);
@@ -445,3 +444,88 @@ def count_workload_ops(workload, *, device: str = "meta", optimizer: str | None 
         return inputs, target
 
     return count_ops(module, make_inputs, workload.loss, device=device, optimizer=optimizer)
+
+
+# ------------------------------------------------------------------------------------------------ recording
+def workload_op_columns(spec: str, *, knobs: dict | None = None, seq_len: int | None = None,
+                        optimizer: str | None = "adamw") -> dict:
+    """The op columns of a model spec (zoo name, ``hf:...`` or factory), built and counted on the meta device.
+
+    What the measuring worker records for each run (once per model). Raises on failure.
+    """
+    import torch
+
+    from .workload import resolve_workload
+
+    with torch.device("meta"):
+        wl = resolve_workload(spec, knobs=knobs or {}, seq_len=seq_len)
+    return count_workload_ops(wl, device="meta", optimizer=optimizer).to_columns()
+
+
+def add_op_features(runs, *, overwrite: bool = False):
+    """Backfill the op columns (:func:`op_column_names`) of a run history by rebuilding its zoo models by name.
+
+    Each distinct (model, seq_len, optimizer) whose ``model`` is a zoo name (any name
+    :func:`perfmodel.measure.zoo.known_models` lists, with its default knobs; a recorded ``seq_len`` is applied)
+    is counted once on the meta device. Rows whose model cannot be rebuilt (not a zoo name, a Hugging Face or
+    bring-your-own model, a build that fails) keep empty op columns; nothing else changes.
+
+    Parameters
+    ----------
+    runs : DataFrame
+        A run history (as :func:`perfmodel.io.load_runs` returns).
+    overwrite : bool, default=False
+        Recount rows that already have op columns (default: fill only the rows without them).
+
+    Returns
+    -------
+    DataFrame
+        A copy of ``runs`` with the op columns; ``.attrs["op_features_skipped"]`` maps each model name left empty
+        to the reason.
+    """
+    import numpy as np
+    import pandas as pd
+
+    from .zoo import known_models
+
+    if not isinstance(runs, pd.DataFrame):
+        raise TypeError(f"add_op_features expects a DataFrame of runs. Got {type(runs).__name__}.")
+    if "model" not in runs.columns:
+        raise ValueError("add_op_features needs a 'model' column naming each run's model.")
+    out = runs.copy()
+    names = op_column_names()
+    for c in names:
+        if c not in out.columns:
+            out[c] = pd.array([pd.NA] * len(out), dtype="Int64" if c == "op_feature_version" else "Float64")
+    todo = np.ones(len(out), dtype=bool) if overwrite else out["op_feature_version"].isna().to_numpy()
+    zoo = set(known_models())
+    source = out["model_source"].astype("string") if "model_source" in out.columns else pd.Series(
+        pd.NA, index=out.index, dtype="string")
+    seq = pd.to_numeric(out["seq_len"], errors="coerce") if "seq_len" in out.columns else pd.Series(
+        np.nan, index=out.index)
+    opt = out["optimizer"].astype("string").fillna("adamw") if "optimizer" in out.columns else pd.Series(
+        "adamw", index=out.index, dtype="string")
+    skipped: dict = {}
+    cache: dict = {}
+    for i in np.flatnonzero(todo):
+        model = str(out["model"].iloc[i])
+        src = source.iloc[i]
+        if model not in zoo or (not pd.isna(src) and str(src) not in ("zoo", "")):
+            skipped.setdefault(model, "not a zoo model" if model not in zoo else f"model_source {src}")
+            continue
+        s = seq.iloc[i]
+        key = (model, None if pd.isna(s) else int(s), str(opt.iloc[i]))
+        if key not in cache:
+            try:
+                cache[key] = workload_op_columns(model, seq_len=key[1], optimizer=key[2] if key[2] in (
+                    "adamw", "sgd") else "adamw")
+            except Exception as exc:  # noqa: BLE001 - any failure leaves the row empty, reported
+                cache[key] = None
+                skipped.setdefault(model, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        cols = cache[key]
+        if cols is None:
+            continue
+        for c in names:
+            out.iloc[i, out.columns.get_loc(c)] = cols[c]
+    out.attrs["op_features_skipped"] = skipped
+    return out
