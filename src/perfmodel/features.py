@@ -74,7 +74,7 @@ def _software(X: pd.DataFrame) -> pd.Series:
 
 #: The columns RunFeaturizer(kind="ops") produces, in order (see :mod:`perfmodel.models._ops`).
 OPS_COLUMNS = (("family_code", "model_code", "batch_size", "gpu_count", "data_parallel", "t_comm_s", "t_step_bytes_s",
-                "t_opt_bytes_s", "kernels", "op_imputed")
+                "t_opt_bytes_s", "kernels", "op_imputed", "work_gflop")
                + tuple(f"t_flops_{c}_s" for c in OP_TRACED_CLASSES) + tuple(f"t_bytes_{c}_s" for c in OP_TRACED_CLASSES))
 #: Fallback when no fitted row has op columns: batch-independent bytes per parameter (fp32 weights read forward
 #: and backward, gradients written).
@@ -324,6 +324,7 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
             "t_opt_bytes_s": ops["op_optimizer_bytes"].to_numpy() / mem,
             "kernels": accum * ops["op_kernels"].to_numpy(),
             "op_imputed": imputed.astype(float),
+            "work_gflop": q["flops_per_step_device"].to_numpy(dtype=float) / 1e9,
         }
         for c in OP_TRACED_CLASSES:
             cols[f"t_flops_{c}_s"] = samples * ops[f"op_{c}_flops"].to_numpy() / peak
