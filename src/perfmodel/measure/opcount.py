@@ -12,11 +12,12 @@ Op classes (:data:`OP_CLASSES`):
     mm, addmm, bmm, baddbmm, mv, dot (``nn.Linear`` lowers to these). FLOPs: torch's formulas (2 per MAC).
 ``conv_dense``, ``conv_depthwise``, ``conv_grouped``
     ``aten.convolution`` and its backward, split by ``groups``: 1 (dense), one input channel per group
-    (depthwise), other ``groups > 1`` (grouped). FLOPs: torch's formulas (they account for groups).
+    (depthwise), other ``groups > 1`` (grouped). FLOPs: torch's formula forward; backward, the forward's FLOPs
+    for each gradient computed (input, weight) — torch's backward formula overcounts grouped weight gradients.
 ``attention``
     Fused scaled-dot-product-attention kernels (``F.scaled_dot_product_attention``; on the meta device it is
     routed to the CPU flash kernel's op, so that meta and CPU counts agree). FLOPs: torch's SDPA formulas (the
-    full score matrix, causal or not). *Explicit* attention (``q @ k.T``, softmax, ``@ v`` written out) is counted
+    full score matrix, causal or not): ``4·h·L·S·E`` forward and ``10·h·L·S·E`` backward (scores recomputed). *Explicit* attention (``q @ k.T``, softmax, ``@ v`` written out) is counted
     as what it is: matmuls plus a softmax (``matmul`` and ``reduction``).
 ``recurrent``
     Every op inside an ``nn.RNNBase`` module (LSTM/GRU/RNN), in forward and backward. A fused CPU kernel
@@ -202,6 +203,18 @@ def _classify(func, name: str, args, in_rnn: bool) -> str | None:
     return "other"
 
 
+def _conv_backward_flops(args) -> float:
+    """FLOPs of ``convolution_backward(grad_out, input, weight, bias_sizes, stride, padding, dilation, transposed,
+    output_padding, groups, output_mask)``: the forward convolution's FLOPs once for the input gradient and once
+    for the weight gradient, as the mask asks. (torch's formula counts the weight gradient of a grouped convolution
+    as if it were dense, ``groups`` times too many.)"""
+    grad_out, x, w = args[0], args[1], args[2]
+    transposed, mask = bool(args[7]), args[10]
+    per_weight = math.prod(int(d) for d in w.shape[1:])
+    fwd = 2.0 * (x.numel() if transposed else grad_out.numel()) * per_weight
+    return fwd * (int(bool(mask[0])) + int(bool(mask[1])))
+
+
 def _rnn_flops(name: str, args) -> float:
     """Analytic FLOPs of a fused recurrent kernel (mkldnn_rnn_layer and its backward: input, W_ih, W_hh first)."""
     if "mkldnn_rnn_layer" not in name or len(args) < 3:
@@ -267,7 +280,9 @@ def _make_mode(tally: _Tally, tracker, rnn_names: set):
             if cls is None:
                 return out
             flops = 0.0
-            if packet in flop_registry:
+            if name == "convolution_backward":
+                flops = _conv_backward_flops(args)
+            elif packet in flop_registry:
                 flops = float(flop_registry[packet](*args, **kwargs, out_val=out))
             elif "_for_cpu" in name and "scaled_dot_product" in name:
                 flops = _sdpa_cpu_flops(name, args, out)
