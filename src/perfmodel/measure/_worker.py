@@ -79,7 +79,14 @@ def _make_optimizer(torch, name: str, params):
 
 def _op_columns(cfg: dict, fkey: tuple, cache: dict | None) -> dict:
     """Op-level feature columns of the run's model (:mod:`perfmodel.measure.opcount`), counted once per model on
-    the meta device (a fresh build: the timed module is untouched); empty if counting fails (logged to stderr)."""
+    the meta device (a fresh build: the timed module is untouched); empty if counting fails (logged to stderr).
+
+    Zoo and Hugging Face models only: a bring-your-own factory is not called a second time (it may have side
+    effects or cost); count its ops with :func:`perfmodel.measure.count_ops`."""
+    from .workload import model_kind
+
+    if model_kind(cfg["model"]) == "factory":
+        return {}
     key = ("ops", *fkey, cfg.get("optimizer", "adamw"))
     if cache is not None and key in cache:
         return cache[key]

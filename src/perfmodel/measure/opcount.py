@@ -52,7 +52,9 @@ launches). Columns (:meth:`OpFeatures.to_columns`):
 * ``op_optimizer_flops``, ``op_optimizer_bytes``: per step;
 * ``op_kernels``: ops dispatched in one step (traced ops plus the optimizer's, :data:`OPTIMIZER_COST`) — a
   launch-overhead proxy, per step;
-* ``op_act_bytes``: activation memory, bytes saved for backward (parameters excluded), per sample;
+* ``op_act_bytes``: activation memory, bytes saved for backward (parameters excluded), per sample — the one
+  quantity that depends on where the count runs: a fused CPU RNN kernel saves a workspace, the meta device's
+  unrolled cells save their gates;
 * ``op_<class>_intensity`` is *not* stored: :meth:`OpFeatures.intensity` derives it (FLOPs / bytes per sample);
 * ``op_feature_version``: :data:`OP_FEATURE_VERSION`.
 """
