@@ -29,7 +29,7 @@ class TestEndToEnd:
         out = run("predict", "--model", "m1", "--batch-size", "16", "--gpu-count", "2", "--gpu-type", "A100",
                   "--steps", "1000", "--fitted", str(model), "--json").stdout
         result = json.loads(out)
-        assert result["lower"] < result["seconds"] < result["upper"] and result["method"] in ("physics", "roofline", "loglinear", "gbm")
+        assert result["lower"] < result["seconds"] < result["upper"] and result["method"] in ("physics", "roofline", "loglinear", "gbm", "ops")
 
     def test_predict_from_history(self, history_csv):
         out = run("predict", "--params", "1e6", "--batch-size", "16", "--gpu-type", "A100", "--epochs", "2",

@@ -124,7 +124,7 @@ def test_query_kind_of_a_query(xhw):
 def test_auto_chooses_on_the_split_matching_the_query(xhw):
     model = fit_history(xhw, "auto", kind="new_device")
     assert model.auto_split_ == "leave-one-gpu_type-out"
-    assert set(model.auto_scores_) == {"physics", "roofline", "loglinear", "gbm"}
+    assert set(model.auto_scores_) == {"physics", "roofline", "loglinear", "gbm", "ops"}
     finite = {m: s for m, s in model.auto_scores_.items() if np.isfinite(s)}
     assert model.method == min(finite, key=finite.get)
     best, scores, split = choose_method(xhw, "new_model")

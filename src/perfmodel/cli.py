@@ -53,7 +53,7 @@ class _OneLineParser(argparse.ArgumentParser):
 
 
 #: perfmodel.models.METHODS plus "auto" (kept literal so that --help does not import the models; a test checks it).
-_METHOD_CHOICES = ["auto", "physics", "roofline", "loglinear", "gbm", "linear"]
+_METHOD_CHOICES = ["auto", "physics", "roofline", "loglinear", "gbm", "linear", "ops"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -194,6 +194,13 @@ def _parser() -> argparse.ArgumentParser:
     h = sub.add_parser("hardware", help="print the hardware spec table")
     h.add_argument("name", nargs="?", help="resolve one device name")
 
+    ft = sub.add_parser("features", help="add feature columns to a run history")
+    fsub = ft.add_subparsers(dest="action", required=True)
+    fa = fsub.add_parser("add-ops", help="backfill op-level feature columns (op_*) by rebuilding zoo models by "
+                                         "name on the meta device (needs torch)")
+    fa.add_argument("history", help="run history (.csv or .parquet)")
+    fa.add_argument("-o", "--output", default=None, help="where to write (default: rewrite HISTORY in place)")
+    fa.add_argument("--overwrite", action="store_true", help="recount rows that already have op columns")
     imp = sub.add_parser("import", help="import run history from MLPerf logs, MLflow or Hugging Face output dirs")
     isub = imp.add_subparsers(dest="source", required=True, parser_class=_OneLineParser)
     ml = isub.add_parser("mlperf", help="MLPerf Training result logs (result_<n>.txt + systems/*.json)")
@@ -497,6 +504,25 @@ def _import_mlperf(args) -> int:
     return 0
 
 
+def _cmd_features(args) -> int:
+    from .io import read_history, write_history
+
+    runs = read_history(args.history)
+    try:
+        from .measure import add_op_features
+    except ImportError as exc:  # pragma: no cover - torch is missing
+        raise ImportError(f"perfmodel features add-ops needs torch (pip install 'perfmodel[measure]'): {exc}") from None
+    out = add_op_features(runs, overwrite=args.overwrite)
+    target = args.output or args.history
+    write_history(out, target)
+    filled = int(out["op_feature_version"].notna().sum())
+    print(f"{target}: op columns on {filled} of {len(out)} rows")
+    for model, why in out.attrs.get("op_features_skipped", {}).items():
+        n = int((out["model"].astype(str) == model).sum())
+        print(f"  left empty: {model} ({n} rows): {why}")
+    return 0
+
+
 def _cmd_import(args) -> int:
     if args.source == "mlperf":
         return _import_mlperf(args)
@@ -550,7 +576,7 @@ def _cmd_hardware(args) -> int:
 
 _COMMANDS = {"fit": _cmd_fit, "predict": _cmd_predict, "summary": _cmd_summary, "measure": _cmd_measure,
              "hardware": _cmd_hardware, "evaluate": _cmd_evaluate,
-             "recommend": _cmd_recommend, "report": _cmd_report, "import": _cmd_import, "cache": _cmd_cache}
+             "recommend": _cmd_recommend, "report": _cmd_report, "import": _cmd_import, "features": _cmd_features, "cache": _cmd_cache}
 
 
 def _one_line_warnings(message, category, filename, lineno, file=None, line=None):

@@ -8,6 +8,16 @@ Feature sets
 ------------
 ``"seed"``
     ``params, batch_size, gpu_count``: exactly the seed design's linear formula.
+``"ops"``
+    Op-level terms (:data:`OPS_COLUMNS`, see :mod:`perfmodel.models._ops`): per op class, the step's FLOPs over
+    the device peak and its bytes over the memory bandwidth (seconds at 100%), batch-independent bytes, the
+    optimizer's bytes, kernels per step and the all-reduce time. Read from the history's ``op_*`` columns
+    (:data:`perfmodel.schema.OP_COLUMNS`, written by the measuring worker or ``perfmodel features add-ops``). A
+    row without them (a spreadsheet with params and FLOPs only) gets its op mix **imputed** and
+    ``op_imputed = 1``: each op quantity is the median ratio, over the fitted history's rows that have op columns,
+    of that quantity to ``flops_per_sample`` (per-step quantities: to ``params``; kernels: the median count); if
+    no fitted row has op columns, all FLOPs count as matmul, batch-independent bytes are 12 per parameter
+    (weights read forward and backward, gradients written, fp32) and there are no per-sample bytes or kernels.
 ``"log"``
     Logs of the work per device per step (FLOPs), params, per-device batch and device count; an indicator of
     data-parallel runs and the log all-reduce volume; precision indicators; and, when the history spans two or
@@ -23,11 +33,12 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .hardware import get_spec
+from .schema import OP_TRACED_CLASSES
 
-__all__ = ["run_quantities", "RunFeaturizer", "FEATURE_SETS", "FP32_GRAD_BYTES", "ROOFLINE_COLUMNS",
+__all__ = ["run_quantities", "RunFeaturizer", "FEATURE_SETS", "FP32_GRAD_BYTES", "ROOFLINE_COLUMNS", "OPS_COLUMNS",
            "GPUS_PER_NODE"]
 
-FEATURE_SETS = ("seed", "log", "physics", "roofline")
+FEATURE_SETS = ("seed", "log", "physics", "roofline", "ops")
 #: Nominal bandwidths that put CPU optimizer and gloo all-reduce traffic on a seconds scale (fitted factors
 #: absorb them); GPUs use the spec table's memory and interconnect bandwidths.
 CPU_NOMINAL_MEMORY_GBPS = 20.0
@@ -60,6 +71,18 @@ def _software(X: pd.DataFrame) -> pd.Series:
     if SOFTWARE_COLUMN not in X.columns:
         return pd.Series("", index=X.index, dtype=object)
     return X[SOFTWARE_COLUMN].astype("string").fillna("").astype(object)
+
+#: The columns RunFeaturizer(kind="ops") produces, in order (see :mod:`perfmodel.models._ops`).
+OPS_COLUMNS = (("family_code", "model_code", "batch_size", "gpu_count", "data_parallel", "t_comm_s", "t_step_bytes_s",
+                "t_opt_bytes_s", "kernels", "op_imputed", "work_gflop")
+               + tuple(f"t_flops_{c}_s" for c in OP_TRACED_CLASSES) + tuple(f"t_bytes_{c}_s" for c in OP_TRACED_CLASSES))
+#: Fallback when no fitted row has op columns: batch-independent bytes per parameter (fp32 weights read forward
+#: and backward, gradients written).
+OPS_FALLBACK_STEP_BYTES_PER_PARAM = 12.0
+#: Optimizer bytes per parameter assumed for an imputed row without a fitted ratio (AdamW, fp32).
+OPS_FALLBACK_OPT_BYTES_PER_PARAM = 28.0
+_PER_SAMPLE_OPS = tuple(f"op_{c}_{q}" for c in OP_TRACED_CLASSES for q in ("flops", "bytes"))
+_PER_STEP_OPS = ("op_step_bytes", "op_optimizer_bytes")
 
 
 def _codes(values, known) -> np.ndarray:
@@ -243,6 +266,72 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
             "software_code": codes(_software(X), self.software_),
         }, index=X.index)
 
+    @staticmethod
+    def _op_frame(X: pd.DataFrame) -> pd.DataFrame:
+        cols = _PER_SAMPLE_OPS + _PER_STEP_OPS + ("op_kernels",)
+        return pd.DataFrame({c: (pd.to_numeric(X[c], errors="coerce").astype(float) if c in X.columns
+                                 else np.full(len(X), np.nan)) for c in cols}, index=X.index)
+
+    def _fit_op_imputation(self, X: pd.DataFrame, q: pd.DataFrame) -> None:
+        """Median op mix of the fitted rows that have op columns (for rows without them; module docstring)."""
+        ops = self._op_frame(X)
+        have = ops.notna().all(axis=1).to_numpy()
+        fps = q["flops_per_sample"].to_numpy(dtype=float)
+        params = q["params"].to_numpy(dtype=float)
+        self.op_rows_fitted_ = int(have.sum())
+        if have.any():
+            self.op_ratio_ = {c: float(np.median(ops[c].to_numpy()[have] / fps[have])) for c in _PER_SAMPLE_OPS}
+            self.op_ratio_.update({c: float(np.median(ops[c].to_numpy()[have] / params[have])) for c in _PER_STEP_OPS})
+            self.op_ratio_["op_kernels"] = float(np.median(ops["op_kernels"].to_numpy()[have]))
+        else:
+            self.op_ratio_ = {c: 0.0 for c in _PER_SAMPLE_OPS}
+            self.op_ratio_["op_matmul_flops"] = 1.0
+            self.op_ratio_["op_step_bytes"] = OPS_FALLBACK_STEP_BYTES_PER_PARAM
+            self.op_ratio_["op_optimizer_bytes"] = OPS_FALLBACK_OPT_BYTES_PER_PARAM
+            self.op_ratio_["op_kernels"] = 0.0
+
+    def _ops_columns(self, X: pd.DataFrame, q: pd.DataFrame) -> pd.DataFrame:
+        cpu = (q["gpu_type"] == "cpu").to_numpy()
+        n = q["gpu_count"].to_numpy(dtype=float)
+        threads = self._threads(X, n)
+        peak = q["peak_tflops"].to_numpy(dtype=float) * 1e12
+        peak = np.where(cpu, threads * CPU_THREAD_NOMINAL_FLOPS, peak)
+        mem = np.where(cpu, CPU_NOMINAL_MEMORY_GBPS, q["memory_bandwidth_gbps"].to_numpy(dtype=float)) * 1e9
+        link = np.where(cpu, CPU_NOMINAL_INTERCONNECT_GBPS, q["interconnect_gbps"].to_numpy(dtype=float)) * 1e9
+        link = np.where(np.isfinite(link) & (link > 0), link, UNKNOWN_INTERCONNECT_GBPS * 1e9)
+        ops = self._op_frame(X)
+        imputed = ~ops.notna().all(axis=1).to_numpy()
+        fps = q["flops_per_sample"].to_numpy(dtype=float)
+        params = q["params"].to_numpy(dtype=float)
+        for c in _PER_SAMPLE_OPS:
+            ops[c] = np.where(imputed, self.op_ratio_[c] * fps, ops[c].to_numpy())
+        for c in _PER_STEP_OPS:
+            ops[c] = np.where(imputed, self.op_ratio_[c] * params, ops[c].to_numpy())
+        ops["op_kernels"] = np.where(imputed, self.op_ratio_["op_kernels"], ops["op_kernels"].to_numpy())
+        # samples per device per optimizer step (micro-batches x batch); per-micro-batch quantities x accum
+        samples = q["flops_per_step_device"].to_numpy(dtype=float) / np.where(fps > 0, fps, 1.0)
+        accum = samples / np.maximum(q["batch_size"].to_numpy(dtype=float), 1.0)
+        fam = X["family"] if "family" in X.columns else np.full(len(X), "", dtype=object)
+        model = X["model"] if "model" in X.columns else np.full(len(X), "", dtype=object)
+        cols = {
+            "family_code": _codes(fam, self.families_),
+            "model_code": _codes(model, self.model_names_),
+            "batch_size": q["batch_size"].to_numpy(dtype=float),
+            "gpu_count": n,
+            "data_parallel": (n > 1).astype(float),
+            "t_comm_s": q["allreduce_bytes"].to_numpy(dtype=float) / link,
+            "t_step_bytes_s": accum * ops["op_step_bytes"].to_numpy() / mem,
+            "t_opt_bytes_s": ops["op_optimizer_bytes"].to_numpy() / mem,
+            "kernels": accum * ops["op_kernels"].to_numpy(),
+            "op_imputed": imputed.astype(float),
+            "work_gflop": q["flops_per_step_device"].to_numpy(dtype=float) / 1e9,
+        }
+        for c in OP_TRACED_CLASSES:
+            cols[f"t_flops_{c}_s"] = samples * ops[f"op_{c}_flops"].to_numpy() / peak
+        for c in OP_TRACED_CLASSES:
+            cols[f"t_bytes_{c}_s"] = samples * ops[f"op_{c}_bytes"].to_numpy() / mem
+        return pd.DataFrame(cols, index=X.index)
+
     def _threads(self, X: pd.DataFrame, n: np.ndarray) -> np.ndarray:
         """Threads per worker: the record's own, else what the training runs used at that device count."""
         own = (pd.to_numeric(X["threads_per_worker"], errors="coerce").to_numpy(dtype=float)
@@ -277,7 +366,7 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
         q = run_quantities(X)
         self.gpu_types_ = sorted(map(str, pd.unique(q["gpu_type"])))
         self.precisions_ = sorted(map(str, pd.unique(q["precision"])))
-        if self.kind in ("physics", "roofline"):
+        if self.kind in ("physics", "roofline", "ops"):
             fam = X["family"].astype("string").dropna() if "family" in X.columns else pd.Series([], dtype="string")
             self.families_ = sorted(str(f) for f in pd.unique(fam) if f)
             self.model_names_ = sorted(map(str, pd.unique(X["model"])))
@@ -295,6 +384,9 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
             self.feature_names_out_ = np.array(["t_compute_s", "work_gflop", "t_opt_s", "t_comm_s",
                                                 "data_parallel", "family_code", "model_code", "batch_size",
                                                 "gpu_count"], dtype=object)
+            if self.kind == "ops":
+                self._fit_op_imputation(X, q)
+                self.feature_names_out_ = np.array(OPS_COLUMNS, dtype=object)
             if self.kind == "roofline":
                 info = [_device_info(g) for g in self.gpu_types_]
                 self.architectures_ = sorted({i["architecture"] for i in info})
@@ -347,6 +439,8 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
             return self._physics_columns(X, run_quantities(X)).to_numpy(dtype=float)
         if self.kind == "roofline":
             return self._roofline_columns(X, run_quantities(X)).to_numpy(dtype=float)
+        if self.kind == "ops":
+            return self._ops_columns(X, run_quantities(X)).to_numpy(dtype=float)
         full = self._all_columns(run_quantities(X))
         return full[list(self.feature_names_out_)].to_numpy(dtype=float)
 

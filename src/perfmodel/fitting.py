@@ -34,7 +34,7 @@ __all__ = ["DEFAULT_METHOD", "AUTO_CANDIDATES", "KIND_SPLITS", "fit_history", "c
 #: The default ``method`` of every public entry point.
 DEFAULT_METHOD = "auto"
 #: Methods ``auto`` chooses among.
-AUTO_CANDIDATES = ("physics", "roofline", "loglinear", "gbm")
+AUTO_CANDIDATES = ("physics", "roofline", "loglinear", "gbm", "ops")
 #: Kind of query -> the history column whose groups are held out to score it (None: random K-fold).
 KIND_SPLITS = {"seen": None, "new_batch": "batch_size", "new_count": "gpu_count", "new_model": "model",
                "new_device": "gpu_type"}

@@ -192,6 +192,18 @@ def _write_atomic(df: pd.DataFrame, path: Path) -> None:
             df.to_parquet(fh, index=False)
 
 
+def write_history(runs: pd.DataFrame, path: str | os.PathLike) -> Path:
+    """Write a history frame as it is (no validation; columns in schema order), atomically under the file lock.
+
+    For tools that rewrite a file they read with :func:`read_history` and must change nothing but what they add
+    (``perfmodel features add-ops``). Returns the path written.
+    """
+    path = Path(path)
+    with FileLock(str(path) + ".lock"):
+        _write_atomic(_ordered(runs), path)
+    return path
+
+
 def save_runs(runs: pd.DataFrame, path: str | os.PathLike) -> Path:
     """Write a whole history atomically (temp file + rename). Failed runs are kept.
 

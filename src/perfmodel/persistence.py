@@ -76,10 +76,11 @@ def _semver_major(version: str) -> tuple:
 
 def _safe_classes() -> dict:
     from .features import RunFeaturizer
-    from .models import GBMRegressor, OLSRegressor, PhysicsRegressor, RooflineRegressor, TrainingTimeModel
+    from .models import (GBMRegressor, OLSRegressor, OpsRegressor, PhysicsRegressor, RooflineRegressor,
+                         TrainingTimeModel)
 
     return {c.__name__: c for c in (TrainingTimeModel, RunFeaturizer, OLSRegressor, GBMRegressor, PhysicsRegressor,
-                                    RooflineRegressor)}
+                                    RooflineRegressor, OpsRegressor)}
 
 
 class _Encoder:

@@ -30,7 +30,7 @@ import pandas as pd
 from .exceptions import SchemaError, UnknownHardwareError
 from .hardware import PRECISIONS, resolve_gpu_type
 
-__all__ = ["Column", "COLUMNS", "MINIMAL_COLUMNS", "STATUSES", "LIMITS", "validate_runs", "coerce_dtypes",
+__all__ = ["Column", "COLUMNS", "OP_COLUMNS", "OP_TRACED_CLASSES", "OP_FEATURE_VERSION", "MINIMAL_COLUMNS", "STATUSES", "LIMITS", "validate_runs", "coerce_dtypes",
            "check_queries", "describe_schema"]
 
 logger = logging.getLogger(__name__)
@@ -46,6 +46,24 @@ class Column:
 
 
 _C = Column
+#: Op classes of the op-level feature set (:mod:`perfmodel.measure.opcount`, version :data:`OP_FEATURE_VERSION`);
+#: the measurement layer owns the counting, the schema owns the column names (kept in step by a test).
+OP_TRACED_CLASSES = ("matmul", "conv_dense", "conv_depthwise", "conv_grouped", "attention", "recurrent", "norm",
+                     "elementwise", "embedding", "reduction", "other")
+OP_FEATURE_VERSION = 1
+#: Optional, nullable op-level columns (feature set version 1): a history without them loads as before.
+OP_COLUMNS: tuple[Column, ...] = tuple(
+    _C(f"op_{c}_{q}", "float", f"{'FLOPs' if q == 'flops' else 'bytes moved'} per sample in {c} ops, "
+       "forward+backward (op feature set v1, nullable)")
+    for c in OP_TRACED_CLASSES for q in ("flops", "bytes")
+) + (
+    _C("op_step_bytes", "float", "batch-independent bytes per step over traced ops: weights, gradients (op v1)"),
+    _C("op_optimizer_flops", "float", "optimizer update FLOPs per step, analytic per parameter (op v1)"),
+    _C("op_optimizer_bytes", "float", "optimizer update bytes per step, analytic per parameter (op v1)"),
+    _C("op_kernels", "float", "kernels (aten ops) dispatched per optimizer step: launch-overhead proxy (op v1)"),
+    _C("op_act_bytes", "float", "activation memory: bytes saved for backward per sample, params excluded (op v1)"),
+    _C("op_feature_version", "int", "version of the op-level feature set the op_* columns follow"),
+)
 #: Every column perfmodel knows, in the order records are written.
 COLUMNS: tuple[Column, ...] = (
     _C("run_id", "str", "unique id of the run"),
@@ -104,7 +122,7 @@ COLUMNS: tuple[Column, ...] = (
     _C("protocol", "str", "measurement protocol (warm-up, stopping rule)"),
     _C("sweep_id", "str", "id of the sweep that produced the run"),
     _C("timestamp", "str", "ISO-8601 UTC time the run finished"),
-)
+) + OP_COLUMNS
 _KIND = {c.name: c.kind for c in COLUMNS}
 
 #: The columns a user's own history must have (plus a time, see module docstring).

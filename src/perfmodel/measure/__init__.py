@@ -7,7 +7,7 @@ This subpackage is the only part of perfmodel that imports torch, and it does so
 from __future__ import annotations
 
 __all__ = ["RunConfig", "measure_run", "run_sweep", "sweep_configs", "default_sweep_configs", "DEFAULT_SWEEP",
-           "record", "SlurmOptions"]
+           "record", "SlurmOptions", "add_op_features", "count_ops", "OpFeatures"]
 
 
 def __getattr__(name):
@@ -19,6 +19,10 @@ def __getattr__(name):
         from .launch import run_sweep
 
         return run_sweep
+    if name in ("add_op_features", "count_ops", "OpFeatures"):
+        from . import opcount
+
+        return getattr(opcount, name)
     if name == "SlurmOptions":
         from .slurm import SlurmOptions
 

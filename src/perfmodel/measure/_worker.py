@@ -77,6 +77,32 @@ def _make_optimizer(torch, name: str, params):
     raise ValueError(f"optimizer must be 'adamw' or 'sgd'. Got {name!r}.")
 
 
+def _op_columns(cfg: dict, fkey: tuple, cache: dict | None) -> dict:
+    """Op-level feature columns of the run's model (:mod:`perfmodel.measure.opcount`), counted once per model on
+    the meta device (a fresh build: the timed module is untouched); empty if counting fails (logged to stderr).
+
+    Zoo and Hugging Face models only: a bring-your-own factory is not called a second time (it may have side
+    effects or cost); count its ops with :func:`perfmodel.measure.count_ops`."""
+    from .workload import model_kind
+
+    if model_kind(cfg["model"]) == "factory":
+        return {}
+    key = ("ops", *fkey, cfg.get("optimizer", "adamw"))
+    if cache is not None and key in cache:
+        return cache[key]
+    from .opcount import workload_op_columns
+
+    try:
+        cols = workload_op_columns(cfg["model"], knobs=cfg.get("knobs") or {}, seq_len=cfg.get("seq_len"),
+                                   optimizer=cfg.get("optimizer", "adamw"))
+    except Exception as exc:  # noqa: BLE001 - op features are optional: the run is still measured
+        print(f"perfmodel: op-level features not counted ({type(exc).__name__}: {exc})", file=sys.stderr)
+        cols = {}
+    if cache is not None:
+        cache[key] = cols
+    return cols
+
+
 def measure_config(cfg: dict, *, device, world: int = 1, rank: int = 0, local_rank: int = 0,
                    flops_cache: dict | None = None) -> dict | None:
     """Build the configuration's model, time its optimizer steps, return the record fields (rank 0; else None).
@@ -112,6 +138,7 @@ def measure_config(cfg: dict, *, device, world: int = 1, rank: int = 0, local_ra
         flops, flops_method = count_workload_flops(wl, device)
         if flops_cache is not None:
             flops_cache[fkey] = (flops, flops_method)
+    op_cols = _op_columns(cfg, fkey, flops_cache)
     checkpointing = bool(cfg.get("activation_checkpointing")) and wl.enable_checkpointing()
     model = wl.module.to(device)
     model.train()
@@ -226,6 +253,7 @@ def measure_config(cfg: dict, *, device, world: int = 1, rank: int = 0, local_ra
                     f"synthetic data, warm-up {warmup} steps, timed {rule.describe()}"
                     + ("; cuda synchronize around each step" if use_cuda else ""),
         "step_times_s": times,
+        **op_cols,
         **host_facts(),
     }
     if use_cuda:

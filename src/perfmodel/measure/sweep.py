@@ -270,6 +270,7 @@ def measure_run(cfg: RunConfig, *, timeout_s: float = 600.0, gpu_type: str | Non
                 result = json.load(fh)
             times = result.pop("step_times_s", [])
             record.update({k: result[k] for k in _RECORD_KEYS if k in result})
+            record.update({k: v for k, v in result.items() if k.startswith("op_")})  # op-level features
         else:
             status, message = _classify_failure(proc.returncode, stderr or "")
             if cfg.nnodes > 1:

@@ -64,6 +64,11 @@ class PhysicsRegressor(RegressorMixin, BaseEstimator):
         self.conformal = conformal
         self.random_state = random_state
 
+    #: Columns of the design matrix, and where the family code, model code, batch size and device count sit in it
+    #: (a subclass with another design, e.g. :class:`~perfmodel.models._ops.OpsRegressor`, sets its own).
+    _COLUMNS = PHYSICS_COLUMNS
+    _FAM, _MODEL, _BATCH, _COUNT = 5, 6, 7, 8
+
     # parameters: [log a0, log a1, log c0, log c1, gamma_sample, gamma_batch, log theta_0 .. log theta_{F-1}]
     _N_SHARED = 6
 
@@ -98,20 +103,20 @@ class PhysicsRegressor(RegressorMixin, BaseEstimator):
         return least_squares(resid, x0, bounds=(lo, hi), method="trf", x_scale="jac", max_nfev=2000).x
 
     def fit(self, X, y):
-        X, y = check_fit_arrays(X, y, PHYSICS_COLUMNS, "PhysicsRegressor")
+        X, y = check_fit_arrays(X, y, self._COLUMNS, type(self).__name__)
         self.n_features_in_ = X.shape[1]
-        self.n_families_ = int(max(X[:, 5].max(), 0)) + 1  # codes 0..F-1 from the featurizer; -1 = unknown
+        self.n_families_ = int(max(X[:, self._FAM].max(), 0)) + 1  # codes 0..F-1 from the featurizer; -1 = unknown
         self.params_ = self._fit_params(X, y)
         logy = np.log(y)
         resid = logy - np.log(self._predict_raw(self.params_, X))
         self.resid_std_ = float(np.std(resid, ddof=1))
         self.rsquared_ = r2(logy, logy - resid)
-        fam = X[:, 5].astype(int)
-        models = X[:, 6].astype(int)
+        fam = X[:, self._FAM].astype(int)
+        models = X[:, self._MODEL].astype(int)
         self.known_families_ = np.unique(fam[fam >= 0])
         self.known_models_ = np.unique(models[models >= 0])
-        self.batch_sizes_ = np.unique(X[:, 7])
-        self.gpu_range_ = (X[:, 8].min(), X[:, 8].max())
+        self.batch_sizes_ = np.unique(X[:, self._BATCH])
+        self.gpu_range_ = (X[:, self._COUNT].min(), X[:, self._COUNT].max())
         if not getattr(self, "conformal", True):
             self.scores_seen_ = self.scores_new_ = self.scores_new_known_family_ = self.scores_batch_ = np.sort(
                 np.abs(resid))
@@ -129,7 +134,7 @@ class PhysicsRegressor(RegressorMixin, BaseEstimator):
         # of a family the fit knows (its scores are smaller than those of a new family)
         self.scores_new_known_family_ = self.scores_new_ if sibling is None else np.sort(
             self._last_oof_abs[sibling]) if sibling.sum() >= 10 else self.scores_new_
-        self.scores_batch_, _ = self._group_scores(X, y, X[:, 7], blank_model=False)
+        self.scores_batch_, _ = self._group_scores(X, y, X[:, self._BATCH], blank_model=False)
         return self
 
     def _group_scores(self, X, y, groups, *, blank_model: bool):
@@ -140,13 +145,13 @@ class PhysicsRegressor(RegressorMixin, BaseEstimator):
         logy = np.log(y)
         out = np.empty_like(logy)
         sibling = np.zeros(len(y), dtype=bool)
-        fam = X[:, 5].astype(int)
+        fam = X[:, self._FAM].astype(int)
         # one group out at a time; with many groups (say 1,000 models) ten folds of whole groups instead
         splitter = LeaveOneGroupOut() if len(np.unique(groups)) <= 20 else GroupKFold(10)
         for tr, te in splitter.split(X, groups=groups):
             Xte = X[te].copy()
             if blank_model:
-                Xte[:, 6] = -1
+                Xte[:, self._MODEL] = -1
             out[te] = np.log(self._predict_raw(self._fit_params(X[tr], y[tr]), Xte))
             sibling[te] = (fam[te] >= 0) & np.isin(fam[te], fam[tr])
         self._last_oof_abs = np.abs(logy - out)
@@ -175,10 +180,10 @@ class PhysicsRegressor(RegressorMixin, BaseEstimator):
         confidence = check_confidence(confidence, "PhysicsRegressor.predict_interval")
         X = np.asarray(X, dtype=float)
         pred = self.predict(X)
-        seen_model = np.isin(X[:, 6].astype(int), self.known_models_)
-        in_counts = (X[:, 8] >= self.gpu_range_[0]) & (X[:, 8] <= self.gpu_range_[1])
-        seen_batch = np.isin(X[:, 7], self.batch_sizes_)
-        known_family = np.isin(X[:, 5].astype(int), self.known_families_)
+        seen_model = np.isin(X[:, self._MODEL].astype(int), self.known_models_)
+        in_counts = (X[:, self._COUNT] >= self.gpu_range_[0]) & (X[:, self._COUNT] <= self.gpu_range_[1])
+        seen_batch = np.isin(X[:, self._BATCH], self.batch_sizes_)
+        known_family = np.isin(X[:, self._FAM].astype(int), self.known_families_)
         q_seen, q_batch, q_fam, q_new = (
             conformal_quantile(s, confidence)
             for s in (self.scores_seen_, self.scores_batch_, self.scores_new_known_family_, self.scores_new_))

@@ -20,6 +20,7 @@ from ..metrics import mape, median_ape, r2
 from ..schema import validate_runs
 from ._gbm import GBMRegressor
 from ._ols import OLSRegressor
+from ._ops import OpsRegressor
 from ._physics import PhysicsRegressor
 from ._roofline import RooflineRegressor
 
@@ -37,6 +38,10 @@ METHODS = {
                  "pooled model/family/device/architecture/vendor/precision efficiencies, scaling terms; "
                  "cross-conformal intervals matched to the query (new device, new model, new pair, new count)",
                  "roofline"),
+    "ops": ("op-level: per op class FLOPs at a fitted compute efficiency + bytes at a fitted memory efficiency "
+            "(shared across models, pooled toward a common value), + launch overhead per kernel + all-reduce; "
+            "least squares on log time, cross-conformal intervals; rows without op columns get an imputed op mix",
+            "ops"),
 }
 
 
@@ -78,7 +83,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
 
     Parameters
     ----------
-    method : {"loglinear", "physics", "roofline", "gbm", "linear"}, default="loglinear"
+    method : {"loglinear", "physics", "roofline", "gbm", "linear", "ops"}, default="loglinear"
         One named method (see :data:`METHODS`). Choosing among them (``method="auto"``, the default of
         :func:`perfmodel.fit` and every other entry point) is the fitting policy's job: :mod:`perfmodel.fitting`.
     cv : int, default=5
@@ -117,6 +122,8 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             reg = GBMRegressor(random_state=self.random_state, cv=(self.cv or 5) if conformal else 2)
         elif self.method == "physics":
             reg = PhysicsRegressor(random_state=self.random_state, cv=self.cv or 5, conformal=conformal)
+        elif self.method == "ops":
+            reg = OpsRegressor(random_state=self.random_state, cv=self.cv or 5, conformal=conformal)
         elif self.method == "roofline":
             reg = RooflineRegressor(random_state=self.random_state, cv=self.cv or 5, conformal=conformal)
         else:

@@ -1,0 +1,175 @@
+"""An op-level step-time model: per op class, compute at a fitted efficiency plus memory traffic at a fitted
+bandwidth share, with a launch overhead per kernel (method ``"ops"``).
+
+    T_step = λ·K + m_s·t_step_bytes + m_o·t_opt_bytes + Σ_c [ t_flops_c · e^(μ_f + δ_c) + t_bytes_c ·
+             e^(μ_m + ε_c) ] + 1[n > 1] · (c0 + c1 · t_comm),    g = (GFLOP per sample)^-γ_s · batch^-γ_b
+
+* ``t_flops_c`` = FLOPs of op class ``c`` per device-step over the device peak, ``t_bytes_c`` = its bytes over the
+  memory bandwidth (seconds at 100%; on CPU the nominal per-thread peak and bandwidth of :mod:`perfmodel.features`);
+  ``K`` = kernels per step; ``t_step_bytes`` the batch-independent weight/gradient traffic, ``t_opt_bytes`` the
+  optimizer's (columns of ``RunFeaturizer(kind="ops")``, from the history's ``op_*`` columns). There is no
+  constant per-step overhead beside ``λ·K``: the framework's fixed cost is per op dispatched (with a constant
+  term, a held-out model smaller than every fitted one inherited the overhead of the smallest fitted model;
+  without it, leave-one-model-out MAPE on the bundled CPU history fell from about 20% to 13%).
+* ``g`` lets the compute efficiency rise with the work per sample and the batch (small kernels run far from peak),
+  ``γ_s, γ_b`` in [0, 0.6], as in the physics model.
+* ``e^(μ_f + δ_c)`` is the inverse compute efficiency of class ``c`` and ``e^(μ_m + ε_c)`` its inverse memory
+  efficiency. They are **shared by every model** (not per model or family): a new architecture that mixes known
+  op classes gets their efficiencies. They are **partially pooled**: a ridge penalty ``shrinkage · (δ_c, ε_c)``
+  pulls each class toward the pooled efficiency ``μ``, so a class the history barely exercises (say depthwise
+  convolution in a history without one) keeps the pooled value rather than an unidentified one.
+* All multipliers are positive (fitted on the log scale); least squares on log step time (relative errors), with
+  the same weak prior as the physics model for terms the data cannot identify (communication on one device).
+
+Prediction intervals are the physics model's cross-conformal scores (random K-fold for a seen configuration,
+leave-one-batch-size-out, leave-one-model-out split by whether the family had a sibling in the refit), chosen by
+the query's kind, plus one more set: leave-one-family-out scores for a query whose family the history lacks (with
+only leave-one-model-out scores such queries were covered 72% of the time at 90% on the bundled CPU history).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from ..features import OPS_COLUMNS
+from ..schema import OP_TRACED_CLASSES
+from .._validation import check_confidence
+from ._gbm import conformal_quantile
+from ._physics import _PRIOR_WEIGHT, PhysicsRegressor
+
+__all__ = ["OpsRegressor", "OPS_COLUMNS"]
+
+_C = len(OP_TRACED_CLASSES)
+_I = {name: i for i, name in enumerate(OPS_COLUMNS)}
+_F0 = _I[f"t_flops_{OP_TRACED_CLASSES[0]}_s"]
+_M0 = _I[f"t_bytes_{OP_TRACED_CLASSES[0]}_s"]
+_S = 9  # first per-class parameter
+
+
+class OpsRegressor(PhysicsRegressor):
+    """Fit the op-level step-time form on the columns of ``RunFeaturizer(kind="ops")``.
+
+    Parameters
+    ----------
+    shrinkage : float, default=0.5
+        Ridge weight pulling each class's log inverse efficiency toward the pooled one (0: no pooling). Chosen on
+        the bundled CPU history's leave-one-model-out and leave-one-family-out splits: 0.3 to 1 give nearly the
+        same errors there, 0 (no pooling) overfits the classes a family alone exercises (leave-one-family-out
+        median APE ~30% instead of ~15%).
+    cv : int, default=5
+        Folds of the random K-fold conformity scores.
+    conformal : bool, default=True
+        Compute the conformity scores (the refits); False fits the point model only.
+    random_state : int, default=0
+    """
+
+    _COLUMNS = OPS_COLUMNS
+    _FAM, _MODEL, _BATCH, _COUNT = _I["family_code"], _I["model_code"], _I["batch_size"], _I["gpu_count"]
+    # parameters: [log λ, log m_s, log m_o, log c0, log c1, μ_f, μ_m, γ_s, γ_b, δ_0..δ_{C-1}, ε_0..ε_{C-1}]
+    _N_SHARED = _S
+
+    def __init__(self, *, shrinkage: float = 0.5, cv: int = 5, conformal: bool = True,
+                 random_state: int | None = 0):
+        self.shrinkage = shrinkage
+        self.cv = cv
+        self.conformal = conformal
+        self.random_state = random_state
+
+    def _start(self):
+        return np.r_[math.log(1e-5), math.log(2.0), math.log(2.0), math.log(1e-3), 0.0,
+                     math.log(5.0), math.log(2.0), 0.0, 0.0, np.zeros(2 * _C)]
+
+    def _terms(self, p, X):
+        lam, ms, mo, c0, c1 = (math.exp(v) for v in p[:5])
+        kf = np.exp(p[5] + p[_S:_S + _C])
+        km = np.exp(p[6] + p[_S + _C:_S + 2 * _C])
+        batch = np.maximum(X[:, _I["batch_size"]], 1.0)
+        per_sample = np.maximum(X[:, _I["work_gflop"]] / batch, 1e-12)
+        # efficiency rises with the work per sample and the batch (small kernels run far from peak)
+        scale = np.exp(-(p[7] * np.log(per_sample) + p[8] * np.log(batch)))
+        compute = (X[:, _F0:_F0 + _C] @ kf) * scale
+        memory = X[:, _M0:_M0 + _C] @ km
+        fixed = lam * X[:, _I["kernels"]]
+        weights = ms * X[:, _I["t_step_bytes_s"]] + mo * X[:, _I["t_opt_bytes_s"]]
+        comm = X[:, _I["data_parallel"]] * (c0 + c1 * X[:, _I["t_comm_s"]])
+        return fixed, weights, compute, memory, comm
+
+    def _predict_raw(self, p, X):
+        return np.maximum(sum(self._terms(p, X)), 1e-12)
+
+    def _fit_params(self, X, y):
+        p0 = self._start()
+        lo, hi = np.full(len(p0), -40.0), np.full(len(p0), 20.0)
+        lo[7:9], hi[7:9] = 0.0, 0.6
+        p0 = np.clip(p0, lo + 1e-9, hi - 1e-9)
+        logy = np.log(y)
+        w = _PRIOR_WEIGHT
+        s = float(self.shrinkage)
+        if not (np.isfinite(s) and s >= 0):
+            raise ValueError(f"The 'shrinkage' parameter of OpsRegressor must be a non-negative float. Got {s!r}.")
+
+        def resid(p):
+            return np.r_[np.log(self._predict_raw(p, X)) - logy, w * (p[:_S] - p0[:_S]), s * p[_S:]]
+
+        return least_squares(resid, p0, bounds=(lo, hi), method="trf", x_scale="jac", max_nfev=3000).x
+
+    def fit(self, X, y):
+        super().fit(X, y)
+        self.scores_new_family_ = self.scores_new_
+        if getattr(self, "conformal", True):
+            fam = np.asarray(X, dtype=float)[:, self._FAM]
+            if len(np.unique(fam)) >= 3:
+                self.scores_new_family_, _ = self._group_scores(np.asarray(X, dtype=float),
+                                                                np.asarray(y, dtype=float), fam, blank_model=True)
+        return self
+
+    def predict_interval(self, X, confidence: float = 0.9):
+        """Point prediction and cross-conformal interval; a query of a family the fit lacks uses the
+        leave-one-family-out scores."""
+        confidence = check_confidence(confidence, "OpsRegressor.predict_interval")
+        X = np.asarray(X, dtype=float)
+        pred, lo, hi = super().predict_interval(X, confidence)
+        new_family = ~np.isin(X[:, self._FAM].astype(int), self.known_families_)
+        if new_family.any():
+            q = max(conformal_quantile(self.scores_new_family_, confidence),
+                    conformal_quantile(self.scores_new_, confidence))
+            lo = np.where(new_family, pred * np.exp(-q), lo)
+            hi = np.where(new_family, pred * np.exp(q), hi)
+        return pred, lo, hi
+
+    def decompose(self, X):
+        """The fitted terms of each step in seconds: overhead + launches, weights/optimizer traffic, compute and
+        memory time of every op class, communication."""
+        import pandas as pd
+
+        X = np.asarray(X, dtype=float)
+        p = self.params_
+        fixed, weights, _, _, comm = self._terms(p, X)
+        out = {"launch_s": fixed, "weights_optimizer_s": weights}
+        kf = np.exp(p[5] + p[_S:_S + _C])
+        km = np.exp(p[6] + p[_S + _C:_S + 2 * _C])
+        batch = np.maximum(X[:, _I["batch_size"]], 1.0)
+        per_sample = np.maximum(X[:, _I["work_gflop"]] / batch, 1e-12)
+        scale = np.exp(-(p[7] * np.log(per_sample) + p[8] * np.log(batch)))
+        for i, c in enumerate(OP_TRACED_CLASSES):
+            out[f"{c}_s"] = X[:, _F0 + i] * kf[i] * scale + X[:, _M0 + i] * km[i]
+        out["communication_s"] = comm
+        return pd.DataFrame(out)
+
+    def coef_table(self, family_names=None):
+        """Fitted constants: overhead, seconds per kernel, and each op class's compute and memory efficiency
+        (fractions of the nominal peak and bandwidth; on CPU relative to nominal figures, so they may exceed 1)."""
+        import pandas as pd
+
+        p = self.params_
+        names = ["launch_s_per_kernel", "weights_traffic_factor", "optimizer_traffic_factor",
+                 "c0_comm_latency_s", "c1_comm", "pooled_compute_efficiency", "pooled_memory_efficiency",
+                 "gamma_per_sample_gflop", "gamma_batch"]
+        values = [math.exp(v) for v in p[:5]] + [math.exp(-p[5]), math.exp(-p[6]), p[7], p[8]]
+        for i, c in enumerate(OP_TRACED_CLASSES):
+            names += [f"compute_efficiency[{c}]", f"memory_efficiency[{c}]"]
+            values += [math.exp(-(p[5] + p[_S + i])), math.exp(-(p[6] + p[_S + _C + i]))]
+        return pd.DataFrame({"value": values}, index=names)
