@@ -187,19 +187,20 @@ class TCN(nn.Module):
         super().__init__()
         self.inp = nn.Conv1d(1, channels, 1)
         self.filt = nn.ModuleList(nn.Conv1d(channels, 2 * channels, 2, dilation=2**i) for i in range(layers))
-        self.res = nn.ModuleList(nn.Conv1d(channels, channels, 1) for _ in range(layers))
+        self.res = nn.ModuleList(nn.Conv1d(channels, channels, 1) for _ in range(layers - 1))  # none after the last
         self.skip = nn.ModuleList(nn.Conv1d(channels, channels, 1) for _ in range(layers))
         self.head = nn.Linear(channels, classes)
 
     def forward(self, x):
         h = self.inp(x)
         skip = 0
-        for i, (f, r, s) in enumerate(zip(self.filt, self.res, self.skip)):
+        for i, (f, s) in enumerate(zip(self.filt, self.skip)):
             d = 2**i
             a, b = f(F.pad(h, (d, 0))).chunk(2, 1)  # causal: pad on the left only
             g = torch.tanh(a) * torch.sigmoid(b)
-            h = h + r(g)
             skip = skip + s(g)
+            if i < len(self.res):
+                h = h + self.res[i](g)
         return self.head(F.relu(skip).mean(2))
 
 
