@@ -250,3 +250,16 @@ class TestCli:
         res = perfmodel.predict_training_time("gnn-s", batch_size=8, gpu_count=1, gpu_type="cpu", steps=10,
                                               history=[str(out), "cpu"], method="loglinear")
         assert res.seconds > 0
+
+
+def test_readme_zoo_table_lists_every_family_and_architecture():
+    import pathlib
+    import re
+
+    readme = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("### The zoo"):readme.index("### Calibrate to your CPU host")]
+    rows = [line.split("|")[1:3] for line in section.splitlines() if line.startswith("| `")]
+    listed = {re.fullmatch(r"\s*`([\w-]+)`\s*", fam).group(1): cell for fam, cell in rows}
+    assert set(listed) == set(families())
+    for name in ZOO:
+        assert f"`{_arch(name)}-" in listed[FAMILIES[_arch(name)]], name
