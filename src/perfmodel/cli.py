@@ -380,7 +380,9 @@ def _cmd_measure(args) -> int:
     from .measure.plans import plan
 
     todo = plan(configs, args.output)
-    left = f" ({len(configs) - todo.runs} of {len(configs)} already in {args.output})" if todo.runs < len(configs) else ""
+    left = ""
+    if todo.runs < len(configs):
+        left = f" ({len(configs) - todo.runs} of {len(configs)} already in {args.output})"
     print(f"{named or 'sweep'}: {todo}{left}", file=sys.stderr, flush=True)
     if args.plan:
         return 0

@@ -1,9 +1,14 @@
 """A zoo of real torch models in plain torch (no torchvision), one builder per family with size knobs.
 
 Each entry builds a module, a synthetic batch maker and a loss, so that one training step is
-``loss_fn(model(x), y).backward(); opt.step()``. Parameter counts span from about 2e4 to 4e6 across the zoo
-(more with larger knobs), covering the families people train: MLP, ResNet-style CNN, BERT-style encoder,
-GPT-style decoder and LSTM.
+``loss_fn(model(x), y).backward(); opt.step()``. :data:`ZOO` holds 53 CPU-sized models: 26 architectures in 16
+families (a family is the architectures that share an op mix: :func:`families`), two or three sizes each, one
+training step at batch 32 on 2 CPU cores between about 1 ms and 300 ms — MLP; ResNet-, VGG- and DenseNet-style,
+depthwise (MobileNetV2, ConvNeXt), grouped (ResNeXt) and 1-D (WaveNet-style TCN, text CNN) convolution;
+encoders and decoders with SDPA (BERT, GPT, Llama-style) and with explicit matmul+softmax attention; an
+encoder-decoder Transformer; LSTM, GRU and vanilla RNN; MLP-Mixer; DLRM and wide-and-deep recommenders; MLP and
+convolutional autoencoders; a U-Net; a ViT; a GCN. The architectures beyond the first five live in
+:mod:`perfmodel.measure._zoo_nets`. :data:`LARGE_ZOO` holds GPU-sized models.
 
 Examples
 --------
