@@ -2,8 +2,8 @@
 
 Each entry builds a module, a synthetic batch maker and a loss, so that one training step is
 ``loss_fn(model(x), y).backward(); opt.step()``. :data:`ZOO` holds 53 CPU-sized models: 26 architectures in 16
-families (a family is the architectures that share an op mix: :func:`families`), two or three sizes each, one
-training step at batch 32 on 2 CPU cores between about 1 ms and 300 ms — MLP; ResNet-, VGG- and DenseNet-style,
+families (a family is the architectures that share an op mix: :func:`families`), two or three sizes each, sized
+for one training step at batch 32 on 2 CPU cores of roughly 1 ms to 300 ms — MLP; ResNet-, VGG- and DenseNet-style,
 depthwise (MobileNetV2, ConvNeXt), grouped (ResNeXt) and 1-D (WaveNet-style TCN, text CNN) convolution;
 encoders and decoders with SDPA (BERT, GPT, Llama-style) and with explicit matmul+softmax attention; an
 encoder-decoder Transformer; LSTM, GRU and vanilla RNN; MLP-Mixer; DLRM and wide-and-deep recommenders; MLP and
