@@ -377,15 +377,10 @@ def _cmd_measure(args) -> int:
         configs = sweep_configs(args.models or list(CLASSIC_MODELS), args.batch_sizes or [8, 32],
                                 args.gpu_counts or [1], precisions=args.precisions, repeats=args.repeats,
                                 device=device, **{**defaults, **opts, **job})
-    from .measure.plans import plan
-
-    todo = plan(configs, args.output)
-    left = ""
-    if todo.runs < len(configs):
-        left = f" ({len(configs) - todo.runs} of {len(configs)} already in {args.output})"
-    print(f"{named or 'sweep'}: {todo}{left}", file=sys.stderr, flush=True)
-    if args.plan:
-        return 0
+    if named is not None or args.plan:  # what a named sweep will do, before it starts (errors stay one line)
+        _print_plan(configs, named, args)
+        if args.plan:
+            return 0
     slurm = None
     if args.launcher == "slurm":
         from .measure.slurm import SlurmOptions
@@ -401,6 +396,26 @@ def _cmd_measure(args) -> int:
         print(f"use it beside the bundled history: perfmodel predict ... --history {args.output} --history cpu "
               f"(Python: history=[{args.output!r}, 'cpu'])")
     return 0
+
+
+def _print_plan(configs, named, args) -> None:
+    from pathlib import Path
+
+    from ._atomic import check_writable
+    from ._validation import check_positive_float
+    from .measure.plans import plan
+
+    if not args.plan:  # the checks run_sweep makes first, made before the plan is printed
+        check_positive_float(args.timeout, "timeout_s", "run_sweep")
+        if Path(args.output).suffix.lower() not in (".csv", ".parquet", ".pq"):
+            raise ValueError(f"Run history {args.output!r} must end in .csv or .parquet "
+                             f"(got suffix {Path(args.output).suffix!r}).")
+        check_writable(Path(args.output))
+    todo = plan(configs, args.output)
+    left = ""
+    if todo.runs < len(configs):
+        left = f" ({len(configs) - todo.runs} of {len(configs)} already in {args.output})"
+    print(f"{named or 'sweep'}: {todo}{left}", file=sys.stderr, flush=True)
 
 
 def _named_sweep(args) -> str | None:
