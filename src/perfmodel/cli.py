@@ -121,7 +121,16 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--timeout", type=float, default=600.0, help="kill a run after this many seconds")
     m.add_argument("--retry-failed", action="store_true", help="re-run configurations recorded as failed")
     m.add_argument("--output", "-o", help="history to append to (.csv or .parquet); required unless --list-models")
-    m.add_argument("--list-models", action="store_true", help="list the zoo and exit")
+    m.add_argument("--list-models", action="store_true",
+                   help="list the zoo (family, parameters, FLOPs per sample) and exit")
+    m.add_argument("--sweep", choices=["default", "zoo", "calibrate"], default=None,
+                   help="a named sweep: default (the bundled CPU history's 112 runs), zoo (every zoo architecture, "
+                        "about half an hour on 2 cores), calibrate (as --calibrate)")
+    m.add_argument("--calibrate", action="store_true",
+                   help="measure this host in about four minutes (a fixed, op-diverse zoo sweep on CPU) to combine "
+                        "with the bundled history: --history calibration_cpu.csv --history cpu "
+                        "(default output calibration_cpu.csv)")
+    m.add_argument("--plan", action="store_true", help="print the run count and expected time, then exit")
     m.add_argument("--launcher", choices=["local", "slurm"], default="local",
                    help="local: run here, one configuration after another (torchrun for several devices/nodes); "
                         "slurm: one job per configuration through submitit (needs the 'slurm' extra)")
@@ -326,17 +335,18 @@ def _cmd_measure(args) -> int:
     _check_launch_flags(args)
     from .measure.launch import run_sweep
     from .measure.sweep import default_sweep_configs, sweep_configs
-    from .measure.zoo import ZOO
+    from .measure.zoo import CLASSIC_MODELS
 
     if args.list_models:
-        from .measure.zoo import LARGE_ZOO
-
-        for name, (_, knobs) in {**ZOO, **LARGE_ZOO}.items():
-            print(name, knobs, "(GPU-sized)" if name in LARGE_ZOO else "")
-        return 0
-    if not args.output:
+        return _list_models()
+    named = _named_sweep(args)
+    if not args.output and named == "calibrate":
+        args.output = "calibration_cpu.csv"
+    if not args.output and not args.plan:
         raise ValueError("measure needs -o/--output, the history to append the runs to (.csv or .parquet).")
     device = args.device
+    if device is None and named == "calibrate":
+        device = "cpu"  # a calibration pairs with the bundled CPU history
     if device is None:
         import torch
 
@@ -364,13 +374,21 @@ def _cmd_measure(args) -> int:
         args.gpu_counts = [nnodes * (args.nproc_per_node or 1)]
     if args.name is not None and (args.models is None or len(args.models) != 1):
         raise ValueError("--name names the records of one model: give exactly one --models entry with it.")
-    if args.models is None and args.batch_sizes is None and args.gpu_counts is None:
+    if named is not None:
+        from .measure.plans import named_sweep_configs
+
+        configs = named_sweep_configs(named, device=device, **opts, **job)
+    elif args.models is None and args.batch_sizes is None and args.gpu_counts is None:
         configs = default_sweep_configs(device=device, **opts, **job)
     else:
         defaults = {"max_seconds": 10.0}
-        configs = sweep_configs(args.models or list(ZOO), args.batch_sizes or [8, 32], args.gpu_counts or [1],
-                                precisions=args.precisions, repeats=args.repeats, device=device,
-                                **{**defaults, **opts, **job})
+        configs = sweep_configs(args.models or list(CLASSIC_MODELS), args.batch_sizes or [8, 32],
+                                args.gpu_counts or [1], precisions=args.precisions, repeats=args.repeats,
+                                device=device, **{**defaults, **opts, **job})
+    if named is not None or args.plan:  # what a named sweep will do, before it starts (errors stay one line)
+        _print_plan(configs, named, args)
+        if args.plan:
+            return 0
     slurm = None
     if args.launcher == "slurm":
         from .measure.slurm import SlurmOptions
@@ -382,6 +400,61 @@ def _cmd_measure(args) -> int:
                      launcher=args.launcher, slurm=slurm)
     failed = int((done["status"] != "ok").sum()) if len(done) else 0
     print(f"wrote {len(done)} runs to {args.output} ({failed} failed)")
+    if named == "calibrate":
+        print(f"use it beside the bundled history: perfmodel predict ... --history {args.output} --history cpu "
+              f"(Python: history=[{args.output!r}, 'cpu'])")
+    return 0
+
+
+def _print_plan(configs, named, args) -> None:
+    from pathlib import Path
+
+    from ._atomic import check_writable
+    from ._validation import check_positive_float
+    from .measure.plans import plan
+
+    if not args.plan:  # the checks run_sweep makes first, made before the plan is printed
+        check_positive_float(args.timeout, "timeout_s", "run_sweep")
+        if Path(args.output).suffix.lower() not in (".csv", ".parquet", ".pq"):
+            raise ValueError(f"Run history {args.output!r} must end in .csv or .parquet "
+                             f"(got suffix {Path(args.output).suffix!r}).")
+        check_writable(Path(args.output))
+    todo = plan(configs, args.output)
+    left = ""
+    if todo.runs < len(configs):
+        left = f" ({len(configs) - todo.runs} of {len(configs)} already in {args.output})"
+    print(f"{named or 'sweep'}: {todo}{left}", file=sys.stderr, flush=True)
+
+
+def _named_sweep(args) -> str | None:
+    """The named sweep the flags ask for (``--sweep``, ``--calibrate``), refusing flags that would change it."""
+    named = "calibrate" if args.calibrate else args.sweep
+    if args.calibrate and args.sweep not in (None, "calibrate"):
+        raise ValueError(f"--calibrate runs the calibration sweep; it cannot be combined with --sweep {args.sweep}.")
+    if named is None:
+        return None
+    flag = "--calibrate" if args.calibrate else f"--sweep {named}"
+    fixed = [f for f, given in (("--models", args.models is not None), ("--batch-sizes", args.batch_sizes is not None),
+                                ("--gpu-counts", args.gpu_counts is not None), ("--repeats", args.repeats != 1),
+                                ("--precisions", args.precisions != ["fp32"]), ("--name", args.name is not None),
+                                ("--launcher", args.launcher != "local"), ("--nnodes", args.nnodes is not None))
+             if given]
+    if fixed:
+        raise ValueError(f"{flag} is a fixed sweep; {', '.join(fixed)} would change it (drop "
+                         f"{'it' if len(fixed) == 1 else 'them'}, or give --models/--batch-sizes without {flag}).")
+    if args.calibrate and args.device == "cuda":
+        raise ValueError("--calibrate measures the CPU host, to pair with the bundled CPU history; drop --device cuda.")
+    return named
+
+
+def _list_models() -> int:
+    from .measure.zoo import LARGE_ZOO, ZOO, describe
+
+    print(f"{'model':<16} {'family':<19} {'params':>12} {'FLOPs/sample':>13}  size")
+    for name in {**ZOO, **LARGE_ZOO}:
+        d = describe(name)
+        size = "GPU-sized (FLOPs counted on meta)" if name in LARGE_ZOO else "CPU"
+        print(f"{name:<16} {d['family']:<19} {d['params']:>12,d} {d['flops_per_sample']:>13.3g}  {size}", flush=True)
     return 0
 
 

@@ -7,7 +7,10 @@ This subpackage is the only part of perfmodel that imports torch, and it does so
 from __future__ import annotations
 
 __all__ = ["RunConfig", "measure_run", "run_sweep", "sweep_configs", "default_sweep_configs", "DEFAULT_SWEEP",
-           "record", "SlurmOptions", "add_op_features", "count_ops", "OpFeatures"]
+           "record", "SlurmOptions", "add_op_features", "count_ops", "OpFeatures", "ZOO_SWEEP", "CALIBRATION_SWEEP",
+           "zoo_sweep_configs", "calibration_configs"]
+
+_PLANS = ("ZOO_SWEEP", "CALIBRATION_SWEEP", "zoo_sweep_configs", "calibration_configs")
 
 
 def __getattr__(name):
@@ -27,6 +30,10 @@ def __getattr__(name):
         from .slurm import SlurmOptions
 
         return SlurmOptions
+    if name in _PLANS:
+        from . import plans
+
+        return getattr(plans, name)
     if name in __all__:
         from . import sweep
 

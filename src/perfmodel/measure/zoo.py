@@ -1,9 +1,14 @@
 """A zoo of real torch models in plain torch (no torchvision), one builder per family with size knobs.
 
 Each entry builds a module, a synthetic batch maker and a loss, so that one training step is
-``loss_fn(model(x), y).backward(); opt.step()``. Parameter counts span from about 2e4 to 4e6 across the zoo
-(more with larger knobs), covering the families people train: MLP, ResNet-style CNN, BERT-style encoder,
-GPT-style decoder and LSTM.
+``loss_fn(model(x), y).backward(); opt.step()``. :data:`ZOO` holds 53 CPU-sized models: 26 architectures in 16
+families (a family is the architectures that share an op mix: :func:`families`), two or three sizes each, sized
+for one training step at batch 32 on 2 CPU cores of roughly 1 ms to 300 ms — MLP; ResNet-, VGG- and DenseNet-style,
+depthwise (MobileNetV2, ConvNeXt), grouped (ResNeXt) and 1-D (WaveNet-style TCN, text CNN) convolution;
+encoders and decoders with SDPA (BERT, GPT, Llama-style) and with explicit matmul+softmax attention; an
+encoder-decoder Transformer; LSTM, GRU and vanilla RNN; MLP-Mixer; DLRM and wide-and-deep recommenders; MLP and
+convolutional autoencoders; a U-Net; a ViT; a GCN. The architectures beyond the first five live in
+:mod:`perfmodel.measure._zoo_nets`. :data:`LARGE_ZOO` holds GPU-sized models.
 
 Examples
 --------
@@ -23,10 +28,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import _zoo_nets as _nets
 from .flops import count_params  # noqa: F401  (re-exported: zoo.count_params)
 
-__all__ = ["ZOO", "LARGE_ZOO", "ModelBundle", "build", "list_models", "known_models", "count_params",
-           "count_flops_per_sample", "analytic_flops_per_sample"]
+__all__ = ["ZOO", "LARGE_ZOO", "CLASSIC_MODELS", "ModelBundle", "build", "list_models", "known_models",
+           "count_params", "count_flops_per_sample", "analytic_flops_per_sample", "describe", "families"]
 
 
 # ----------------------------------------------------------------------------------------------- families
@@ -276,16 +282,26 @@ def _build_decoder(d_model, layers, seq=32, vocab=1000, tie=False):
     return "decoder", module, make, _lm_loss, (seq,), None
 
 
-def analytic_flops_per_sample(embed: int, hidden: int, layers: int, seq: int, classes: int = 10) -> float:
-    """Forward+backward FLOPs of one LSTM sample (FlopCounterMode does not count aten LSTM kernels).
+#: Gate matmuls per recurrent cell: LSTM 4 (input, forget, cell, output), GRU 3 (reset, update, new), RNN 1.
+RECURRENT_GATES = {"lstm": 4, "gru": 3, "rnn": 1}
 
-    Forward: per layer and time step, the four gates' matmuls cost ``2 * 4 * hidden * (input + hidden)``;
-    backward costs twice the forward (gradients of inputs and weights), so the total is 3x the forward.
+
+def analytic_flops_per_sample(embed: int, hidden: int, layers: int, seq: int, classes: int = 10, *,
+                              cell: str = "lstm") -> float:
+    """Forward+backward FLOPs of one recurrent sample (FlopCounterMode does not count aten LSTM/GRU/RNN kernels).
+
+    Forward: per layer and time step, the gates' matmuls cost ``2 * gates * hidden * (input + hidden)`` (``gates``
+    from :data:`RECURRENT_GATES`: 4 for ``cell="lstm"``, 3 for ``"gru"``, 1 for ``"rnn"``), plus the classifier;
+    backward costs twice the forward (gradients of inputs and weights), so the total is 3x the forward. The gates'
+    elementwise work is left out, as FlopCounterMode leaves it out of every other model.
     """
+    if cell not in RECURRENT_GATES:
+        raise ValueError(f"cell must be one of {', '.join(RECURRENT_GATES)}. Got {cell!r}.")
+    gates = RECURRENT_GATES[cell]
     fwd = 0.0
     d_in = embed
     for _ in range(layers):
-        fwd += seq * 2 * 4 * hidden * (d_in + hidden)
+        fwd += seq * 2 * gates * hidden * (d_in + hidden)
         d_in = hidden
     fwd += 2 * hidden * classes
     return 3.0 * fwd
@@ -297,6 +313,148 @@ def _build_lstm(hidden, layers, seq=32, vocab=1000, embed=128):
 
     flops = analytic_flops_per_sample(embed, hidden, layers, seq)
     return "rnn", LSTMClassifier(vocab, embed, hidden, layers, seq), make, _cls_loss, (seq,), flops
+
+
+def _images(classes: int = 10, image: int = 32):
+    def make(b, dev):
+        return torch.randn(b, 3, image, image, device=dev), torch.randint(0, classes, (b,), device=dev)
+
+    return make
+
+
+def _tokens(vocab: int, seq: int, classes: int = 10):
+    def make(b, dev):
+        return torch.randint(0, vocab, (b, seq), device=dev), torch.randint(0, classes, (b,), device=dev)
+
+    return make
+
+
+def _next_tokens(vocab: int, seq: int):
+    def make(b, dev):
+        x = torch.randint(0, vocab, (b, seq), device=dev)
+        return x, torch.roll(x, -1, dims=1)
+
+    return make
+
+
+def _build_image_cnn(arch: str, family: str):
+    def builder(**knobs):
+        return family, _IMAGE_NETS[arch](**knobs), _images(), _cls_loss, (3, 32, 32), None
+
+    builder.__name__ = f"_build_{arch}"
+    return builder
+
+
+def _build_tcn(channels, layers, seq=512):
+    def make(b, dev):
+        return torch.randn(b, 1, seq, device=dev), torch.randint(0, 10, (b,), device=dev)
+
+    return "conv1d", _nets.TCN(channels, layers, seq), make, _cls_loss, (1, seq), None
+
+
+def _build_textcnn(embed, filters, seq=64, vocab=5000):
+    return "conv1d", _nets.TextCNN(vocab, embed, filters, seq), _tokens(vocab, seq, 2), _cls_loss, (seq,), None
+
+
+def _build_explicit(d_model, layers, causal, seq=64, vocab=1000):
+    module = _nets.ExplicitTransformer(vocab, d_model, layers, max(2, d_model // 64), seq, causal)
+    make = _next_tokens(vocab, seq) if causal else _tokens(vocab, seq, 2)
+    return "attention-explicit", module, make, (_lm_loss if causal else _cls_loss), (seq,), None
+
+
+def _build_llama(d_model, layers, seq=64, vocab=1000):
+    module = _nets.LlamaDecoder(vocab, d_model, layers, max(2, d_model // 64), seq)
+    return "decoder", module, _next_tokens(vocab, seq), _lm_loss, (seq,), None
+
+
+def _build_seq2seq(d_model, layers, seq=32, vocab=1000):
+    def make(b, dev):
+        src = torch.randint(0, vocab, (b, seq), device=dev)
+        tgt = torch.randint(0, vocab, (b, seq + 1), device=dev)
+        return torch.cat([src, tgt[:, :-1]], 1), tgt[:, 1:]
+
+    module = _nets.Seq2Seq(vocab, d_model, layers, max(2, d_model // 64), seq)
+    return "seq2seq", module, make, _lm_loss, (2 * seq,), None
+
+
+def _build_recurrent(cell, hidden, layers, seq=32, vocab=1000, embed=128):
+    flops = analytic_flops_per_sample(embed, hidden, layers, seq, cell=cell)
+    module = _nets.RecurrentClassifier(cell, vocab, embed, hidden, layers, seq)
+    return "rnn", module, _tokens(vocab, seq), _cls_loss, (seq,), flops
+
+
+def _build_vit(d_model, layers, patch=4):
+    return "vit", _nets.ViT(d_model, layers, max(2, d_model // 64), patch), _images(), _cls_loss, (3, 32, 32), None
+
+
+def _build_mixer(dim, layers, patch=4):
+    return "mixer", _nets.MLPMixer(dim, layers, patch), _images(), _cls_loss, (3, 32, 32), None
+
+
+def _bce_loss(out, y):
+    return F.binary_cross_entropy_with_logits(out, y)
+
+
+def _sparse_batch(dense: int, ids: int, rows: int):
+    def make(b, dev):
+        x = torch.cat([torch.randn(b, dense, device=dev),
+                       torch.randint(0, rows, (b, ids), device=dev).float()], 1)
+        return x, torch.randint(0, 2, (b,), device=dev).float()
+
+    return make
+
+
+def _build_dlrm(tables, rows, dim, bag=4, dense=13):
+    module = _nets.DLRM(tables, rows, dim, bag, dense)
+    return "recsys", module, _sparse_batch(dense, tables * bag, rows), _bce_loss, (dense + tables * bag,), None
+
+
+def _build_widedeep(fields, rows, dim, hidden, dense=13):
+    module = _nets.WideDeep(fields, rows, dim, hidden, dense)
+    return "recsys", module, _sparse_batch(dense, fields, rows), _bce_loss, (dense + fields,), None
+
+
+def _recon_loss(out, y):
+    return F.mse_loss(out, y)
+
+
+def _build_ae_mlp(width, depth, code=32):
+    def make(b, dev):
+        x = torch.rand(b, 784, device=dev)
+        return x, x
+
+    return "autoencoder", _nets.MLPAutoencoder(width, depth, code), make, _recon_loss, (784,), None
+
+
+def _build_ae_conv(width, levels=3):
+    def make(b, dev):
+        x = torch.rand(b, 3, 32, 32, device=dev)
+        return x, x
+
+    return "autoencoder", _nets.ConvAutoencoder(width, levels), make, _recon_loss, (3, 32, 32), None
+
+
+def _build_unet(width, levels=3, classes=4):
+    def make(b, dev):
+        return torch.randn(b, 3, 32, 32, device=dev), torch.randint(0, classes, (b, 32, 32), device=dev)
+
+    return "unet", _nets.UNet(width, levels, classes), make, _cls_loss, (3, 32, 32), None
+
+
+def _build_gnn(hidden, layers, nodes=64, features=32):
+    def make(b, dev):
+        return torch.randn(b, nodes, features, device=dev), torch.randint(0, 10, (b,), device=dev)
+
+    return "gnn", _nets.GCN(hidden, layers, nodes, 4, features), make, _cls_loss, (nodes, features), None
+
+
+_IMAGE_NETS = {"vgg": _nets.VGG, "densenet": _nets.DenseNet, "mobilenet": _nets.MobileNet,
+               "convnext": _nets.ConvNeXt, "resnext": _nets.ResNeXt}
+_build_vgg = _build_image_cnn("vgg", "cnn")
+_build_densenet = _build_image_cnn("densenet", "cnn")
+_build_mobilenet = _build_image_cnn("mobilenet", "cnn-depthwise")
+_build_convnext = _build_image_cnn("convnext", "cnn-depthwise")
+_build_resnext = _build_image_cnn("resnext", "cnn-grouped")
 
 
 #: name -> (builder, knobs). Sizes chosen so the default sweep runs in about ten minutes on 2 CPU cores.
@@ -312,7 +470,55 @@ ZOO: dict[str, tuple[Callable, dict]] = {
     "gpt-m": (_build_decoder, {"d_model": 256, "layers": 4}),
     "lstm-s": (_build_lstm, {"hidden": 128, "layers": 1}),
     "lstm-m": (_build_lstm, {"hidden": 256, "layers": 2}),
+    # the broader zoo (issue 15): two or three sizes of each architecture; the names above keep their sizes
+    "vgg-s": (_build_vgg, {"width": 8, "depth": 1}),
+    "vgg-m": (_build_vgg, {"width": 16, "depth": 2}),
+    "densenet-s": (_build_densenet, {"growth": 6, "layers": 3}),
+    "densenet-m": (_build_densenet, {"growth": 8, "layers": 4}),
+    "mobilenet-s": (_build_mobilenet, {"width": 8, "blocks": 1}),
+    "mobilenet-m": (_build_mobilenet, {"width": 16, "blocks": 1}),
+    "convnext-s": (_build_convnext, {"width": 16, "blocks": 1}),
+    "convnext-m": (_build_convnext, {"width": 32, "blocks": 2}),
+    "resnext-s": (_build_resnext, {"width": 8, "groups": 4, "blocks": 1}),
+    "resnext-m": (_build_resnext, {"width": 16, "groups": 8, "blocks": 1}),
+    "tcn-s": (_build_tcn, {"channels": 16, "layers": 6, "seq": 256}),
+    "tcn-m": (_build_tcn, {"channels": 32, "layers": 8, "seq": 256}),
+    "textcnn-s": (_build_textcnn, {"embed": 64, "filters": 64, "seq": 64}),
+    "textcnn-m": (_build_textcnn, {"embed": 128, "filters": 256, "seq": 128}),
+    "enc-explicit-s": (_build_explicit, {"d_model": 128, "layers": 2, "causal": False, "seq": 64}),
+    "enc-explicit-m": (_build_explicit, {"d_model": 192, "layers": 2, "causal": False, "seq": 64}),
+    "dec-explicit-s": (_build_explicit, {"d_model": 128, "layers": 1, "causal": True, "seq": 64}),
+    "dec-explicit-m": (_build_explicit, {"d_model": 192, "layers": 2, "causal": True, "seq": 64}),
+    "llama-s": (_build_llama, {"d_model": 128, "layers": 1, "seq": 64}),
+    "llama-m": (_build_llama, {"d_model": 192, "layers": 2, "seq": 64}),
+    "seq2seq-s": (_build_seq2seq, {"d_model": 128, "layers": 1, "seq": 32}),
+    "seq2seq-m": (_build_seq2seq, {"d_model": 192, "layers": 2, "seq": 32}),
+    "gru-s": (_build_recurrent, {"cell": "gru", "hidden": 128, "layers": 1, "seq": 32}),
+    "gru-m": (_build_recurrent, {"cell": "gru", "hidden": 256, "layers": 2, "seq": 32}),
+    "rnn-s": (_build_recurrent, {"cell": "rnn", "hidden": 128, "layers": 1, "seq": 32}),
+    "rnn-m": (_build_recurrent, {"cell": "rnn", "hidden": 256, "layers": 2, "seq": 64}),
+    "mixer-s": (_build_mixer, {"dim": 64, "layers": 2}),
+    "mixer-m": (_build_mixer, {"dim": 128, "layers": 4}),
+    "dlrm-s": (_build_dlrm, {"tables": 8, "rows": 5000, "dim": 16}),
+    "dlrm-m": (_build_dlrm, {"tables": 16, "rows": 20000, "dim": 32}),
+    "widedeep-s": (_build_widedeep, {"fields": 8, "rows": 5000, "dim": 16, "hidden": 128}),
+    "widedeep-m": (_build_widedeep, {"fields": 16, "rows": 20000, "dim": 32, "hidden": 512}),
+    "ae-mlp-s": (_build_ae_mlp, {"width": 256, "depth": 2}),
+    "ae-mlp-m": (_build_ae_mlp, {"width": 1024, "depth": 3}),
+    "ae-conv-s": (_build_ae_conv, {"width": 16}),
+    "ae-conv-m": (_build_ae_conv, {"width": 32}),
+    "unet-s": (_build_unet, {"width": 8}),
+    "unet-m": (_build_unet, {"width": 16}),
+    "vit-s": (_build_vit, {"d_model": 128, "layers": 2}),
+    "vit-m": (_build_vit, {"d_model": 192, "layers": 2}),
+    "gnn-s": (_build_gnn, {"hidden": 64, "layers": 2}),
+    "gnn-m": (_build_gnn, {"hidden": 256, "layers": 3}),
 }
+
+#: The zoo's first eleven names (five families), the models of the bundled CPU history measured before the
+#: broader zoo; ``perfmodel measure --models`` without names still sweeps only these.
+CLASSIC_MODELS: tuple[str, ...] = ("mlp-xs", "mlp-m", "cnn-xs", "cnn-s", "cnn-m", "bert-s", "bert-m", "gpt-s",
+                                   "gpt-m", "lstm-s", "lstm-m")
 
 #: GPU-sized models (kept apart from :data:`ZOO`, whose names the bundled CPU history refers to): a GPT-2-small-
 #: and a GPT-2-medium-sized decoder (about 124M and 355M parameters, 1024 tokens), a BERT-base-sized encoder
@@ -327,7 +533,8 @@ LARGE_ZOO: dict[str, tuple[Callable, dict]] = {
     "lstm-l": (_build_lstm, {"hidden": 1024, "layers": 2, "seq": 128, "vocab": 10000, "embed": 512}),
 }
 
-_SEQ_BUILDERS = (_build_encoder, _build_decoder, _build_lstm)
+_SEQ_BUILDERS = (_build_encoder, _build_decoder, _build_lstm, _build_tcn, _build_textcnn, _build_explicit,
+                 _build_llama, _build_seq2seq, _build_recurrent)
 
 
 def default_seq_len(name: str, knobs: dict | None = None) -> int | None:
@@ -390,3 +597,33 @@ def count_flops_per_sample(bundle: ModelBundle, device: torch.device | str = "cp
     if total > 0:
         return total, "flop_counter"
     return math.nan, "none"
+
+
+def families() -> dict[str, list[str]]:
+    """Family -> the CPU-sized zoo models (:data:`ZOO`) in it, without building a model."""
+    out: dict[str, list[str]] = {}
+    for name in ZOO:
+        out.setdefault(_family_of(name), []).append(name)
+    return out
+
+
+def _family_of(name: str) -> str:
+    with torch.device("meta"):
+        return build(name).family
+
+
+def describe(name: str, device: torch.device | str | None = None) -> dict:
+    """Family, trainable parameters and forward+backward FLOPs per sample of a zoo model, counted on ``device``.
+
+    By default a CPU-sized model (:data:`ZOO`) is counted on the CPU, as a measured run's record counts it, and a
+    GPU-sized one (:data:`LARGE_ZOO`) on the ``meta`` device (no memory, no compute; attention and recurrent
+    kernels may then be counted through their decompositions, a few per cent apart from a CPU count).
+    """
+    device = torch.device(device if device is not None else ("cpu" if name in ZOO else "meta"))
+    with device:
+        bundle = build(name)
+    bundle.module.to(device)
+    flops, method = count_flops_per_sample(bundle, device)
+    return {"model": name, "family": bundle.family, "params": count_params(bundle.module),
+            "flops_per_sample": flops, "flops_method": method, "knobs": dict(bundle.knobs),
+            "size": "gpu" if name in LARGE_ZOO else "cpu", "counted_on": device.type}

@@ -1,0 +1,33 @@
+"""benchmarks/calibration_cpu.py runs on the histories that exist (here: the bundled CPU history split in two)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "calibration_cpu.py"
+
+
+def run(*args):
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=600)
+
+
+def test_demo_split_reports_host_shift_and_new_architecture():
+    proc = run("--demo-split", str(ROOT / "data" / "runs_cpu.csv"), "--methods", "loglinear", "--cv", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert "calibration: 20 runs of 5 models in 5 families" in proc.stderr  # the smallest model of each family
+    rows = [line.split("|")[1:-1] for line in proc.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    table = {(r[0].strip(), r[1].strip()): r for r in rows[1:]}
+    assert set(table) == {("host shift", "bundled only"), ("host shift", "bundled + calibration (LOMO)"),
+                          ("host shift", "calibration only (LOMO)"),
+                          ("new architecture (LOFO)", "bundled minus family"),
+                          ("new architecture (LOFO)", "bundled + calibration minus family")}
+    assert all(int(r[3]) == 20 for r in table.values())  # every calibration run predicted once per row
+    assert all(0 <= float(r[6]) <= 1 for r in table.values())
+
+
+def test_bad_arguments():
+    proc = run("--bundled", str(ROOT / "data" / "runs_cpu.csv"))
+    assert proc.returncode == 2 and "--bundled needs --calibration" in proc.stderr
+    proc = run("--demo-split", str(ROOT / "data" / "runs_cpu.csv"), "--methods", "magic")
+    assert proc.returncode == 2 and "unknown method(s) magic" in proc.stderr
