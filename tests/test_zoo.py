@@ -185,6 +185,13 @@ class TestSweepDefinitions:
         assert len(set(fams)) >= 10  # op-diverse: few models share a family
         assert plans.plan(configs).expected_s <= 5 * 60
 
+    def test_online_sweep_times_fixed_long_runs(self):
+        configs = plans.named_sweep_configs("online")
+        models = plans.ONLINE_SWEEP["models"]
+        assert [c.model for c in configs] == list(models) and set(models) <= set(ZOO)
+        assert len({build(m).family for m in models}) == len(models)  # one model per family
+        assert all(c.steps == 400 and c.max_steps == 400 and c.batch_size == 32 for c in configs)
+
     def test_calibration_shrinks_for_tests(self, monkeypatch):
         assert [c.model for c in plans.calibration_configs(models=["gnn-s"], batch_sizes=[2])] == ["gnn-s"]
         monkeypatch.setenv(plans.CALIBRATION_MODELS_ENV, "mlp-xs, gnn-s")
@@ -194,7 +201,7 @@ class TestSweepDefinitions:
     def test_bad_names(self):
         with pytest.raises(ValueError, match="unknown: resnet50"):
             plans.calibration_configs(models=["resnet50"])
-        with pytest.raises(ValueError, match="Unknown sweep 'big'. Known: default, zoo, calibrate"):
+        with pytest.raises(ValueError, match="Unknown sweep 'big'. Known: default, zoo, calibrate, online"):
             plans.named_sweep_configs("big")
 
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from .sweep import DEFAULT_SWEEP, RunConfig, default_sweep_configs, sweep_configs
 from .zoo import ZOO
 
-__all__ = ["ZOO_SWEEP", "CALIBRATION_SWEEP", "SWEEPS", "SweepPlan", "zoo_sweep_configs", "calibration_configs",
-           "named_sweep_configs", "plan"]
+__all__ = ["ZOO_SWEEP", "CALIBRATION_SWEEP", "ONLINE_SWEEP", "SWEEPS", "SweepPlan", "zoo_sweep_configs", "calibration_configs",
+           "online_sweep_configs", "named_sweep_configs", "plan"]
 
 #: Seconds per run on a quiet 2-core host by worker count (see the module docstring), and per FLOP count.
 RUN_COST_S = {1: 8.0, 2: 11.5}
@@ -63,6 +63,15 @@ CALIBRATION_SWEEP = {
     "ddp_batch_sizes": (32,),
     "ddp_gpu_counts": (2,),
     "run_options": _RUN_OPTIONS,
+}
+
+#: Long runs for the online remaining-time benchmark (``benchmarks/online_remaining.py``): ten zoo models from
+#: ten families at per-device batch 32 on one worker, each timed for a fixed 400 steps (the zoo sweep stops
+#: timing after about a second, too few steps to see what 5% of a real run tells). About four minutes.
+ONLINE_SWEEP = {
+    "models": ("cnn-s", "bert-s", "gpt-s", "lstm-s", "mobilenet-s", "tcn-s", "mixer-s", "dlrm-s", "vit-s", "gnn-s"),
+    "batch_sizes": (32,),
+    "run_options": {**_RUN_OPTIONS, "steps": 400, "max_steps": 400, "max_seconds": 120.0},
 }
 
 #: Environment knob for tests: a comma-separated subset of :data:`CALIBRATION_SWEEP`'s models to calibrate with
@@ -108,8 +117,15 @@ def calibration_configs(device: str = "cpu", *, models=None, batch_sizes=None, d
     return configs
 
 
+def online_sweep_configs(device: str = "cpu", **overrides) -> list[RunConfig]:
+    """The configurations of :data:`ONLINE_SWEEP`; ``overrides`` replace its run options."""
+    d = ONLINE_SWEEP
+    return sweep_configs(d["models"], d["batch_sizes"], (1,), device=device, **{**d["run_options"], **overrides})
+
+
 #: Sweep name (``perfmodel measure --sweep NAME``) -> configuration builder.
-SWEEPS = {"default": default_sweep_configs, "zoo": zoo_sweep_configs, "calibrate": calibration_configs}
+SWEEPS = {"default": default_sweep_configs, "zoo": zoo_sweep_configs, "calibrate": calibration_configs,
+          "online": online_sweep_configs}
 
 
 def named_sweep_configs(name: str, device: str = "cpu", **overrides) -> list[RunConfig]:
