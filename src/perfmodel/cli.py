@@ -124,7 +124,7 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--list-models", action="store_true",
                    help="list the zoo (family, parameters, FLOPs per sample) and exit")
     m.add_argument("--sweep", choices=["default", "zoo", "calibrate", "online"], default=None,
-                   help="a named sweep: default (the bundled CPU history's 112 runs), zoo (every zoo architecture, "
+                   help="a named sweep: default (the first 112 runs of the bundled CPU history), zoo (every zoo architecture, "
                         "about half an hour on 2 cores), calibrate (as --calibrate), online (ten 400-step runs for the "
                         "online remaining-time benchmark, about four minutes)")
     m.add_argument("--calibrate", action="store_true",
