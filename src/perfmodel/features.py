@@ -192,7 +192,11 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
     def __init__(self, *, kind: str = "log"):
         self.kind = kind
 
-    def _physics_columns(self, X: pd.DataFrame, q: pd.DataFrame) -> pd.DataFrame:
+    def _rates(self, X: pd.DataFrame, q: pd.DataFrame):
+        """Per row: whether it ran on CPU, the device count, and the peak FLOP/s (at the run's precision),
+        memory bandwidth and interconnect in bytes/s of one device. CPU rows use the nominal per-thread figures;
+        a device whose datasheet gives no interconnect figure (e.g. TPU v4) a nominal link, so that its
+        communication term stays defined (its efficiencies absorb the difference)."""
         cpu = (q["gpu_type"] == "cpu").to_numpy()
         n = q["gpu_count"].to_numpy(dtype=float)
         threads = self._threads(X, n)
@@ -200,7 +204,11 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
         peak = np.where(cpu, threads * CPU_THREAD_NOMINAL_FLOPS, peak)
         mem = np.where(cpu, CPU_NOMINAL_MEMORY_GBPS, q["memory_bandwidth_gbps"].to_numpy(dtype=float)) * 1e9
         link = np.where(cpu, CPU_NOMINAL_INTERCONNECT_GBPS, q["interconnect_gbps"].to_numpy(dtype=float)) * 1e9
-        link = np.where(np.isfinite(link) & (link > 0), link, UNKNOWN_INTERCONNECT_GBPS * 1e9)  # as roofline
+        link = np.where(np.isfinite(link) & (link > 0), link, UNKNOWN_INTERCONNECT_GBPS * 1e9)
+        return cpu, n, peak, mem, link
+
+    def _physics_columns(self, X: pd.DataFrame, q: pd.DataFrame) -> pd.DataFrame:
+        cpu, n, peak, mem, link = self._rates(X, q)
         work = q["flops_per_step_device"].to_numpy(dtype=float)
         fam_code = (_codes(X["family"], self.families_) if "family" in X.columns
                     else _codes(np.full(len(X), "", dtype=object), self.families_))  # -1: unknown
@@ -218,16 +226,7 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
         }, index=X.index)
 
     def _roofline_columns(self, X: pd.DataFrame, q: pd.DataFrame) -> pd.DataFrame:
-        cpu = (q["gpu_type"] == "cpu").to_numpy()
-        n = q["gpu_count"].to_numpy(dtype=float)
-        threads = self._threads(X, n)
-        peak = q["peak_tflops"].to_numpy(dtype=float) * 1e12
-        peak = np.where(cpu, threads * CPU_THREAD_NOMINAL_FLOPS, peak)
-        mem = np.where(cpu, CPU_NOMINAL_MEMORY_GBPS, q["memory_bandwidth_gbps"].to_numpy(dtype=float)) * 1e9
-        link = np.where(cpu, CPU_NOMINAL_INTERCONNECT_GBPS, q["interconnect_gbps"].to_numpy(dtype=float)) * 1e9
-        # a device whose datasheet gives no interconnect figure (e.g. TPU v4): a nominal link, so that its
-        # communication term stays defined (its device and architecture efficiencies absorb the difference)
-        link = np.where(np.isfinite(link) & (link > 0), link, UNKNOWN_INTERCONNECT_GBPS * 1e9)
+        cpu, n, peak, mem, link = self._rates(X, q)
         work = q["flops_per_step_device"].to_numpy(dtype=float)
         t_peak = work / peak
         # fp32-labelled runs on devices with TF32 tensor cores: PyTorch runs convolutions (and, before 1.12 or
@@ -291,14 +290,7 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
             self.op_ratio_["op_kernels"] = 0.0
 
     def _ops_columns(self, X: pd.DataFrame, q: pd.DataFrame) -> pd.DataFrame:
-        cpu = (q["gpu_type"] == "cpu").to_numpy()
-        n = q["gpu_count"].to_numpy(dtype=float)
-        threads = self._threads(X, n)
-        peak = q["peak_tflops"].to_numpy(dtype=float) * 1e12
-        peak = np.where(cpu, threads * CPU_THREAD_NOMINAL_FLOPS, peak)
-        mem = np.where(cpu, CPU_NOMINAL_MEMORY_GBPS, q["memory_bandwidth_gbps"].to_numpy(dtype=float)) * 1e9
-        link = np.where(cpu, CPU_NOMINAL_INTERCONNECT_GBPS, q["interconnect_gbps"].to_numpy(dtype=float)) * 1e9
-        link = np.where(np.isfinite(link) & (link > 0), link, UNKNOWN_INTERCONNECT_GBPS * 1e9)
+        cpu, n, peak, mem, link = self._rates(X, q)
         ops = self._op_frame(X)
         imputed = ~ops.notna().all(axis=1).to_numpy()
         fps = q["flops_per_sample"].to_numpy(dtype=float)
