@@ -75,7 +75,9 @@ def test_roofline_scores_match_query_kinds(xhw):
     assert set(reg.scores_) == set(QUERY_KINDS)
     for kind, scores in reg.scores_.items():
         assert np.all(np.diff(scores) >= 0)
-        if kind != "sparse_model":  # one out-of-fold score per run; the few-shot refits score a subset
+        if kind == "new_model":  # group-balanced: 200 quantiles of each held-out model's scores
+            assert len(scores) == 200 * xhw["model"].nunique()
+        elif kind != "sparse_model":  # one out-of-fold score per run; the few-shot refits score a subset
             assert len(scores) == len(xhw)
 
 

@@ -31,7 +31,8 @@ leave-one-batch-size-out and leave-one-device-count-out (``new_batch``/``new_cou
 device at a batch or count it has not run there), leave-one-(model, device)-out (``new_pair``), a few-shot refit
 (``sparse_model``: a model the history knows from runs on one device type only, asked on another — a user's model
 calibrated with a few own runs: each model is refitted from 3 of its runs on one device and scored on the
-others), leave-one-device-type-out (``new_device``) and leave-one-model-out (``new_model``). A count outside the
+others), leave-one-device-type-out (``new_device``) and leave-one-model-out (``new_model``; each held-out model's
+scores weigh the same, whatever its run count: the models are the exchangeable units). A count outside the
 fitted range takes the wider of its kind's and the count's quantiles on a known pair, and adds the count's in
 quadrature otherwise; a new device and a new model at once combine the two in quadrature.
 """
@@ -248,7 +249,8 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
             "new_batch": np.round(X[:, _COL["log_batch"]], 6),
         }
         for kind, g in groups.items():
-            scores = self._group_scores(Z, r, g)
+            # a new model: the held-out benchmarks are the exchangeable units, whatever their run counts
+            scores = self._group_scores(Z, r, g, balanced=(kind == "new_model"))
             self.scores_[kind] = self.scores_["seen"] if scores is None else scores
         sparse = self._sparse_scores(Z, r, m_codes, dev_codes)
         self.scores_["sparse_model"] = self.scores_["new_pair"] if sparse is None else sparse
@@ -276,7 +278,7 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
             return None
         return np.sort(np.concatenate(out))
 
-    def _group_scores(self, Z, r, groups):
+    def _group_scores(self, Z, r, groups, balanced: bool = False):
         uniq = np.unique(groups)
         if len(uniq) < 3:
             return None
@@ -286,7 +288,11 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
         for tr, te in splitter.split(Z, groups=groups):
             # columns with no training rows are effects of the held-out level: their estimate is the prior (0)
             out[te] = Z[te] @ self._fit_without(Z, r, te)
-        return np.sort(np.abs(r - out))
+        scores = np.abs(r - out)
+        if balanced:  # every held-out group weighs the same: 200 quantiles of each group's scores
+            probs = (np.arange(200) + 0.5) / 200
+            scores = np.concatenate([np.quantile(scores[groups == g], probs) for g in uniq])
+        return np.sort(scores)
 
     # ------------------------------------------------------------------------------------------ predict
     def predict(self, X):
