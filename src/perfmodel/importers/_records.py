@@ -86,14 +86,20 @@ def check_values(values, what: str) -> dict:
     return dict(values)
 
 
+def read_json_file(path, what: str, error: type = ValueError):
+    """The JSON document in ``path``; a missing file or invalid JSON raises an error naming ``what`` and the path
+    (``error``, a ValueError subclass, for invalid JSON)."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{what} {str(path)!r} does not exist.") from None
+    except ValueError as exc:
+        raise error(f"{what} {str(path)!r} is not valid JSON: {exc}") from None
+
+
 def read_mapping_file(path) -> dict[str, str]:
     """A mapping file: a JSON object ``{"source key": "column", ...}``."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"Mapping file {str(path)!r} does not exist.") from None
-    except ValueError as exc:
-        raise ValueError(f"Mapping file {str(path)!r} is not valid JSON: {exc}") from None
+    data = read_json_file(path, "Mapping file")
     if not isinstance(data, dict):
         raise ValueError(f"Mapping file {str(path)!r} must hold a JSON object of \"source key\": \"column\" pairs.")
     return check_mapping(data, "mapping file")

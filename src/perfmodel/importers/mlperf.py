@@ -55,6 +55,7 @@ import pandas as pd
 
 from ..exceptions import UnknownHardwareError
 from ..hardware import get_spec, resolve_gpu_type
+from ._records import read_json_file
 
 __all__ = [
     "BENCHMARKS",
@@ -721,12 +722,7 @@ def from_mlperf(paths_or_dirs, *, system: Mapping | str | os.PathLike | None = N
         raise TypeError(f"from_mlperf expects a path or a list of paths. Got {type(paths_or_dirs).__name__}.")
     explicit = None
     if isinstance(system, (str, os.PathLike)):
-        try:
-            explicit = json.loads(Path(system).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise FileNotFoundError(f"System description {str(system)!r} does not exist.") from None
-        except ValueError as exc:
-            raise MLPerfFormatError(f"System description {str(system)!r} is not valid JSON: {exc}") from None
+        explicit = read_json_file(system, "System description", MLPerfFormatError)
     elif system is not None:
         explicit = system
     rows = []
