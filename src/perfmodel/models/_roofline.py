@@ -58,7 +58,7 @@ _COL = {name: i for i, name in enumerate(ROOFLINE_COLUMNS)}
 _FIXED = ("ridge", "tf32_gap", "log_n", "log_nodes", "log_batch", "comm_rel", "opt_rel", "log_work", "log_peak")
 _GROUPS = ("family_code", "model_code", "vendor_code", "arch_code", "device_code", "precision_code", "software_code")
 #: Fixed slopes each model may depart from (partially pooled): its memory-bound share and its batch elasticity
-#: (a per-model count elasticity was tried and made leave-one-device-type-out error worse: 10.6% → 11.0%).
+#: (a per-model count elasticity was tried in a one-off check and made leave-one-device-type-out error worse).
 _MODEL_SLOPES = ("ridge", "log_batch")
 #: Pairs of effects with a pooled interaction (model × architecture, model × software generation).
 _INTERACTIONS = (("model_code", "arch_code"), ("model_code", "software_code"))
