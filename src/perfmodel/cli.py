@@ -126,7 +126,7 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--sweep", choices=["default", "zoo", "calibrate", "online"], default=None,
                    help="a named sweep: default (the first 112 runs of the bundled CPU history), zoo (every zoo architecture, "
                         "about half an hour on 2 cores), calibrate (as --calibrate), online (ten 400-step runs for the "
-                        "online remaining-time benchmark, about four minutes)")
+                        "online remaining-time benchmark, about three minutes)")
     m.add_argument("--calibrate", action="store_true",
                    help="measure this host in about four minutes (a fixed, op-diverse zoo sweep on CPU) to combine "
                         "with the bundled history: --history calibration_cpu.csv --history cpu "
