@@ -67,7 +67,8 @@ CALIBRATION_SWEEP = {
 
 #: Long runs for the online remaining-time benchmark (``benchmarks/online_remaining.py``): ten zoo models from
 #: ten families at per-device batch 32 on one worker, each timed for a fixed 400 steps (the zoo sweep stops
-#: timing after about a second, too few steps to see what 5% of a real run tells). Three minutes on 2 cores (measured; `--plan`, which prices every run alike, says 1.6).
+#: timing after about a second, too few steps to see what 5% of a real run tells). Three minutes on 2 cores
+#: (measured; ``--plan``, which prices every run alike, says 1.6).
 ONLINE_SWEEP = {
     "models": ("cnn-s", "bert-s", "gpt-s", "lstm-s", "mobilenet-s", "tcn-s", "mixer-s", "dlrm-s", "vit-s", "gnn-s"),
     "batch_sizes": (32,),
