@@ -138,6 +138,52 @@ def test_auto_honours_cv_on_seen_queries(xhw):
     assert split == "3-fold"
 
 
+def test_named_methods_score_queries_beyond_the_runs_by_holding_that_group_out(xhw, tmp_path):
+    h100 = get_spec("H100").name
+    train, test = xhw[xhw["gpu_type"] != h100], xhw[xhw["gpu_type"] == h100]
+    plain = perfmodel.TrainingTimeModel(method="gbm").fit(train)
+    held = perfmodel.TrainingTimeModel(method="gbm").fit(train, held_out="gpu_type")
+    assert plain.held_out_ is None and held.held_out_ == "gpu_type"
+    assert len(held.held_out_scores_) == len(train)  # one leave-device-out score per run
+    assert np.all(np.diff(held.held_out_scores_) >= 0)
+    # a device the runs lack: pred · exp(±q) with q the conformal quantile of the leave-device-out scores
+    pi = held.predict_interval(test, 0.9)
+    q = perfmodel.models.conformal_quantile(held.held_out_scores_, 0.9)
+    assert q > perfmodel.models.conformal_quantile(held.pipeline_.named_steps["regressor"].scores_, 0.9)
+    np.testing.assert_allclose(np.log(pi["step_upper"] / pi["step_time_s"]), q)
+    np.testing.assert_allclose(np.log(pi["step_time_s"] / pi["step_lower"]), q)
+    # a device the runs have keeps the method's own interval
+    pd.testing.assert_frame_equal(held.predict_interval(train.head(10)), plain.predict_interval(train.head(10)))
+    # the scores travel in a safe model file
+    held.save(tmp_path / "g.perfmodel")
+    pd.testing.assert_frame_equal(perfmodel.load_model(tmp_path / "g.perfmodel").predict_interval(test), pi)
+
+
+def test_held_out_model_scores_weigh_every_model_alike(xhw):
+    model = perfmodel.TrainingTimeModel(method="gbm").fit(xhw, held_out="model")
+    assert len(model.held_out_scores_) == 200 * xhw["model"].nunique()
+    # physics scores new models itself (new family vs new model of a known family), also group-balanced
+    physics = perfmodel.TrainingTimeModel(method="physics").fit(xhw, held_out="model")
+    assert physics.held_out_ is None
+    assert len(physics.pipeline_.named_steps["regressor"].scores_new_) == 200 * xhw["model"].nunique()
+
+
+def test_held_out_is_checked_and_ignored_where_it_cannot_apply(xhw):
+    with pytest.raises(ValueError, match="held_out"):
+        perfmodel.TrainingTimeModel(method="gbm").fit(xhw, held_out="precision")
+    one = xhw[xhw["gpu_type"] == get_spec("A100").name]
+    assert perfmodel.TrainingTimeModel(method="loglinear").fit(one, held_out="gpu_type").held_out_ is None
+    # roofline scores every kind of query itself
+    assert perfmodel.TrainingTimeModel(method="roofline").fit(xhw, held_out="gpu_type").held_out_ is None
+    assert perfmodel.TrainingTimeModel(method="physics").fit(xhw, held_out="gpu_type").held_out_ == "gpu_type"
+
+
+def test_fitting_for_a_kind_of_query_holds_out_its_column(xhw):
+    assert fit_history(xhw, "loglinear", kind="new_device").held_out_ == "gpu_type"
+    assert fit_history(xhw, "loglinear", kind="new_count").held_out_ == "gpu_count"
+    assert fit_history(xhw, "loglinear", kind="seen").held_out_ is None
+
+
 def test_single_device_history_refuses_other_devices(xhw):
     one = xhw[xhw["gpu_type"] == get_spec("A100").name]
     with pytest.raises(ValueError, match="no runs on gpu_type"):

@@ -23,7 +23,7 @@ from sklearn.model_selection import LeaveOneGroupOut
 from ._format import to_plain
 from ._validation import check_confidence
 from .features import run_quantities
-from .fitting import fit_history
+from .fitting import KIND_SPLITS, fit_history
 from .models import TrainingTimeModel
 from .exceptions import SchemaError
 from .metrics import coverage, mean_relative_width, r2_log
@@ -227,6 +227,8 @@ def _fit_predict_inner(method, runs, train, test, confidence, host_peak_flops, k
     if est == "auto":
         est = fit_history(tr.reset_index(drop=True), "auto", kind=kind)
         chosen = est.method
+    elif method in METHODS:  # as predict fits it for this kind of query: the matching conformity scores
+        est.fit(tr.reset_index(drop=True), held_out=KIND_SPLITS.get(kind))
     else:
         est.fit(tr.reset_index(drop=True))
     pi = est.predict_interval(te.reset_index(drop=True), confidence)

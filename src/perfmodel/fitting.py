@@ -8,7 +8,9 @@ split that matches the query: a device type the history lacks is scored leave-on
 leave-one-model-out, a device count outside the history leave-one-count-out, a new batch size
 leave-one-batch-size-out, and a seen configuration by random K-fold. The candidate with the lowest median
 absolute percentage error on that split wins; its intervals then use the conformity scores of the same kind of
-query. Every candidate is scored on the same folds; nothing falls back silently (the choice and the scores are
+query. Any named method fitted for a kind of query does the same: a query row beyond the runs in the column
+that kind varies gets its interval from that column's leave-group-out scores
+(``TrainingTimeModel.fit(held_out=...)``). Every candidate is scored on the same folds; nothing falls back silently (the choice and the scores are
 kept on the fitted model as ``auto_scores_`` and ``auto_split_``).
 """
 
@@ -194,10 +196,11 @@ def choose_method(runs: pd.DataFrame, kind: str = "seen", *, cv: int = 5,
     return best, scores, split
 
 
-def _validated_fit(model: TrainingTimeModel, runs: pd.DataFrame) -> TrainingTimeModel:
+def _validated_fit(model: TrainingTimeModel, runs: pd.DataFrame, kind: str = "seen") -> TrainingTimeModel:
     model._prevalidated = True
     try:
-        return model.fit(runs)
+        # intervals for a query beyond the runs come from the matching leave-group-out scores
+        return model.fit(runs, held_out=KIND_SPLITS.get(kind))
     finally:
         del model._prevalidated  # not part of the fitted state
 
@@ -212,9 +215,9 @@ def fit_history(runs: pd.DataFrame, method: str = DEFAULT_METHOD, *, kind: str =
         runs = validate_runs(runs)
     # the fits below (and auto's per-fold fits) reuse the validated runs
     if method != "auto":
-        return _validated_fit(TrainingTimeModel(method=method, cv=cv, random_state=random_state), runs)
+        return _validated_fit(TrainingTimeModel(method=method, cv=cv, random_state=random_state), runs, kind)
     best, scores, split = choose_method(runs, kind, cv=cv or 5, random_state=random_state)
-    model = _validated_fit(TrainingTimeModel(method=best, cv=cv, random_state=random_state), runs)
+    model = _validated_fit(TrainingTimeModel(method=best, cv=cv, random_state=random_state), runs, kind)
     model.auto_scores_ = scores
     model.auto_split_ = split
     model.auto_kind_ = kind

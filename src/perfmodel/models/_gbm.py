@@ -13,7 +13,10 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._validation import check_confidence
 from ..metrics import r2
 
-__all__ = ["GBMRegressor", "conformal_quantile", "TreeEnsemble"]
+__all__ = ["GBMRegressor", "conformal_quantile", "balanced_scores", "TreeEnsemble"]
+
+#: Quantiles each held-out group contributes to group-balanced conformity scores.
+BALANCED_QUANTILES = 200
 
 
 class TreeEnsemble:
@@ -131,6 +134,17 @@ class TreeEnsemble:
             for t in range(vals.shape[1]):  # stage by stage, as scikit-learn sums them
                 out += self.learning_rate * vals[:, t]
         return raw
+
+
+def balanced_scores(scores: np.ndarray, groups: np.ndarray, n: int = BALANCED_QUANTILES) -> np.ndarray:
+    """Conformity scores in which every group weighs the same: ``n`` quantiles of each group's scores, sorted.
+
+    For queries that are one draw of a *group* (a new model is one model, however many runs its benchmark has):
+    pooled row scores would let the groups with most runs set the interval.
+    """
+    scores, groups = np.asarray(scores, dtype=float), np.asarray(groups)
+    probs = (np.arange(n) + 0.5) / n
+    return np.sort(np.concatenate([np.quantile(scores[groups == g], probs) for g in np.unique(groups)]))
 
 
 def conformal_quantile(scores: np.ndarray, confidence: float) -> float:

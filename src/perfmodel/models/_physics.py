@@ -35,7 +35,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._validation import check_confidence, check_fit_arrays
 from ..metrics import r2
 from ..features import CPU_THREAD_NOMINAL_FLOPS, PHYSICS_COLUMNS
-from ._gbm import conformal_quantile
+from ._gbm import balanced_scores, conformal_quantile
 
 __all__ = ["PhysicsRegressor", "PHYSICS_COLUMNS", "CPU_THREAD_NOMINAL_FLOPS"]
 
@@ -67,6 +67,8 @@ class PhysicsRegressor(RegressorMixin, BaseEstimator):
     #: Columns of the design matrix, and where the family code, model code, batch size and device count sit in it
     #: (a subclass with another design, e.g. :class:`~perfmodel.models._ops.OpsRegressor`, sets its own).
     _COLUMNS = PHYSICS_COLUMNS
+    #: Query kinds (by the history column they go beyond) this regressor's intervals score themselves.
+    scored_columns = ("model", "batch_size")
     _FAM, _MODEL, _BATCH, _COUNT = 5, 6, 7, 8
 
     # parameters: [log a0, log a1, log c0, log c1, gamma_sample, gamma_batch, log theta_0 .. log theta_{F-1}]
@@ -132,14 +134,15 @@ class PhysicsRegressor(RegressorMixin, BaseEstimator):
         self.scores_new_, sibling = self._group_scores(X, y, models, blank_model=True)
         # rows whose held-out model still had a sibling of its family in the refit: the situation of a new model
         # of a family the fit knows (its scores are smaller than those of a new family)
-        self.scores_new_known_family_ = self.scores_new_ if sibling is None else np.sort(
-            self._last_oof_abs[sibling]) if sibling.sum() >= 10 else self.scores_new_
+        self.scores_new_known_family_ = self.scores_new_ if sibling is None else balanced_scores(
+            self._last_oof_abs[sibling], models[sibling]) if sibling.sum() >= 10 else self.scores_new_
         self.scores_batch_, _ = self._group_scores(X, y, X[:, self._BATCH], blank_model=False)
         return self
 
     def _group_scores(self, X, y, groups, *, blank_model: bool):
-        """Absolute log residuals of leave-one-group-out refits (the seen-model scores if < 3 groups), and a
-        mask of the rows whose family still had another model in their refit (None if not computed)."""
+        """Absolute log residuals of leave-one-group-out refits (the seen-model scores if < 3 groups; for model
+        or family groups, ``blank_model``, balanced so that every group weighs the same), and a mask of the rows
+        whose family still had another model in their refit (None if not computed)."""
         if len(np.unique(groups)) < 3:
             return self.scores_seen_, None
         logy = np.log(y)
@@ -155,6 +158,8 @@ class PhysicsRegressor(RegressorMixin, BaseEstimator):
             out[te] = np.log(self._predict_raw(self._fit_params(X[tr], y[tr]), Xte))
             sibling[te] = (fam[te] >= 0) & np.isin(fam[te], fam[tr])
         self._last_oof_abs = np.abs(logy - out)
+        if blank_model:  # a new model (or family) is one draw of a group: every held-out group weighs the same
+            return balanced_scores(self._last_oof_abs, groups), sibling
         return np.sort(self._last_oof_abs), sibling
 
     def predict(self, X):

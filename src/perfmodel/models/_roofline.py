@@ -50,7 +50,7 @@ from threadpoolctl import threadpool_limits
 from .._validation import check_confidence, check_fit_arrays
 from ..metrics import r2
 from ..features import ROOFLINE_COLUMNS
-from ._gbm import conformal_quantile
+from ._gbm import balanced_scores, conformal_quantile
 
 __all__ = ["RooflineRegressor", "QUERY_KINDS"]
 
@@ -98,6 +98,9 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
         Compute the conformity scores (the refits); False fits the point model only (for model selection).
     random_state : int, default=0
     """
+
+    #: Query kinds (by the history column they go beyond) whose intervals this regressor scores itself: all.
+    scored_columns = ("gpu_type", "model", "gpu_count", "batch_size")
 
     def __init__(self, *, tau_model: float = 1.0, tau_family: float = 1.0, tau_device: float = 0.2,
                  tau_arch: float = 0.25, tau_vendor: float = 0.4, tau_precision: float = 0.5,
@@ -290,8 +293,7 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
             out[te] = Z[te] @ self._fit_without(Z, r, te)
         scores = np.abs(r - out)
         if balanced:  # every held-out group weighs the same: 200 quantiles of each group's scores
-            probs = (np.arange(200) + 0.5) / 200
-            scores = np.concatenate([np.quantile(scores[groups == g], probs) for g in uniq])
+            return balanced_scores(scores, groups)
         return np.sort(scores)
 
     # ------------------------------------------------------------------------------------------ predict

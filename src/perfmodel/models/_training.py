@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin, clone
-from sklearn.model_selection import KFold, cross_val_predict
+from sklearn.model_selection import GroupKFold, KFold, cross_val_predict
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
@@ -18,13 +18,13 @@ from ..exceptions import NotFittedError
 from ..features import RunFeaturizer
 from ..metrics import mape, median_ape, r2
 from ..schema import validate_runs
-from ._gbm import GBMRegressor
+from ._gbm import GBMRegressor, balanced_scores, conformal_quantile
 from ._ols import OLSRegressor
 from ._ops import OpsRegressor
 from ._physics import PhysicsRegressor
 from ._roofline import RooflineRegressor
 
-__all__ = ["TrainingTimeModel", "METHODS", "Summary", "model_table",
+__all__ = ["TrainingTimeModel", "METHODS", "HELD_OUT_COLUMNS", "Summary", "model_table",
            "precision_by_device"]
 
 #: Methods: name -> (description, feature set).
@@ -43,6 +43,20 @@ METHODS = {
             "least squares on log time, cross-conformal intervals; rows without op columns get an imputed op mix",
             "ops"),
 }
+
+
+#: History columns a fit can hold out to score queries beyond them (``TrainingTimeModel.fit(held_out=...)``).
+HELD_OUT_COLUMNS = ("gpu_type", "model", "gpu_count", "batch_size")
+_NUMERIC_GROUPS = ("gpu_count", "batch_size")
+_MAX_GROUP_FOLDS = 10
+
+
+def _group_keys(values, column: str) -> np.ndarray:
+    """Values of a held-out column as comparable strings (2 and 2.0 devices are one group)."""
+    s = pd.Series(np.asarray(values, dtype=object))
+    if column in _NUMERIC_GROUPS:
+        return pd.to_numeric(s, errors="coerce").astype(float).map(repr).to_numpy(dtype=object)
+    return s.astype(str).to_numpy(dtype=object)
 
 
 def model_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -107,6 +121,9 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         Per model name in the history: params, flops_per_sample, family.
     startup_s_ : float
         Median time to first step in the history (0 when the history has no ``startup_s``).
+    held_out_ : str or None
+        The column given as ``fit(held_out=...)`` when its leave-group-out scores were computed, else None;
+        ``held_out_scores_`` holds those scores (absolute log residuals, sorted).
     """
 
     def __init__(self, *, method: str = "loglinear", cv: int | None = 5, random_state: int | None = 0):
@@ -130,9 +147,23 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             reg = OLSRegressor(log_target=(self.method == "loglinear"))
         return Pipeline([("features", RunFeaturizer(kind=kind)), ("regressor", reg)])
 
-    def fit(self, X, y=None):
-        """Fit on a run history ``X`` (DataFrame); ``y`` defaults to ``X["step_time_s"]``."""
+    def fit(self, X, y=None, *, held_out: str | None = None):
+        """Fit on a run history ``X`` (DataFrame); ``y`` defaults to ``X["step_time_s"]``.
+
+        Parameters
+        ----------
+        held_out : {"gpu_type", "model", "gpu_count", "batch_size"}, optional
+            The column queries will go beyond (a device type, model, device count or batch size the runs lack).
+            A query row with a value of it that no run has gets its interval from *leave-that-group-out*
+            conformity scores (the runs refitted without each group, up to 10 folds, and scored on it) instead
+            of the method's own (for ``model``, every held-out model weighs the same). :func:`perfmodel.fit` /
+            ``fit_history(kind=...)`` set it from the kind of query. A regressor that scores such queries itself
+            (its ``scored_columns``: every column for ``roofline``; ``model`` and ``batch_size`` for ``physics``
+            and ``ops``, which tell a new family from a new model of a known one) keeps its own.
+        """
         check_choice(self.method, "method", "TrainingTimeModel", tuple(METHODS))
+        if held_out is not None:
+            check_choice(held_out, "held_out", "TrainingTimeModel.fit", HELD_OUT_COLUMNS)
         # perfmodel.fitting hands over runs it has validated once (load_history); anything else is validated here
         runs = X if getattr(self, "_prevalidated", False) and isinstance(X, pd.DataFrame) else validate_runs(X)
         y = runs["step_time_s"].to_numpy(dtype=float) if y is None else np.asarray(y, dtype=float)
@@ -184,7 +215,39 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
                                         cv=KFold(k, shuffle=True, random_state=self.random_state))
             self.cv_mape_ = mape(y, oof)
             self.cv_median_ape_ = median_ape(y, oof)
+        self.held_out_ = None
+        self.held_out_values_ = self.held_out_scores_ = None
+        if (held_out is not None and held_out in runs.columns
+                and held_out not in getattr(reg, "scored_columns", ())):
+            self._fit_held_out_scores(runs, y, held_out)
         return self
+
+    def _fit_held_out_scores(self, runs: pd.DataFrame, y: np.ndarray, column: str) -> None:
+        keys = _group_keys(runs[column], column)
+        groups = np.unique(keys)
+        if len(groups) < 2:
+            return  # one value: nothing to hold out (a query beyond it keeps the method's own interval)
+        oof = np.full(len(runs), np.nan)
+        for tr, te in GroupKFold(min(len(groups), _MAX_GROUP_FOLDS)).split(runs, groups=keys):
+            fold = TrainingTimeModel(method=self.method, cv=None, random_state=self.random_state)
+            fold._conformal = False  # point predictions are all the scores need
+            fold._prevalidated = True
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    fold.fit(runs.iloc[tr].reset_index(drop=True), y[tr])
+                    oof[te] = fold.predict(runs.iloc[te].reset_index(drop=True))
+            except (ValueError, np.linalg.LinAlgError):
+                continue  # a fold this method cannot fit (e.g. too few runs left) gives no scores
+        ok = np.isfinite(oof) & (oof > 0)
+        if ok.sum() < 2:
+            return
+        scores = np.abs(np.log(y[ok]) - np.log(oof[ok]))
+        if column == "model":  # a new model is one draw of a model: every held-out model weighs the same
+            scores = balanced_scores(scores, keys[ok])
+        self.held_out_ = column
+        self.held_out_values_ = [str(g) for g in groups]
+        self.held_out_scores_ = np.sort(scores)
 
     # ---------------------------------------------------------------------------------------- predict
     def _check(self):
@@ -204,7 +267,8 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         Every method's interval goes through here, and widens with the distance to the data: beyond
         ``EXTRAPOLATION_D0`` (see :meth:`domain_distance`) the log half-widths grow by a factor
         ``1 + EXTRAPOLATION_C · (d − EXTRAPOLATION_D0)``, so a query far outside the fitted runs never gets an
-        in-range-sized interval.
+        in-range-sized interval. Before that, a row whose value of the fit's ``held_out`` column no run has
+        gets the leave-that-group-out interval (see :meth:`fit`).
 
         Returns
         -------
@@ -216,6 +280,14 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         Xf = self.pipeline_.named_steps["features"].transform(X)
         pred, lo, hi = self.pipeline_.named_steps["regressor"].predict_interval(Xf, confidence)
         pred, lo, hi = (np.asarray(a, dtype=float) for a in (pred, lo, hi))
+        column = getattr(self, "held_out_", None)
+        if column is not None and isinstance(X, pd.DataFrame) and column in X.columns:
+            # a value of the held-out column that no run has: the leave-that-group-out scores
+            beyond = ~np.isin(_group_keys(X[column], column), self.held_out_values_)
+            if beyond.any():
+                q = conformal_quantile(self.held_out_scores_, confidence)
+                lo = np.where(beyond, pred * np.exp(-q), lo)
+                hi = np.where(beyond, pred * np.exp(q), hi)
         dist = self.domain_distance(X) if isinstance(X, pd.DataFrame) else np.zeros(len(pred))
         d0, c = getattr(self, "_widening", (EXTRAPOLATION_D0, EXTRAPOLATION_C))
         factor = 1 + c * np.maximum(dist - d0, 0.0)
