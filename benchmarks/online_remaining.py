@@ -76,13 +76,14 @@ def seen_counts(n: int) -> list[tuple[str, int]]:
             + [(f"{f:.0%}", max(1, int(math.ceil(f * n)))) for f in FRACTIONS])
 
 
-def evaluate(cases: list[dict], drift: float, drift_steps: float) -> pd.DataFrame:
+def evaluate(cases: list[dict], drift: float, drift_steps: float, **options) -> pd.DataFrame:
+    """Per run and count k: error, coverage and width of the estimate (``options``: more estimator arguments)."""
     rows = []
     for case in cases:
         times = case["times"]
         truth = float(np.sum(times))
         for label, k in seen_counts(len(times)):
-            est = OnlineEstimator.from_prediction(case["pred"], drift=drift, drift_steps=drift_steps)
+            est = OnlineEstimator.from_prediction(case["pred"], drift=drift, drift_steps=drift_steps, **options)
             for t in times[:k]:
                 est.update(t)
             e = est.estimate()

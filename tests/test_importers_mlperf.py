@@ -267,3 +267,24 @@ class TestCLI:
         with pytest.raises(SystemExit) as exc:
             main(["import", "wandb", str(tmp_path), "-o", "x.csv"])
         assert exc.value.code == 2 and capsys.readouterr().err.startswith("perfmodel: error:")
+
+
+def test_epoch_times_from_a_real_resnet_log():
+    from perfmodel.importers.mlperf import epoch_times
+
+    epochs = epoch_times(RESNET.read_text())
+    assert [k for k, _ in epochs] == list(range(1, len(epochs) + 1)) and len(epochs) >= 2
+    # epoch 1: epoch_start 1621118646731 -> epoch_stop 1621118726892 ms in the log
+    assert epochs[0] == (1, pytest.approx(80.161))
+    assert epochs[1] == (2, pytest.approx(47.971))
+
+
+def test_epoch_times_stops_at_a_gap_and_ignores_logs_without_epochs():
+    from perfmodel.importers.mlperf import epoch_times
+
+    line = ':::MLLOG {{"key": "{k}", "value": null, "time_ms": {t}, "metadata": {{"epoch_num": {n}}}}}'
+    text = "\n".join(line.format(k=k, t=t, n=n) for k, t, n in [
+        ("epoch_start", 0, 1), ("epoch_stop", 2000, 1), ("epoch_start", 2000, 2), ("epoch_stop", 3500, 2),
+        ("epoch_start", 9000, 4), ("epoch_stop", 9900, 4)])
+    assert epoch_times(text) == [(1, 2.0), (2, 1.5)]
+    assert epoch_times(':::MLLOG {"key": "run_start", "value": null, "time_ms": 0, "metadata": {}}') == []

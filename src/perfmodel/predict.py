@@ -100,13 +100,15 @@ def fit(runs, method: str = DEFAULT_METHOD, *, cv: int | None = 5, kind: str = "
     runs : str, path-like, DataFrame, bundled name or a list of these
         A ``.csv``/``.parquet`` history, a DataFrame, the name of a bundled history (``"cpu"``, ``"gpu"``,
         ``"mlperf"``, ``"h200"``) or a list of them (concatenated), validated with :func:`perfmodel.load_runs`.
-    method : {"auto", "physics", "roofline", "loglinear", "gbm", "linear"}, default="auto"
+    method : {"auto", "physics", "roofline", "loglinear", "gbm", "ops", "linear"}, default="auto"
         ``auto`` scores every candidate by grouped cross-validation on the split matching ``kind`` and keeps
         the best (see :mod:`perfmodel.fitting`).
     cv : int or None, default=5
         Folds of the cross-validated error reported by the fit (and of ``auto``'s K-fold split).
     kind : {"seen", "new_batch", "new_count", "new_model", "new_device"}, default="seen"
-        The kind of query ``auto`` chooses for.
+        The kind of query the model is for: ``auto`` chooses for it, and a query row beyond the runs in the
+        column it varies (``gpu_type`` for ``new_device``, ...) gets leave-that-group-out conformity scores
+        (``TrainingTimeModel.fit(held_out=...)``).
 
     Returns
     -------

@@ -61,6 +61,7 @@ __all__ = [
     "BENCHMARKS",
     "Benchmark",
     "MLPerfFormatError",
+    "epoch_times",
     "from_mlperf",
     "parse_mllog",
     "summarize_run",
@@ -636,6 +637,28 @@ def summarize_run(text: str, system_info: Mapping | None = None, *, benchmark: s
 # ------------------------------------------------------------------------------------------------ whole trees
 _RESULT = re.compile(r"result_\d+\.txt$")
 _ROUND = re.compile(r"(?:^|/|_)(v\d+\.\d+)(?=/)")
+
+
+def epoch_times(text: str) -> list[tuple[int, float]]:
+    """Training seconds of each epoch of a run, ``[(epoch_num, seconds), ...]`` in epoch order.
+
+    From the log's ``epoch_start`` / ``epoch_stop`` events of the same ``epoch_num`` (MLPerf logs evaluations
+    outside them); only the leading stretch of consecutive epochs with positive times is returned (a gap or a
+    missing event ends it). Empty for a log that does not time its epochs.
+    """
+    starts, stops = {}, {}
+    for e in parse_mllog(text, keys=("epoch_start", "epoch_stop")):
+        num = _num((e.get("metadata") or {}).get("epoch_num"))
+        if e["key"] not in ("epoch_start", "epoch_stop") or num is None or _num(e.get("time_ms")) is None:
+            continue  # (parse_mllog also hands over precision-like keys)
+        (starts if e["key"] == "epoch_start" else stops).setdefault(int(num), float(e["time_ms"]))
+    out: list[tuple[int, float]] = []
+    for k in sorted(set(starts) & set(stops)):
+        seconds = (stops[k] - starts[k]) / 1000.0
+        if seconds <= 0 or (out and k != out[-1][0] + 1):
+            break
+        out.append((k, seconds))
+    return out
 
 
 def find_result_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
