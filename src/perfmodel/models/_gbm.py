@@ -173,6 +173,9 @@ class GBMRegressor(RegressorMixin, BaseEstimator):
         Fit ``log(y)``; predictions and intervals are back-transformed.
     cv : int, default=5
         Folds for the conformity scores (at most the number of samples).
+    conformal : bool, default=True
+        Compute the conformity scores (the ``cv`` refits); False fits the point model only (model selection,
+        held-out scoring), with in-sample residuals as ``scores_`` and in-sample predictions as ``oof_pred_``.
     random_state : int, default=0
 
     Attributes
@@ -189,7 +192,7 @@ class GBMRegressor(RegressorMixin, BaseEstimator):
 
     def __init__(self, *, n_estimators: int = 300, learning_rate: float = 0.05, max_depth: int = 3,
                  min_samples_leaf: int = 3, subsample: float = 1.0, log_target: bool = True, cv: int = 5,
-                 random_state: int | None = 0):
+                 conformal: bool = True, random_state: int | None = 0):
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
         self.max_depth = max_depth
@@ -197,6 +200,7 @@ class GBMRegressor(RegressorMixin, BaseEstimator):
         self.subsample = subsample
         self.log_target = log_target
         self.cv = cv
+        self.conformal = conformal
         self.random_state = random_state
 
     def _base(self):
@@ -216,10 +220,13 @@ class GBMRegressor(RegressorMixin, BaseEstimator):
             t = y
         self.estimator_ = clone(self._base()).fit(X, t)
         self.trees_ = TreeEnsemble.from_sklearn(self.estimator_)  # what prediction uses, stored in model files
-        k = max(2, min(int(self.cv), len(y)))
-        oof = np.empty_like(t)
-        for train, test in KFold(k, shuffle=True, random_state=self.random_state).split(X):
-            oof[test] = clone(self._base()).fit(X[train], t[train]).predict(X[test])
+        if getattr(self, "conformal", True):
+            k = max(2, min(int(self.cv), len(y)))
+            oof = np.empty_like(t)
+            for train, test in KFold(k, shuffle=True, random_state=self.random_state).split(X):
+                oof[test] = clone(self._base()).fit(X[train], t[train]).predict(X[test])
+        else:  # point fit: in-sample residuals stand in (nothing reads them as scores)
+            oof = self.estimator_.predict(X)
         self.scores_ = np.sort(np.abs(t - oof))
         self.oof_pred_ = np.exp(oof) if self.log_target else oof
         fitted = self.estimator_.predict(X)

@@ -136,7 +136,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         _, kind = METHODS[self.method]
         conformal = getattr(self, "_conformal", True)  # False: point fit for model selection (perfmodel.fitting)
         if self.method == "gbm":
-            reg = GBMRegressor(random_state=self.random_state, cv=(self.cv or 5) if conformal else 2)
+            reg = GBMRegressor(random_state=self.random_state, cv=self.cv or 5, conformal=conformal)
         elif self.method == "physics":
             reg = PhysicsRegressor(random_state=self.random_state, cv=self.cv or 5, conformal=conformal)
         elif self.method == "ops":
