@@ -18,7 +18,7 @@ Two views of the estimator's constants (``drift``, ``drift_steps``):
 The checks: coverage within 0.85-0.95 at every count k, and median total-time error <= 3% after 5% of the steps.
 For how far the latter is from what these runs allow, see benchmarks/online_noise_floor.py.
 
-Usage: python benchmarks/online_remaining.py [--min-steps 20] [--drift 0.06,0.09,0.12,0.15] [--drift-steps 10,40,160]
+Usage: python benchmarks/online_remaining.py [--min-steps 20] [--drift 0.06,0.075,0.09,0.12,0.15] [--drift-steps 10,40,160]
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--min-steps", type=int, default=20)
     ap.add_argument("--method", default="physics")
-    ap.add_argument("--drift", default="0.06,0.09,0.12,0.15", help="comma-separated drift grid (cross-fitting)")
+    ap.add_argument("--drift", default="0.06,0.075,0.09,0.12,0.15", help="comma-separated drift grid (cross-fitting)")
     ap.add_argument("--drift-steps", default="10,40,160", help="comma-separated drift_steps grid (cross-fitting)")
     args = ap.parse_args(argv)
     cases = load_cases(args.min_steps, args.method)
