@@ -1,7 +1,7 @@
 """Re-create data/mlperf_epochs.csv.gz: the training time of every epoch of the MLPerf runs in
 data/mlperf_steps.csv whose logs time each epoch (``epoch_start`` / ``epoch_stop`` events).
 
-What it is for: the online estimator's benchmark on real GPU runs (``benchmarks/online_remaining.py --mlperf``):
+What it is for: the online estimator's benchmark on real GPU runs (``benchmarks/online_mlperf.py``):
 a run's epochs in order are its "steps", and the sum of their times is the run's training time (evaluations,
 which MLPerf logs outside the epochs, are not in it).
 

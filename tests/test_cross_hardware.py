@@ -147,11 +147,14 @@ def test_named_methods_score_queries_beyond_the_runs_by_holding_that_group_out(x
     assert len(held.held_out_scores_) == len(train)  # one leave-device-out score per run
     assert np.all(np.diff(held.held_out_scores_) >= 0)
     # a device the runs lack: pred · exp(±q) with q the conformal quantile of the leave-device-out scores
+    # (never narrower than the method's own interval)
     pi = held.predict_interval(test, 0.9)
+    own = plain.predict_interval(test, 0.9)
     q = perfmodel.models.conformal_quantile(held.held_out_scores_, 0.9)
     assert q > perfmodel.models.conformal_quantile(held.pipeline_.named_steps["regressor"].scores_, 0.9)
-    np.testing.assert_allclose(np.log(pi["step_upper"] / pi["step_time_s"]), q)
-    np.testing.assert_allclose(np.log(pi["step_time_s"] / pi["step_lower"]), q)
+    np.testing.assert_allclose(pi["step_upper"], np.maximum(own["step_upper"], pi["step_time_s"] * np.exp(q)))
+    np.testing.assert_allclose(pi["step_lower"], np.minimum(own["step_lower"], pi["step_time_s"] * np.exp(-q)))
+    assert (pi["step_upper"] > own["step_upper"]).all()
     # a device the runs have keeps the method's own interval
     pd.testing.assert_frame_equal(held.predict_interval(train.head(10)), plain.predict_interval(train.head(10)))
     # the scores travel in a safe model file
@@ -176,6 +179,51 @@ def test_held_out_is_checked_and_ignored_where_it_cannot_apply(xhw):
     # roofline scores every kind of query itself
     assert perfmodel.TrainingTimeModel(method="roofline").fit(xhw, held_out="gpu_type").held_out_ is None
     assert perfmodel.TrainingTimeModel(method="physics").fit(xhw, held_out="gpu_type").held_out_ == "gpu_type"
+
+
+def test_held_out_counts_compare_as_numbers(xhw):
+    model = perfmodel.TrainingTimeModel(method="loglinear").fit(xhw, held_out="gpu_count")
+    assert model.held_out_values_ == ["1.0", "8.0"]
+    q = pd.concat([xhw.head(1)] * 4, ignore_index=True)
+    q["gpu_count"] = pd.Series([8, 8.0, "8", 4], dtype=object)
+    pi = model.predict_interval(q)
+    own = model.pipeline_.named_steps["regressor"].predict_interval(
+        model.pipeline_.named_steps["features"].transform(q.head(1)), 0.9)
+    # 8 however written is a count the runs have (the method's own interval); 4 is not
+    np.testing.assert_allclose(pi["step_upper"].iloc[:3], own[2][0])
+    assert pi["step_upper"].iloc[3] / pi["step_time_s"].iloc[3] > own[2][0] / own[0][0]
+
+
+def test_evaluate_fits_named_methods_for_the_split(xhw, monkeypatch):
+    from perfmodel.evaluate import evaluate
+
+    seen = []
+    fit = perfmodel.TrainingTimeModel.fit
+
+    def spy(self, X, y=None, *, held_out=None):
+        seen.append((self.method, held_out))
+        return fit(self, X, y, held_out=held_out)
+
+    monkeypatch.setattr(perfmodel.TrainingTimeModel, "fit", spy)
+    evaluate(xhw, methods=("loglinear",), splits=("leave-one-gpu-type-out",), baselines=False)
+    assert ("loglinear", "gpu_type") in seen
+
+
+def test_a_model_fitted_for_other_queries_says_its_interval_is_its_own(xhw):
+    h100 = get_spec("H100").name
+    fitted = perfmodel.fit(xhw[xhw["gpu_type"] != h100], method="loglinear")
+    with pytest.warns(perfmodel.exceptions.DataQualityWarning, match="not fitted for new_device"):
+        perfmodel.predict_training_time("m1", batch_size=8, gpu_type="H100", steps=100, precision="fp16",
+                                        history=fitted)
+
+
+def test_a_point_fit_gbm_refuses_intervals(xhw):
+    from perfmodel.models import GBMRegressor
+
+    X = np.log(xhw[["params", "batch_size"]].to_numpy(dtype=float))
+    reg = GBMRegressor(conformal=False, n_estimators=10).fit(X, xhw["step_time_s"].to_numpy())
+    with pytest.raises(ValueError, match="conformal=False"):
+        reg.predict_interval(X)
 
 
 def test_fitting_for_a_kind_of_query_holds_out_its_column(xhw):
@@ -266,3 +314,13 @@ def test_leave_one_device_out_on_a_small_real_subset():
     lo, hi = p["step_lower"], p["step_upper"]
     assert np.isfinite(p["pred"]).all() and (lo < p["pred"]).all() and (p["pred"] < hi).all()
     assert set(p["held_out"]) == set(sub["gpu_type"]) and 0.0 <= row["coverage"] <= 1.0
+
+
+def test_balanced_scores_weigh_every_group_alike():
+    from perfmodel.models import balanced_scores
+
+    # 1,000 runs of a well-predicted model and 10 of a badly predicted one: each is half of the scores
+    scores = np.r_[np.zeros(1000), np.ones(10)]
+    b = balanced_scores(scores, np.r_[np.zeros(1000), np.ones(10)])
+    assert len(b) == 400 and b.mean() == 0.5
+    assert perfmodel.models.conformal_quantile(b, 0.9) == 1.0  # pooled rows would say 0.0

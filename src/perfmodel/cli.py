@@ -67,7 +67,8 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("-o", "--output", required=True, help="model file to write (e.g. model.perfmodel; safe format)")
     f.add_argument("--method", default="auto", choices=_METHOD_CHOICES)
     f.add_argument("--kind", default="seen", choices=["seen", "new_batch", "new_count", "new_model", "new_device"],
-                   help="the kind of query 'auto' chooses the method for (default: seen)")
+                   help="the kind of query the model is for: 'auto' chooses the method for it, and a query beyond "
+                        "the runs in the column it varies gets leave-that-group-out intervals (default: seen)")
 
     pr = sub.add_parser("predict", help="predict the training time of a job")
     pr.add_argument("--model", help="model name in the history (or a label with --params)")

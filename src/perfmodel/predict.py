@@ -18,7 +18,7 @@ from ._validation import check_choice, check_confidence, check_positive_int, che
 from .exceptions import DataQualityWarning, ExtrapolationWarning, SchemaError, UnsupportedQueryError
 from .hardware import PRECISIONS, get_spec, resolve_gpu_type
 from .schema import check_queries
-from .fitting import DEFAULT_METHOD, fit_files, fit_history, load_history, query_kind
+from .fitting import DEFAULT_METHOD, KIND_SPLITS, fit_files, fit_history, load_history, query_kind
 from .models import METHODS, TrainingTimeModel
 from .models._training import model_table, precision_by_device
 
@@ -165,6 +165,17 @@ def resolve_history(history, method: str = DEFAULT_METHOD, query: pd.DataFrame |
         model = fit_history(runs, method, kind=kind)
         model.provenance_ = labels
     return model
+
+
+def _interval_note(fitted: TrainingTimeModel, kind: str) -> list[str]:
+    """A note when a model fitted for another kind of query answers this one with the method's own interval."""
+    column = KIND_SPLITS.get(kind)
+    reg = fitted.pipeline_.named_steps["regressor"]
+    if column is None or column in getattr(reg, "scored_columns", ()) or getattr(fitted, "held_out_", None) == column:
+        return []
+    return [f"the interval is the {fitted.method} method's own: the fitted model was not fitted for {kind} queries "
+            f"(perfmodel.fit(..., kind={kind!r}) or `perfmodel fit --kind {kind}` gives leave-one-{column}-out "
+            "intervals)"]
 
 
 def _with_model_names(runs: pd.DataFrame, query: pd.DataFrame) -> pd.DataFrame:
@@ -465,8 +476,9 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
     provenance = list(getattr(fitted, "provenance_", []) or [])
     check_queries(q, _WHERE)
     notes = _check_support(fitted, q) + _domain_warnings(fitted, q)[0]
-    prior_note = _prior_note(provenance, q)
     res = _predict_frame(fitted, q, confidence).iloc[0]
+    kind_of_query = _kind_of(fitted, q)[0]
+    prior_note = _prior_note(provenance, q) + _interval_note(fitted, kind_of_query)
     if bool(res["nonpositive_fit"]):
         notes.append(f"the {fitted.method} fit predicts a non-positive step time here; clipped to 0")
     for note in notes:
@@ -481,7 +493,7 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
         method=fitted.method, n_runs=int(fitted.n_runs_), inside_domain=not notes,
         nearest_run_distance=float(res["nearest_run_distance"]),
         query={k: v for k, v in q.iloc[0].items()}, warnings=assumed + notes + prior_note,
-        provenance=provenance, query_kind=_kind_of(fitted, q)[0],
+        provenance=provenance, query_kind=kind_of_query,
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._gbm import GBMRegressor, TreeEnsemble, conformal_quantile
+from ._gbm import GBMRegressor, TreeEnsemble, balanced_scores, conformal_quantile
 from ._ols import OLSRegressor
 from ._physics import PhysicsRegressor
 from ._ops import OpsRegressor
@@ -11,4 +11,4 @@ from ..metrics import mape, median_ape
 from ._training import METHODS, Summary, TrainingTimeModel
 
 __all__ = ["OLSRegressor", "GBMRegressor", "PhysicsRegressor", "OpsRegressor", "RooflineRegressor", "TrainingTimeModel", "Summary", "METHODS", "mape", "median_ape",
-           "conformal_quantile", "TreeEnsemble"]
+           "conformal_quantile", "balanced_scores", "TreeEnsemble"]

@@ -190,6 +190,8 @@ class GBMRegressor(RegressorMixin, BaseEstimator):
         Sorted conformity scores.
     """
 
+    conformal = True  # a model file written before the parameter existed loads with it
+
     def __init__(self, *, n_estimators: int = 300, learning_rate: float = 0.05, max_depth: int = 3,
                  min_samples_leaf: int = 3, subsample: float = 1.0, log_target: bool = True, cv: int = 5,
                  conformal: bool = True, random_state: int | None = 0):
@@ -225,7 +227,7 @@ class GBMRegressor(RegressorMixin, BaseEstimator):
             oof = np.empty_like(t)
             for train, test in KFold(k, shuffle=True, random_state=self.random_state).split(X):
                 oof[test] = clone(self._base()).fit(X[train], t[train]).predict(X[test])
-        else:  # point fit: in-sample residuals stand in (nothing reads them as scores)
+        else:  # point fit: no conformity scores (predict_interval refuses); oof_pred_ is in-sample
             oof = self.estimator_.predict(X)
         self.scores_ = np.sort(np.abs(t - oof))
         self.oof_pred_ = np.exp(oof) if self.log_target else oof
@@ -248,6 +250,9 @@ class GBMRegressor(RegressorMixin, BaseEstimator):
     def predict_interval(self, X, confidence: float = 0.9):
         """Point prediction and the cross-conformal prediction interval at ``confidence``."""
         confidence = check_confidence(confidence, "GBMRegressor.predict_interval")
+        if not getattr(self, "conformal", True):
+            raise ValueError("GBMRegressor was fitted with conformal=False (a point fit): it has no conformity "
+                             "scores; refit with conformal=True for intervals.")
         t = self._raw(X)
         q = conformal_quantile(self.scores_, confidence)
         lo, hi = t - q, t + q

@@ -30,8 +30,9 @@ the query (:data:`QUERY_KINDS`): random K-fold (``seen``: this model, device, ba
 leave-one-batch-size-out and leave-one-device-count-out (``new_batch``/``new_count``: a known model on a known
 device at a batch or count it has not run there), leave-one-(model, device)-out (``new_pair``), a few-shot refit
 (``sparse_model``: a model the history knows from runs on one device type only, asked on another — a user's model
-calibrated with a few own runs: each model is refitted from 3 of its runs on one device and scored on the
-others), leave-one-device-type-out (``new_device``) and leave-one-model-out (``new_model``; each held-out model's
+calibrated with a few own runs: each model is refitted from 1, 2, 3 or 5 of its runs on one device and scored
+on the others; a query uses the set that kept as many runs as its model has, every model weighing the same),
+leave-one-device-type-out (``new_device``) and leave-one-model-out (``new_model``; each held-out model's
 scores weigh the same, whatever its run count: the models are the exchangeable units). A count outside the
 fitted range takes the wider of its kind's and the count's quantiles on a known pair, and adds the count's in
 quadrature otherwise; a new device and a new model at once combine the two in quadrature.
@@ -64,8 +65,11 @@ _MODEL_SLOPES = ("ridge", "log_batch")
 _INTERACTIONS = (("model_code", "arch_code"), ("model_code", "software_code"))
 #: Kinds of query, each with its own conformity scores (see the module docstring).
 QUERY_KINDS = ("seen", "new_batch", "new_count", "new_pair", "sparse_model", "new_device", "new_model")
-#: Runs of a held-out model kept (on one device) when scoring ``sparse_model`` queries: "a few own runs".
-_SPARSE_KEEP = 3
+#: Runs of a held-out model kept (on one device) when scoring ``sparse_model`` queries: "a few own runs". A
+#: query's model with n runs in the history gets the scores of the largest keep <= n (the fewer runs, the wider).
+_SPARSE_KEEPS = (1, 2, 3, 5)
+#: Devices of each model the sparse refits start from (drawn at random).
+_SPARSE_DEVICES = 4
 
 
 def _key(pair: np.ndarray, value: np.ndarray) -> np.ndarray:
@@ -232,6 +236,8 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
         m_codes, dev_codes = codes["model_code"], codes["device_code"]
         self.sparse_models_ = np.array(sorted(int(m) for m in np.unique(m_codes)
                                               if len(np.unique(dev_codes[m_codes == m])) == 1), dtype=int)
+        self.sparse_runs_ = np.array([int(np.sum(m_codes == m)) for m in self.sparse_models_], dtype=int)
+        self.sparse_scores_ = {}
         self.count_range_ = (float(np.exp(X[:, _COL["log_n"]].min())), float(np.exp(X[:, _COL["log_n"]].max())))
         self.scores_ = {}
         self.oof_pred_ = np.exp(X[:, _COL["log_t_peak"]] + Z @ self.coef_)
@@ -255,31 +261,35 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
             # a new model: the held-out benchmarks are the exchangeable units, whatever their run counts
             scores = self._group_scores(Z, r, g, balanced=(kind == "new_model"))
             self.scores_[kind] = self.scores_["seen"] if scores is None else scores
-        sparse = self._sparse_scores(Z, r, m_codes, dev_codes)
-        self.scores_["sparse_model"] = self.scores_["new_pair"] if sparse is None else sparse
+        for keep in _SPARSE_KEEPS:
+            sparse = self._sparse_scores(Z, r, m_codes, dev_codes, keep)
+            self.sparse_scores_[keep] = self.scores_["new_pair"] if sparse is None else sparse
+        self.scores_["sparse_model"] = self.sparse_scores_[3]
         return self
 
-    def _sparse_scores(self, Z, r, models, devices):
-        """Scores of a model known from a few runs on one device, asked on another: for each model run on
-        several devices and each of up to three of its devices, refit with all other models plus
-        :data:`_SPARSE_KEEP` random runs of it on that device, and score its runs on the other devices."""
+    def _sparse_scores(self, Z, r, models, devices, keep: int):
+        """Scores of a model known from ``keep`` runs on one device, asked on another: for each model run on
+        several devices and each of up to :data:`_SPARSE_DEVICES` of its devices, refit with all other models
+        plus ``keep`` random runs of it on that device, and score its runs on the other devices. Every model
+        weighs the same (a user's model is one draw of a model)."""
         rng = np.random.default_rng(self.random_state)
-        out = []
+        out, owner = [], []
         for m in np.unique(models):
             own = models == m
             devs = np.unique(devices[own])
             if len(devs) < 2:
                 continue
-            for d in rng.permutation(devs)[:3]:
+            for d in rng.permutation(devs)[:_SPARSE_DEVICES]:
                 on_d = np.flatnonzero(own & (devices == d))
-                keep = rng.permutation(on_d)[:_SPARSE_KEEP]
-                drop = np.setdiff1d(np.flatnonzero(own), keep)
+                kept = rng.permutation(on_d)[:keep]
+                drop = np.setdiff1d(np.flatnonzero(own), kept)
                 te = np.flatnonzero(own & (devices != d))
                 theta = self._fit_without(Z, r, drop)
                 out.append(np.abs(r[te] - Z[te] @ theta))
+                owner.append(np.full(len(te), m))
         if len(out) < 3:
             return None
-        return np.sort(np.concatenate(out))
+        return balanced_scores(np.concatenate(out), np.concatenate(owner))
 
     def _group_scores(self, Z, r, groups, balanced: bool = False):
         uniq = np.unique(groups)
@@ -330,6 +340,15 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
         n = np.exp(X[:, _COL["log_n"]])
         out_count = (n < self.count_range_[0] * 0.999) | (n > self.count_range_[1] * 1.001)
         half = np.array([q[k] for k in kind])
+        sparse = kind == "sparse_model"
+        if sparse.any() and getattr(self, "sparse_scores_", None):
+            # the scores of refits that kept as many of the model's runs as the history has (or fewer)
+            runs = dict(zip(self.sparse_models_.tolist(), self.sparse_runs_.tolist()))
+            n_own = np.array([runs.get(int(m), 1) for m in X[sparse, _COL["model_code"]]])
+            keeps = np.array(sorted(self.sparse_scores_))
+            use = keeps[np.maximum(np.searchsorted(keeps, n_own, side="right") - 1, 0)]
+            qs = {k: conformal_quantile(s, confidence) for k, s in self.sparse_scores_.items()}
+            half[sparse] = [qs[int(k)] for k in use]
         both = (kind == "new_device") & model_new
         half = np.where(both, np.hypot(q["new_device"], q["new_model"]), half)
         # a known pair at a new batch and a new count: the wider of the two

@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._delegates import resolve
 from .._validation import check_choice, check_confidence
-from ..exceptions import NotFittedError
+from ..exceptions import DataQualityWarning, NotFittedError
 from ..features import RunFeaturizer
 from ..metrics import mape, median_ape, r2
 from ..schema import validate_runs
@@ -156,7 +156,8 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             The column queries will go beyond (a device type, model, device count or batch size the runs lack).
             A query row with a value of it that no run has gets its interval from *leave-that-group-out*
             conformity scores (the runs refitted without each group, up to 10 folds, and scored on it) instead
-            of the method's own (for ``model``, every held-out model weighs the same). :func:`perfmodel.fit` /
+            of the method's own, never narrower than it (for ``model``, every held-out model weighs the same:
+            with few models an assumption, not a finite-sample guarantee). :func:`perfmodel.fit` /
             ``fit_history(kind=...)`` set it from the kind of query. A regressor that scores such queries itself
             (its ``scored_columns``: every column for ``roofline``; ``model`` and ``batch_size`` for ``physics``
             and ``ops``, which tell a new family from a new model of a known one) keeps its own.
@@ -228,6 +229,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         if len(groups) < 2:
             return  # one value: nothing to hold out (a query beyond it keeps the method's own interval)
         oof = np.full(len(runs), np.nan)
+        failed = []
         for tr, te in GroupKFold(min(len(groups), _MAX_GROUP_FOLDS)).split(runs, groups=keys):
             fold = TrainingTimeModel(method=self.method, cv=None, random_state=self.random_state)
             fold._conformal = False  # point predictions are all the scores need
@@ -238,10 +240,16 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
                     fold.fit(runs.iloc[tr].reset_index(drop=True), y[tr])
                     oof[te] = fold.predict(runs.iloc[te].reset_index(drop=True))
             except (ValueError, np.linalg.LinAlgError):
-                continue  # a fold this method cannot fit (e.g. too few runs left) gives no scores
+                failed += sorted(set(keys[te]))  # a fold this method cannot fit (e.g. too few runs left)
         ok = np.isfinite(oof) & (oof > 0)
         if ok.sum() < 2:
+            warnings.warn(f"{self.method}: no leave-one-{column}-out refit could be fitted; a query beyond the runs' "
+                          f"{column} values gets the method's own interval.", DataQualityWarning, stacklevel=3)
             return
+        if failed:
+            warnings.warn(f"{self.method}: the leave-one-{column}-out refits without {', '.join(failed[:5])}"
+                          f"{' …' if len(failed) > 5 else ''} could not be fitted; the intervals for a query beyond "
+                          f"the runs' {column} values rest on the other groups.", DataQualityWarning, stacklevel=3)
         scores = np.abs(np.log(y[ok]) - np.log(oof[ok]))
         if column == "model":  # a new model is one draw of a model: every held-out model weighs the same
             scores = balanced_scores(scores, keys[ok])
@@ -284,10 +292,10 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         if column is not None and isinstance(X, pd.DataFrame) and column in X.columns:
             # a value of the held-out column that no run has: the leave-that-group-out scores
             beyond = ~np.isin(_group_keys(X[column], column), self.held_out_values_)
-            if beyond.any():
+            if beyond.any():  # never narrower than the method's own interval
                 q = conformal_quantile(self.held_out_scores_, confidence)
-                lo = np.where(beyond, pred * np.exp(-q), lo)
-                hi = np.where(beyond, pred * np.exp(q), hi)
+                lo = np.where(beyond, np.minimum(lo, pred * np.exp(-q)), lo)
+                hi = np.where(beyond, np.maximum(hi, pred * np.exp(q)), hi)
         dist = self.domain_distance(X) if isinstance(X, pd.DataFrame) else np.zeros(len(pred))
         d0, c = getattr(self, "_widening", (EXTRAPOLATION_D0, EXTRAPOLATION_C))
         factor = 1 + c * np.maximum(dist - d0, 0.0)
