@@ -176,6 +176,9 @@ class TestRecommend:
         msg = str(caught[0].message)
         assert msg.count("has no runs on gpu_type") == 1 and "H100 x1, H100 x2, H100 x4, H100 x8" in msg
         assert len(msg) < 400
+        # notes about the predictions themselves come once each, not once per configuration
+        texts = [str(w.message) for w in caught]
+        assert len(texts) == len(set(texts))
 
 
 class TestScalingAndDiagnose:

@@ -112,7 +112,7 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
         max_device_batch = int(fitted.domain_.loc["batch_size", "max"])
     max_device_batch = check_positive_int(max_device_batch, "max_device_batch", "recommend")
     prices = load_prices(prices)  # read and check once, not once per configuration
-    rows, skipped = [], {}
+    rows, skipped, notes = [], {}, {}
     for g, g_name in zip(types, gpu_types):
         for n in counts:
             if work == "global_batch":
@@ -128,11 +128,14 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
                 micro, accum = batch_size, 1
                 n_steps = -(-samples // (batch_size * n))
             try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", ExtrapolationWarning)
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
                     r = predict_training_time(model, batch_size=micro, gpu_count=n, gpu_type=g,
                                               steps=n_steps * accum, precision=precision, history=fitted,
                                               confidence=confidence)
+                for w in caught:  # per-configuration notes, said once for the whole table below
+                    if not issubclass(w.category, ExtrapolationWarning):
+                        notes.setdefault(str(w.message), w.category)
                 cost = estimate_cost(r, provider=provider, prices=prices, spot=spot)
             except (UnsupportedQueryError, UnknownPriceError) as exc:
                 skipped.setdefault(_first_sentence(exc), []).append(f"{g_name} x{n}")
@@ -152,6 +155,8 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
     if skipped:
         parts = [f"{', '.join(where)} ({reason.rstrip('.')})" for reason, where in skipped.items()]
         warnings.warn("recommend left out: " + "; ".join(parts), ExtrapolationWarning, stacklevel=2)
+    for message, category in notes.items():
+        warnings.warn(message, category, stacklevel=2)
     cols = ["gpu_type", "gpu_count", "device_batch", "accumulation", "global_batch", "steps", "samples", "seconds",
             "lower", "upper", "cost", "cost_lower", "cost_upper", "useful_pflop_per_dollar", "meets_deadline",
             "within_budget", "inside_domain"]
