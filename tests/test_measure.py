@@ -106,7 +106,10 @@ class TestSweep:
     def test_ctrl_c_loses_at_most_the_run_in_flight(self, tmp_path):
         out = tmp_path / "runs.csv"
         cmd = tiny_sweep_command(out)
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # a suite launched in the background (``pytest &``) ignores SIGINT, and children inherit that: give the
+        # sweep the default disposition, as a terminal would
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         wait_for_records(out)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
