@@ -43,7 +43,7 @@ from perfmodel.datasets import bundled_runs_path
 from perfmodel.fitting import fit_history
 from perfmodel.importers.mlperf import BENCHMARKS
 
-from online_remaining import _score, checks, evaluate, table  # noqa: E402  (run from the repository root)
+from online_remaining import checks, cross_fit  # noqa: E402  (run from the repository root)
 
 #: Training samples per epoch: ImageNet-1k's 1,281,167 training images (the ``train_samples`` the MLPerf
 #: ResNet reference logs); COCO 2017's 117,266 training images with annotations (the Mask R-CNN reference).
@@ -93,24 +93,9 @@ def main(argv=None) -> int:
           f"run's device type; warmup_steps={WARMUP_STEPS}")
     devices = sorted({c["model"] for c in cases})
     folds = [set(devices[0::2]), set(devices[1::2])]
-    grid = list(product(*GRID.values()))
-    held = []
-    for i, fold in enumerate(folds):
-        tune = [c for c in cases if c["model"] not in fold]
-        test = [c for c in cases if c["model"] in fold]
-        scored = []
-        for noise, drift, drift_steps in grid:
-            t = table(evaluate(tune, drift, drift_steps, step_noise=noise, warmup_steps=WARMUP_STEPS))
-            scored.append((_score(t), noise, drift, drift_steps))
-        _, noise, drift, drift_steps = min(scored)
-        df = evaluate(test, drift, drift_steps, step_noise=noise, warmup_steps=WARMUP_STEPS)
-        held.append(df)
-        tt = table(df)
-        print(f"fold {i + 1}: chose step_noise={noise:g}, drift={drift:g}, drift_steps={drift_steps:g} on "
-              f"{len(tune)} runs; held-out {len(test)} runs on {len(fold)} device types: coverage "
-              f"{', '.join(f'{v:.2f}' for v in tt['coverage_90'])} (k = {', '.join(tt.index)}); "
-              f"5% error {tt.loc['5%', 'median_ape']:.1f}%")
-    t = table(pd.concat(held))
+    options = [dict(zip(GRID, values), warmup_steps=WARMUP_STEPS) for values in product(*GRID.values())]
+    t = cross_fit(cases, folds, options, lambda fold, tune, test: (
+        f"{len(tune)} runs; held-out {len(test)} runs on {len(fold)} device types"))
     print("pooled held-out:")
     print(t.to_string(**fmt))
     print(checks(t))

@@ -122,6 +122,25 @@ def _score(t: pd.DataFrame) -> tuple:
     return round(miss, 6), round(abs(float(cov.mean()) - 0.9), 6), float(t.loc["5%", "median_ape"])
 
 
+def cross_fit(cases: list[dict], folds: list[set], options: list[dict], label) -> pd.DataFrame:
+    """Estimator constants chosen on one fold of the cases (by :func:`_score`), reported on the other, for each
+    fold in turn; prints one line per fold and returns the pooled held-out table. ``options``: the candidate
+    keyword sets of :func:`evaluate` (``drift``, ``drift_steps``, ...); ``label(fold, tune, test)`` describes a
+    fold. A case's fold key is its ``"model"``."""
+    held = []
+    for i, fold in enumerate(folds):
+        tune = [c for c in cases if c["model"] not in fold]
+        test = [c for c in cases if c["model"] in fold]
+        best = min(options, key=lambda o: _score(table(evaluate(tune, **o))))
+        df = evaluate(test, **best)
+        held.append(df)
+        tt = table(df)
+        print(f"fold {i + 1}: chose {', '.join(f'{k}={v:g}' for k, v in best.items())} on "
+              f"{label(fold, tune, test)}: coverage {', '.join(f'{v:.2f}' for v in tt['coverage_90'])} "
+              f"(k = {', '.join(tt.index)}); 5% error {tt.loc['5%', 'median_ape']:.1f}%")
+    return table(pd.concat(held))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--min-steps", type=int, default=20)
@@ -140,24 +159,14 @@ def main(argv=None) -> int:
     print(t.to_string(**fmt))
     print(checks(t))
 
-    grid = [(float(d), float(s)) for d in args.drift.split(",") for s in args.drift_steps.split(",")]
+    grid = [{"drift": float(d), "drift_steps": float(s)} for d in args.drift.split(",")
+            for s in args.drift_steps.split(",")]
     models = sorted({c["model"] for c in cases})
     folds = [set(models[0::2]), set(models[1::2])]
-    held = []
     print("\n[2] cross-fitted: constants chosen on one fold of models, reported on the other")
-    for i, fold in enumerate(folds):
-        tune = [c for c in cases if c["model"] not in fold]
-        test = [c for c in cases if c["model"] in fold]
-        scored = sorted(((_score(table(evaluate(tune, d, s))), d, s) for d, s in grid))
-        _, d, s = scored[0]
-        df = evaluate(test, d, s)
-        held.append(df)
-        tt = table(df)
-        print(f"fold {i + 1}: chose drift={d:g}, drift_steps={s:g} on {len(tune)} runs of "
-              f"{', '.join(sorted(set(models) - fold))}; held-out {len(test)} runs of {', '.join(sorted(fold))}: "
-              f"coverage {', '.join(f'{v:.2f}' for v in tt['coverage_90'])} (k = {', '.join(tt.index)}); "
-              f"5% error {tt.loc['5%', 'median_ape']:.1f}%")
-    t = table(pd.concat(held))
+    t = cross_fit(cases, folds, grid, lambda fold, tune, test: (
+        f"{len(tune)} runs of {', '.join(sorted(set(models) - fold))}; held-out {len(test)} runs of "
+        f"{', '.join(sorted(fold))}"))
     print("pooled held-out:")
     print(t.to_string(**fmt))
     print(checks(t))
