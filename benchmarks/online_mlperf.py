@@ -43,7 +43,7 @@ from perfmodel.datasets import bundled_runs_path
 from perfmodel.fitting import fit_history
 from perfmodel.importers.mlperf import BENCHMARKS
 
-from online_remaining import checks, cross_fit  # noqa: E402  (run from the repository root)
+from online_remaining import cross_fit  # noqa: E402  (run from the repository root)
 
 #: Training samples per epoch: ImageNet-1k's 1,281,167 training images (the ``train_samples`` the MLPerf
 #: ResNet reference logs); COCO 2017's 117,266 training images with annotations (the Mask R-CNN reference).
@@ -86,19 +86,13 @@ def main(argv=None) -> int:
     ap.add_argument("--max-runs", type=int, default=None, help="a random subset of the runs (speed)")
     args = ap.parse_args(argv)
     cases = load_cases(args.max_runs)
-    fmt = {"float_format": lambda v: f"{v:.3g}"}
     bench = pd.Series([c["benchmark"] for c in cases]).value_counts().to_dict()
     print(f"online total-time estimate on {len(cases)} MLPerf runs ({bench}) on "
           f"{len({c['model'] for c in cases})} device types; steps = epochs; prior: roofline fit without the "
           f"run's device type; warmup_steps={WARMUP_STEPS}")
-    devices = sorted({c["model"] for c in cases})
-    folds = [set(devices[0::2]), set(devices[1::2])]
     options = [dict(zip(GRID, values), warmup_steps=WARMUP_STEPS) for values in product(*GRID.values())]
-    t = cross_fit(cases, folds, options, lambda fold, tune, test: (
+    cross_fit(cases, options, lambda fold, tune, test: (
         f"{len(tune)} runs; held-out {len(test)} runs on {len(fold)} device types"))
-    print("pooled held-out:")
-    print(t.to_string(**fmt))
-    print(checks(t))
     return 0
 
 

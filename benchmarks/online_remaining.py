@@ -122,11 +122,13 @@ def _score(t: pd.DataFrame) -> tuple:
     return round(miss, 6), round(abs(float(cov.mean()) - 0.9), 6), float(t.loc["5%", "median_ape"])
 
 
-def cross_fit(cases: list[dict], folds: list[set], options: list[dict], label) -> pd.DataFrame:
+def cross_fit(cases: list[dict], options: list[dict], label) -> pd.DataFrame:
     """Estimator constants chosen on one fold of the cases (by :func:`_score`), reported on the other, for each
-    fold in turn; prints one line per fold and returns the pooled held-out table. ``options``: the candidate
-    keyword sets of :func:`evaluate` (``drift``, ``drift_steps``, ...); ``label(fold, tune, test)`` describes a
-    fold. A case's fold key is its ``"model"``."""
+    fold in turn; prints one line per fold, then the pooled held-out table and its checks, and returns that table.
+    The two folds alternate over the sorted ``"model"`` keys of the cases. ``options``: the candidate keyword
+    sets of :func:`evaluate` (``drift``, ``drift_steps``, ...); ``label(fold, tune, test)`` describes a fold."""
+    keys = sorted({c["model"] for c in cases})
+    folds = [set(keys[0::2]), set(keys[1::2])]
     held = []
     for i, fold in enumerate(folds):
         tune = [c for c in cases if c["model"] not in fold]
@@ -138,7 +140,11 @@ def cross_fit(cases: list[dict], folds: list[set], options: list[dict], label) -
         print(f"fold {i + 1}: chose {', '.join(f'{k}={v:g}' for k, v in best.items())} on "
               f"{label(fold, tune, test)}: coverage {', '.join(f'{v:.2f}' for v in tt['coverage_90'])} "
               f"(k = {', '.join(tt.index)}); 5% error {tt.loc['5%', 'median_ape']:.1f}%")
-    return table(pd.concat(held))
+    t = table(pd.concat(held))
+    print("pooled held-out:")
+    print(t.to_string(float_format=lambda v: f"{v:.3g}"))
+    print(checks(t))
+    return t
 
 
 def main(argv=None) -> int:
@@ -162,14 +168,10 @@ def main(argv=None) -> int:
     grid = [{"drift": float(d), "drift_steps": float(s)} for d in args.drift.split(",")
             for s in args.drift_steps.split(",")]
     models = sorted({c["model"] for c in cases})
-    folds = [set(models[0::2]), set(models[1::2])]
     print("\n[2] cross-fitted: constants chosen on one fold of models, reported on the other")
-    t = cross_fit(cases, folds, grid, lambda fold, tune, test: (
+    cross_fit(cases, grid, lambda fold, tune, test: (
         f"{len(tune)} runs of {', '.join(sorted(set(models) - fold))}; held-out {len(test)} runs of "
         f"{', '.join(sorted(fold))}"))
-    print("pooled held-out:")
-    print(t.to_string(**fmt))
-    print(checks(t))
     return 0
 
 

@@ -63,6 +63,10 @@ def main(argv=None) -> int:
                 rows += [(r.run_id, k, s) for k, s in epochs]
         finally:
             blobs.close()
+    if not kept:  # nothing read (e.g. a wrong --mirrors): leave any existing table as it is
+        print(f"derive_mlperf_epochs: no run with >= {args.min_epochs} timed epochs found under {args.mirrors} "
+              f"({seen} logs read); nothing written.", file=sys.stderr)
+        return 2
     out = pd.DataFrame(rows, columns=COLUMNS)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "mlperf_epochs.csv.gz"
