@@ -182,6 +182,26 @@ class TestPredictMany:
                                         skip=("s",))
         assert list(first) == [0, 1, 3] and list(inverse) == [0, 1, 0, 2, 2]
 
+    def test_distinct_rows_when_the_column_code_would_overflow(self):
+        # 6 columns of 2,000 distinct values: 2000**6 > 2**62, so the mixed-radix code must renumber on the way
+        from perfmodel.predict import _distinct_rows
+
+        rng = np.random.default_rng(0)
+        base = pd.DataFrame({f"c{j}": rng.integers(0, 2000, 2000) * 1.5 for j in range(6)})
+        q = pd.concat([base, base.iloc[::3]], ignore_index=True)
+        first, inverse = _distinct_rows(q)
+        assert len(first) == len(q.drop_duplicates())
+        pd.testing.assert_frame_equal(q.iloc[first].iloc[inverse].reset_index(drop=True), q)
+
+    def test_domain_distance_is_the_same_for_repeated_and_distinct_rows(self, fitted):
+        rng = np.random.default_rng(1)
+        q = pd.DataFrame({"params": rng.choice([1e5, 3e6, 2e7], 500) * rng.choice([1.0, 1.7], 500),
+                          "batch_size": rng.choice([4, 16, 128], 500), "gpu_count": rng.choice([1, 2, 8], 500)})
+        d = fitted.domain_distance(q)
+        one_by_one = np.array([fitted.domain_distance(q.iloc[[i]])[0] for i in range(0, 500, 37)])
+        np.testing.assert_allclose(d[::37], one_by_one)
+        assert (d >= 0).all() and d.max() > 0
+
     def test_bad_column(self, fitted):
         q = pd.DataFrame({"params": [1e6], "batch_size": [0], "gpu_type": ["A100"], "steps": [10]})
         with pytest.raises(ValueError, match="column 'batch_size' must be finite and positive"):

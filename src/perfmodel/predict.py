@@ -336,17 +336,17 @@ def _kind_of(fitted: TrainingTimeModel, q: pd.DataFrame) -> np.ndarray:
     reg = fitted.pipeline_.named_steps["regressor"]
     if hasattr(reg, "query_kind"):
         kind = reg.query_kind(fitted.pipeline_.named_steps["features"].transform(q))
-    else:
-        kind = np.full(len(q), "seen", dtype=object)
+    else:  # small integer codes, one string array at the end (np.where over 100,000 objects is slow)
         known_model = (_isin_text(q["model"], fitted.models_.index) if "model" in q.columns
                        else np.full(len(q), "" in fitted.models_.index))
-        kind = np.where(~_isin_text(q["gpu_type"], fitted.gpu_types_), "new_device",
-                        np.where(~known_model, "new_model", kind))
+        code = np.where(~_isin_text(q["gpu_type"], fitted.gpu_types_), 2, np.where(~known_model, 1, 0))
+        kind = np.array(["seen", "new_model", "new_device"], dtype=object)[code]
     kind = np.asarray(kind, dtype=object)
     dom = fitted.domain_
     n = pd.to_numeric(q["gpu_count"], errors="coerce").to_numpy(dtype=float)
     out_n = (n < dom.loc["gpu_count", "min"]) | (n > dom.loc["gpu_count", "max"])
-    kind = np.where((kind == "seen") & out_n, "new_count", kind)
+    if out_n.any():
+        kind = np.where((kind == "seen") & out_n, "new_count", kind)
     return kind
 
 
@@ -355,14 +355,20 @@ def _distinct_rows(q: pd.DataFrame, skip: tuple = ()) -> tuple[np.ndarray, np.nd
     row's index into ``first``. 100,000 queries over a grid of a few hundred configurations are predicted once per
     configuration; unhashable cells fall back to one group per row."""
     inverse = np.zeros(len(q), dtype=np.int64)
+    radix = 1  # a mixed-radix code over the columns, renumbered only before it could overflow
     try:
         for col in q.columns:
             if col in skip:
                 continue
             codes, uniq = pd.factorize(q[col], use_na_sentinel=False)
-            inverse = pd.factorize(inverse * max(len(uniq), 1) + codes)[0]
+            if radix * len(uniq) >= 2**62:
+                inverse = pd.factorize(inverse)[0]
+                radix = int(inverse.max()) + 1
+            inverse = inverse + codes.astype(np.int64) * radix
+            radix *= max(len(uniq), 1)
     except TypeError:
         return np.arange(len(q)), np.arange(len(q))
+    inverse = pd.factorize(inverse)[0]
     # factorize numbers rows in order of first appearance: a first row is where the code reaches a new maximum
     first = np.flatnonzero(np.r_[True, inverse[1:] > np.maximum.accumulate(inverse)[:-1]]) if len(q) else inverse
     return first, inverse

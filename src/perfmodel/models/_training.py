@@ -323,18 +323,23 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         # a quantity the history never had (e.g. FLOPs), or the query lacks, counts as equal
         qp = np.where(np.isfinite(qp) & ~never, qp, 0.0)
         inverse = np.zeros(len(qp), dtype=np.int64)  # one code per distinct row: queries repeat configs
+        radix = 1
         for j in range(qp.shape[1]):
             codes, uniq = pd.factorize(qp[:, j])
-            inverse = pd.factorize(inverse * len(uniq) + codes)[0]
+            if radix * len(uniq) >= 2**62:  # renumber before the mixed-radix code could overflow
+                inverse, radix = pd.factorize(inverse)[0], int(inverse.max()) + 1
+            inverse = inverse + codes * radix
+            radix *= max(len(uniq), 1)
+        inverse = pd.factorize(inverse)[0]
         # factorize numbers rows in order of first appearance: a row is a first one where its code is a new maximum
         first = np.flatnonzero(np.r_[True, inverse[1:] > np.maximum.accumulate(inverse)[:-1]])
         tree = getattr(self, "_domain_tree", None)
         if tree is None:
-            from sklearn.neighbors import KDTree
+            from scipy.spatial import cKDTree  # ~3x faster queries than sklearn's KDTree
 
-            tree = self._domain_tree = KDTree(self._domain_points / self._domain_scale)
+            tree = self._domain_tree = cKDTree(self._domain_points / self._domain_scale)
         dist, _ = tree.query(qp[first] / self._domain_scale, k=1)
-        out = (dist[:, 0] / np.sqrt(qp.shape[1]))[inverse]  # root-mean-square over the quantities
+        out = (np.asarray(dist, dtype=float).reshape(-1) / np.sqrt(qp.shape[1]))[inverse]  # root-mean-square over the quantities
         return out
 
     # ---------------------------------------------------------------------------------------- reports
