@@ -324,3 +324,37 @@ def test_balanced_scores_weigh_every_group_alike():
     b = balanced_scores(scores, np.r_[np.zeros(1000), np.ones(10)])
     assert len(b) == 400 and b.mean() == 0.5
     assert perfmodel.models.conformal_quantile(b, 0.9) == 1.0  # pooled rows would say 0.0
+
+
+def test_new_device_intervals_are_scored_per_model_where_enough_devices_were_held_out():
+    """Mondrian by model: a workload whose speed transfers across devices poorly gets a wider new-device interval
+    than one that transfers well, once its runs span enough device types; with fewer, every model's scores."""
+    devices = ("V100-SXM2-32GB", "T4", "A100-SXM4-80GB", "A100-PCIE-40GB", "A30", "A10", "A40", "L4", "L40",
+               "RTX-A6000", "H100")
+    rng = np.random.default_rng(5)
+    rows = []
+    for m, spread in (("steady", 0.02), ("erratic", 0.35), ("other", 0.1)):
+        params = int(10 ** rng.uniform(7, 9))
+        for d in devices:
+            spec = get_spec(d)
+            eff = 0.3 * float(np.exp(rng.normal(0, spread)))  # how well this workload suits this device
+            for b in (4, 8, 16):
+                t = 6.0 * params * 512 * b / (spec.peak_tflops("fp16") * 1e12 * eff) * float(np.exp(rng.normal(0, .02)))
+                rows.append({"model": m, "family": "decoder", "params": params, "flops_per_sample": 6.0 * params * 512,
+                             "batch_size": b, "gpu_count": 1, "gpu_type": d, "precision": "fp16", "step_time_s": t})
+    runs = perfmodel.load_runs(pd.DataFrame(rows))
+    train = runs[runs["gpu_type"] != get_spec("H100").name].reset_index(drop=True)  # 10 device types
+    model = perfmodel.TrainingTimeModel(method="roofline").fit(train)
+    reg = model.pipeline_.named_steps["regressor"]
+    assert len(reg.device_scores_by_model_) == 3
+    q = pd.DataFrame({"model": ["steady", "erratic"], "params": 1e8, "batch_size": 8, "gpu_count": 1,
+                      "gpu_type": "H100", "precision": "fp16"})
+    pi = model.predict_interval(q)
+    width = np.log(pi["step_upper"] / pi["step_lower"]).to_numpy()
+    assert width[1] > 3 * width[0]
+    # on 5 device types no model has enough held-out devices: one pooled interval for every model
+    few = train[train["gpu_type"].isin([get_spec(d).name for d in devices[:5]])]
+    m5 = perfmodel.TrainingTimeModel(method="roofline").fit(few)
+    assert m5.pipeline_.named_steps["regressor"].device_scores_by_model_ == {}
+    w5 = np.log(m5.predict_interval(q)["step_upper"] / m5.predict_interval(q)["step_lower"]).to_numpy()
+    assert w5[0] == pytest.approx(w5[1])

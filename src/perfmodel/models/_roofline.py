@@ -70,6 +70,10 @@ QUERY_KINDS = ("seen", "new_batch", "new_count", "new_pair", "sparse_model", "ne
 _SPARSE_KEEPS = (1, 2, 3, 5)
 #: Devices of each model the sparse refits start from (drawn at random).
 _SPARSE_DEVICES = 4
+#: A known model asked on a new device type takes the leave-one-device-type-out scores of its own runs once they
+#: come from at least this many held-out device types (9: the fewest units whose 90% conformal quantile is
+#: finite, ceil(0.9 (g + 1)) <= g); a model on fewer device types takes the scores of every model.
+_MODEL_DEVICE_MIN = 9
 
 
 def _key(pair: np.ndarray, value: np.ndarray) -> np.ndarray:
@@ -257,9 +261,19 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
             "new_count": np.round(X[:, _COL["log_n"]], 6),
             "new_batch": np.round(X[:, _COL["log_batch"]], 6),
         }
+        self.device_scores_by_model_ = {}
         for kind, g in groups.items():
             # a new model: the held-out benchmarks are the exchangeable units, whatever their run counts
-            scores = self._group_scores(Z, r, g, balanced=(kind == "new_model"))
+            scores = self._group_scores(Z, r, g, balanced=(kind == "new_model"), raw=(kind == "new_device"))
+            if kind == "new_device" and scores is not None:
+                # Mondrian by model: how far a new device type is from the fit depends on the workload (one
+                # benchmark's runs transfer across devices better than another's), so a known model on a new
+                # device takes the scores of its own runs where enough device types were held out
+                for m in np.unique(m_codes):
+                    own = m_codes == m
+                    if len(np.unique(dev_codes[own])) >= _MODEL_DEVICE_MIN:
+                        self.device_scores_by_model_[int(m)] = np.sort(scores[own])
+                scores = np.sort(scores)
             self.scores_[kind] = self.scores_["seen"] if scores is None else scores
         for keep in _SPARSE_KEEPS:
             sparse = self._sparse_scores(Z, r, m_codes, dev_codes, keep)
@@ -291,7 +305,8 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
             return None
         return balanced_scores(np.concatenate(out), np.concatenate(owner))
 
-    def _group_scores(self, Z, r, groups, balanced: bool = False):
+    def _group_scores(self, Z, r, groups, balanced: bool = False, raw: bool = False):
+        """Leave-group-out conformity scores |log residual| (sorted; ``raw``: per row, in row order)."""
         uniq = np.unique(groups)
         if len(uniq) < 3:
             return None
@@ -302,6 +317,8 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
             # columns with no training rows are effects of the held-out level: their estimate is the prior (0)
             out[te] = Z[te] @ self._fit_without(Z, r, te)
         scores = np.abs(r - out)
+        if raw:
+            return scores
         if balanced:  # every held-out group weighs the same: 200 quantiles of each group's scores
             return balanced_scores(scores, groups)
         return np.sort(scores)
@@ -349,6 +366,12 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
             use = keeps[np.maximum(np.searchsorted(keeps, n_own, side="right") - 1, 0)]
             qs = {k: conformal_quantile(s, confidence) for k, s in self.sparse_scores_.items()}
             half[sparse] = [qs[int(k)] for k in use]
+        by_model = getattr(self, "device_scores_by_model_", None)  # absent in models saved before it existed
+        if by_model:
+            new_dev = np.flatnonzero(kind == "new_device")
+            codes = X[new_dev, _COL["model_code"]].astype(int)
+            qm = {m: conformal_quantile(by_model[m], confidence) for m in np.unique(codes) if int(m) in by_model}
+            half[new_dev] = [qm.get(int(m), h) for m, h in zip(codes, half[new_dev])]
         both = (kind == "new_device") & model_new
         half = np.where(both, np.hypot(q["new_device"], q["new_model"]), half)
         # a known pair at a new batch and a new count: the wider of the two
