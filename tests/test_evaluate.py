@@ -152,6 +152,22 @@ class TestPhysics:
         outside = m.predict_interval(row.assign(gpu_count=8))
         assert (outside["step_upper"] / outside["step_lower"]).iloc[0] > (inside["step_upper"] / inside["step_lower"]).iloc[0]
 
+    def test_cpu_workers_share_the_host_when_the_history_has_no_thread_counts(self):
+        # a history in the minimal schema (no threads_per_worker) with one device count: a second worker on the
+        # same host halves each worker's compute, so the step at the same per-device batch takes longer
+        full = physics_history(0, noise=0.01)
+        one = full[full["gpu_count"] == 1].drop(columns="threads_per_worker")
+        m = TrainingTimeModel(method="physics").fit(one)
+        assert m.pipeline_.named_steps["features"].threads_shared_
+        row = one.iloc[[3]]
+        two = m.predict(row.assign(gpu_count=2))[0] / m.predict(row)[0]
+        measured = (full[(full["model"] == row["model"].iloc[0]) & (full["batch_size"] == row["batch_size"].iloc[0])]
+                    .set_index("gpu_count")["step_time_s"])
+        assert two == pytest.approx(measured[2] / measured[1], rel=0.25)
+        assert two > 1.5
+        # a history that records threads keeps them
+        assert not TrainingTimeModel(method="physics").fit(full).pipeline_.named_steps["features"].threads_shared_
+
 
 def test_benchmark_script_quick_mode(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "accuracy.py"), "--quick", "--n-jobs", "1",

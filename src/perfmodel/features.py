@@ -325,11 +325,17 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
         return pd.DataFrame(cols, index=X.index)
 
     def _threads(self, X: pd.DataFrame, n: np.ndarray) -> np.ndarray:
-        """Threads per worker: the record's own, else what the training runs used at that device count."""
+        """Threads per worker: the record's own, else what the training runs used at that device count (a
+        history without thread counts: the host's nominal total shared by the run's workers)."""
         own = (pd.to_numeric(X["threads_per_worker"], errors="coerce").to_numpy(dtype=float)
                if "threads_per_worker" in X.columns else np.full(len(X), np.nan))
         uniq, inv = np.unique(n, return_inverse=True)
-        per = np.array([self.threads_by_count_.get(int(c), max(1.0, self.total_threads_ / c)) for c in uniq])
+        if getattr(self, "threads_shared_", False):
+            # no thread counts in the history: a CPU run's workers share one host, whose capacity does not grow
+            # with them, so each worker has 1/n of it (the nominal total is absorbed by the fitted efficiencies)
+            per = np.array([self.total_threads_ / c for c in uniq])
+        else:
+            per = np.array([self.threads_by_count_.get(int(c), max(1.0, self.total_threads_ / c)) for c in uniq])
         default = per[np.ravel(inv)]
         return np.where(np.isfinite(own) & (own > 0), own, default)
 
@@ -367,7 +373,9 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
             counts = q["gpu_count"].astype(int)
             self.threads_by_count_ = {int(k): float(v) for k, v in thr.groupby(counts.to_numpy()).median().dropna().items()}
             total = (thr * counts).median()
-            self.total_threads_ = float(total) if np.isfinite(total) else 1.0
+            # a history without thread counts: the workers of a CPU run are taken to share one host's cores
+            self.threads_shared_ = not bool(np.isfinite(total))
+            self.total_threads_ = float(total) if np.isfinite(total) else float(max(counts.max(), 1))
             # peaks enter through t_compute_s; they carry timings to another device only when the history
             # itself spans several device types with datasheet peaks
             gpu_rows = q["gpu_type"] != "cpu"
