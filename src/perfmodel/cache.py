@@ -26,7 +26,7 @@ __all__ = ["cache_dir", "cache_key", "load_cached", "store", "clear", "info"]
 
 _SUFFIX = ".perfmodel"
 #: Bumped when fitted state changes meaning within one perfmodel version (part of every key).
-_LAYOUT = 4
+_LAYOUT = 5
 log = logging.getLogger("perfmodel")
 
 
