@@ -216,3 +216,28 @@ def test_mlperf_script_skips_without_data(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "mlperf_cross_hardware.py"), "--data",
                            str(tmp_path / "absent.csv")], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.startswith("skipped")
+
+
+def test_methods_without_a_count_form_refuse_a_count_their_runs_never_varied():
+    from perfmodel.exceptions import UnsupportedQueryError
+
+    full = physics_history(0, noise=0.02)
+    one = full[full["gpu_count"] == 1].reset_index(drop=True)
+    row = one.iloc[[0]].assign(gpu_count=2)
+    for method in ("linear", "loglinear", "gbm"):
+        m = TrainingTimeModel(method=method).fit(one)
+        with pytest.raises(UnsupportedQueryError, match="never|every run it was fitted on has gpu_count 1"):
+            m.predict_interval(row)
+        with pytest.raises(UnsupportedQueryError):
+            m.predict(row)
+        assert np.isfinite(m.predict(one.head(3))).all()  # the runs' own count is answered
+    assert np.isfinite(TrainingTimeModel(method="physics").fit(one).predict(row)).all()
+    # with two counts in the history, the leave-one-count-out refits score exactly that extrapolation
+    gbm = TrainingTimeModel(method="gbm").fit(full, held_out="gpu_count")
+    assert gbm.held_out_ == "gpu_count" and len(gbm.held_out_scores_) == len(full)
+    # evaluate: the refused folds give a row with n = 0, and the printed table says why
+    ev = evaluate(full, methods=("gbm", "physics"), splits=("leave-one-gpu-count-out",), baselines=False)
+    t = ev.table.set_index("method")
+    assert t.loc["gbm", "n"] == 0 and np.isnan(t.loc["gbm", "coverage"])
+    assert t.loc["physics", "n"] == len(full)
+    assert "n = 0: the method refused" in str(ev)

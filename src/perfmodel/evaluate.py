@@ -25,7 +25,7 @@ from ._validation import check_confidence
 from .features import run_quantities
 from .fitting import KIND_SPLITS, fit_history
 from .models import TrainingTimeModel
-from .exceptions import SchemaError
+from .exceptions import SchemaError, UnsupportedQueryError
 from .metrics import coverage, mean_relative_width, r2_log
 from .models import METHODS
 from .schema import validate_runs
@@ -231,7 +231,11 @@ def _fit_predict_inner(method, runs, train, test, confidence, host_peak_flops, k
         est.fit(tr.reset_index(drop=True), held_out=KIND_SPLITS.get(kind))
     else:
         est.fit(tr.reset_index(drop=True))
-    pi = est.predict_interval(te.reset_index(drop=True), confidence)
+    try:
+        pi = est.predict_interval(te.reset_index(drop=True), confidence)
+    except UnsupportedQueryError:  # e.g. gbm asked a device count its training runs never varied: refused
+        pi = pd.DataFrame({c: np.full(len(te), np.nan) for c in ("step_time_s", "step_lower", "step_upper",
+                                                                 "nearest_run_distance")})
     out = pi.rename(columns={"step_time_s": "pred"})
     out["y"] = te["step_time_s"].to_numpy(dtype=float)
     out["row"] = test
@@ -261,6 +265,9 @@ class Evaluation:
     def __str__(self) -> str:
         with pd.option_context("display.width", 160, "display.max_columns", 20):
             text = self.table.to_string(index=False, float_format=lambda v: f"{v:.3g}")
+        if (self.table["n"] == 0).any():
+            text += ("\nn = 0: the method refused every held-out run (e.g. linear, loglinear and gbm cannot predict a "
+                     "device count their training runs never varied)")
         return f"{text}\n{self.noise}"
 
 
@@ -326,7 +333,11 @@ def evaluate(runs, *, methods=("linear", "loglinear", "gbm", "physics", "rooflin
     groups = preds.groupby(["split", "method"], sort=False) if len(preds) else []
     for (split, method), g in groups:
         g = g[np.isfinite(g["pred"].to_numpy(dtype=float))]  # baselines that cannot predict a row skip it
-        if g.empty:
+        if g.empty:  # every fold refused (a method asked what its training runs cannot show): n = 0
+            if method not in methods:  # a baseline that needs what the history lacks (FLOPs, other devices)
+                continue
+            rows.append({"split": split, "method": method, "folds": 0, "n": 0, "mape": np.nan, "median_ape": np.nan,
+                         "r2_log": np.nan, "coverage": np.nan, "rel_width": np.nan})
             continue
         has_pi = g["step_lower"].notna().all()
         ape = np.abs(g["pred"] / g["y"] - 1) * 100

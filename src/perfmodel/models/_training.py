@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._delegates import resolve
 from .._validation import check_choice, check_confidence
-from ..exceptions import DataQualityWarning, NotFittedError
+from ..exceptions import DataQualityWarning, NotFittedError, UnsupportedQueryError
 from ..features import RunFeaturizer
 from ..metrics import mape, median_ape, r2
 from ..schema import validate_runs
@@ -87,6 +87,10 @@ EXTRAPOLATION_D0 = 0.5
 #: Log-scale unit of :meth:`TrainingTimeModel.domain_distance` along a quantity the training runs never varied.
 CONSTANT_DIMENSION_SCALE = 0.1
 EXTRAPOLATION_C = 0.25
+#: Methods whose form carries a change of device count that the runs never made: a communication term with a
+#: prior and, on CPU, workers sharing the host. The others (``linear``, ``loglinear``, ``gbm``) cannot move with
+#: a device count their runs never varied, and refuse such a query rather than answer for the runs' count.
+COUNT_FORMS = ("physics", "roofline", "ops")
 
 
 class TrainingTimeModel(RegressorMixin, BaseEstimator):
@@ -238,7 +242,8 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     fold.fit(runs.iloc[tr].reset_index(drop=True), y[tr])
-                    oof[te] = fold.predict(runs.iloc[te].reset_index(drop=True))
+                    # the point model itself: a held-out count is exactly the extrapolation being scored
+                    oof[te] = fold.pipeline_.predict(runs.iloc[te].reset_index(drop=True))
             except (ValueError, np.linalg.LinAlgError):
                 failed += sorted(set(keys[te]))  # a fold this method cannot fit (e.g. too few runs left)
         ok = np.isfinite(oof) & (oof > 0)
@@ -267,7 +272,24 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
     def predict(self, X) -> np.ndarray:
         """Predicted mean step time (seconds) for each run/query row."""
         self._check()
+        self._refuse_unvaried_count(X)
         return self.pipeline_.predict(X)
+
+    def _refuse_unvaried_count(self, X) -> None:
+        """A method outside :data:`COUNT_FORMS` fitted on runs of one device count cannot predict another."""
+        if self.method in COUNT_FORMS or not isinstance(X, pd.DataFrame) or "gpu_count" not in X.columns:
+            return
+        lo, hi = (float(v) for v in self.domain_.loc["gpu_count", ["min", "max"]])
+        if lo != hi:
+            return
+        n = pd.to_numeric(X["gpu_count"], errors="coerce").to_numpy(dtype=float)
+        other = np.isfinite(n) & (n != lo)
+        if other.any():
+            raise UnsupportedQueryError(
+                f"method {self.method!r} cannot predict gpu_count {n[other][0]:g}: every run it was fitted on has "
+                f"gpu_count {lo:g}, so nothing in them shows how the step time changes with the device count. "
+                f"Use method 'auto', 'physics' or 'roofline' (a communication term with a prior; on CPU the "
+                f"workers share the host), or add runs at a second device count.")
 
     def predict_interval(self, X, confidence: float = 0.9) -> pd.DataFrame:
         """Mean step time of one new run with its prediction interval at ``confidence``.
@@ -285,6 +307,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         """
         self._check()
         confidence = check_confidence(confidence, "TrainingTimeModel.predict_interval")
+        self._refuse_unvaried_count(X)
         Xf = self.pipeline_.named_steps["features"].transform(X)
         pred, lo, hi = self.pipeline_.named_steps["regressor"].predict_interval(Xf, confidence)
         pred, lo, hi = (np.asarray(a, dtype=float) for a in (pred, lo, hi))
