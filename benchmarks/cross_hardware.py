@@ -77,13 +77,14 @@ def lodo(runs: pd.DataFrame, methods, n_jobs: int) -> tuple[pd.DataFrame, dict]:
         rows = p.index.intersection(pr.index)
         paired[m] = {"rows": int(len(rows)), "median_ape": float(np.median(_ape(p.loc[rows, "pred"], p.loc[rows, "y"]))),
                      "peak_ratio_median_ape": float(np.median(_ape(pr.loc[rows], p.loc[rows, "y"])))}
-    per_device = (preds[preds["method"].isin(methods)]
+    answered = preds[preds["method"].isin(methods) & np.isfinite(preds["pred"].to_numpy(dtype=float))]
+    per_device = (answered
                   .assign(ape=lambda d: _ape(d["pred"], d["y"]),
                           inside=lambda d: (d["step_lower"] <= d["y"]) & (d["y"] <= d["step_upper"]))
                   .groupby(["method", "held_out"]).agg(n=("ape", "size"), median_ape=("ape", "median"),
                                                       coverage=("inside", "mean")).reset_index())
     # conditional coverage: a user asks about one workload, so each benchmark's own coverage matters
-    per_benchmark = (preds[preds["method"].isin(methods)]
+    per_benchmark = (answered
                      .assign(benchmark=lambda d: runs["model"].to_numpy()[d["row"].to_numpy(dtype=int)],
                              ape=lambda d: _ape(d["pred"], d["y"]),
                              inside=lambda d: (d["step_lower"] <= d["y"]) & (d["y"] <= d["step_upper"]),

@@ -358,3 +358,21 @@ def test_new_device_intervals_are_scored_per_model_where_enough_devices_were_hel
     assert m5.pipeline_.named_steps["regressor"].device_scores_by_model_ == {}
     w5 = np.log(m5.predict_interval(q)["step_upper"] / m5.predict_interval(q)["step_lower"]).to_numpy()
     assert w5[0] == pytest.approx(w5[1])
+
+
+def test_per_model_new_device_scores_too_few_for_the_confidence_fall_back_to_pooled():
+    # one run per (model, device) on 10 devices: 10 own scores bound a 90% interval but not a 95% one
+    devices = ("V100-SXM2-32GB", "T4", "A100-SXM4-80GB", "A100-PCIE-40GB", "A30", "A10", "A40", "L4", "L40",
+               "RTX-A6000")
+    rng = np.random.default_rng(2)
+    rows = [{"model": f"m{m}", "family": "decoder", "params": 1e8 * (m + 1), "flops_per_sample": 6e8 * 512 * (m + 1),
+             "batch_size": 8, "gpu_count": 1, "gpu_type": d, "precision": "fp16",
+             "step_time_s": 6e8 * 512 * (m + 1) * 8 / (get_spec(d).peak_tflops("fp16") * 1e12 * 0.3)
+             * float(np.exp(rng.normal(0, 0.2)))} for m in range(3) for d in devices]
+    model = perfmodel.TrainingTimeModel(method="roofline").fit(perfmodel.load_runs(pd.DataFrame(rows)))
+    assert len(model.pipeline_.named_steps["regressor"].device_scores_by_model_) == 3
+    q = pd.DataFrame({"model": ["m0"], "params": 1e8, "batch_size": 8, "gpu_count": 1, "gpu_type": "H100",
+                      "precision": "fp16"})
+    for conf in (0.9, 0.95):
+        pi = model.predict_interval(q, conf)
+        assert np.isfinite(pi[["step_lower", "step_upper"]].to_numpy()).all() and (pi["step_lower"] > 0).all()

@@ -194,12 +194,17 @@ class PeakRatioBaseline:
 
 #: Baselines measured beside perfmodel's methods: (a) the seed formula, (b) the analytic estimate, two ways,
 #: (c) naive peak-ratio scaling across devices.
+#: What a table row with n = 0 means.
+REFUSED_NOTE = ("n = 0: the method refused every held-out run (e.g. linear, loglinear and gbm cannot predict a "
+                "device count their training runs never varied)")
 BASELINES = ("seed-linear", "6ND-util0.4", "6ND-fitted-util", "peak-ratio")
 
 
 def _make(method: str, host_peak_flops):
     if method == "seed-linear":
-        return TrainingTimeModel(method="linear", cv=None)
+        est = TrainingTimeModel(method="linear", cv=None)
+        est._answer_any_count = True  # the seed design's naive answer, even at a count its runs never varied
+        return est
     if method == "6ND-util0.4":
         return AnalyticBaseline(0.4, host_peak_flops)
     if method == "6ND-fitted-util":
@@ -266,8 +271,7 @@ class Evaluation:
         with pd.option_context("display.width", 160, "display.max_columns", 20):
             text = self.table.to_string(index=False, float_format=lambda v: f"{v:.3g}")
         if (self.table["n"] == 0).any():
-            text += ("\nn = 0: the method refused every held-out run (e.g. linear, loglinear and gbm cannot predict a "
-                     "device count their training runs never varied)")
+            text += "\n" + REFUSED_NOTE
         return f"{text}\n{self.noise}"
 
 

@@ -70,7 +70,8 @@ class PredictionError(PerfModelError, ValueError):
 
 class UnsupportedQueryError(PerfModelError, ValueError):
     """The history cannot answer this query: a device type or precision it has no runs on (and no way to carry
-    step times across), or a model name it does not know. The query itself is well-formed."""
+    step times across), a model name it does not know, or a device count that a method without a communication
+    form (linear, loglinear, gbm) was never fitted across. The query itself is well-formed."""
 
 
 class UnknownPriceError(PerfModelError, ValueError):

@@ -182,7 +182,8 @@ def choose_method(runs: pd.DataFrame, kind: str = "seen", *, cv: int = 5,
                 warnings.simplefilter("ignore")
                 for tr, te in folds:
                     fitted = _point_fit(method, data.iloc[tr].reset_index(drop=True))
-                    pred[te] = fitted.predict(data.iloc[te].reset_index(drop=True))
+                    # the point model itself: a fold may ask a count its training runs lack (scored, not refused)
+                    pred[te] = fitted.pipeline_.predict(data.iloc[te].reset_index(drop=True))
         except (ValueError, np.linalg.LinAlgError):
             scores[method] = float("nan")  # cannot be fitted on these folds (e.g. too few runs)
             continue

@@ -284,7 +284,9 @@ def _check_model(model, meta: dict) -> None:
         raise ValueError("it has no model, device or precision to predict for")
     row = models.iloc[0]
     probe = pd.DataFrame([{"model": str(models.index[0]), "params": float(row["params"]),
-                           "flops_per_sample": float(row["flops_per_sample"]), "batch_size": 1, "gpu_count": 1,
+                           "flops_per_sample": float(row["flops_per_sample"]), "batch_size": 1,
+                           # a count the fit has seen (linear/loglinear/gbm refuse others when it saw only one)
+                           "gpu_count": int(model.domain_.loc["gpu_count", "min"]),
                            "gpu_type": str(model.gpu_types_[0]), "precision": str(model.precisions_[0]),
                            "steps": 1}])
     out = model.predict_interval(probe, 0.5)[["step_time_s", "step_lower", "step_upper"]].to_numpy(dtype=float)

@@ -34,7 +34,7 @@ def make_report(runs, output, *, methods=("physics", "loglinear"), quick: bool =
 
     matplotlib.use("Agg", force=True)
     from . import __version__
-    from .evaluate import SPLITS, evaluate
+    from .evaluate import REFUSED_NOTE, SPLITS, evaluate
     from .io import load_runs
     from .plot import plot_batch_curves, plot_cv_summary, plot_predicted_vs_measured, plot_residuals, plot_scaling
     from .predict import fit
@@ -56,7 +56,8 @@ def make_report(runs, output, *, methods=("physics", "loglinear"), quick: bool =
     splits = ("leave-one-batch-size-out",) if quick else tuple(SPLITS)
     ev = evaluate(data, methods=tuple(methods), splits=splits, n_jobs=n_jobs)
     parts.append(f"<h2>Grouped cross-validation</h2><p>{html.escape(str(ev.noise))}</p>"
-                 + ev.table.to_html(index=False, float_format=lambda v: f"{v:.3g}"))
+                 + ev.table.to_html(index=False, float_format=lambda v: f"{v:.3g}")
+                 + (f"<p>{html.escape(REFUSED_NOTE)}</p>" if (ev.table["n"] == 0).any() else ""))
     best = fitted[methods[0]]
     parts.append("<h2>Plots</h2>")
     parts.append(_png(plot_cv_summary(ev).figure))

@@ -72,7 +72,8 @@ _SPARSE_KEEPS = (1, 2, 3, 5)
 _SPARSE_DEVICES = 4
 #: A known model asked on a new device type takes the leave-one-device-type-out scores of its own runs once they
 #: come from at least this many held-out device types (9: the fewest units whose 90% conformal quantile is
-#: finite, ceil(0.9 (g + 1)) <= g); a model on fewer device types takes the scores of every model.
+#: finite, ceil(0.9 (g + 1)) <= g); a model on fewer device types takes the scores of every model, and so does a
+#: query whose confidence its own scores are too few to bound.
 _MODEL_DEVICE_MIN = 9
 
 
@@ -371,7 +372,9 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
             new_dev = np.flatnonzero(kind == "new_device")
             codes = X[new_dev, _COL["model_code"]].astype(int)
             qm = {m: conformal_quantile(by_model[m], confidence) for m in np.unique(codes) if int(m) in by_model}
-            half[new_dev] = [qm.get(int(m), h) for m, h in zip(codes, half[new_dev])]
+            # a model's own scores may be too few for a high confidence (an unbounded quantile): pooled then
+            half[new_dev] = [qm[int(m)] if np.isfinite(qm.get(int(m), np.inf)) else h
+                             for m, h in zip(codes, half[new_dev])]
         both = (kind == "new_device") & model_new
         half = np.where(both, np.hypot(q["new_device"], q["new_model"]), half)
         # a known pair at a new batch and a new count: the wider of the two

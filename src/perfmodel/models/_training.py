@@ -277,7 +277,8 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
 
     def _refuse_unvaried_count(self, X) -> None:
         """A method outside :data:`COUNT_FORMS` fitted on runs of one device count cannot predict another."""
-        if self.method in COUNT_FORMS or not isinstance(X, pd.DataFrame) or "gpu_count" not in X.columns:
+        if (self.method in COUNT_FORMS or getattr(self, "_answer_any_count", False)
+                or not isinstance(X, pd.DataFrame) or "gpu_count" not in X.columns):
             return
         lo, hi = (float(v) for v in self.domain_.loc["gpu_count", ["min", "max"]])
         if lo != hi:
@@ -288,8 +289,9 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             raise UnsupportedQueryError(
                 f"method {self.method!r} cannot predict gpu_count {n[other][0]:g}: every run it was fitted on has "
                 f"gpu_count {lo:g}, so nothing in them shows how the step time changes with the device count. "
-                f"Use method 'auto', 'physics' or 'roofline' (a communication term with a prior; on CPU the "
-                f"workers share the host), or add runs at a second device count.")
+                f"Use method 'physics', 'roofline' or 'ops' (a communication term with a prior; on CPU the "
+                f"workers share the host), or 'auto' fitted for such queries (perfmodel.fit(..., kind='new_count'), "
+                f"`--kind new_count`), or add runs at a second device count.")
 
     def predict_interval(self, X, confidence: float = 0.9) -> pd.DataFrame:
         """Mean step time of one new run with its prediction interval at ``confidence``.
@@ -350,7 +352,8 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         for j in range(qp.shape[1]):
             codes, uniq = pd.factorize(qp[:, j])
             if radix * len(uniq) >= 2**62:  # renumber before the mixed-radix code could overflow
-                inverse, radix = pd.factorize(inverse)[0], int(inverse.max()) + 1
+                inverse = pd.factorize(inverse)[0]
+                radix = int(inverse.max()) + 1
             inverse = inverse + codes * radix
             radix *= max(len(uniq), 1)
         inverse = pd.factorize(inverse)[0]

@@ -173,12 +173,13 @@ def scaling_from_model(model, *, batch_size, gpu_type, gpu_counts=(1, 2, 4, 8), 
     physics method, the communication share of each step."""
     if history is None:
         history = "cpu" if resolve_gpu_type(gpu_type) == "cpu" else "gpu"
-    fitted = resolve_history(history, "auto", query=pd.DataFrame({
-        "model": [model if isinstance(model, str) else ""], "gpu_type": [resolve_gpu_type(gpu_type)],
-        "gpu_count": [max(gpu_counts)], "batch_size": [batch_size]}))
     counts = [check_positive_int(n, "gpu_counts", "scaling_from_model") for n in gpu_counts]
     if 1 not in counts:
         counts = [1] + counts
+    # every count asked (a count the history lacks makes it a new_count query, and auto chooses for that)
+    fitted = resolve_history(history, "auto", query=pd.DataFrame({
+        "model": model if isinstance(model, str) else "", "gpu_type": resolve_gpu_type(gpu_type),
+        "gpu_count": counts, "batch_size": batch_size}))
     if mode not in ("weak", "strong"):
         raise ValueError(f"The 'mode' parameter of scaling_from_model must be 'weak' or 'strong'. Got {mode!r}.")
     per_device = [batch_size if mode == "weak" else max(1, batch_size // n) for n in counts]
