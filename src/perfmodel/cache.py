@@ -26,7 +26,7 @@ __all__ = ["cache_dir", "cache_key", "load_cached", "store", "clear", "info"]
 
 _SUFFIX = ".perfmodel"
 #: Bumped when fitted state changes meaning within one perfmodel version (part of every key).
-_LAYOUT = 3
+_LAYOUT = 4  # 4: ops pools the recurrent class toward matmul
 log = logging.getLogger("perfmodel")
 
 
