@@ -22,7 +22,9 @@ Op classes (:data:`OP_CLASSES`):
 ``recurrent``
     Every op inside an ``nn.RNNBase`` module (LSTM/GRU/RNN), in forward and backward. A fused CPU kernel
     (``mkldnn_rnn_layer``) is counted analytically: ``2 · time·batch · (|W_ih| + |W_hh|)`` forward, twice that
-    backward; on the meta device the layers unroll to matmuls and gates, counted by their own formulas.
+    backward; on the meta device the layers unroll to matmuls and gates, which are not counted again (every cell's
+    FLOPs and bytes are the analytic ones). Kernels follow torch's CPU path: an LSTM's fused kernel, a GRU's or
+    plain RNN's unrolled per-time-step ops (see ``op_kernels`` below).
 ``norm``
     batch, layer, group and RMS normalisation, forward and backward.
 ``elementwise``
@@ -291,7 +293,8 @@ def _unfused_rnn_kernels(config: tuple, steps: int) -> int:
     """Kernels torch dispatches on CPU for forward + backward of an unfused recurrent module (GRU, RNN) of this
     configuration over ``steps`` time steps: counted once on a CPU replica with one feature, one hidden unit and a
     batch of two (the count does not depend on the sizes; a batch of one takes a path with one op fewer per layer),
-    outside any other counting mode, and cached."""
+    outside any other counting mode, and cached. A packed sequence counts as an unpacked one of its longest length
+    (an approximation: the packed path's own op count is not checked)."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
