@@ -21,7 +21,7 @@ from perfmodel.measure import add_op_features, count_ops  # noqa: E402
 from perfmodel.measure.opcount import OP_CLASSES, OpFeatures, count_workload_ops, op_column_names  # noqa: E402
 from perfmodel.measure.workload import count_workload_flops, resolve_workload  # noqa: E402
 from perfmodel.models import OpsRegressor, TrainingTimeModel  # noqa: E402
-from perfmodel.schema import OP_COLUMNS  # noqa: E402
+from perfmodel.schema import OP_COLUMNS, OP_FEATURE_VERSION  # noqa: E402
 
 DEVICES = ("meta", "cpu")
 
@@ -70,6 +70,47 @@ class TestKnownModules:
         assert f.flops["recurrent"] == 3 * 5 * 2 * (64 * 8 + 64 * 16)
         assert f.flops["matmul"] == 0  # the unrolled matmuls of the meta path are not counted twice
 
+    @pytest.mark.parametrize("cell", [nn.GRU, nn.RNN])
+    def test_unfused_cells_count_their_unrolled_kernels(self, cell):
+        """torch fuses only the LSTM on CPU (oneDNN); a GRU or plain RNN dispatches its ops time step by time step.
+        Kernels are what the CPU path dispatches, the same on meta; FLOPs and bytes stay analytic."""
+        def kernels(module, steps, device):
+            return count_ops(module, _inputs((steps, 8)), _sum_loss, device=device).kernels
+
+        rnn = cell(8, 16, batch_first=True)
+        k5, k10 = kernels(rnn, 5, "cpu"), kernels(rnn, 10, "cpu")
+        assert kernels(cell(8, 16, batch_first=True), 5, "meta") == k5
+        assert k10 - k5 >= 5 * 10  # at least ten kernels per extra time step (forward + backward)
+        lstm = nn.LSTM(8, 16, batch_first=True)
+        assert kernels(lstm, 5, "cpu") == kernels(nn.LSTM(8, 16, batch_first=True), 10, "meta")  # fused
+        gates = 3 if cell is nn.GRU else 1
+        f = count_ops(cell(8, 16, batch_first=True), _inputs((5, 8)), _sum_loss, device="meta")
+        assert f.flops["recurrent"] == 3 * 5 * 2 * (gates * 16 * 8 + gates * 16 * 16)
+
+    def test_unfused_cell_kernels_match_a_cpu_dispatch_count(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        from perfmodel.measure.opcount import _classify, _rnn_config, _unfused_rnn_kernels
+
+        class Count(TorchDispatchMode):
+            n = 0
+
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                Count.n += _classify(func, func._overloadpacket.__name__, args, False) is not None
+                return out
+
+        gru = nn.GRU(8, 16, 2, batch_first=True)
+        x = torch.randn(3, 7, 8)
+        out, _ = gru(x)
+        grad = torch.ones_like(out)
+        with Count():
+            out, _ = gru(x)
+            torch.autograd.backward(out, grad)
+        assert Count.n > 7 * 2 * 10 and _unfused_rnn_kernels(_rnn_config(gru), 7) == Count.n
+        f = count_ops(nn.GRU(8, 16, 2, batch_first=True), _inputs((7, 8)), _sum_loss, device="meta", optimizer=None)
+        assert Count.n <= f.kernels <= Count.n + 5  # + the loss's own few kernels
+
     @pytest.mark.parametrize("device", DEVICES)
     def test_layernorm(self, device):
         f = count_ops(nn.LayerNorm(16), _inputs((16,)), _sum_loss, device=device)
@@ -111,7 +152,7 @@ class TestKnownModules:
     def test_columns_match_the_schema(self):
         cols = OpFeatures().to_columns()
         assert tuple(cols) == op_column_names() == tuple(c.name for c in OP_COLUMNS)
-        assert cols["op_feature_version"] == 1 and "optimizer" in OP_CLASSES
+        assert cols["op_feature_version"] == OP_FEATURE_VERSION == 2 and "optimizer" in OP_CLASSES
 
     def test_errors(self):
         with pytest.raises(TypeError, match="torch.nn.Module"):
@@ -212,6 +253,15 @@ class TestFeaturesAndModel:
         assert table.loc["compute_efficiency[conv_depthwise]", "value"] == pytest.approx(
             table.loc["pooled_compute_efficiency", "value"], rel=1e-3)
 
+    def test_recurrent_class_is_pooled_toward_matmul(self, small_history):
+        # without recurrent runs the recurrent class takes matmul's compute efficiency (its FLOPs are GEMMs), not
+        # the pooled value; its memory efficiency keeps the pooled one
+        train = small_history[small_history["family"] != "rnn"]
+        table = perfmodel.fit(train, method="ops").coef_table()["value"]
+        assert table["compute_efficiency[recurrent]"] == pytest.approx(table["compute_efficiency[matmul]"], rel=1e-3)
+        assert table["compute_efficiency[recurrent]"] != pytest.approx(table["pooled_compute_efficiency"], rel=0.05)
+        assert table["memory_efficiency[recurrent]"] == pytest.approx(table["pooled_memory_efficiency"], rel=1e-3)
+
     def test_new_family_gets_its_own_wider_interval(self, small_history):
         train = small_history[small_history["family"] != "rnn"]
         model = perfmodel.fit(train, method="ops")
@@ -250,4 +300,4 @@ class TestRecording:
         run_sweep(sweep_configs(["mlp-xs"], [2], [1], steps=3, warmup_steps=1), out, progress=False)
         runs = load_runs(out)
         assert runs["op_matmul_flops"].tolist() == [count_workload_ops(resolve_workload("mlp-xs")).flops["matmul"]]
-        assert runs["op_feature_version"].tolist() == [1] and runs["op_kernels"].gt(0).all()
+        assert runs["op_feature_version"].tolist() == [OP_FEATURE_VERSION] and runs["op_kernels"].gt(0).all()

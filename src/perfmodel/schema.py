@@ -50,8 +50,8 @@ _C = Column
 #: the measurement layer owns the counting, the schema owns the column names (kept in step by a test).
 OP_TRACED_CLASSES = ("matmul", "conv_dense", "conv_depthwise", "conv_grouped", "attention", "recurrent", "norm",
                      "elementwise", "embedding", "reduction", "other")
-OP_FEATURE_VERSION = 1
-#: Optional, nullable op-level columns (feature set version 1): a history without them loads as before.
+OP_FEATURE_VERSION = 2
+#: Optional, nullable op-level columns (feature set version :data:`OP_FEATURE_VERSION`): a history without them loads as before.
 OP_COLUMNS: tuple[Column, ...] = tuple(
     _C(f"op_{c}_{q}", "float", f"{'FLOPs' if q == 'flops' else 'bytes moved'} per sample in {c} ops, "
        "forward+backward (op feature set v1, nullable)")

@@ -4,7 +4,7 @@ A :class:`~torch.utils._python_dispatch.TorchDispatchMode` (beside torch's ``Flo
 formulas it reuses for matmul, convolution and attention FLOPs) watches every aten op of forward + loss + backward,
 on the meta device by default (no real memory, no real compute), and sorts each op into a class.
 
-Feature set ``OP_FEATURE_VERSION = 1``
+Feature set ``OP_FEATURE_VERSION = 2``
 --------------------------------------
 Op classes (:data:`OP_CLASSES`):
 
@@ -22,7 +22,9 @@ Op classes (:data:`OP_CLASSES`):
 ``recurrent``
     Every op inside an ``nn.RNNBase`` module (LSTM/GRU/RNN), in forward and backward. A fused CPU kernel
     (``mkldnn_rnn_layer``) is counted analytically: ``2 · time·batch · (|W_ih| + |W_hh|)`` forward, twice that
-    backward; on the meta device the layers unroll to matmuls and gates, counted by their own formulas.
+    backward; on the meta device the layers unroll to matmuls and gates, which are not counted again (every cell's
+    FLOPs and bytes are the analytic ones). Kernels follow torch's CPU path: an LSTM's fused kernel, a GRU's or
+    plain RNN's unrolled per-time-step ops (see ``op_kernels`` below).
 ``norm``
     batch, layer, group and RMS normalisation, forward and backward.
 ``elementwise``
@@ -51,7 +53,10 @@ launches). Columns (:meth:`OpFeatures.to_columns`):
 * ``op_step_bytes``: per step, batch-independent bytes over all traced classes (weights read, gradients written);
 * ``op_optimizer_flops``, ``op_optimizer_bytes``: per step;
 * ``op_kernels``: ops dispatched in one step (traced ops plus the optimizer's, :data:`OPTIMIZER_COST`) — a
-  launch-overhead proxy, per step;
+  launch-overhead proxy, per step. A recurrent module counts what torch dispatches on CPU: one fused kernel per
+  layer and direction each way for an LSTM; for a GRU or plain RNN, which torch does not fuse on CPU, the unrolled
+  per-time-step ops (counted on a tiny CPU replica of the module; version 1 counted 2 per layer as for an LSTM,
+  about 500 times too few for a 32-step GRU);
 * ``op_act_bytes``: activation memory, bytes saved for backward (parameters excluded), per sample — the one
   quantity that depends on where the count runs: a fused CPU RNN kernel saves a workspace, the meta device's
   unrolled cells save their gates;
@@ -227,13 +232,25 @@ def _rnn_flops(name: str, args) -> float:
     return 2.0 * fwd if "backward" in name else fwd
 
 
+def _fused_rnn(module) -> bool:
+    """Whether torch runs ``module`` (an ``nn.RNNBase``) as one fused kernel per layer and direction on CPU:
+    LSTM (oneDNN's ``mkldnn_rnn_layer``, forward and backward). GRU and plain RNN cells are not fused on CPU:
+    torch unrolls them into a matmul and a handful of elementwise ops per time step (about 45 dispatched ops per
+    step for a one-layer GRU and 20 for a tanh RNN, forward + backward, against one kernel each way for an
+    LSTM), which is what the meta device's trace shows for every cell."""
+    return getattr(module, "mode", "") == "LSTM"
+
+
 def _rnn_hook(tally: "_Tally"):
     """A forward hook adding an RNN module's analytic counts (forward and backward) to ``tally``.
 
     Per layer and direction, with ``rows`` = time steps x batch, ``G`` gate rows (4H LSTM, 3H GRU, H RNN):
     FLOPs ``2 · rows · (|W_ih| + |W_hh|)`` forward and twice that backward; bytes ``4 · (rows · (in + H + G) +
-    |W_ih| + |W_hh|)`` forward (input, output, gate workspace, weights) and twice that backward; one fused kernel
-    forward and one backward — what a fused CPU/cuDNN kernel does, whatever device the count runs on.
+    |W_ih| + |W_hh|)`` forward (input, output, gate workspace, weights) and twice that backward. Kernels: for an
+    LSTM one fused kernel forward and one backward per layer and direction (oneDNN on CPU, cuDNN on GPU), whatever
+    device the count runs on; for a GRU or plain RNN, which torch does not fuse on CPU, the ops the CPU path
+    dispatches (:func:`_unfused_rnn_kernels`; the meta device's unrolled path differs: it projects the input
+    time step by time step, where the CPU path does it in one matmul).
     """
 
     def hook(module, args, _out):
@@ -253,9 +270,60 @@ def _rnn_hook(tally: "_Tally"):
                 moved = 4.0 * (rows * (int(w_ih.shape[1]) + hidden + gates) + w)
                 tally.flops["recurrent"] += 3.0 * flops
                 tally.bytes["recurrent"] += 3.0 * moved
-                tally.kernels += 2
+                if _fused_rnn(module):
+                    tally.kernels += 2
+        if not _fused_rnn(module):  # kernels counted after the trace, on a CPU replica (_unfused_rnn_kernels)
+            steps = (len(x.batch_sizes) if hasattr(x, "batch_sizes")
+                     else int(data.shape[1 if module.batch_first and data.dim() == 3 else 0]))
+            tally.unfused_rnn.append((_rnn_config(module), steps))
 
     return hook
+
+
+def _rnn_config(module) -> tuple:
+    """What the kernel count of an unfused recurrent module depends on (not its sizes)."""
+    return (module.mode, int(module.num_layers), bool(module.bias), bool(module.batch_first),
+            bool(module.bidirectional))
+
+
+_UNFUSED_RNN_KERNELS: dict = {}
+
+
+def _unfused_rnn_kernels(config: tuple, steps: int) -> int:
+    """Kernels torch dispatches on CPU for forward + backward of an unfused recurrent module (GRU, RNN) of this
+    configuration over ``steps`` time steps: counted once on a CPU replica with one feature, one hidden unit and a
+    batch of two (the count does not depend on the sizes; a batch of one takes a path with one op fewer per layer),
+    outside any other counting mode, and cached. A packed sequence counts as an unpacked one of its longest length
+    (an approximation: the packed path's own op count is not checked)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+    key = (config, int(steps))
+    if key in _UNFUSED_RNN_KERNELS:
+        return _UNFUSED_RNN_KERNELS[key]
+    mode, layers, bias, batch_first, bidirectional = config
+    count = [0]
+
+    class Count(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if _classify(func, func._overloadpacket.__name__, args, False) is not None:
+                count[0] += 1
+            return out
+
+    with _disable_current_modes(), torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+        kind = {"GRU": torch.nn.GRU, "RNN_TANH": torch.nn.RNN, "RNN_RELU": torch.nn.RNN}.get(mode, torch.nn.GRU)
+        extra = {"nonlinearity": "relu"} if mode == "RNN_RELU" else {}
+        rep = kind(1, 1, layers, bias=bias, batch_first=batch_first, bidirectional=bidirectional, device="cpu",
+                   **extra)
+        x = torch.zeros((2, max(int(steps), 1), 1) if batch_first else (max(int(steps), 1), 2, 1), device="cpu")
+        out, _ = rep(x)
+        grad = torch.ones_like(out)
+        with Count():
+            out, _ = rep(x)
+            torch.autograd.backward(out, grad)
+    _UNFUSED_RNN_KERNELS[key] = count[0]
+    return count[0]
 
 
 class _Tally:
@@ -263,6 +331,7 @@ class _Tally:
         self.flops = dict.fromkeys(TRACED_CLASSES, 0.0)
         self.bytes = dict.fromkeys(TRACED_CLASSES, 0.0)
         self.kernels = 0
+        self.unfused_rnn: list = []  # (config, time steps) of each unfused recurrent module's forward
         self.act_bytes = 0.0
 
 
@@ -376,6 +445,7 @@ def _trace(module, make_inputs, loss_fn, batch: int, device) -> _Tally:
     finally:
         for h in handles:
             h.remove()
+    tally.kernels += sum(_unfused_rnn_kernels(config, steps) for config, steps in tally.unfused_rnn)
     module.zero_grad(set_to_none=True)
     return tally
 
