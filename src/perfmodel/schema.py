@@ -54,14 +54,15 @@ OP_FEATURE_VERSION = 2
 #: Optional, nullable op-level columns (feature set version :data:`OP_FEATURE_VERSION`): a history without them loads as before.
 OP_COLUMNS: tuple[Column, ...] = tuple(
     _C(f"op_{c}_{q}", "float", f"{'FLOPs' if q == 'flops' else 'bytes moved'} per sample in {c} ops, "
-       "forward+backward (op feature set v1, nullable)")
+       "forward+backward (op-level feature set, nullable)")
     for c in OP_TRACED_CLASSES for q in ("flops", "bytes")
 ) + (
-    _C("op_step_bytes", "float", "batch-independent bytes per step over traced ops: weights, gradients (op v1)"),
-    _C("op_optimizer_flops", "float", "optimizer update FLOPs per step, analytic per parameter (op v1)"),
-    _C("op_optimizer_bytes", "float", "optimizer update bytes per step, analytic per parameter (op v1)"),
-    _C("op_kernels", "float", "kernels (aten ops) dispatched per optimizer step: launch-overhead proxy (op v1)"),
-    _C("op_act_bytes", "float", "activation memory: bytes saved for backward per sample, params excluded (op v1)"),
+    _C("op_step_bytes", "float", "batch-independent bytes per step over traced ops: weights, gradients (op features)"),
+    _C("op_optimizer_flops", "float", "optimizer update FLOPs per step, analytic per parameter (op features)"),
+    _C("op_optimizer_bytes", "float", "optimizer update bytes per step, analytic per parameter (op features)"),
+    _C("op_kernels", "float", "kernels (aten ops) dispatched per optimizer step: launch-overhead proxy (op features; "
+       "from version 2, GRU/RNN cells count their per-time-step ops)"),
+    _C("op_act_bytes", "float", "activation memory: bytes saved for backward per sample, params excluded (op features)"),
     _C("op_feature_version", "int", "version of the op-level feature set the op_* columns follow"),
 )
 #: Every column perfmodel knows, in the order records are written.
