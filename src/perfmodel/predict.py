@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ._format import format_duration, to_plain
+from ._rows import distinct_rows
 from ._validation import check_choice, check_confidence, check_positive_int, check_prediction_frame
 from .exceptions import DataQualityWarning, ExtrapolationWarning, SchemaError, UnsupportedQueryError
 from .hardware import PRECISIONS, get_spec, resolve_gpu_type
@@ -354,23 +355,10 @@ def _distinct_rows(q: pd.DataFrame, skip: tuple = ()) -> tuple[np.ndarray, np.nd
     """``first, inverse``: the position of the first of each distinct row of ``q`` (ignoring ``skip``), and each
     row's index into ``first``. 100,000 queries over a grid of a few hundred configurations are predicted once per
     configuration; unhashable cells fall back to one group per row."""
-    inverse = np.zeros(len(q), dtype=np.int64)
-    radix = 1  # a mixed-radix code over the columns, renumbered only before it could overflow
     try:
-        for col in q.columns:
-            if col in skip:
-                continue
-            codes, uniq = pd.factorize(q[col], use_na_sentinel=False)
-            if radix * len(uniq) >= 2**62:
-                inverse = pd.factorize(inverse)[0]
-                radix = int(inverse.max()) + 1
-            inverse = inverse + codes.astype(np.int64) * radix
-            radix *= max(len(uniq), 1)
+        first, inverse = distinct_rows([q[col] for col in q.columns if col not in skip] or [np.zeros(len(q))])
     except TypeError:
         return np.arange(len(q)), np.arange(len(q))
-    inverse = pd.factorize(inverse)[0]
-    # factorize numbers rows in order of first appearance: a first row is where the code reaches a new maximum
-    first = np.flatnonzero(np.r_[True, inverse[1:] > np.maximum.accumulate(inverse)[:-1]]) if len(q) else inverse
     return first, inverse
 
 

@@ -13,6 +13,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
 from .._delegates import resolve
+from .._rows import distinct_rows
 from .._validation import check_choice, check_confidence
 from ..exceptions import DataQualityWarning, NotFittedError, UnsupportedQueryError
 from ..features import RunFeaturizer
@@ -347,18 +348,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         never = self.domain_["min"].reindex(cols).isna().to_numpy()
         # a quantity the history never had (e.g. FLOPs), or the query lacks, counts as equal
         qp = np.where(np.isfinite(qp) & ~never, qp, 0.0)
-        inverse = np.zeros(len(qp), dtype=np.int64)  # one code per distinct row: queries repeat configs
-        radix = 1
-        for j in range(qp.shape[1]):
-            codes, uniq = pd.factorize(qp[:, j])
-            if radix * len(uniq) >= 2**62:  # renumber before the mixed-radix code could overflow
-                inverse = pd.factorize(inverse)[0]
-                radix = int(inverse.max()) + 1
-            inverse = inverse + codes * radix
-            radix *= max(len(uniq), 1)
-        inverse = pd.factorize(inverse)[0]
-        # factorize numbers rows in order of first appearance: a row is a first one where its code is a new maximum
-        first = np.flatnonzero(np.r_[True, inverse[1:] > np.maximum.accumulate(inverse)[:-1]])
+        first, inverse = distinct_rows(qp.T)  # one distance per distinct row: queries repeat configurations
         tree = getattr(self, "_domain_tree", None)
         if tree is None:
             from scipy.spatial import cKDTree  # ~3x faster queries than sklearn's KDTree
