@@ -376,3 +376,29 @@ def test_per_model_new_device_scores_too_few_for_the_confidence_fall_back_to_poo
     for conf in (0.9, 0.95):
         pi = model.predict_interval(q, conf)
         assert np.isfinite(pi[["step_lower", "step_upper"]].to_numpy()).all() and (pi["step_lower"] > 0).all()
+
+
+def test_named_methods_score_a_new_device_per_model_where_enough_devices_were_held_out():
+    devices = ("V100-SXM2-32GB", "T4", "A100-SXM4-80GB", "A100-PCIE-40GB", "A30", "A10", "A40", "L4", "L40",
+               "RTX-A6000", "H100")
+    rng = np.random.default_rng(7)
+    rows = []
+    for m, spread in (("steady", 0.02), ("erratic", 0.4)):
+        params = int(10 ** rng.uniform(7, 9))
+        for d in devices:
+            eff = 0.3 * float(np.exp(rng.normal(0, spread)))
+            for b in (4, 8, 16):
+                t = 6.0 * params * 512 * b / (get_spec(d).peak_tflops("fp16") * 1e12 * eff)
+                rows.append({"model": m, "family": "decoder", "params": params, "flops_per_sample": 6.0 * params * 512,
+                             "batch_size": b, "gpu_count": 1, "gpu_type": d, "precision": "fp16", "step_time_s": t})
+    runs = perfmodel.load_runs(pd.DataFrame(rows))
+    train = runs[runs["gpu_type"] != get_spec("H100").name].reset_index(drop=True)
+    model = perfmodel.TrainingTimeModel(method="loglinear").fit(train, held_out="gpu_type")
+    assert set(model.held_out_scores_by_model_) == {"steady", "erratic"}
+    q = pd.DataFrame({"model": ["steady", "erratic"], "params": 1e8, "flops_per_sample": 6e8 * 512, "batch_size": 8,
+                      "gpu_count": 1, "gpu_type": "H100", "precision": "fp16"})
+    width = np.log(model.predict_interval(q)["step_upper"] / model.predict_interval(q)["step_lower"]).to_numpy()
+    assert width[1] > width[0]
+    # with too few devices: no per-model scores, one pooled interval
+    few = train[train["gpu_type"].isin([get_spec(d).name for d in devices[:5]])].reset_index(drop=True)
+    assert perfmodel.TrainingTimeModel(method="loglinear").fit(few, held_out="gpu_type").held_out_scores_by_model_ == {}

@@ -23,7 +23,7 @@ from ._gbm import GBMRegressor, balanced_scores, conformal_quantile
 from ._ols import OLSRegressor
 from ._ops import OpsRegressor
 from ._physics import PhysicsRegressor
-from ._roofline import RooflineRegressor
+from ._roofline import _MODEL_DEVICE_MIN, RooflineRegressor
 
 __all__ = ["TrainingTimeModel", "METHODS", "HELD_OUT_COLUMNS", "Summary", "model_table",
            "precision_by_device"]
@@ -128,7 +128,9 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         Median time to first step in the history (0 when the history has no ``startup_s``).
     held_out_ : str or None
         The column given as ``fit(held_out=...)`` when its leave-group-out scores were computed, else None;
-        ``held_out_scores_`` holds those scores (absolute log residuals, sorted).
+        ``held_out_scores_`` holds those scores (absolute log residuals, sorted). For ``"gpu_type"``,
+        ``held_out_scores_by_model_`` also holds each model's own scores where they come from at least 9 held-out
+        device types (a known model on a new device takes its own, as ``roofline`` does).
     """
 
     def __init__(self, *, method: str = "loglinear", cv: int | None = 5, random_state: int | None = 0):
@@ -223,6 +225,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             self.cv_median_ape_ = median_ape(y, oof)
         self.held_out_ = None
         self.held_out_values_ = self.held_out_scores_ = None
+        self.held_out_scores_by_model_ = {}
         if (held_out is not None and held_out in runs.columns
                 and held_out not in getattr(reg, "scored_columns", ())):
             self._fit_held_out_scores(runs, y, held_out)
@@ -257,6 +260,13 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
                           f"{' …' if len(failed) > 5 else ''} could not be fitted; the intervals for a query beyond "
                           f"the runs' {column} values rest on the other groups.", DataQualityWarning, stacklevel=3)
         scores = np.abs(np.log(y[ok]) - np.log(oof[ok]))
+        if column == "gpu_type" and "model" in runs.columns:
+            # Mondrian by model: how well a workload's speed transfers across devices differs between workloads
+            names = runs["model"].astype(str).to_numpy()[ok]
+            for m in np.unique(names):
+                own = names == m
+                if len(np.unique(keys[ok][own])) >= _MODEL_DEVICE_MIN:
+                    self.held_out_scores_by_model_[str(m)] = np.sort(scores[own])
         if column == "model":  # a new model is one draw of a model: every held-out model weighs the same
             scores = balanced_scores(scores, keys[ok])
         self.held_out_ = column
@@ -319,7 +329,14 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             # a value of the held-out column that no run has: the leave-that-group-out scores
             beyond = ~np.isin(_group_keys(X[column], column), self.held_out_values_)
             if beyond.any():  # never narrower than the method's own interval
-                q = conformal_quantile(self.held_out_scores_, confidence)
+                q = np.full(len(pred), conformal_quantile(self.held_out_scores_, confidence))
+                by_model = getattr(self, "held_out_scores_by_model_", None)  # absent in older model files
+                if by_model and "model" in X.columns:
+                    names = X["model"].astype(str).to_numpy()
+                    for m in set(names[beyond]) & set(by_model):
+                        qm = conformal_quantile(by_model[m], confidence)
+                        if np.isfinite(qm):  # too few own scores for this confidence: the pooled ones
+                            q[beyond & (names == m)] = qm
                 lo = np.where(beyond, np.minimum(lo, pred * np.exp(-q)), lo)
                 hi = np.where(beyond, np.maximum(hi, pred * np.exp(q)), hi)
         dist = self.domain_distance(X) if isinstance(X, pd.DataFrame) else np.zeros(len(pred))
