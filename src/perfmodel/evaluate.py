@@ -192,11 +192,11 @@ class PeakRatioBaseline:
         return pd.DataFrame({"step_time_s": pred, "step_lower": nan, "step_upper": nan}, index=runs.index)
 
 
-#: Baselines measured beside perfmodel's methods: (a) the seed formula, (b) the analytic estimate, two ways,
-#: (c) naive peak-ratio scaling across devices.
 #: What a table row with n = 0 means.
 REFUSED_NOTE = ("n = 0: the method refused every held-out run (e.g. linear, loglinear and gbm cannot predict a "
                 "device count their training runs never varied)")
+#: Baselines measured beside perfmodel's methods: (a) the seed formula, (b) the analytic estimate, two ways,
+#: (c) naive peak-ratio scaling across devices.
 BASELINES = ("seed-linear", "6ND-util0.4", "6ND-fitted-util", "peak-ratio")
 
 

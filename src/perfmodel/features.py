@@ -334,10 +334,8 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
             # no thread counts in the history: a CPU run's workers share one host, whose capacity does not grow
             # with them, so each worker has 1/n of it (the nominal total is absorbed by the fitted efficiencies;
             # a query's own thread count would be on another scale, so it is not used)
-            per = np.array([self.total_threads_ / c for c in uniq])
-            return per[np.ravel(inv)]
-        else:
-            per = np.array([self.threads_by_count_.get(int(c), max(1.0, self.total_threads_ / c)) for c in uniq])
+            return np.array([self.total_threads_ / c for c in uniq])[np.ravel(inv)]
+        per = np.array([self.threads_by_count_.get(int(c), max(1.0, self.total_threads_ / c)) for c in uniq])
         default = per[np.ravel(inv)]
         return np.where(np.isfinite(own) & (own > 0), own, default)
 

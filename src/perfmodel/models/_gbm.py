@@ -13,7 +13,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._validation import check_confidence
 from ..metrics import r2
 
-__all__ = ["GBMRegressor", "conformal_quantile", "balanced_scores", "TreeEnsemble"]
+__all__ = ["GBMRegressor", "conformal_quantile", "balanced_scores", "scores_by_group", "group_quantiles",
+           "TreeEnsemble"]
 
 #: Quantiles each held-out group contributes to group-balanced conformity scores.
 BALANCED_QUANTILES = 200
@@ -145,6 +146,37 @@ def balanced_scores(scores: np.ndarray, groups: np.ndarray, n: int = BALANCED_QU
     scores, groups = np.asarray(scores, dtype=float), np.asarray(groups)
     probs = (np.arange(n) + 0.5) / n
     return np.sort(np.concatenate([np.quantile(scores[groups == g], probs) for g in np.unique(groups)]))
+
+
+#: A group takes its own conformity scores (:func:`scores_by_group`) once they come from at least this many
+#: held-out units (9: the fewest units whose 90% conformal quantile is finite, ceil(0.9 (g + 1)) <= g).
+GROUP_MIN_UNITS = 9
+
+
+def scores_by_group(scores: np.ndarray, groups: np.ndarray, units: np.ndarray,
+                    min_units: int = GROUP_MIN_UNITS) -> dict:
+    """Mondrian scores: each group's own sorted scores, for the groups whose scores come from at least
+    ``min_units`` distinct held-out ``units`` (e.g. a model's runs scored on >= 9 held-out device types: how well a
+    workload's speed transfers across devices differs between workloads). Keys are plain Python values."""
+    scores, groups, units = np.asarray(scores, dtype=float), np.asarray(groups), np.asarray(units)
+    out = {}
+    for g in np.unique(groups):
+        own = groups == g
+        if len(np.unique(units[own])) >= min_units:
+            out[g.item() if isinstance(g, np.generic) else g] = np.sort(scores[own])
+    return out
+
+
+def group_quantiles(by_group: dict, keys, default, confidence: float) -> np.ndarray:
+    """Per row: the conformal quantile of its group's own scores (:func:`scores_by_group`), else ``default`` (the
+    pooled quantile) — also where the group's own scores are too few to bound ``confidence``."""
+    out = np.array(default, dtype=float, copy=True)
+    keys = np.asarray(keys)
+    for g in set(keys.tolist()) & set(by_group or {}):
+        q = conformal_quantile(by_group[g], confidence)
+        if np.isfinite(q):
+            out[keys == g] = q
+    return out
 
 
 def conformal_quantile(scores: np.ndarray, confidence: float) -> float:

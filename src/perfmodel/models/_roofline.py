@@ -51,7 +51,7 @@ from threadpoolctl import threadpool_limits
 from .._validation import check_confidence, check_fit_arrays
 from ..metrics import r2
 from ..features import ROOFLINE_COLUMNS
-from ._gbm import balanced_scores, conformal_quantile
+from ._gbm import balanced_scores, conformal_quantile, group_quantiles, scores_by_group
 
 __all__ = ["RooflineRegressor", "QUERY_KINDS"]
 
@@ -70,11 +70,6 @@ QUERY_KINDS = ("seen", "new_batch", "new_count", "new_pair", "sparse_model", "ne
 _SPARSE_KEEPS = (1, 2, 3, 5)
 #: Devices of each model the sparse refits start from (drawn at random).
 _SPARSE_DEVICES = 4
-#: A known model asked on a new device type takes the leave-one-device-type-out scores of its own runs once they
-#: come from at least this many held-out device types (9: the fewest units whose 90% conformal quantile is
-#: finite, ceil(0.9 (g + 1)) <= g); a model on fewer device types takes the scores of every model, and so does a
-#: query whose confidence its own scores are too few to bound.
-_MODEL_DEVICE_MIN = 9
 
 
 def _key(pair: np.ndarray, value: np.ndarray) -> np.ndarray:
@@ -267,13 +262,8 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
             # a new model: the held-out benchmarks are the exchangeable units, whatever their run counts
             scores = self._group_scores(Z, r, g, balanced=(kind == "new_model"), raw=(kind == "new_device"))
             if kind == "new_device" and scores is not None:
-                # Mondrian by model: how far a new device type is from the fit depends on the workload (one
-                # benchmark's runs transfer across devices better than another's), so a known model on a new
-                # device takes the scores of its own runs where enough device types were held out
-                for m in np.unique(m_codes):
-                    own = m_codes == m
-                    if len(np.unique(dev_codes[own])) >= _MODEL_DEVICE_MIN:
-                        self.device_scores_by_model_[int(m)] = np.sort(scores[own])
+                # a known model on a new device takes its own runs' scores where enough device types were held out
+                self.device_scores_by_model_ = scores_by_group(scores, m_codes, dev_codes)
                 scores = np.sort(scores)
             self.scores_[kind] = self.scores_["seen"] if scores is None else scores
         for keep in _SPARSE_KEEPS:
@@ -369,12 +359,9 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
             half[sparse] = [qs[int(k)] for k in use]
         by_model = getattr(self, "device_scores_by_model_", None)  # absent in models saved before it existed
         if by_model:
-            new_dev = np.flatnonzero(kind == "new_device")
-            codes = X[new_dev, _COL["model_code"]].astype(int)
-            qm = {m: conformal_quantile(by_model[m], confidence) for m in np.unique(codes) if int(m) in by_model}
-            # a model's own scores may be too few for a high confidence (an unbounded quantile): pooled then
-            half[new_dev] = [qm[int(m)] if np.isfinite(qm.get(int(m), np.inf)) else h
-                             for m, h in zip(codes, half[new_dev])]
+            new_dev = kind == "new_device"
+            half[new_dev] = group_quantiles(by_model, X[new_dev, _COL["model_code"]].astype(int), half[new_dev],
+                                            confidence)
         both = (kind == "new_device") & model_new
         half = np.where(both, np.hypot(q["new_device"], q["new_model"]), half)
         # a known pair at a new batch and a new count: the wider of the two

@@ -19,11 +19,11 @@ from ..exceptions import DataQualityWarning, NotFittedError, UnsupportedQueryErr
 from ..features import RunFeaturizer
 from ..metrics import mape, median_ape, r2
 from ..schema import validate_runs
-from ._gbm import GBMRegressor, balanced_scores, conformal_quantile
+from ._gbm import GBMRegressor, balanced_scores, conformal_quantile, group_quantiles, scores_by_group
 from ._ols import OLSRegressor
 from ._ops import OpsRegressor
 from ._physics import PhysicsRegressor
-from ._roofline import _MODEL_DEVICE_MIN, RooflineRegressor
+from ._roofline import RooflineRegressor
 
 __all__ = ["TrainingTimeModel", "METHODS", "HELD_OUT_COLUMNS", "Summary", "model_table",
            "precision_by_device"]
@@ -260,13 +260,9 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
                           f"{' …' if len(failed) > 5 else ''} could not be fitted; the intervals for a query beyond "
                           f"the runs' {column} values rest on the other groups.", DataQualityWarning, stacklevel=3)
         scores = np.abs(np.log(y[ok]) - np.log(oof[ok]))
-        if column == "gpu_type" and "model" in runs.columns:
-            # Mondrian by model: how well a workload's speed transfers across devices differs between workloads
-            names = runs["model"].astype(str).to_numpy()[ok]
-            for m in np.unique(names):
-                own = names == m
-                if len(np.unique(keys[ok][own])) >= _MODEL_DEVICE_MIN:
-                    self.held_out_scores_by_model_[str(m)] = np.sort(scores[own])
+        if column == "gpu_type" and "model" in runs.columns:  # a known model on a new device: its own, as roofline
+            self.held_out_scores_by_model_ = scores_by_group(scores, runs["model"].astype(str).to_numpy()[ok],
+                                                             keys[ok])
         if column == "model":  # a new model is one draw of a model: every held-out model weighs the same
             scores = balanced_scores(scores, keys[ok])
         self.held_out_ = column
@@ -332,11 +328,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
                 q = np.full(len(pred), conformal_quantile(self.held_out_scores_, confidence))
                 by_model = getattr(self, "held_out_scores_by_model_", None)  # absent in older model files
                 if by_model and "model" in X.columns:
-                    names = X["model"].astype(str).to_numpy()
-                    for m in set(names[beyond]) & set(by_model):
-                        qm = conformal_quantile(by_model[m], confidence)
-                        if np.isfinite(qm):  # too few own scores for this confidence: the pooled ones
-                            q[beyond & (names == m)] = qm
+                    q = group_quantiles(by_model, X["model"].astype(str).to_numpy(), q, confidence)
                 lo = np.where(beyond, np.minimum(lo, pred * np.exp(-q)), lo)
                 hi = np.where(beyond, np.maximum(hi, pred * np.exp(q)), hi)
         dist = self.domain_distance(X) if isinstance(X, pd.DataFrame) else np.zeros(len(pred))
