@@ -29,6 +29,10 @@ SPLITS = {"leave-one-model-out": "model", "leave-one-batch-size-out": "batch_siz
           "leave-one-gpu-count-out": "gpu_count"}
 D0S = (0.25, 0.5, 0.75, 1.0)
 CS = tuple(np.round(np.arange(0, 4.01, 0.25), 2))
+#: A distance band constrains the constants only if its runs come from at least this many held-out groups: the
+#: runs of one held-out model (or batch size, or count) err together, so a band of one or two groups is one or two
+#: draws, not many.
+MIN_BAND_GROUPS = 5
 
 
 def held_out(runs: pd.DataFrame, method: str, confidence: float) -> pd.DataFrame:
@@ -43,7 +47,8 @@ def held_out(runs: pd.DataFrame, method: str, confidence: float) -> pd.DataFrame
                 m = TrainingTimeModel(method=method, cv=5).fit(train.reset_index(drop=True))
                 m._widening = (0.0, 0.0)
                 pi = m.predict_interval(test.reset_index(drop=True), confidence)
-            rows.append(pd.DataFrame({"split": split, "y": test["step_time_s"].to_numpy(dtype=float),
+            rows.append(pd.DataFrame({"split": split, "group": f"{split}={g}",
+                                      "y": test["step_time_s"].to_numpy(dtype=float),
                                       "pred": pi["step_time_s"].to_numpy(), "lo": pi["step_lower"].to_numpy(),
                                       "hi": pi["step_upper"].to_numpy(), "d": pi["nearest_run_distance"].to_numpy()}))
     return pd.concat(rows, ignore_index=True)
@@ -66,14 +71,15 @@ def main(argv=None) -> int:
     bands = pd.cut(df["d"], [-0.01, 0.25, 0.5, 0.75, 1.0, 1.5, np.inf])
     print(f"{len(df)} held-out runs ({args.method}, {args.confidence:.0%} intervals); distance bands:")
     lo, hi = widen(df, EXTRAPOLATION_D0, EXTRAPOLATION_C)
-    table = pd.DataFrame({"band": bands, "raw": (df["y"] >= df["lo"]) & (df["y"] <= df["hi"]),
+    table = pd.DataFrame({"band": bands, "group": df["group"], "raw": (df["y"] >= df["lo"]) & (df["y"] <= df["hi"]),
                           "widened": (df["y"] >= lo) & (df["y"] <= hi)}).groupby("band", observed=True).agg(
-        runs=("raw", "size"), coverage_raw=("raw", "mean"), coverage_widened=("widened", "mean"))
+        runs=("raw", "size"), held_out_groups=("group", "nunique"), coverage_raw=("raw", "mean"),
+        coverage_widened=("widened", "mean"))
     print(table.to_string(float_format=lambda v: f"{v:.3f}"))
     print(f"overall coverage: raw {coverage(df['y'], df['lo'], df['hi']):.3f}, widened with d0={EXTRAPOLATION_D0}, "
           f"c={EXTRAPOLATION_C}: {coverage(df['y'], lo, hi):.3f}")
     print("\ncalibration: smallest c with coverage >= nominal beyond d0, and >= nominal - 0.05 in every distance "
-          "band beyond d0 that holds >= 8 runs")
+          f"band beyond d0 that holds runs of >= {MIN_BAND_GROUPS} held-out groups")
     for d0 in D0S:
         far = df["d"] > d0
         if far.sum() < 10:
@@ -82,8 +88,9 @@ def main(argv=None) -> int:
         for c in CS:
             lo, hi = widen(df, d0, c)
             inside = (df["y"] >= lo) & (df["y"] <= hi)
-            per_band = inside[far].groupby(bands[far], observed=True).agg(["mean", "size"])
-            ok_bands = (per_band.loc[per_band["size"] >= 8, "mean"] >= args.confidence - 0.05).all()
+            per_band = pd.DataFrame({"inside": inside[far], "group": df["group"][far]}).groupby(
+                bands[far], observed=True).agg(mean=("inside", "mean"), groups=("group", "nunique"))
+            ok_bands = (per_band.loc[per_band["groups"] >= MIN_BAND_GROUPS, "mean"] >= args.confidence - 0.05).all()
             if coverage(df["y"][far], lo[far], hi[far]) >= args.confidence and ok_bands:
                 print(f"  d0={d0}: c={c} ({int(far.sum())} runs beyond; their coverage "
                       f"{coverage(df['y'][far], lo[far], hi[far]):.3f}; overall {coverage(df['y'], lo, hi):.3f})")

@@ -154,6 +154,23 @@ class TestPhysics:
         outside = m.predict_interval(row.assign(gpu_count=8))
         assert (outside["step_upper"] / outside["step_lower"]).iloc[0] > (inside["step_upper"] / inside["step_lower"]).iloc[0]
 
+    def test_seen_model_at_a_new_count_is_one_step_of_generalisation(self):
+        # a one-count history: a seen model at another count is widened by its distance to the runs (the
+        # calibrated extrapolation widening), starting from the seen-model scores; a model never seen at that
+        # count is new in two ways and gets the wider new-model interval
+        full = physics_history(0, model_sd=0.3)
+        one = full[full["gpu_count"] == 1].reset_index(drop=True)
+        m = TrainingTimeModel(method="physics").fit(one)
+        row = one.iloc[[2]]
+
+        def width(r):
+            pi = m.predict_interval(r)
+            return float(np.log(pi["step_upper"] / pi["step_lower"]).iloc[0])
+
+        inside, out = width(row), width(row.assign(gpu_count=2))
+        new_out = width(row.assign(model="never-seen", gpu_count=2))
+        assert inside < out < new_out
+
     def test_cpu_workers_share_the_host_when_the_history_has_no_thread_counts(self):
         # a history in the minimal schema (no threads_per_worker) with one device count: a second worker on the
         # same host halves each worker's compute, so the step at the same per-device batch takes longer
@@ -243,6 +260,30 @@ def test_methods_without_a_count_form_refuse_a_count_their_runs_never_varied():
     assert t.loc["gbm", "n"] == 0 and np.isnan(t.loc["gbm", "coverage"])
     assert t.loc["physics", "n"] == len(full)
     assert "n = 0: the method refused" in str(ev)
+
+
+def test_an_interpolated_held_out_value_takes_the_interpolating_refits_scores():
+    from perfmodel.models import conformal_quantile
+
+    runs = physics_history(0, noise=0.05)  # batch sizes 8, 16, 32, 64
+    m = TrainingTimeModel(method="gbm").fit(runs, held_out="batch_size")
+    inner = m.held_out_scores_interior_
+    # the refits without 16 or without 32 interpolated; those without 8 or 64 extrapolated
+    assert len(inner) == int(runs["batch_size"].isin([16, 32]).sum())
+    assert conformal_quantile(inner, 0.9) < conformal_quantile(m.held_out_scores_, 0.9)
+    row = runs.iloc[[0]]
+
+    def half_width(batch):
+        pi = m.predict_interval(row.assign(batch_size=batch))
+        return float(np.log(pi["step_upper"] / pi["step_time_s"]).iloc[0])
+
+    own = half_width(8)  # a value the runs have: the method's own interval
+    q_between = max(own, conformal_quantile(inner, 0.9))
+    assert half_width(24) == pytest.approx(q_between)  # between two measured batch sizes
+    assert half_width(128) >= conformal_quantile(m.held_out_scores_, 0.9) - 1e-12  # beyond them: every refit's scores
+    # a history whose held-out values are never interpolated (two values) keeps the pooled scores only
+    two = runs[runs["batch_size"].isin([8, 64])].reset_index(drop=True)
+    assert TrainingTimeModel(method="gbm").fit(two, held_out="batch_size").held_out_scores_interior_ is None
 
 
 def test_one_count_history_saves_loads_and_scales(tmp_path):

@@ -18,8 +18,12 @@ Prediction intervals are cross-conformal on the log scale, with three sets of co
 out-of-fold residuals of one kind of generalisation: random K-fold (a seen model at a batch size and device count
 the fit has seen), leave-one-batch-size-out (a seen model at a new batch size) and leave-one-model-out (a new
 model) — split into the rows whose family still had another model in the refit (a new model of a known family)
-and all rows (a new family). Each query uses the set matching its kind; a device count outside the fitted range
-is treated like a new model of a new family (the widest), since device-count scaling is then extrapolated.
+and all rows (a new family). Each query uses the set matching its kind of model and batch size. A device count
+outside the fitted range is not a kind of its own here: :meth:`TrainingTimeModel.predict_interval` widens every
+interval with the query's distance to the runs (``nearest_run_distance``, calibrated on held-out splits by
+``benchmarks/extrapolation.py``), and a new count is exactly such a distance. (Taking the new-family scores as
+well counted the extrapolation twice: the bundled CPU runs' leave-one-count-out intervals covered 1.000 at a
+mean relative width of 5.6.)
 """
 
 from __future__ import annotations
@@ -186,14 +190,12 @@ class PhysicsRegressor(RegressorMixin, BaseEstimator):
         X = np.asarray(X, dtype=float)
         pred = self.predict(X)
         seen_model = np.isin(X[:, self._MODEL].astype(int), self.known_models_)
-        in_counts = (X[:, self._COUNT] >= self.gpu_range_[0]) & (X[:, self._COUNT] <= self.gpu_range_[1])
         seen_batch = np.isin(X[:, self._BATCH], self.batch_sizes_)
         known_family = np.isin(X[:, self._FAM].astype(int), self.known_families_)
         q_seen, q_batch, q_fam, q_new = (
             conformal_quantile(s, confidence)
             for s in (self.scores_seen_, self.scores_batch_, self.scores_new_known_family_, self.scores_new_))
-        q_new_model = np.where(known_family & in_counts, q_fam, q_new)
-        q = np.where(seen_model & in_counts, np.where(seen_batch, q_seen, q_batch), q_new_model)
+        q = np.where(seen_model, np.where(seen_batch, q_seen, q_batch), np.where(known_family, q_fam, q_new))
         return pred, pred * np.exp(-q), pred * np.exp(q)
 
     def coef_table(self, family_names=None):

@@ -164,7 +164,9 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             A query row with a value of it that no run has gets its interval from *leave-that-group-out*
             conformity scores (the runs refitted without each group, up to 10 folds, and scored on it) instead
             of the method's own, never narrower than it (for ``model``, every held-out model weighs the same:
-            with few models an assumption, not a finite-sample guarantee). :func:`perfmodel.fit` /
+            with few models an assumption, not a finite-sample guarantee; for ``batch_size`` and ``gpu_count``, a
+            value between two the runs have takes the scores of the refits that held out an inner value, since
+            those interpolated while the others extrapolated). :func:`perfmodel.fit` /
             ``fit_history(kind=...)`` set it from the kind of query. A regressor that scores such queries itself
             (its ``scored_columns``: every column for ``roofline``; ``model`` and ``batch_size`` for ``physics``
             and ``ops``, which tell a new family from a new model of a known one) keeps its own.
@@ -226,6 +228,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         self.held_out_ = None
         self.held_out_values_ = self.held_out_scores_ = None
         self.held_out_scores_by_model_ = {}
+        self.held_out_scores_interior_ = None
         if (held_out is not None and held_out in runs.columns
                 and held_out not in getattr(reg, "scored_columns", ())):
             self._fit_held_out_scores(runs, y, held_out)
@@ -238,7 +241,12 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             return  # one value: nothing to hold out (a query beyond it keeps the method's own interval)
         oof = np.full(len(runs), np.nan)
         failed = []
+        numeric = column in _NUMERIC_GROUPS
+        values = pd.to_numeric(runs[column], errors="coerce").to_numpy(dtype=float) if numeric else None
+        interior = np.zeros(len(runs), dtype=bool)  # held-out value strictly inside its refit's range
         for tr, te in GroupKFold(min(len(groups), _MAX_GROUP_FOLDS)).split(runs, groups=keys):
+            if numeric:
+                interior[te] = (values[te] > np.nanmin(values[tr])) & (values[te] < np.nanmax(values[tr]))
             fold = TrainingTimeModel(method=self.method, cv=None, random_state=self.random_state)
             fold._conformal = False  # point predictions are all the scores need
             fold._prevalidated = True
@@ -263,6 +271,11 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         if column == "gpu_type" and "model" in runs.columns:  # a known model on a new device: its own, as roofline
             self.held_out_scores_by_model_ = scores_by_group(scores, runs["model"].astype(str).to_numpy()[ok],
                                                              keys[ok])
+        self.held_out_scores_interior_ = None
+        if numeric and (interior & ok).any():
+            # a value between two the runs have is interpolated: scored by the refits that interpolated (the
+            # extrapolating ones, holding out the smallest or largest value, err more)
+            self.held_out_scores_interior_ = np.sort(np.abs(np.log(y[ok & interior]) - np.log(oof[ok & interior])))
         if column == "model":  # a new model is one draw of a model: every held-out model weighs the same
             scores = balanced_scores(scores, keys[ok])
         self.held_out_ = column
@@ -326,6 +339,14 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             beyond = ~np.isin(_group_keys(X[column], column), self.held_out_values_)
             if beyond.any():  # never narrower than the method's own interval
                 q = np.full(len(pred), conformal_quantile(self.held_out_scores_, confidence))
+                inner = getattr(self, "held_out_scores_interior_", None)  # absent in older model files
+                if inner is not None:
+                    q_inner = conformal_quantile(inner, confidence)
+                    seen = np.array([float(v) for v in self.held_out_values_])
+                    v = pd.to_numeric(X[column], errors="coerce").to_numpy(dtype=float)
+                    between = (v > seen.min()) & (v < seen.max())
+                    if np.isfinite(q_inner):
+                        q = np.where(between, q_inner, q)
                 by_model = getattr(self, "held_out_scores_by_model_", None)  # absent in older model files
                 if by_model and "model" in X.columns:
                     q = group_quantiles(by_model, X["model"].astype(str).to_numpy(), q, confidence)
