@@ -66,6 +66,33 @@ def _fmt_table(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def device_bootstrap(inside: np.ndarray, devices: np.ndarray, reps: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """90% interval of a coverage over resamples of the held-out device types (a benchmark's runs on one device
+    type err together: the units are the device types, not the runs)."""
+    codes, dev = np.unique(devices, return_inverse=True)
+    hits = np.bincount(dev, weights=inside.astype(float), minlength=len(codes))
+    sizes = np.bincount(dev, minlength=len(codes)).astype(float)
+    draw = np.random.default_rng(seed).integers(0, len(codes), size=(reps, len(codes)))
+    cov = hits[draw].sum(axis=1) / sizes[draw].sum(axis=1)
+    return float(np.quantile(cov, 0.05)), float(np.quantile(cov, 0.95))
+
+
+#: Fewest held-out device types for which the bootstrap interval is read at all (with fewer, a percentile
+#: bootstrap over the types is degenerate or far too narrow).
+MIN_BOOTSTRAP_UNITS = 8
+
+
+def coverage_verdict(coverage: float, lo: float, hi: float, units: int) -> str:
+    """'ok' inside 0.85-0.95; outside it, 'miss' when the device bootstrap interval excludes 0.90 (miscalibrated
+    beyond what resampling the device types explains), 'outside, within sampling' when it does not, and
+    'outside, too few device types' below :data:`MIN_BOOTSTRAP_UNITS`."""
+    if 0.85 <= coverage <= 0.95:
+        return "ok"
+    if units < MIN_BOOTSTRAP_UNITS:
+        return "outside, too few device types"
+    return "miss" if not (lo <= 0.90 <= hi) else "outside, within sampling"
+
+
 def lodo(runs: pd.DataFrame, methods, n_jobs: int) -> tuple[pd.DataFrame, dict]:
     ev = evaluate(runs, methods=methods, splits=("leave-one-gpu-type-out",), baselines=True, n_jobs=n_jobs)
     preds = ev.predictions
@@ -84,14 +111,20 @@ def lodo(runs: pd.DataFrame, methods, n_jobs: int) -> tuple[pd.DataFrame, dict]:
                   .groupby(["method", "held_out"]).agg(n=("ape", "size"), median_ape=("ape", "median"),
                                                       coverage=("inside", "mean")).reset_index())
     # conditional coverage: a user asks about one workload, so each benchmark's own coverage matters
-    per_benchmark = (answered
-                     .assign(benchmark=lambda d: runs["model"].to_numpy()[d["row"].to_numpy(dtype=int)],
+    scored = answered.assign(benchmark=lambda d: runs["model"].to_numpy()[d["row"].to_numpy(dtype=int)],
                              ape=lambda d: _ape(d["pred"], d["y"]),
                              inside=lambda d: (d["step_lower"] <= d["y"]) & (d["y"] <= d["step_upper"]),
                              rel_width=lambda d: (d["step_upper"] - d["step_lower"]) / d["pred"])
-                     .groupby(["method", "benchmark"]).agg(n=("ape", "size"), median_ape=("ape", "median"),
-                                                           coverage=("inside", "mean"),
-                                                           rel_width=("rel_width", "median")).reset_index())
+    per_benchmark = (scored.groupby(["method", "benchmark"])
+                     .agg(n=("ape", "size"), device_types=("held_out", "nunique"), median_ape=("ape", "median"),
+                          coverage=("inside", "mean"), rel_width=("rel_width", "median")).reset_index())
+    ci = {key: device_bootstrap(g["inside"].to_numpy(), g["held_out"].to_numpy())
+          for key, g in scored.groupby(["method", "benchmark"])}
+    per_benchmark["coverage_ci90"] = [f"{ci[k][0]:.2f}-{ci[k][1]:.2f}"
+                                      for k in zip(per_benchmark["method"], per_benchmark["benchmark"])]
+    per_benchmark["verdict"] = [coverage_verdict(c, *ci[k], u) for c, u, k in
+                                zip(per_benchmark["coverage"], per_benchmark["device_types"],
+                                    zip(per_benchmark["method"], per_benchmark["benchmark"]))]
     return ev.table, {"paired_with_peak_ratio": paired, "per_device": per_device.to_dict("records"),
                       "per_benchmark": per_benchmark}
 
@@ -181,7 +214,10 @@ def main(argv=None) -> int:
     for m, p in extra["paired_with_peak_ratio"].items():
         lines.append(f"- {m} vs peak-ratio on the {p['rows']} rows where peak-ratio has a reference: median APE "
                      f"{p['median_ape']:.1f}% vs {p['peak_ratio_median_ape']:.1f}%")
-    lines += ["", "Per benchmark (conditional coverage of the new-device intervals):", "",
+    lines += ["", "Per benchmark (conditional coverage of the new-device intervals; coverage_ci90: 90% interval "
+              "over resamples of the held-out device types, the units whose runs err together; verdict: 'ok' in "
+              "0.85-0.95, 'miss' where that interval excludes 0.90, else 'outside, within sampling', or "
+              "'outside, too few device types' below 8):", "",
               per_benchmark.to_string(index=False, float_format=lambda v: f"{v:.3g}"), ""]
 
     sp = all_splits(runs, ("roofline",) if args.quick else ("roofline", "auto"), args.n_jobs, table)

@@ -1,8 +1,8 @@
 """Calibrate (and check) how prediction intervals widen with the distance to the data.
 
 Every method's interval goes through ``TrainingTimeModel.predict_interval``, which multiplies the log half-widths
-by ``1 + c · max(0, d − d0)``, with ``d`` the query's ``nearest_run_distance``. This script fits the default
-method on leave-one-group-out splits of a history (leave one model / batch size / device count out) with the
+by ``1 + c · max(0, d − d0)``, with ``d`` the query's ``nearest_run_distance``. This script fits a method
+(``--method``, default ``physics``) on leave-one-group-out splits of a history (leave one model / batch size / device count out) with the
 widening switched off, records each held-out run's distance, interval and truth, and then, for each candidate
 ``d0``, finds the smallest ``c`` for which held-out runs beyond ``d0`` are covered at the nominal level. It
 prints coverage by distance band before and after, and the chosen constants (set in

@@ -402,3 +402,28 @@ def test_named_methods_score_a_new_device_per_model_where_enough_devices_were_he
     # with too few devices: no per-model scores, one pooled interval
     few = train[train["gpu_type"].isin([get_spec(d).name for d in devices[:5]])].reset_index(drop=True)
     assert perfmodel.TrainingTimeModel(method="loglinear").fit(few, held_out="gpu_type").held_out_scores_by_model_ == {}
+
+
+def test_per_benchmark_coverage_interval_resamples_device_types():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "cross_hardware.py"
+    spec = importlib.util.spec_from_file_location("cross_hardware_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    devices = np.repeat(list("abcde"), 20)
+    # every run covered: no resample can say otherwise
+    assert bench.device_bootstrap(np.ones(100, bool), devices) == (1.0, 1.0)
+    # one device type of five missed entirely: 0.8 overall, and resampling the types spans well past 0.9
+    inside = devices != "e"
+    lo, hi = bench.device_bootstrap(inside, devices)
+    assert lo < 0.8 < hi and hi >= 0.95
+    assert bench.coverage_verdict(0.8, lo, hi, 5) == "outside, too few device types"
+    # the same miss rate spread over 50 device types is a real miss: the interval excludes 0.90
+    many = np.repeat(np.arange(50), 10)
+    spread = np.tile(np.r_[np.ones(8, bool), np.zeros(2, bool)], 50)
+    lo, hi = bench.device_bootstrap(spread, many)
+    assert bench.coverage_verdict(0.8, lo, hi, 50) == "miss"
+    assert bench.coverage_verdict(0.8, 0.6, 0.95, 10) == "outside, within sampling"
+    assert bench.coverage_verdict(0.9, 0.5, 1.0, 2) == "ok"

@@ -1,6 +1,7 @@
 import json
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -99,7 +100,7 @@ class TestEvaluate:
         assert np.exp(base.log_u_) == pytest.approx(0.25)
 
 
-def physics_history(seed, noise=0.05, noise_seed=None, model_sd=0.0):
+def physics_history(seed, noise=0.05, noise_seed=None, model_sd=0.0, batches=(8, 16, 32, 64)):
     """Generated runs from the physics form itself (tests only)."""
     rng = np.random.default_rng(seed)
     nrng = np.random.default_rng(noise_seed if noise_seed is not None else seed + 99)
@@ -109,7 +110,7 @@ def physics_history(seed, noise=0.05, noise_seed=None, model_sd=0.0):
             params = int(10 ** rng.uniform(4, 6.5))
             fps = params * rng.uniform(10, 200)
             offset = np.exp(rng.normal(0, model_sd)) if model_sd else 1.0  # model-level efficiency deviation
-            for b in (8, 16, 32, 64):
+            for b in batches:
                 for n in (1, 2):
                     threads = 2 / n
                     work = fps * b
@@ -265,12 +266,13 @@ def test_methods_without_a_count_form_refuse_a_count_their_runs_never_varied():
 def test_an_interpolated_held_out_value_takes_the_interpolating_refits_scores():
     from perfmodel.models import conformal_quantile
 
-    runs = physics_history(0, noise=0.05)  # batch sizes 8, 16, 32, 64
+    runs = physics_history(0, noise=0.05, batches=(8, 16, 32, 256))
     m = TrainingTimeModel(method="gbm").fit(runs, held_out="batch_size")
-    inner = m.held_out_scores_interior_
-    # the refits without 16 or without 32 interpolated; those without 8 or 64 extrapolated
+    # the refits without 16 or without 32 interpolated (across 8..32 and 16..256); those without 8 or 256
+    # extrapolated
+    inner, gaps = m.held_out_scores_interior_, m.held_out_gaps_interior_
     assert len(inner) == int(runs["batch_size"].isin([16, 32]).sum())
-    assert conformal_quantile(inner, 0.9) < conformal_quantile(m.held_out_scores_, 0.9)
+    np.testing.assert_allclose(np.unique(gaps), [np.log(4), np.log(16)])
     row = runs.iloc[[0]]
 
     def half_width(batch):
@@ -278,12 +280,27 @@ def test_an_interpolated_held_out_value_takes_the_interpolating_refits_scores():
         return float(np.log(pi["step_upper"] / pi["step_time_s"]).iloc[0])
 
     own = half_width(8)  # a value the runs have: the method's own interval
-    q_between = max(own, conformal_quantile(inner, 0.9))
-    assert half_width(24) == pytest.approx(q_between)  # between two measured batch sizes
-    assert half_width(128) >= conformal_quantile(m.held_out_scores_, 0.9) - 1e-12  # beyond them: every refit's scores
+    # 24 lies in a gap of 2x: every interpolating refit had a gap at least as wide
+    assert half_width(24) == pytest.approx(max(own, conformal_quantile(inner, 0.9)))
+    # 128 lies in a gap of 8x: only the refit that interpolated across 16x (without 32) is as wide
+    wide = inner[gaps >= np.log(8)]
+    assert half_width(128) == pytest.approx(max(own, conformal_quantile(wide, 0.9)))
+    # beyond the runs' values: every refit's scores
+    assert half_width(1024) >= conformal_quantile(m.held_out_scores_, 0.9) - 1e-12
     # a history whose held-out values are never interpolated (two values) keeps the pooled scores only
-    two = runs[runs["batch_size"].isin([8, 64])].reset_index(drop=True)
+    two = runs[runs["batch_size"].isin([8, 256])].reset_index(drop=True)
     assert TrainingTimeModel(method="gbm").fit(two, held_out="batch_size").held_out_scores_interior_ is None
+
+
+def test_a_one_count_history_says_its_count_interval_is_widened_by_distance_only():
+    full = physics_history(0, model_sd=0.3)
+    one = full[full["gpu_count"] == 1].reset_index(drop=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = perfmodel.predict_training_time("mlp1", batch_size=16, gpu_count=2, gpu_type="cpu", steps=100,
+                                            history=one, method="physics")
+    assert any("every run has the same gpu_count" in w for w in r.warnings)
+    assert not any("was not fitted for new_count" in w for w in r.warnings)  # it was: kind='new_count'
 
 
 def test_one_count_history_saves_loads_and_scales(tmp_path):

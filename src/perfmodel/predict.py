@@ -174,6 +174,9 @@ def _interval_note(fitted: TrainingTimeModel, kind: str) -> list[str]:
     reg = fitted.pipeline_.named_steps["regressor"]
     if column is None or column in getattr(reg, "scored_columns", ()) or getattr(fitted, "held_out_", None) == column:
         return []
+    if getattr(fitted, "held_out_requested_", None) == column:  # fitted for it, but one value: nothing to hold out
+        return [f"every run has the same {column}, so no refit could score a query beyond it: the interval is the "
+                f"{fitted.method} method's own, widened with the distance to the runs"]
     return [f"the interval is the {fitted.method} method's own: the fitted model was not fitted for {kind} queries "
             f"(perfmodel.fit(..., kind={kind!r}) or `perfmodel fit --kind {kind}` gives leave-one-{column}-out "
             "intervals)"]

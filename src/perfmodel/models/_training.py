@@ -60,6 +60,24 @@ def _group_keys(values, column: str) -> np.ndarray:
     return s.astype(str).to_numpy(dtype=object)
 
 
+def _bracket_gap(values: np.ndarray, known: np.ndarray) -> np.ndarray:
+    """Log ratio of the nearest ``known`` value above to the nearest below each value (inf where one side has
+    none, or the value is not positive and finite)."""
+    known = np.unique(np.asarray(known, dtype=float))
+    known = known[np.isfinite(known) & (known > 0)]
+    values = np.asarray(values, dtype=float)
+    out = np.full(len(values), np.inf)
+    ok = np.isfinite(values) & (values > 0)
+    if len(known) < 2 or not ok.any():
+        return out
+    i = np.searchsorted(known, values[ok], side="right")  # known[i-1] <= v < known[i]
+    below = known[np.clip(i - 1, 0, len(known) - 1)]
+    above = known[np.clip(i, 0, len(known) - 1)]
+    inside = (i > 0) & (i < len(known)) & (below < values[ok])
+    out[np.flatnonzero(ok)[inside]] = np.log(above[inside] / below[inside])
+    return out
+
+
 def model_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Per model name in a history: median params and FLOPs per sample, family, number of runs."""
     fps = runs["flops_per_sample"] if "flops_per_sample" in runs.columns else pd.Series(np.nan, index=runs.index)
@@ -165,8 +183,9 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             conformity scores (the runs refitted without each group, up to 10 folds, and scored on it) instead
             of the method's own, never narrower than it (for ``model``, every held-out model weighs the same:
             with few models an assumption, not a finite-sample guarantee; for ``batch_size`` and ``gpu_count``, a
-            value between two the runs have takes the scores of the refits that held out an inner value, since
-            those interpolated while the others extrapolated). :func:`perfmodel.fit` /
+            value between two the runs have takes the scores of the refits that held out an inner value across a
+            gap at least as wide as the query's, since those interpolated while the others extrapolated; all of
+            them where those are too few for the confidence asked). :func:`perfmodel.fit` /
             ``fit_history(kind=...)`` set it from the kind of query. A regressor that scores such queries itself
             (its ``scored_columns``: every column for ``roofline``; ``model`` and ``batch_size`` for ``physics``
             and ``ops``, which tell a new family from a new model of a known one) keeps its own.
@@ -226,9 +245,10 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             self.cv_mape_ = mape(y, oof)
             self.cv_median_ape_ = median_ape(y, oof)
         self.held_out_ = None
+        self.held_out_requested_ = held_out  # what the fit was asked for (held_out_ stays None if it cannot be)
         self.held_out_values_ = self.held_out_scores_ = None
         self.held_out_scores_by_model_ = {}
-        self.held_out_scores_interior_ = None
+        self.held_out_scores_interior_ = self.held_out_gaps_interior_ = None
         if (held_out is not None and held_out in runs.columns
                 and held_out not in getattr(reg, "scored_columns", ())):
             self._fit_held_out_scores(runs, y, held_out)
@@ -243,10 +263,12 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         failed = []
         numeric = column in _NUMERIC_GROUPS
         values = pd.to_numeric(runs[column], errors="coerce").to_numpy(dtype=float) if numeric else None
-        interior = np.zeros(len(runs), dtype=bool)  # held-out value strictly inside its refit's range
+        # the log gap between the refit's nearest values below and above a held-out value (inf where it had
+        # none on one side: the refit extrapolated)
+        gap = np.full(len(runs), np.inf)
         for tr, te in GroupKFold(min(len(groups), _MAX_GROUP_FOLDS)).split(runs, groups=keys):
             if numeric:
-                interior[te] = (values[te] > np.nanmin(values[tr])) & (values[te] < np.nanmax(values[tr]))
+                gap[te] = _bracket_gap(values[te], values[tr])
             fold = TrainingTimeModel(method=self.method, cv=None, random_state=self.random_state)
             fold._conformal = False  # point predictions are all the scores need
             fold._prevalidated = True
@@ -271,11 +293,14 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         if column == "gpu_type" and "model" in runs.columns:  # a known model on a new device: its own, as roofline
             self.held_out_scores_by_model_ = scores_by_group(scores, runs["model"].astype(str).to_numpy()[ok],
                                                              keys[ok])
-        self.held_out_scores_interior_ = None
-        if numeric and (interior & ok).any():
-            # a value between two the runs have is interpolated: scored by the refits that interpolated (the
-            # extrapolating ones, holding out the smallest or largest value, err more)
-            self.held_out_scores_interior_ = np.sort(np.abs(np.log(y[ok & interior]) - np.log(oof[ok & interior])))
+        self.held_out_scores_interior_ = self.held_out_gaps_interior_ = None
+        interior = ok & np.isfinite(gap)
+        if numeric and interior.any():
+            # a value between two the runs have is interpolated: scored by the refits that interpolated across a
+            # gap at least as wide (the extrapolating ones, holding out the smallest or largest value, err more)
+            order = np.argsort(gap[interior], kind="stable")
+            self.held_out_scores_interior_ = np.abs(np.log(y[interior]) - np.log(oof[interior]))[order]
+            self.held_out_gaps_interior_ = gap[interior][order]
         if column == "model":  # a new model is one draw of a model: every held-out model weighs the same
             scores = balanced_scores(scores, keys[ok])
         self.held_out_ = column
@@ -341,12 +366,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
                 q = np.full(len(pred), conformal_quantile(self.held_out_scores_, confidence))
                 inner = getattr(self, "held_out_scores_interior_", None)  # absent in older model files
                 if inner is not None:
-                    q_inner = conformal_quantile(inner, confidence)
-                    seen = np.array([float(v) for v in self.held_out_values_])
-                    v = pd.to_numeric(X[column], errors="coerce").to_numpy(dtype=float)
-                    between = (v > seen.min()) & (v < seen.max())
-                    if np.isfinite(q_inner):
-                        q = np.where(between, q_inner, q)
+                    q = self._interior_quantiles(X[column], q, confidence)
                 by_model = getattr(self, "held_out_scores_by_model_", None)  # absent in older model files
                 if by_model and "model" in X.columns:
                     q = group_quantiles(by_model, X["model"].astype(str).to_numpy(), q, confidence)
@@ -362,6 +382,21 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             hi = np.where(pred > 0, safe * np.exp(np.log(np.maximum(hi, 1e-300) / safe) * factor), hi)
         return pd.DataFrame({"step_time_s": pred, "step_lower": lo, "step_upper": hi, "nearest_run_distance": dist},
                             index=getattr(X, "index", None))
+
+    def _interior_quantiles(self, column_values, q: np.ndarray, confidence: float) -> np.ndarray:
+        """Per row: for a value between two of the runs' values, the quantile of the interior held-out scores
+        whose refit interpolated across a gap at least as wide as the row's (else, or where those are too few to
+        bound ``confidence``, ``q``)."""
+        seen = np.array([float(v) for v in self.held_out_values_])
+        v = pd.to_numeric(pd.Series(np.asarray(column_values, dtype=object)), errors="coerce").to_numpy(dtype=float)
+        need = _bracket_gap(v, seen)
+        out = np.array(q, dtype=float, copy=True)
+        gaps, scores = self.held_out_gaps_interior_, self.held_out_scores_interior_
+        for g in np.unique(need[np.isfinite(need)]):
+            q_g = conformal_quantile(scores[gaps >= g * (1 - 1e-9)], confidence)
+            if np.isfinite(q_g):
+                out[need == g] = q_g
+        return out
 
     def domain_distance(self, X: pd.DataFrame) -> np.ndarray:
         """Distance of each query to the nearest training run, in training standard deviations of the logs of
