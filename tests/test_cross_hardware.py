@@ -399,6 +399,13 @@ def test_named_methods_score_a_new_device_per_model_where_enough_devices_were_he
                       "gpu_count": 1, "gpu_type": "H100", "precision": "fp16"})
     width = np.log(model.predict_interval(q)["step_upper"] / model.predict_interval(q)["step_lower"]).to_numpy()
     assert width[1] > width[0]
+    # a model's own scores are its calibration: its interval is theirs, even where the method's own (seen-
+    # configuration, pooled over both models) interval is wider
+    pred = model.predict_interval(q)
+    own_q = perfmodel.models.conformal_quantile(model.held_out_scores_by_model_["steady"], 0.9)
+    assert np.log(pred["step_upper"] / pred["step_time_s"]).iloc[0] == pytest.approx(own_q)
+    seen = model.predict_interval(train[train["model"] == "steady"].head(1))
+    assert np.log(seen["step_upper"] / seen["step_time_s"]).iloc[0] > own_q
     # with too few devices: no per-model scores, one pooled interval
     few = train[train["gpu_type"].isin([get_spec(d).name for d in devices[:5]])].reset_index(drop=True)
     assert perfmodel.TrainingTimeModel(method="loglinear").fit(few, held_out="gpu_type").held_out_scores_by_model_ == {}

@@ -148,7 +148,11 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         The column given as ``fit(held_out=...)`` when its leave-group-out scores were computed, else None;
         ``held_out_scores_`` holds those scores (absolute log residuals, sorted). For ``"gpu_type"``,
         ``held_out_scores_by_model_`` also holds each model's own scores where they come from at least 9 held-out
-        device types (a known model on a new device takes its own, as ``roofline`` does).
+        device types (a known model on a new device takes its own, as ``roofline`` does, and then its interval
+        is theirs, even where the method's own is wider). ``held_out_requested_`` is the column asked for (it
+        stays, with ``held_out_`` None, when the runs have one value of it). For ``"batch_size"`` and
+        ``"gpu_count"``, ``held_out_scores_interior_`` and ``held_out_gaps_interior_`` hold the scores of the
+        refits that interpolated, sorted by the log gap they interpolated across (None if none did).
     """
 
     def __init__(self, *, method: str = "loglinear", cv: int | None = 5, random_state: int | None = 0):
@@ -181,7 +185,8 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             The column queries will go beyond (a device type, model, device count or batch size the runs lack).
             A query row with a value of it that no run has gets its interval from *leave-that-group-out*
             conformity scores (the runs refitted without each group, up to 10 folds, and scored on it) instead
-            of the method's own, never narrower than it (for ``model``, every held-out model weighs the same:
+            of the method's own, never narrower than it (except for a known model on a new device type whose own
+            held-out scores answer, see ``held_out_scores_by_model_``; for ``model``, every held-out model weighs the same:
             with few models an assumption, not a finite-sample guarantee; for ``batch_size`` and ``gpu_count``, a
             value between two the runs have takes the scores of the refits that held out an inner value across a
             gap at least as wide as the query's, since those interpolated while the others extrapolated; all of
@@ -362,16 +367,23 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         if column is not None and isinstance(X, pd.DataFrame) and column in X.columns:
             # a value of the held-out column that no run has: the leave-that-group-out scores
             beyond = ~np.isin(_group_keys(X[column], column), self.held_out_values_)
-            if beyond.any():  # never narrower than the method's own interval
+            if beyond.any():
                 q = np.full(len(pred), conformal_quantile(self.held_out_scores_, confidence))
                 inner = getattr(self, "held_out_scores_interior_", None)  # absent in older model files
                 if inner is not None:
                     q = self._interior_quantiles(X[column], q, confidence)
                 by_model = getattr(self, "held_out_scores_by_model_", None)  # absent in older model files
+                own = np.zeros(len(pred), dtype=bool)
                 if by_model and "model" in X.columns:
-                    q = group_quantiles(by_model, X["model"].astype(str).to_numpy(), q, confidence)
-                lo = np.where(beyond, np.minimum(lo, pred * np.exp(-q)), lo)
-                hi = np.where(beyond, np.maximum(hi, pred * np.exp(q)), hi)
+                    names = X["model"].astype(str).to_numpy()
+                    q = group_quantiles(by_model, names, q, confidence)
+                    own = np.isin(names, [g for g, sc in by_model.items()
+                                          if np.isfinite(conformal_quantile(sc, confidence))])
+                # never narrower than the method's own interval, except where the model's own held-out scores
+                # answer: they are this workload's calibration, the method's interval a figure pooled over all
+                lo_q, hi_q = pred * np.exp(-q), pred * np.exp(q)
+                lo = np.where(beyond & own, lo_q, np.where(beyond, np.minimum(lo, lo_q), lo))
+                hi = np.where(beyond & own, hi_q, np.where(beyond, np.maximum(hi, hi_q), hi))
         dist = self.domain_distance(X) if isinstance(X, pd.DataFrame) else np.zeros(len(pred))
         d0, c = getattr(self, "_widening", (EXTRAPOLATION_D0, EXTRAPOLATION_C))
         factor = 1 + c * np.maximum(dist - d0, 0.0)
