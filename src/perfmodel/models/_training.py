@@ -369,7 +369,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             beyond = ~np.isin(_group_keys(X[column], column), self.held_out_values_)
             if beyond.any():
                 q = np.full(len(pred), conformal_quantile(self.held_out_scores_, confidence))
-                inner = getattr(self, "held_out_scores_interior_", None)  # absent in older model files
+                inner = getattr(self, "held_out_gaps_interior_", None)  # absent in older model files
                 if inner is not None:
                     q = self._interior_quantiles(X[column], q, confidence)
                 by_model = getattr(self, "held_out_scores_by_model_", None)  # absent in older model files
