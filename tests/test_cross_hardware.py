@@ -152,6 +152,12 @@ def test_named_methods_score_queries_beyond_the_runs_by_holding_that_group_out(x
     own = plain.predict_interval(test, 0.9)
     q = perfmodel.models.conformal_quantile(held.held_out_scores_, 0.9)
     assert q > perfmodel.models.conformal_quantile(held.pipeline_.named_steps["regressor"].scores_, 0.9)
+    # (a model whose own leave-device-out scores, from 2-8 device types, run larger takes its own quantile)
+    from perfmodel.models._gbm import group_quantiles
+
+    assert held.held_out_scores_by_model_ == {} and held.held_out_scores_by_model_few_
+    q = group_quantiles({}, test["model"].astype(str).to_numpy(), np.full(len(test), q), 0.9,
+                        widen_only=held.held_out_scores_by_model_few_)
     np.testing.assert_allclose(pi["step_upper"], np.maximum(own["step_upper"], pi["step_time_s"] * np.exp(q)))
     np.testing.assert_allclose(pi["step_lower"], np.minimum(own["step_lower"], pi["step_time_s"] * np.exp(-q)))
     assert (pi["step_upper"] > own["step_upper"]).all()
@@ -352,12 +358,17 @@ def test_new_device_intervals_are_scored_per_model_where_enough_devices_were_hel
     pi = model.predict_interval(q)
     width = np.log(pi["step_upper"] / pi["step_lower"]).to_numpy()
     assert width[1] > 3 * width[0]
-    # on 5 device types no model has enough held-out devices: one pooled interval for every model
+    # on 5 device types no model has enough held-out devices to stand alone: the pooled interval, which the
+    # erratic model's own few scores widen (they never narrow the steady one's)
     few = train[train["gpu_type"].isin([get_spec(d).name for d in devices[:5]])]
     m5 = perfmodel.TrainingTimeModel(method="roofline").fit(few)
-    assert m5.pipeline_.named_steps["regressor"].device_scores_by_model_ == {}
+    reg5 = m5.pipeline_.named_steps["regressor"]
+    assert reg5.device_scores_by_model_ == {} and len(reg5.device_scores_by_model_few_) == 3
     w5 = np.log(m5.predict_interval(q)["step_upper"] / m5.predict_interval(q)["step_lower"]).to_numpy()
-    assert w5[0] == pytest.approx(w5[1])
+    reg5.device_scores_by_model_few_ = {}
+    pooled = np.log(m5.predict_interval(q)["step_upper"] / m5.predict_interval(q)["step_lower"]).to_numpy()
+    assert pooled[0] == pytest.approx(pooled[1])  # without them: one pooled interval for every model
+    assert w5[0] == pytest.approx(pooled[0]) and w5[1] > w5[0]
 
 
 def test_per_model_new_device_scores_too_few_for_the_confidence_fall_back_to_pooled():
@@ -406,9 +417,27 @@ def test_named_methods_score_a_new_device_per_model_where_enough_devices_were_he
     assert np.log(pred["step_upper"] / pred["step_time_s"]).iloc[0] == pytest.approx(own_q)
     seen = model.predict_interval(train[train["model"] == "steady"].head(1))
     assert np.log(seen["step_upper"] / seen["step_time_s"]).iloc[0] > own_q
-    # with too few devices: no per-model scores, one pooled interval
+    # a higher confidence never narrows it (past what its own scores can bound: at least their largest)
+    halves = [float(np.log(model.predict_interval(q, c)["step_upper"] / model.predict_interval(q, c)["step_time_s"])
+                    .iloc[1]) for c in (0.5, 0.8, 0.9, 0.95, 0.99)]
+    assert np.all(np.diff(halves) >= -1e-12)
+    # a device the runs have, however it is spelled, is not a new device
+    a10 = get_spec("A10").name
+    spelled = model.predict_interval(q.iloc[[0, 0]].assign(gpu_type=[a10, a10.lower()]))
+    np.testing.assert_allclose(spelled["step_lower"].iloc[0], spelled["step_lower"].iloc[1])
+    np.testing.assert_allclose(spelled["step_upper"].iloc[0], spelled["step_upper"].iloc[1])
+    # with too few devices: no per-model scores to stand alone; the erratic model's own scores only widen
     few = train[train["gpu_type"].isin([get_spec(d).name for d in devices[:5]])].reset_index(drop=True)
-    assert perfmodel.TrainingTimeModel(method="loglinear").fit(few, held_out="gpu_type").held_out_scores_by_model_ == {}
+    fm = perfmodel.TrainingTimeModel(method="loglinear").fit(few, held_out="gpu_type")
+    assert fm.held_out_scores_by_model_ == {}
+    assert set(fm.held_out_scores_by_model_few_) == {"steady", "erratic"}
+    pooled = perfmodel.models.conformal_quantile(fm.held_out_scores_, 0.9)
+    half = np.log(fm.predict_interval(q)["step_upper"] / fm.predict_interval(q)["step_time_s"]).to_numpy()
+    erratic = perfmodel.models.conformal_quantile(fm.held_out_scores_by_model_few_["erratic"], 0.9)
+    steady = perfmodel.models.conformal_quantile(fm.held_out_scores_by_model_few_["steady"], 0.9)
+    assert steady < pooled < erratic
+    assert half[1] >= erratic - 1e-12  # widened to the erratic model's own errors
+    assert half[0] >= pooled - 1e-12  # never narrowed below the pooled scores by the steady model's few
 
 
 def test_per_benchmark_coverage_interval_resamples_device_types():

@@ -13,8 +13,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._validation import check_confidence
 from ..metrics import r2
 
-__all__ = ["GBMRegressor", "conformal_quantile", "balanced_scores", "scores_by_group", "group_quantiles",
-           "TreeEnsemble"]
+__all__ = ["GBMRegressor", "conformal_quantile", "balanced_scores", "scores_by_group", "few_unit_scores",
+           "group_quantiles", "TreeEnsemble"]
 
 #: Quantiles each held-out group contributes to group-balanced conformity scores.
 BALANCED_QUANTILES = 200
@@ -167,15 +167,41 @@ def scores_by_group(scores: np.ndarray, groups: np.ndarray, units: np.ndarray,
     return out
 
 
-def group_quantiles(by_group: dict, keys, default, confidence: float) -> np.ndarray:
+#: A group whose scores come from fewer held-out units than :data:`GROUP_MIN_UNITS`, but at least this many, may
+#: still widen its interval (:func:`group_quantiles`' ``widen_only``), never narrow it.
+GROUP_WIDEN_MIN_UNITS = 2
+
+
+def few_unit_scores(scores: np.ndarray, groups: np.ndarray, units: np.ndarray, by_group: dict) -> dict:
+    """The groups left out of ``by_group`` (fewer than :data:`GROUP_MIN_UNITS` units) whose scores come from at
+    least :data:`GROUP_WIDEN_MIN_UNITS` held-out units, with their sorted scores."""
+    few = scores_by_group(scores, groups, units, min_units=GROUP_WIDEN_MIN_UNITS)
+    return {g: sc for g, sc in few.items() if g not in by_group}
+
+
+def group_quantiles(by_group: dict, keys, default, confidence: float, widen_only: dict | None = None) -> np.ndarray:
     """Per row: the conformal quantile of its group's own scores (:func:`scores_by_group`), else ``default`` (the
-    pooled quantile) — also where the group's own scores are too few to bound ``confidence``."""
+    pooled quantile). Where the group's own scores are too few to bound ``confidence``, the larger of ``default``
+    and its largest score (so that a higher confidence never gives a narrower interval). A group in
+    ``widen_only`` (its scores from too few held-out units to stand alone, :func:`few_unit_scores`) takes the
+    larger of ``default`` and the quantile of its own scores (their largest where that is unbounded): where its
+    own held-out errors already run larger than the pooled ones, the pooled interval is known to be too narrow
+    for it."""
     out = np.array(default, dtype=float, copy=True)
     keys = np.asarray(keys)
+
+    def own(scores):
+        q = conformal_quantile(scores, confidence)
+        return q if np.isfinite(q) else None
+
     for g in set(keys.tolist()) & set(by_group or {}):
-        q = conformal_quantile(by_group[g], confidence)
-        if np.isfinite(q):
-            out[keys == g] = q
+        rows = keys == g
+        q = own(by_group[g])
+        out[rows] = q if q is not None else np.maximum(out[rows], np.max(by_group[g]))
+    for g in set(keys.tolist()) & set(widen_only or {}):
+        rows = keys == g
+        q = own(widen_only[g])
+        out[rows] = np.maximum(out[rows], q if q is not None else np.max(widen_only[g]))
     return out
 
 

@@ -35,7 +35,10 @@ on the others; a query uses the set that kept as many runs as its model has, eve
 leave-one-device-type-out (``new_device``) and leave-one-model-out (``new_model``; each held-out model's
 scores weigh the same, whatever its run count: the models are the exchangeable units). A count outside the
 fitted range takes the wider of its kind's and the count's quantiles on a known pair, and adds the count's in
-quadrature otherwise; a new device and a new model at once combine the two in quadrature.
+quadrature otherwise; a new device and a new model at once combine the two in quadrature. A known model on a
+new device takes its own runs' ``new_device`` scores where they span >= 9 held-out device types
+(``device_scores_by_model_``, keyed by model code), and with 2-8 the larger of the pooled quantile and its own
+(``device_scores_by_model_few_``: they only widen); see :func:`perfmodel.models._gbm.group_quantiles`.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ from threadpoolctl import threadpool_limits
 from .._validation import check_confidence, check_fit_arrays
 from ..metrics import r2
 from ..features import ROOFLINE_COLUMNS
-from ._gbm import balanced_scores, conformal_quantile, group_quantiles, scores_by_group
+from ._gbm import balanced_scores, conformal_quantile, few_unit_scores, group_quantiles, scores_by_group
 
 __all__ = ["RooflineRegressor", "QUERY_KINDS"]
 
@@ -257,13 +260,15 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
             "new_count": np.round(X[:, _COL["log_n"]], 6),
             "new_batch": np.round(X[:, _COL["log_batch"]], 6),
         }
-        self.device_scores_by_model_ = {}
+        self.device_scores_by_model_, self.device_scores_by_model_few_ = {}, {}
         for kind, g in groups.items():
             # a new model: the held-out benchmarks are the exchangeable units, whatever their run counts
             scores = self._group_scores(Z, r, g, balanced=(kind == "new_model"), raw=(kind == "new_device"))
             if kind == "new_device" and scores is not None:
                 # a known model on a new device takes its own runs' scores where enough device types were held out
                 self.device_scores_by_model_ = scores_by_group(scores, m_codes, dev_codes)
+                self.device_scores_by_model_few_ = few_unit_scores(scores, m_codes, dev_codes,
+                                                                   self.device_scores_by_model_)
                 scores = np.sort(scores)
             self.scores_[kind] = self.scores_["seen"] if scores is None else scores
         for keep in _SPARSE_KEEPS:
@@ -358,10 +363,11 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
             qs = {k: conformal_quantile(s, confidence) for k, s in self.sparse_scores_.items()}
             half[sparse] = [qs[int(k)] for k in use]
         by_model = getattr(self, "device_scores_by_model_", None)  # absent in models saved before it existed
-        if by_model:
+        few = getattr(self, "device_scores_by_model_few_", None)
+        if by_model or few:
             new_dev = kind == "new_device"
             half[new_dev] = group_quantiles(by_model, X[new_dev, _COL["model_code"]].astype(int), half[new_dev],
-                                            confidence)
+                                            confidence, widen_only=few)
         both = (kind == "new_device") & model_new
         half = np.where(both, np.hypot(q["new_device"], q["new_model"]), half)
         # a known pair at a new batch and a new count: the wider of the two

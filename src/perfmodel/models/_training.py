@@ -17,9 +17,11 @@ from .._rows import distinct_rows
 from .._validation import check_choice, check_confidence
 from ..exceptions import DataQualityWarning, NotFittedError, UnsupportedQueryError
 from ..features import RunFeaturizer
+from ..hardware import resolve_gpu_type
 from ..metrics import mape, median_ape, r2
 from ..schema import validate_runs
-from ._gbm import GBMRegressor, balanced_scores, conformal_quantile, group_quantiles, scores_by_group
+from ._gbm import (GBMRegressor, balanced_scores, conformal_quantile, few_unit_scores, group_quantiles,
+                   scores_by_group)
 from ._ols import OLSRegressor
 from ._ops import OpsRegressor
 from ._physics import PhysicsRegressor
@@ -57,7 +59,17 @@ def _group_keys(values, column: str) -> np.ndarray:
     s = pd.Series(np.asarray(values, dtype=object))
     if column in _NUMERIC_GROUPS:
         return pd.to_numeric(s, errors="coerce").astype(float).map(repr).to_numpy(dtype=object)
-    return s.astype(str).to_numpy(dtype=object)
+    s = s.astype(str)
+    if column == "gpu_type":  # a device spelled as a user, NVML or a cloud spells it is the device the runs name
+        s = s.map({raw: _canonical_device(raw) for raw in pd.unique(s)})
+    return s.to_numpy(dtype=object)
+
+
+def _canonical_device(name: str) -> str:
+    try:
+        return resolve_gpu_type(name)
+    except (ValueError, TypeError):  # an unknown device is beyond the runs whatever it is called
+        return name
 
 
 def _bracket_gap(values: np.ndarray, known: np.ndarray) -> np.ndarray:
@@ -149,7 +161,8 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         ``held_out_scores_`` holds those scores (absolute log residuals, sorted). For ``"gpu_type"``,
         ``held_out_scores_by_model_`` also holds each model's own scores where they come from at least 9 held-out
         device types (a known model on a new device takes its own, as ``roofline`` does, and then its interval
-        is theirs, even where the method's own is wider). ``held_out_requested_`` is the column asked for (it
+        is theirs, even where the method's own is wider); ``held_out_scores_by_model_few_`` those of models with
+        2–8 held-out device types, which only widen the interval. ``held_out_requested_`` is the column asked for (it
         stays, with ``held_out_`` None, when the runs have one value of it). For ``"batch_size"`` and
         ``"gpu_count"``, ``held_out_scores_interior_`` and ``held_out_gaps_interior_`` hold the scores of the
         refits that interpolated, sorted by the log gap they interpolated across (None if none did).
@@ -252,7 +265,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         self.held_out_ = None
         self.held_out_requested_ = held_out  # what the fit was asked for (held_out_ stays None if it cannot be)
         self.held_out_values_ = self.held_out_scores_ = None
-        self.held_out_scores_by_model_ = {}
+        self.held_out_scores_by_model_, self.held_out_scores_by_model_few_ = {}, {}
         self.held_out_scores_interior_ = self.held_out_gaps_interior_ = None
         if (held_out is not None and held_out in runs.columns
                 and held_out not in getattr(reg, "scored_columns", ())):
@@ -296,8 +309,10 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
                           f"the runs' {column} values rest on the other groups.", DataQualityWarning, stacklevel=3)
         scores = np.abs(np.log(y[ok]) - np.log(oof[ok]))
         if column == "gpu_type" and "model" in runs.columns:  # a known model on a new device: its own, as roofline
-            self.held_out_scores_by_model_ = scores_by_group(scores, runs["model"].astype(str).to_numpy()[ok],
-                                                             keys[ok])
+            names = runs["model"].astype(str).to_numpy()[ok]
+            self.held_out_scores_by_model_ = scores_by_group(scores, names, keys[ok])
+            self.held_out_scores_by_model_few_ = few_unit_scores(scores, names, keys[ok],
+                                                                 self.held_out_scores_by_model_)
         self.held_out_scores_interior_ = self.held_out_gaps_interior_ = None
         interior = ok & np.isfinite(gap)
         if numeric and interior.any():
@@ -373,10 +388,11 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
                 if inner is not None:
                     q = self._interior_quantiles(X[column], q, confidence)
                 by_model = getattr(self, "held_out_scores_by_model_", None)  # absent in older model files
+                few = getattr(self, "held_out_scores_by_model_few_", None)
                 own = np.zeros(len(pred), dtype=bool)
-                if by_model and "model" in X.columns:
+                if (by_model or few) and "model" in X.columns:
                     names = X["model"].astype(str).to_numpy()
-                    q = group_quantiles(by_model, names, q, confidence)
+                    q = group_quantiles(by_model, names, q, confidence, widen_only=few)
                     own = np.isin(names, [g for g, sc in by_model.items()
                                           if np.isfinite(conformal_quantile(sc, confidence))])
                 # never narrower than the method's own interval, except where the model's own held-out scores
