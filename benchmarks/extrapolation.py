@@ -2,9 +2,10 @@
 
 Every method's interval goes through ``TrainingTimeModel.predict_interval``, which multiplies the log half-widths
 by ``1 + c · max(0, d − d0)``, with ``d`` the query's ``nearest_run_distance``. This script fits a method
-(``--method``, default ``physics``) on leave-one-group-out splits of a history (leave one model / batch size / device count out) with the
-widening switched off, records each held-out run's distance, interval and truth, and then, for each candidate
-``d0``, finds the smallest ``c`` for which held-out runs beyond ``d0`` are covered at the nominal level. It
+(``--method``, default ``physics``) on leave-one-group-out splits of a history (leave one model / batch size /
+device count out) with the widening switched off, records each held-out run's distance, interval and truth, and
+then, for each candidate ``d0``, finds the smallest ``c`` for which held-out runs beyond ``d0`` are covered at the
+nominal level, with no distance band of >= ``MIN_BAND_GROUPS`` held-out groups below nominal - 0.05. It
 prints coverage by distance band before and after, and the chosen constants (set in
 ``perfmodel/models/_training.py`` as ``EXTRAPOLATION_D0`` / ``EXTRAPOLATION_C``).
 

@@ -179,16 +179,18 @@ def few_unit_scores(scores: np.ndarray, groups: np.ndarray, units: np.ndarray, b
     return {g: sc for g, sc in few.items() if g not in by_group}
 
 
-def group_quantiles(by_group: dict, keys, default, confidence: float, widen_only: dict | None = None) -> np.ndarray:
+def group_quantiles(by_group: dict, keys, default, confidence: float, widen_only: dict | None = None,
+                    return_own: bool = False):
     """Per row: the conformal quantile of its group's own scores (:func:`scores_by_group`), else ``default`` (the
     pooled quantile). Where the group's own scores are too few to bound ``confidence``, the larger of ``default``
     and its largest score (so that a higher confidence never gives a narrower interval). A group in
     ``widen_only`` (its scores from too few held-out units to stand alone, :func:`few_unit_scores`) takes the
     larger of ``default`` and the quantile of its own scores (their largest where that is unbounded): where its
     own held-out errors already run larger than the pooled ones, the pooled interval is known to be too narrow
-    for it."""
+    for it. With ``return_own``, also a mask of the rows that took their group's own bounded quantile."""
     out = np.array(default, dtype=float, copy=True)
     keys = np.asarray(keys)
+    took_own = np.zeros(len(out), dtype=bool)
 
     def own(scores):
         q = conformal_quantile(scores, confidence)
@@ -198,11 +200,12 @@ def group_quantiles(by_group: dict, keys, default, confidence: float, widen_only
         rows = keys == g
         q = own(by_group[g])
         out[rows] = q if q is not None else np.maximum(out[rows], np.max(by_group[g]))
+        took_own[rows] = q is not None
     for g in set(keys.tolist()) & set(widen_only or {}):
         rows = keys == g
         q = own(widen_only[g])
         out[rows] = np.maximum(out[rows], q if q is not None else np.max(widen_only[g]))
-    return out
+    return (out, took_own) if return_own else out
 
 
 def conformal_quantile(scores: np.ndarray, confidence: float) -> float:

@@ -76,7 +76,7 @@ class OpsRegressor(PhysicsRegressor):
     """
 
     _COLUMNS = OPS_COLUMNS
-    _FAM, _MODEL, _BATCH, _COUNT = _I["family_code"], _I["model_code"], _I["batch_size"], _I["gpu_count"]
+    _FAM, _MODEL, _BATCH = _I["family_code"], _I["model_code"], _I["batch_size"]
     # parameters: [log λ, log m_s, log m_o, log c0, log c1, μ_f, μ_m, γ_s, γ_b, δ_0..δ_{C-1}, ε_0..ε_{C-1}]
     _N_SHARED = _S
 

@@ -68,12 +68,12 @@ class PhysicsRegressor(RegressorMixin, BaseEstimator):
         self.conformal = conformal
         self.random_state = random_state
 
-    #: Columns of the design matrix, and where the family code, model code, batch size and device count sit in it
+    #: Columns of the design matrix, and where the family code, model code and batch size sit in it
     #: (a subclass with another design, e.g. :class:`~perfmodel.models._ops.OpsRegressor`, sets its own).
     _COLUMNS = PHYSICS_COLUMNS
     #: Query kinds (by the history column they go beyond) this regressor's intervals score themselves.
     scored_columns = ("model", "batch_size")
-    _FAM, _MODEL, _BATCH, _COUNT = 5, 6, 7, 8
+    _FAM, _MODEL, _BATCH = 5, 6, 7
 
     # parameters: [log a0, log a1, log c0, log c1, gamma_sample, gamma_batch, log theta_0 .. log theta_{F-1}]
     _N_SHARED = 6
@@ -122,7 +122,6 @@ class PhysicsRegressor(RegressorMixin, BaseEstimator):
         self.known_families_ = np.unique(fam[fam >= 0])
         self.known_models_ = np.unique(models[models >= 0])
         self.batch_sizes_ = np.unique(X[:, self._BATCH])
-        self.gpu_range_ = (X[:, self._COUNT].min(), X[:, self._COUNT].max())
         if not getattr(self, "conformal", True):
             self.scores_seen_ = self.scores_new_ = self.scores_new_known_family_ = self.scores_batch_ = np.sort(
                 np.abs(resid))

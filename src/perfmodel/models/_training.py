@@ -161,9 +161,9 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         ``held_out_scores_`` holds those scores (absolute log residuals, sorted). For ``"gpu_type"``,
         ``held_out_scores_by_model_`` also holds each model's own scores where they come from at least 9 held-out
         device types (a known model on a new device takes its own, as ``roofline`` does, and then its interval
-        is theirs, even where the method's own is wider); ``held_out_scores_by_model_few_`` those of models with
-        2–8 held-out device types, which only widen the interval. ``held_out_requested_`` is the column asked for (it
-        stays, with ``held_out_`` None, when the runs have one value of it). For ``"batch_size"`` and
+        is theirs, even where the method's own is wider); ``held_out_scores_by_model_few_`` those of models
+        with 2–8 held-out device types, which only widen the interval. ``held_out_requested_`` is the column
+        asked for (it stays, with ``held_out_`` None, when the runs have one value of it). For ``"batch_size"`` and
         ``"gpu_count"``, ``held_out_scores_interior_`` and ``held_out_gaps_interior_`` hold the scores of the
         refits that interpolated, sorted by the log gap they interpolated across (None if none did).
     """
@@ -198,9 +198,10 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             The column queries will go beyond (a device type, model, device count or batch size the runs lack).
             A query row with a value of it that no run has gets its interval from *leave-that-group-out*
             conformity scores (the runs refitted without each group, up to 10 folds, and scored on it) instead
-            of the method's own, never narrower than it (except for a known model on a new device type whose own
-            held-out scores answer, see ``held_out_scores_by_model_``; for ``model``, every held-out model weighs the same:
-            with few models an assumption, not a finite-sample guarantee; for ``batch_size`` and ``gpu_count``, a
+            of the method's own, never narrower than it (except for a known model on a new device type whose
+            own held-out scores answer, see ``held_out_scores_by_model_``; for ``model``, every held-out model
+            weighs the same: with few models an assumption, not a finite-sample guarantee; for ``batch_size`` and
+            ``gpu_count``, a
             value between two the runs have takes the scores of the refits that held out an inner value across a
             gap at least as wide as the query's, since those interpolated while the others extrapolated; all of
             them where those are too few for the confidence asked). :func:`perfmodel.fit` /
@@ -313,7 +314,6 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             self.held_out_scores_by_model_ = scores_by_group(scores, names, keys[ok])
             self.held_out_scores_by_model_few_ = few_unit_scores(scores, names, keys[ok],
                                                                  self.held_out_scores_by_model_)
-        self.held_out_scores_interior_ = self.held_out_gaps_interior_ = None
         interior = ok & np.isfinite(gap)
         if numeric and interior.any():
             # a value between two the runs have is interpolated: scored by the refits that interpolated across a
@@ -392,9 +392,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
                 own = np.zeros(len(pred), dtype=bool)
                 if (by_model or few) and "model" in X.columns:
                     names = X["model"].astype(str).to_numpy()
-                    q = group_quantiles(by_model, names, q, confidence, widen_only=few)
-                    own = np.isin(names, [g for g, sc in by_model.items()
-                                          if np.isfinite(conformal_quantile(sc, confidence))])
+                    q, own = group_quantiles(by_model, names, q, confidence, widen_only=few, return_own=True)
                 # never narrower than the method's own interval, except where the model's own held-out scores
                 # answer: they are this workload's calibration, the method's interval a figure pooled over all
                 lo_q, hi_q = pred * np.exp(-q), pred * np.exp(q)
