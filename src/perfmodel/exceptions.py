@@ -17,6 +17,7 @@ Hierarchy::
     PerfModelWarning(UserWarning)
     ├── ExtrapolationWarning   a query outside the range of the fitted runs
     └── DataQualityWarning     a history that loads but looks suspicious (few runs, high noise)
+        └── NoisyTimingWarning a measured run whose timing says the machine was busy (see ``timing_flag``)
 
 Every error that comes from bad input is a ``ValueError`` or ``TypeError`` subclass, so callers can catch the
 standard types; the CLI turns :class:`PerfModelError`, ``ValueError`` and ``TypeError`` into one line on stderr.
@@ -38,6 +39,7 @@ __all__ = [
     "PerfModelWarning",
     "ExtrapolationWarning",
     "DataQualityWarning",
+    "NoisyTimingWarning",
 ]
 
 
@@ -96,3 +98,9 @@ class ExtrapolationWarning(PerfModelWarning):
 
 class DataQualityWarning(PerfModelWarning):
     """A run history loads but looks unreliable (too few runs, large run-to-run spread)."""
+
+
+class NoisyTimingWarning(DataQualityWarning):
+    """A run was measured, but its timing says the machine was busy: its per-step times spread too widely, or it
+    differs too much from an earlier repeat of the same configuration. The run is recorded all the same, with
+    the reason in its ``timing_flag`` column (see :mod:`perfmodel.measure`)."""

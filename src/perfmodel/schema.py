@@ -92,6 +92,8 @@ COLUMNS: tuple[Column, ...] = (
     _C("step_time_std_s", "float", "standard deviation of the per-step times"),
     _C("step_time_cv", "float", "coefficient of variation of the per-step times"),
     _C("step_time_ci_rel", "float", "95% CI half-width of the mean step time, relative to the mean"),
+    _C("timing_flag", "str", "why the timing says the machine was busy, empty if nothing does: high_step_cv (step "
+       "CV > 0.3) | repeat_spread (median step time > 50% from an earlier repeat's), ';'-joined"),
     _C("steps_timed", "int", "steps timed after warm-up"),
     _C("warmup_steps", "int", "steps run before timing"),
     _C("stop_reason", "str", "why timing stopped: ci_target | max_steps | max_seconds | fixed_steps | loop_end"),

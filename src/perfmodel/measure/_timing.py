@@ -7,7 +7,17 @@ import statistics
 from dataclasses import dataclass
 
 
-__all__ = ["StepStats", "StopRule", "summarise_steps", "t_quantile_975"]
+__all__ = ["StepStats", "StopRule", "summarise_steps", "t_quantile_975", "NOISY_STEP_CV", "NOISY_REPEAT_SPREAD",
+           "timing_flag", "explain_timing_flag", "config_key"]
+
+#: A run whose per-step times have a coefficient of variation above this was likely measured on a busy machine.
+#: Steady runs sit far below it: the bundled CPU history's step CV has median 0.053 and 95th percentile 0.17 on a
+#: shared 2-core machine; a loop sharing its cores with another job reaches 1 and more.
+NOISY_STEP_CV = 0.30
+#: A run whose median step time lies more than this (relative) from an earlier repeat of the same configuration
+#: (max/min - 1) was likely measured while something else ran: quiet repeats differ by ~7% in the median, and by
+#: 2-3x when anything else runs (the bundled CPU history's repeats: median 17%, 90th percentile 47%).
+NOISY_REPEAT_SPREAD = 0.50
 
 # Student t 0.975 quantiles for 1..30 degrees of freedom (scipy.stats.t.ppf(0.975, df)); kept here so that the
 # worker does not import scipy (over a second of start-up per measured run).
@@ -42,7 +52,52 @@ class StepStats:
             "step_time_cv": self.cv,
             "step_time_ci_rel": self.ci_rel,
             "steps_timed": self.n,
+            "timing_flag": timing_flag(self.cv),
         }
+
+
+def timing_flag(cv: float | None, median: float | None = None, earlier_medians=()) -> str:
+    """Why a run's timing says the machine was busy, ``""`` when nothing does: ``"high_step_cv"`` (the per-step
+    times' CV above :data:`NOISY_STEP_CV`), ``"repeat_spread"`` (``median`` and an earlier repeat's median step
+    time differ by more than :data:`NOISY_REPEAT_SPREAD`), or both, ``;``-joined."""
+    reasons = []
+    if cv is not None and math.isfinite(cv) and cv > NOISY_STEP_CV:
+        reasons.append("high_step_cv")
+    if median is not None and math.isfinite(median) and median > 0:
+        others = [m for m in earlier_medians if m is not None and math.isfinite(m) and m > 0]
+        if others and max(median, *others) / min(median, *others) - 1 > NOISY_REPEAT_SPREAD:
+            reasons.append("repeat_spread")
+    return ";".join(reasons)
+
+
+def explain_timing_flag(flag: str, cv: float | None, median: float | None = None, earlier_medians=()) -> str:
+    """One sentence for a :func:`timing_flag`: what was seen, and what to do."""
+    seen = []
+    if "high_step_cv" in flag:
+        seen.append(f"its per-step times vary with CV {cv:.2f} (above {NOISY_STEP_CV:g}; a steady run stays far below)")
+    if "repeat_spread" in flag:
+        others = ", ".join(f"{m:.4g}" for m in earlier_medians)
+        seen.append(f"its median step time {median:.4g} s lies more than {NOISY_REPEAT_SPREAD:.0%} from an earlier "
+                    f"repeat's ({others} s)")
+    return (" and ".join(seen) + ": the machine was likely busy. The run is recorded with timing_flag="
+            f"{flag!r}; measure it again with nothing else running, or drop such rows from the history before fitting.")
+
+
+#: The record columns that identify one configuration (its repeats share them).
+_CONFIG_COLUMNS = ("model", "batch_size", "gpu_count", "gpu_type", "precision", "grad_accum", "optimizer", "compiled",
+                   "activation_checkpointing", "seq_len", "threads_per_worker")
+
+
+def config_key(record) -> tuple:
+    """The configuration a record measured, repeat index aside (missing columns and NaN count as empty)."""
+    def norm(v):
+        if v is None or type(v).__name__ == "NAType" or (isinstance(v, float) and math.isnan(v)):
+            return ""  # None, NaN, pandas' NA (no pandas import: the worker stays light)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer():
+            return str(int(v))  # 32 and 32.0 (a CSV read back) are one batch size
+        return str(v)
+
+    return tuple(norm(record.get(c)) for c in _CONFIG_COLUMNS)
 
 
 def summarise_steps(times: list[float]) -> StepStats:

@@ -28,13 +28,15 @@ import logging
 import os
 import time
 import uuid
+import warnings
 from datetime import datetime, timezone
 
 from .. import __version__
 from .._validation import check_positive_int
+from ..exceptions import NoisyTimingWarning
 from ..hardware import resolve_gpu_type
 from ..io import append_runs
-from ._timing import summarise_steps
+from ._timing import explain_timing_flag, summarise_steps
 from .flops import count_params
 from .telemetry import NvmlSampler, host_facts, nvml_device_facts
 
@@ -180,6 +182,9 @@ class Recorder:
         if len(steady) >= 1:
             stats = summarise_steps(steady)
             rec.update(stats.to_record())
+            if rec["timing_flag"]:
+                warnings.warn(f"{self.model}: {explain_timing_flag(rec['timing_flag'], stats.cv)}",
+                              NoisyTimingWarning, stacklevel=3)
             rec["samples_per_s"] = self.batch_size * self.grad_accum * self.world / stats.mean
             rec["status"] = "ok"
         else:

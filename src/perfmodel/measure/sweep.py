@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 import uuid
+import warnings
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,9 +38,11 @@ from filelock import FileLock
 from .. import __version__
 from .._atomic import atomic_write, check_writable
 from .._validation import check_positive_float, check_positive_int
+from ..exceptions import NoisyTimingWarning
 from ..hardware import PRECISIONS, resolve_gpu_type
 from ..io import append_runs, read_history
 from . import _lifeline
+from ._timing import config_key, explain_timing_flag, timing_flag
 from ._worker import ERROR_PREFIX
 from .workload import check_model_spec, default_model_name, factory_spec, model_kind
 from .zoo import ZOO, default_seq_len
@@ -50,8 +53,8 @@ logger = logging.getLogger(__name__)
 
 _RECORD_KEYS = (
     "params", "flops_per_sample", "flops_method", "family", "threads_per_worker", "step_time_s",
-    "step_time_median_s", "step_time_std_s", "step_time_cv", "step_time_ci_rel", "steps_timed", "warmup_steps",
-    "stop_reason", "samples_per_s", "startup_s", "wall_time_s", "steps", "gpu_name", "gpu_mem_total_bytes",
+    "step_time_median_s", "step_time_std_s", "step_time_cv", "step_time_ci_rel", "timing_flag", "steps_timed",
+    "warmup_steps", "stop_reason", "samples_per_s", "startup_s", "wall_time_s", "steps", "gpu_name", "gpu_mem_total_bytes",
     "gpu_mem_peak_bytes", "gpu_util_mean_pct", "mem_util_mean_pct", "power_mean_w", "driver_version",
     "cuda_version", "cpu_model", "cpu_cores", "hostname", "torch_version", "python_version", "protocol",
     "model_source", "seq_len", "precision", "grad_accum", "optimizer", "compiled", "activation_checkpointing",
@@ -428,6 +431,42 @@ def _done_keys(output: Path, retry_failed: bool) -> set[tuple]:
     }
 
 
+def _repeat_medians(output: Path) -> dict[tuple, list[float]]:
+    """Median step times of the successful runs already in ``output``, per configuration (repeats together)."""
+    if not output.exists() or output.stat().st_size == 0:
+        return {}
+    df = read_history(output)
+    if "step_time_median_s" not in df.columns or len(df) == 0:
+        return {}
+    if "status" in df.columns:
+        df = df[df["status"].fillna("ok") == "ok"]
+    out: dict[tuple, list[float]] = {}
+    for rec, m in zip(df.to_dict("records"), pd.to_numeric(df["step_time_median_s"], errors="coerce")):
+        if pd.notna(m):
+            out.setdefault(config_key(rec), []).append(float(m))
+    return out
+
+
+def _flag_timing(record: dict, medians: dict[tuple, list[float]]) -> bool:
+    """Set a successful record's ``timing_flag`` (its step CV, and its median against earlier repeats of the same
+    configuration in ``medians``, which it joins), and warn once when the timing says the machine was busy."""
+    if record.get("status") != "ok":
+        return False
+    key = config_key(record)
+    median = record.get("step_time_median_s")
+    earlier = list(medians.get(key, ()))
+    record["timing_flag"] = timing_flag(record.get("step_time_cv"), median, earlier)
+    if median is not None and math.isfinite(float(median)):
+        medians.setdefault(key, []).append(float(median))
+    if record["timing_flag"]:
+        warnings.warn(f"{record.get('model')} batch={record.get('batch_size')} n={record.get('gpu_count')} "
+                      f"repeat {record.get('repeat', 0)}: "
+                      f"{explain_timing_flag(record['timing_flag'], record.get('step_time_cv'), median, earlier)}",
+                      NoisyTimingWarning, stacklevel=3)
+        return True
+    return False
+
+
 def _fmt_eta(seconds: float) -> str:
     if not math.isfinite(seconds):
         return "?"
@@ -451,6 +490,7 @@ def run_local(configs: list[RunConfig], output: Path, *, timeout_s: float = 600.
     device = configs[0].device if configs else "cpu"
     gpu_type = _detect_gpu_type(device)
     done = _done_keys(output, retry_failed)
+    medians = _repeat_medians(output)
     todo = [c for c in configs if c.key(gpu_type) not in done]
     skipped = len(configs) - len(todo)
     sweep_id = uuid.uuid4().hex[:8]
@@ -465,6 +505,7 @@ def run_local(configs: list[RunConfig], output: Path, *, timeout_s: float = 600.
                 print(f"[{skipped + i + 1:>4}/{len(configs)}] {cfg.record_name} batch={cfg.batch_size} "
                       f"n={cfg.gpu_count}: ran as a follower node (recorded by rank 0's node)", file=sys.stderr)
             continue
+        noisy = _flag_timing(record, medians)
         append_runs(record, output)
         _append_steps(output, record["run_id"], times)
         written.append(record)
@@ -475,6 +516,8 @@ def run_local(configs: list[RunConfig], output: Path, *, timeout_s: float = 600.
                     else f"{record['status']}: {str(record['error'])[:60]}")
             if record["status"] == "ok" and record.get("flops_method") == "none":
                 what += " (FlopCounterMode saw no FLOPs: flops_per_sample left empty)"
+            if noisy:
+                what += f" (timing flagged: {record['timing_flag']})"
             print(f"[{skipped + i + 1:>4}/{len(configs)}] {cfg.record_name} batch={cfg.batch_size} n={cfg.gpu_count} "
                   f"{cfg.precision} rep={cfg.repeat}: {what}  (ETA {_fmt_eta(eta)})", file=sys.stderr, flush=True)
     return pd.DataFrame(written)
