@@ -1,5 +1,6 @@
 import json
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -128,6 +129,25 @@ class TestRecommend:
         budget = recommend("m1", batch_size=16, steps=100_000, gpu_types=["A100"], gpu_counts=[1, 2],
                            history=fitted, prices=PRICES, budget=1e-9)
         assert not budget["within_budget"].any()
+
+    def test_a_configuration_gets_the_answer_it_gets_alone(self):
+        # adding a device type or a count the runs lack must not change the other rows (each is predicted from the
+        # fit for its own kind of query, as predict_training_time predicts it)
+        two = pd.concat([make_history(seed=0), make_history(seed=0, noise_seed=4).assign(
+            gpu_type="H100", step_time_s=lambda d: d["step_time_s"] / 3)])
+        kw = dict(batch_size=16, steps=1000, history=two, prices=PRICES, work="per_device_batch")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            alone = recommend("m1", gpu_types=["A100"], gpu_counts=[2], **kw)
+            mixed = recommend("m1", gpu_types=["A100", "B200"], gpu_counts=[2, 64], **kw)
+            # the same samples on 2 devices: 1000 x 16 / (16 x 2) steps
+            single = predict_training_time("m1", batch_size=16, gpu_count=2, gpu_type="A100", steps=500,
+                                           history=two)
+        row = mixed[(mixed["gpu_type"] == "A100-SXM4-80GB") & (mixed["gpu_count"] == 2)].iloc[0]
+        assert row["steps"] == 500
+        assert [row["seconds"], row["lower"], row["upper"]] == pytest.approx(
+            [alone.loc[0, "seconds"], alone.loc[0, "lower"], alone.loc[0, "upper"]])
+        assert row["seconds"] == pytest.approx(single.seconds) and row["upper"] == pytest.approx(single.upper)
 
     def test_unpredictable_device_left_out_with_warning(self):
         fitted = TrainingTimeModel().fit(make_history())

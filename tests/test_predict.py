@@ -246,3 +246,56 @@ class TestExtrapolationWidening:
         raw = m.predict_interval(runs.head(20))
         near = (pi["nearest_run_distance"] <= EXTRAPOLATION_D0).to_numpy()
         assert near.all() and (pi["step_lower"] == raw["step_lower"]).all()
+
+
+class TestEachRowAsAlone:
+    """A row of predict_many (or a configuration of recommend) gets the answer predict_training_time gives it
+    alone, whatever the other rows ask."""
+
+    @pytest.fixture(scope="class")
+    def runs(self):
+        return make_history()
+
+    def _alone(self, runs, row, method="physics"):
+        return predict_training_time(row["model"], batch_size=row["batch_size"], gpu_count=row["gpu_count"],
+                                     gpu_type=row["gpu_type"], steps=row["steps"], history=runs, method=method)
+
+    def test_other_rows_do_not_change_a_row(self, runs):
+        base = {"model": "m1", "batch_size": 16, "gpu_count": 2, "gpu_type": "A100", "steps": 1000}
+        others = [dict(base, gpu_count=64), dict(base, batch_size=100_000), dict(base, batch_size=24)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            alone = predict_many(pd.DataFrame([base]), history=runs, method="physics")
+            mixed = predict_many(pd.DataFrame([base] + others), history=runs, method="physics")
+            singles = [self._alone(runs, r) for r in [base] + others]
+        cols = ["seconds", "lower", "upper"]
+        assert np.allclose(mixed.loc[0, cols].to_numpy(float), alone.loc[0, cols].to_numpy(float))
+        for i, r in enumerate(singles):
+            assert np.allclose(mixed.loc[i, cols].to_numpy(float), [r.seconds, r.lower, r.upper]), i
+            assert mixed.loc[i, "query_kind"] == r.query_kind
+        assert list(mixed["query_kind"]) == ["seen", "new_count", "new_batch", "new_batch"]
+
+    def test_rows_keep_their_order_and_index(self, runs):
+        q = pd.DataFrame([{"model": "m1", "batch_size": b, "gpu_count": n, "gpu_type": "A100", "steps": 10}
+                          for b, n in [(24, 1), (16, 1), (16, 64), (16, 2)]], index=[7, 3, 5, 1])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = predict_many(q, history=runs, method="physics")
+            one = [predict_many(q.loc[[i]], history=runs, method="physics") for i in q.index]
+        assert list(out.index) == [7, 3, 5, 1]
+        assert np.allclose(out["seconds"].to_numpy(), [o["seconds"].iloc[0] for o in one])
+
+    def test_a_batch_size_the_runs_lack_is_reported_as_new(self, runs):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert self._alone(runs, {"model": "m1", "batch_size": 100_000, "gpu_count": 2, "gpu_type": "A100",
+                                      "steps": 10}).query_kind == "new_batch"
+
+    def test_a_model_of_the_history_with_another_size_is_refused(self, runs):
+        q = pd.DataFrame({"model": ["m1", "m1"], "params": [np.nan, 1e3], "batch_size": 16, "gpu_count": 1,
+                          "gpu_type": "A100", "steps": 10})
+        with pytest.raises(ValueError, match=r"row 2 \(counting from 1\) names model 'm1', which the history has"):
+            predict_many(q, history=runs)
+        filled = predict_many(q.iloc[:1], history=runs)  # an empty size is the history model's
+        named = predict_many(q.iloc[:1].drop(columns="params"), history=runs)
+        assert filled["seconds"].iloc[0] == pytest.approx(named["seconds"].iloc[0])

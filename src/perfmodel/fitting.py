@@ -31,7 +31,7 @@ from .models import METHODS, TrainingTimeModel
 from .metrics import median_ape
 
 __all__ = ["DEFAULT_METHOD", "AUTO_CANDIDATES", "KIND_SPLITS", "fit_history", "choose_method", "load_history",
-           "query_kind", "BUNDLED_HISTORIES"]
+           "query_kind", "query_kinds", "KIND_ORDER", "BUNDLED_HISTORIES"]
 
 #: The default ``method`` of every public entry point.
 DEFAULT_METHOD = "auto"
@@ -124,20 +124,31 @@ def load_history(history) -> tuple[pd.DataFrame, list[str]]:
 
 
 # --------------------------------------------------------------------------------------------- query kinds
+#: Query kinds from the least to the most demanding (a row is the first that applies from the right).
+KIND_ORDER = ("seen", "new_batch", "new_count", "new_model", "new_device")
+
+
+def query_kinds(runs: pd.DataFrame, query: pd.DataFrame) -> np.ndarray:
+    """Per row of ``query``: the kind of generalisation it asks of ``runs`` (see :data:`KIND_SPLITS`): a device
+    type the runs lack, else a model they lack, else a device count, else a batch size, else ``seen``."""
+    def isin(column, known) -> np.ndarray:
+        return query[column].astype(str).isin(set(map(str, known))).to_numpy(dtype=bool)
+
+    def isin_num(column) -> np.ndarray:
+        return pd.to_numeric(query[column], errors="coerce").isin(
+            set(pd.to_numeric(runs[column], errors="coerce").astype(float))).to_numpy(dtype=bool)
+
+    new_device = ~isin("gpu_type", pd.unique(runs["gpu_type"]))
+    new_model = (~isin("model", pd.unique(runs["model"])) if "model" in query.columns
+                 else np.ones(len(query), dtype=bool))
+    code = np.select([new_device, new_model, ~isin_num("gpu_count"), ~isin_num("batch_size")], [4, 3, 2, 1], 0)
+    return np.asarray(KIND_ORDER, dtype=object)[code]
+
+
 def query_kind(runs: pd.DataFrame, query: pd.DataFrame) -> str:
-    """The most demanding kind of generalisation any row of ``query`` asks of ``runs`` (see :data:`KIND_SPLITS`)."""
-    devices = set(map(str, runs["gpu_type"]))
-    if not set(map(str, query["gpu_type"])) <= devices:
-        return "new_device"
-    if "model" not in query.columns or not set(map(str, query["model"])) <= set(map(str, runs["model"])):
-        return "new_model"
-    n = pd.to_numeric(query["gpu_count"], errors="coerce")
-    if not n.isin(set(runs["gpu_count"].astype(float))).all():
-        return "new_count"
-    b = pd.to_numeric(query["batch_size"], errors="coerce")
-    if not b.isin(set(runs["batch_size"].astype(float))).all():
-        return "new_batch"
-    return "seen"
+    """The most demanding kind of generalisation any row of ``query`` asks of ``runs`` (see :func:`query_kinds`)."""
+    kinds = query_kinds(runs, query)
+    return max(set(kinds.tolist()), key=KIND_ORDER.index) if len(kinds) else "seen"
 
 
 # ------------------------------------------------------------------------------------------------- fitting

@@ -19,7 +19,8 @@ from ._validation import check_choice, check_confidence, check_positive_int, che
 from .exceptions import DataQualityWarning, ExtrapolationWarning, SchemaError, UnsupportedQueryError
 from .hardware import PRECISIONS, get_spec, resolve_gpu_type
 from .schema import check_queries
-from .fitting import DEFAULT_METHOD, KIND_SPLITS, fit_files, fit_history, load_history, query_kind
+from .fitting import (DEFAULT_METHOD, KIND_ORDER, KIND_SPLITS, fit_files, fit_history, load_history, query_kind,
+                      query_kinds)
 from .models import METHODS, TrainingTimeModel
 from .models._training import model_table, precision_by_device
 
@@ -354,6 +355,15 @@ def _kind_of(fitted: TrainingTimeModel, q: pd.DataFrame) -> np.ndarray:
     return kind
 
 
+def _label_kinds(fitted: TrainingTimeModel, q: pd.DataFrame, from_runs: np.ndarray | None) -> np.ndarray:
+    """The ``query_kind`` reported per row: the fitted model's (finer for roofline: ``new_pair``, ...), where that
+    says ``seen`` the kind the history's runs give (a batch size or count between or beyond theirs)."""
+    kind = _kind_of(fitted, q)
+    if from_runs is None:
+        return kind
+    return np.where(kind == "seen", np.asarray(from_runs, dtype=object), kind)
+
+
 def _distinct_rows(q: pd.DataFrame, skip: tuple = ()) -> tuple[np.ndarray, np.ndarray]:
     """``first, inverse``: the position of the first of each distinct row of ``q`` (ignoring ``skip``), and each
     row's index into ``first``. 100,000 queries over a grid of a few hundred configurations are predicted once per
@@ -446,6 +456,7 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
     base = {"batch_size": batch_size, "gpu_count": gpu_count, "gpu_type": canonical,
             "precision": precision.lower() if precision else None, "steps": n_steps}
     assumed = []
+    kind = None  # the kind of query the history's runs say this is (unknown with a fitted model)
     if isinstance(history, TrainingTimeModel):
         fitted = resolve_history(history, method)
         if precision is None:
@@ -474,7 +485,7 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
     check_queries(q, _WHERE)
     notes = _check_support(fitted, q) + _domain_warnings(fitted, q)[0]
     res = _predict_frame(fitted, q, confidence).iloc[0]
-    kind_of_query = _kind_of(fitted, q)[0]
+    kind_of_query = _label_kinds(fitted, q, None if kind is None else [kind])[0]
     prior_note = _prior_note(provenance, q) + _interval_note(fitted, kind_of_query)
     if bool(res["nonpositive_fit"]):
         notes.append(f"the {fitted.method} fit predicts a non-positive step time here; clipped to 0")
@@ -494,15 +505,49 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
     )
 
 
+def _check_model_sizes(q: pd.DataFrame, table: pd.DataFrame) -> None:
+    """A row naming a model of the history gets that model's size: an empty ``params`` (and ``flops_per_sample``)
+    is filled from the history, a different one is refused (it would predict the history's model, not that size)."""
+    names = q["model"].astype(str)
+    known = names.isin(table.index).to_numpy()
+    if not known.any():
+        return
+    hist = table.reindex(names)
+    given = pd.to_numeric(q["params"], errors="coerce").to_numpy(dtype=float)
+    ref = hist["params"].to_numpy(dtype=float)
+    clash = known & np.isfinite(given) & ~np.isclose(given, ref, rtol=1e-3)
+    if clash.any():
+        i = int(np.flatnonzero(clash)[0])
+        raise ValueError(f"predict_many: row {i + 1} (counting from 1) names model {names.iloc[i]!r}, which the "
+                         f"history has with params {ref[i]:g}, but gives params {given[i]:g}. Leave 'params' empty "
+                         f"to predict the history's model, or name the row something the history lacks to predict a "
+                         f"model of that size ({int(clash.sum())} rows clash).")
+    fill = known & ~np.isfinite(given)
+    if fill.any():
+        q["params"] = np.where(fill, ref, given)
+        if "flops_per_sample" in q.columns:
+            fps = pd.to_numeric(q["flops_per_sample"], errors="coerce").to_numpy(dtype=float)
+            q["flops_per_sample"] = np.where(fill & ~np.isfinite(fps), hist["flops_per_sample"].to_numpy(dtype=float),
+                                             fps)
+        else:
+            q["flops_per_sample"] = np.where(fill, hist["flops_per_sample"].to_numpy(dtype=float), np.nan)
+
+
 def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9,
                  method: str = DEFAULT_METHOD) -> pd.DataFrame:
     """Predict many configurations at once (vectorised).
+
+    Each row gets the answer :func:`predict_training_time` gives it alone: with ``history=None`` the bundled runs
+    of its own kind of device (CPU or GPU), and with ``method="auto"`` the fit chosen for its own kind of query
+    (``query_kind``), whatever the other rows ask. A row naming a model of the history takes that model's size
+    (an empty ``params`` is filled in; a different one is refused).
 
     Parameters
     ----------
     queries : DataFrame
         Columns ``batch_size``, ``gpu_type``, ``steps`` and either ``params`` (optionally ``flops_per_sample``)
-        or ``model`` (a name in the history); optional ``gpu_count`` (default 1) and ``precision`` (default: what
+        or ``model`` (a name in the history; with ``params`` too, a name the history lacks is a label); optional
+        ``gpu_count`` (default 1) and ``precision`` (default: what
         most of the history's runs on that device type used, as in :func:`predict_training_time`).
 
     Returns
@@ -534,6 +579,13 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
         table = fitted.models_
     else:
         if history is None:
+            on_cpu = (q["gpu_type"].astype(str) == "cpu").to_numpy()
+            if on_cpu.any() and not on_cpu.all():  # each row from the bundled runs of its own kind of device
+                parts = [predict_many(queries.iloc[np.flatnonzero(m)], confidence=confidence, method=method)
+                         for m in (on_cpu, ~on_cpu)]
+                out = pd.concat(parts)
+                return out.iloc[np.argsort(np.concatenate([np.flatnonzero(on_cpu), np.flatnonzero(~on_cpu)]),
+                                           kind="stable")]
             history = _default_history(q)
         if not isinstance(history, (str, os.PathLike, pd.DataFrame, list, tuple)):
             resolve_history(history, method)  # raises the TypeError
@@ -549,6 +601,8 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
         rows = table.loc[[str(u) for u in uniq]]
         q["params"] = rows["params"].to_numpy(dtype=float)[codes]
         q["flops_per_sample"] = rows["flops_per_sample"].to_numpy(dtype=float)[codes]
+    elif "model" in q.columns:
+        _check_model_sizes(q, table)
     q["gpu_count"] = q["gpu_count"] if "gpu_count" in q.columns else 1
     check_queries(q, "predict_many")
     by_device = fitted.precision_by_device_ if runs is None else precision_by_device(runs)
@@ -576,20 +630,43 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
         if bad.any():
             raise ValueError(f"predict_many: column {col!r} must be finite and positive; {int(bad.sum())} rows "
                              f"are not (first: row {int(np.flatnonzero(bad)[0]) + 1}, counting from 1).")
-    if runs is not None:
-        kind = query_kind(runs, q)
-        if paths is not None:
-            fitted = fit_files(paths, method, kind)
-        else:
-            fitted = fit_history(runs, method, kind=kind)
-            fitted.provenance_ = labels
-    _check_support(fitted, q)
     first, inverse = _distinct_rows(q, skip=("steps",))  # the steps only scale the per-step prediction
     rows = q.iloc[first]
-    out = _predict_frame(fitted, q, confidence, distinct=(rows, inverse))
-    masks = list(_outside(fitted, rows).values())
-    out["inside_domain"] = (~np.logical_or.reduce(masks) if masks else np.ones(len(rows), dtype=bool))[inverse]
-    out["query_kind"] = _kind_of(fitted, rows)[inverse]
+    if runs is None:  # a fitted model answers every row
+        fits, kinds = {None: fitted}, np.full(len(rows), None, dtype=object)
+    else:  # each row as predict_training_time answers it alone: the fit chosen for its own kind of query
+        kinds = query_kinds(runs, rows)
+        fits = {}
+        for kind in sorted(set(kinds.tolist()), key=KIND_ORDER.index):
+            if paths is not None:
+                fits[kind] = fit_files(paths, method, kind)
+            else:
+                fits[kind] = fit_history(runs, method, kind=kind)
+                fits[kind].provenance_ = labels
+    _check_support(next(iter(fits.values())), q)  # every fit has the same runs: one check of devices, precisions
+    if len(fits) == 1:
+        kind, fitted = next(iter(fits.items()))
+        out = _predict_frame(fitted, q, confidence, distinct=(rows, inverse))
+        masks = list(_outside(fitted, rows).values())
+        out["inside_domain"] = (~np.logical_or.reduce(masks) if masks else np.ones(len(rows), dtype=bool))[inverse]
+        out["query_kind"] = _label_kinds(fitted, rows, None if kind is None else kinds)[inverse]
+    else:
+        row_kind = kinds[inverse]
+        pieces = []
+        for kind, fitted in fits.items():
+            take = np.flatnonzero(row_kind == kind)
+            at = np.flatnonzero(kinds == kind)
+            pos = np.full(len(rows), -1)
+            pos[at] = np.arange(len(at))
+            sub, inv = rows.iloc[at], pos[inverse[take]]
+            part = _predict_frame(fitted, q.iloc[take], confidence, distinct=(sub, inv))
+            masks = list(_outside(fitted, sub).values())
+            part["inside_domain"] = (~np.logical_or.reduce(masks) if masks else np.ones(len(sub), dtype=bool))[inv]
+            part["query_kind"] = _label_kinds(fitted, sub, kinds[at])[inv]
+            part.index = take
+            pieces.append(part)
+        out = pd.concat(pieces).sort_index()
+        out.index = q.index
     cols = ["step_time_s", "step_lower", "step_upper", "steps", "seconds", "lower", "upper", "inside_domain",
             "nearest_run_distance", "query_kind"]
     return out[cols]

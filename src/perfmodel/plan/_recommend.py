@@ -10,9 +10,10 @@ import pandas as pd
 from .._validation import check_confidence, check_positive_float, check_positive_int
 from ..analysis import DEFAULT_EFFICIENCY_THRESHOLD
 from ..exceptions import ExtrapolationWarning, UnknownPriceError, UnsupportedQueryError
-from ..fitting import DEFAULT_METHOD
+from ..fitting import DEFAULT_METHOD, load_history, query_kind
 from ..hardware import PRECISIONS, resolve_gpu_type
 from ..predict import default_precision, model_spec, predict_many, predict_training_time, resolve_history
+from ..models import TrainingTimeModel
 from ._cost import estimate_cost, load_prices
 
 __all__ = ["recommend", "scaling_from_model", "WORK_MODES"]
@@ -41,6 +42,45 @@ def _split_batch(global_batch: int, n: int, max_device_batch: int) -> tuple[int,
     return None
 
 
+class _Fits:
+    """The fitted model for each configuration, as :func:`predict_training_time` would choose it for that
+    configuration alone: the history (by default the bundled runs of the device's own kind, CPU or GPU) fitted
+    for the configuration's own kind of query. Fitted once per (history, kind)."""
+
+    def __init__(self, history, method: str, model):
+        self.history, self.method = history, method
+        self.name = model if isinstance(model, str) else ""
+        self._runs: dict = {}
+        self._fits: dict = {}
+
+    def _history(self, gpu_type: str):
+        if self.history is not None:
+            return "given", self.history
+        return ("cpu", "cpu") if gpu_type == "cpu" else ("gpu", "gpu")
+
+    def _loaded(self, key, history) -> pd.DataFrame:
+        if key not in self._runs:
+            self._runs[key] = load_history(history)[0]
+        return self._runs[key]
+
+    def max_batch(self, gpu_type: str) -> int:
+        """The largest per-device batch in the history the configuration is predicted from."""
+        key, history = self._history(gpu_type)
+        if isinstance(history, TrainingTimeModel):
+            return int(history.domain_.loc["batch_size", "max"])
+        return int(pd.to_numeric(self._loaded(key, history)["batch_size"]).max())
+
+    def model_for(self, gpu_type: str, micro: int, n: int) -> TrainingTimeModel:
+        key, history = self._history(gpu_type)
+        if isinstance(history, TrainingTimeModel):
+            return resolve_history(history, self.method)
+        query = pd.DataFrame([{"model": self.name, "gpu_type": gpu_type, "gpu_count": n, "batch_size": micro}])
+        kind = query_kind(self._loaded(key, history), query)
+        if (key, kind) not in self._fits:
+            self._fits[key, kind] = resolve_history(history, self.method, query=query)
+        return self._fits[key, kind]
+
+
 def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, gpu_types=("cpu",),
               gpu_counts=(1, 2, 4, 8), work="global_batch", max_device_batch=None, history=None, deadline=None,
               budget=None, confidence=0.9, precision=None, provider=None, prices=None, spot=False,
@@ -59,6 +99,9 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
       with n; the number of samples stays fixed (``steps × batch_size``, the steps one device would take, or
       ``epochs × dataset_size``), so n devices take ``ceil(samples / (batch_size·n))`` steps.
 
+    Each configuration is predicted as :func:`~perfmodel.predict.predict_training_time` predicts it alone (with
+    ``history=None`` from the bundled runs of its own kind of device, CPU or GPU; with ``method="auto"`` by the
+    fit chosen for its own kind of query), so adding a device type or count never changes another row.
     ``meets_deadline`` uses the interval's upper bound, not the point; ``within_budget`` the cost's upper bound.
     Configurations the history cannot predict (:class:`~perfmodel.exceptions.UnsupportedQueryError`) or price
     (:class:`~perfmodel.exceptions.UnknownPriceError`) are left out with one warning giving one reason per kind;
@@ -103,23 +146,19 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
     else:
         raise ValueError("recommend needs the amount of work: 'steps', or 'epochs' and 'dataset_size'.")
     types = [resolve_gpu_type(g) for g in gpu_types]
-    if history is None:
-        history = "cpu" if set(types) <= {"cpu"} else ("gpu" if "cpu" not in types else ["cpu", "gpu"])
-    query = pd.DataFrame([{"model": model if isinstance(model, str) else "", "gpu_type": g, "gpu_count": n,
-                           "batch_size": batch_size} for g in types for n in counts])
-    fitted = resolve_history(history, method, query=query)
-    if max_device_batch is None:
-        max_device_batch = int(fitted.domain_.loc["batch_size", "max"])
-    max_device_batch = check_positive_int(max_device_batch, "max_device_batch", "recommend")
+    if max_device_batch is not None:
+        max_device_batch = check_positive_int(max_device_batch, "max_device_batch", "recommend")
+    fits = _Fits(history, method, model)
     prices = load_prices(prices)  # read and check once, not once per configuration
     rows, skipped, notes = [], {}, {}
     for g, g_name in zip(types, gpu_types):
         for n in counts:
             if work == "global_batch":
-                split = _split_batch(batch_size, n, max_device_batch)
+                split = _split_batch(batch_size, n, max_device_batch or fits.max_batch(g))
                 if split is None:
                     reason = (f"the global batch {batch_size} does not divide over these device counts"
-                              if batch_size % n else f"no micro-batch <= max_device_batch={max_device_batch}")
+                              if batch_size % n else
+                              f"no micro-batch <= max_device_batch={max_device_batch or fits.max_batch(g)}")
                     skipped.setdefault(reason, []).append(f"{g_name} x{n}")
                     continue
                 micro, accum = split
@@ -131,8 +170,8 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
                     r = predict_training_time(model, batch_size=micro, gpu_count=n, gpu_type=g,
-                                              steps=n_steps * accum, precision=precision, history=fitted,
-                                              confidence=confidence)
+                                              steps=n_steps * accum, precision=precision,
+                                              history=fits.model_for(g, micro, n), confidence=confidence)
                 for w in caught:  # per-configuration notes, said once for the whole table below
                     if not issubclass(w.category, ExtrapolationWarning):
                         notes.setdefault(str(w.message), w.category)
