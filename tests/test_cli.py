@@ -1,3 +1,4 @@
+import argparse
 import json
 import subprocess
 import sys
@@ -145,3 +146,16 @@ def test_bad_cli_input_is_one_line(args):
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("perfmodel: error:") and "Traceback" not in proc.stderr
+
+
+def test_cli_evaluate_compares_the_methods_python_evaluate_does():
+    import re
+
+    from perfmodel.cli import _parser
+    from perfmodel.evaluate import DEFAULT_EVAL_METHODS
+
+    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    action = next(a for a in sub.choices["evaluate"]._actions if "--methods" in a.option_strings)
+    assert action.default is None  # resolved to DEFAULT_EVAL_METHODS when the command runs
+    listed = re.search(r"DEFAULT_EVAL_METHODS: ([a-z,]+)", action.help).group(1).split(",")
+    assert tuple(listed) == DEFAULT_EVAL_METHODS

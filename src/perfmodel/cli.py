@@ -153,7 +153,9 @@ def _parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("evaluate", help="grouped cross-validation of the methods and baselines on a history")
     e.add_argument("runs", nargs="?", help="run history (default: the bundled runs)")
-    e.add_argument("--methods", type=_csv_list(str), default=["linear", "loglinear", "gbm", "physics", "auto"])
+    e.add_argument("--methods", type=_csv_list(str), default=None,
+                   help="comma-separated methods (default: those perfmodel.evaluate.evaluate compares, "
+                        "DEFAULT_EVAL_METHODS: linear,loglinear,gbm,physics,roofline,auto)")
     e.add_argument("--splits", type=_csv_list(str), default=None,
                    help="leave-one-model-out,leave-one-batch-size-out,leave-one-gpu-count-out,leave-one-gpu-type-out")
     e.add_argument("--no-baselines", action="store_true")
@@ -461,14 +463,14 @@ def _list_models() -> int:
 
 
 def _cmd_evaluate(args) -> int:
-    from .evaluate import SPLITS, evaluate
+    from .evaluate import DEFAULT_EVAL_METHODS, SPLITS, evaluate
 
     runs = args.runs
     if runs is None:
         from .datasets import bundled_runs_path
 
         runs = str(bundled_runs_path())
-    ev = evaluate(runs, methods=tuple(args.methods), splits=tuple(args.splits or SPLITS),
+    ev = evaluate(runs, methods=tuple(args.methods or DEFAULT_EVAL_METHODS), splits=tuple(args.splits or SPLITS),
                   baselines=not args.no_baselines, confidence=args.confidence, n_jobs=args.n_jobs,
                   host_peak_flops=None if args.host_peak_gflops is None else args.host_peak_gflops * 1e9)
     print(json.dumps(ev.to_dict(), indent=2, allow_nan=False) if args.json else ev)

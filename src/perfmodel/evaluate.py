@@ -32,7 +32,7 @@ from .schema import validate_runs
 
 __all__ = ["SPLITS", "CONFIG_KEYS", "noise_floor", "NoiseFloor", "grouped_folds", "evaluate", "Evaluation",
            "coverage", "mean_relative_width", "r2_log", "AnalyticBaseline", "PeakRatioBaseline", "BASELINES",
-           "SPLIT_KINDS"]
+           "SPLIT_KINDS", "DEFAULT_EVAL_METHODS"]
 
 #: split name -> the column whose groups are held out one at a time.
 SPLITS = {
@@ -50,6 +50,8 @@ SPLIT_KINDS = {
 }
 #: Columns that identify one configuration (its repeats share them).
 CONFIG_KEYS = ("model", "batch_size", "gpu_count", "gpu_type", "precision")
+#: The methods :func:`evaluate` (and ``perfmodel evaluate``) compares when none are named.
+DEFAULT_EVAL_METHODS = ("linear", "loglinear", "gbm", "physics", "roofline", "auto")
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,10 @@ class NoiseFloor:
         return (f"noise floor: {self.median_ape:.1f}% median APE ({self.mean_ape:.1f}% mean) predicting a run by "
                 f"the mean of its repeats; {self.n_configs} configurations, {self.n_runs} runs")
 
+    def to_dict(self) -> dict:
+        """Plain JSON types (NaN becomes None)."""
+        return to_plain(self)
+
 
 def noise_floor(runs: pd.DataFrame, keys=CONFIG_KEYS) -> NoiseFloor:
     """Run-to-run noise: each repeat predicted by the mean of the other repeats of its configuration.
@@ -76,8 +82,8 @@ def noise_floor(runs: pd.DataFrame, keys=CONFIG_KEYS) -> NoiseFloor:
     >>> import pandas as pd
     >>> runs = pd.DataFrame({"model": ["a"] * 3, "params": 1, "batch_size": 8, "gpu_count": 1, "gpu_type": "cpu",
     ...                      "step_time_s": [1.0, 1.1, 0.9]})
-    >>> round(noise_floor(runs).median_ape, 2)
-    10.0
+    >>> round(noise_floor(runs).median_ape, 2)  # 0.9 s against the others' mean 1.05 s: |0.9 / 1.05 - 1|
+    14.29
     """
     runs = validate_runs(runs)
     keys = [k for k in keys if k in runs.columns]
@@ -275,7 +281,7 @@ class Evaluation:
         return f"{text}\n{self.noise}"
 
 
-def evaluate(runs, *, methods=("linear", "loglinear", "gbm", "physics", "roofline", "auto"), splits=tuple(SPLITS), baselines=True,
+def evaluate(runs, *, methods=DEFAULT_EVAL_METHODS, splits=tuple(SPLITS), baselines=True,
              confidence: float = 0.9, n_jobs: int = 1, host_peak_flops: float | None = None) -> Evaluation:
     """Grouped cross-validation of each method (and the baselines) on the same splits of the same runs.
 

@@ -430,7 +430,7 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
         Runs to learn from; None uses the bundled runs (data/README.md).
     confidence : float in (0, 1), default=0.9
         Level of the prediction interval.
-    method : {"auto", "physics", "roofline", "loglinear", "gbm", "linear"}, default="auto"
+    method : {"auto", "physics", "roofline", "loglinear", "gbm", "ops", "linear"}, default="auto"
         ``auto`` chooses by the cross-validation split matching the query (:mod:`perfmodel.fitting`).
 
     Returns
@@ -549,6 +549,13 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
         or ``model`` (a name in the history; with ``params`` too, a name the history lacks is a label); optional
         ``gpu_count`` (default 1) and ``precision`` (default: what
         most of the history's runs on that device type used, as in :func:`predict_training_time`).
+
+    history : None, path, DataFrame, list of these, or TrainingTimeModel, default=None
+        As in :func:`predict_training_time`.
+    confidence : float, default=0.9
+        Level of the prediction intervals.
+    method : {"auto", "physics", "roofline", "loglinear", "gbm", "ops", "linear"}, default="auto"
+        As in :func:`predict_training_time` (``auto``: per row kind of query).
 
     Returns
     -------
