@@ -37,3 +37,14 @@ def test_unknown_attribute():
 
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         perfmodel.nope
+
+
+def test_the_version_is_the_one_pyproject_declares():
+    import pathlib
+    import re
+
+    import perfmodel
+    from perfmodel._version import __version__
+
+    text = (pathlib.Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    assert perfmodel.__version__ == __version__ == re.search(r'^version = "([^"]+)"', text, re.M).group(1)

@@ -20,7 +20,8 @@ SHARED_TOOL = ROOT.parents[2] / "shared" / "tools" / "import_cycles.py"
 
 LAYERS = [
     ("base", ["perfmodel", "perfmodel.exceptions", "perfmodel._validation", "perfmodel._format",
-              "perfmodel._delegates", "perfmodel._atomic", "perfmodel._rows", "perfmodel.metrics"]),
+              "perfmodel._delegates", "perfmodel._version", "perfmodel._atomic", "perfmodel._rows",
+              "perfmodel.metrics"]),
     ("hardware", ["perfmodel.hardware"]),
     ("history", ["perfmodel.schema", "perfmodel.io", "perfmodel.datasets"]),
     ("measure", ["perfmodel.measure", "perfmodel.importers", "perfmodel.integrations"]),

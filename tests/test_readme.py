@@ -55,3 +55,10 @@ def test_extrapolation_constants_match_the_readme():
     from perfmodel.models._training import EXTRAPOLATION_C, EXTRAPOLATION_D0
 
     assert f"`d0 = {EXTRAPOLATION_D0:g}`" in README and f"`1 + {EXTRAPOLATION_C:g}·(d − {EXTRAPOLATION_D0:g})`" in README
+
+
+def test_the_first_example_prints_what_the_readme_says():
+    line = next(ln for ln in README.splitlines() if ln.startswith("print(r)") and "PI" in ln)
+    quoted = re.search(r'# "(.+)"', line).group(1)
+    r = perfmodel.predict_training_time("gpt-m", batch_size=32, gpu_count=2, gpu_type="cpu", steps=20_000)
+    assert str(r) == quoted

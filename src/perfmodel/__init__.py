@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402,F401  (re-exported)
 
 _EXPORTS = {
     "predict_training_time": "perfmodel.predict",

@@ -20,7 +20,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import __version__
+from ._version import __version__
 
 __all__ = ["cache_dir", "cache_key", "load_cached", "store", "clear", "info"]
 

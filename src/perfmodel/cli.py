@@ -13,7 +13,7 @@ import logging
 import sys
 import warnings
 
-from . import __version__
+from ._version import __version__
 
 __all__ = ["main"]
 

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import __version__
+from ._version import __version__
 from ._atomic import atomic_write
 from .exceptions import DataQualityWarning, NotAModelFileError
 

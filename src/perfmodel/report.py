@@ -33,7 +33,7 @@ def make_report(runs, output, *, methods=("physics", "loglinear"), quick: bool =
     import matplotlib
 
     matplotlib.use("Agg", force=True)
-    from . import __version__
+    from ._version import __version__
     from .evaluate import REFUSED_NOTE, SPLITS, evaluate
     from .io import load_runs
     from .plot import plot_batch_curves, plot_cv_summary, plot_predicted_vs_measured, plot_residuals, plot_scaling

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from datetime import datetime, timezone
 
-from .. import __version__
+from .._version import __version__
 
 __all__ = ["log_prediction"]
 

@@ -31,7 +31,7 @@ import uuid
 import warnings
 from datetime import datetime, timezone
 
-from .. import __version__
+from .._version import __version__
 from .._validation import check_positive_int
 from ..exceptions import NoisyTimingWarning
 from ..hardware import resolve_gpu_type

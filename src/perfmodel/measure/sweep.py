@@ -35,7 +35,7 @@ from typing import Sequence
 import pandas as pd
 from filelock import FileLock
 
-from .. import __version__
+from .._version import __version__
 from .._atomic import atomic_write, check_writable
 from .._validation import check_positive_float, check_positive_int
 from ..exceptions import NoisyTimingWarning
