@@ -24,6 +24,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .._atomic import atomic_write_bytes
 from .._validation import check_positive_int
 
 __all__ = ["SlurmOptions", "run_slurm", "run_sweep_slurm"]
@@ -98,12 +99,7 @@ def _slurm_job(cfg_fields: dict, record_path: str, sweep_id: str, timeout_s: flo
         rec["job_id"] = os.environ.get("SLURM_JOB_ID")
     rec["launcher"] = "slurm"
     rec["step_times_s"] = times
-    tmp = record_path + f".tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(rec, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, record_path)
+    atomic_write_bytes(record_path, json.dumps(rec).encode("utf-8"))
     return rec["status"]
 
 
@@ -153,7 +149,7 @@ def run_slurm(todo: list, output: Path, opts: SlurmOptions, *, sweep_id: str, ti
               progress: bool = True, total: int | None = None) -> list[dict]:
     """Submit each configuration of ``todo`` as a job, gather the records into ``output``; return them."""
     from ..io import append_runs
-    from .sweep import _append_steps, _finish, base_record
+    from .sweep import _append_steps, _finish, _flag_timing, _repeat_medians, base_record
 
     for cfg in todo:
         if cfg.nnodes > 1:
@@ -171,6 +167,7 @@ def run_slurm(todo: list, output: Path, opts: SlurmOptions, *, sweep_id: str, ti
     ex = None
     pending: dict[str, tuple] = {}  # digest -> (cfg, job or None)
     written: list[dict] = []
+    medians = _repeat_medians(output)  # earlier repeats of each configuration, for the timing flag
     total = total or len(todo)
     done_before = total - len(todo)
 
@@ -195,6 +192,7 @@ def run_slurm(todo: list, output: Path, opts: SlurmOptions, *, sweep_id: str, ti
             times = []
         else:
             return False
+        _flag_timing(rec, medians)
         append_runs(rec, output, validate=rec.get("gpu_type") != "unknown")
         _append_steps(output, rec["run_id"], times)
         written.append(rec)
