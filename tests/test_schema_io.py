@@ -23,7 +23,7 @@ class TestValidate:
         runs = load_runs(minimal())
         assert list(runs["gpu_type"]) == ["A100-SXM4-80GB", "A100-SXM4-80GB", "cpu"]
         assert list(runs["precision"]) == ["fp32"] * 3
-        assert list(runs["run_id"]) == ["row-0", "row-1", "row-2"]
+        assert list(runs["run_id"]) == ["row-1", "row-2", "row-3"]  # data rows counted from 1
 
     def test_wall_time_and_steps_give_step_time(self):
         df = minimal().drop(columns="step_time_s").assign(wall_time_s=[10.0, 20.0, 30.0], steps=[100, 100, 300])
@@ -44,7 +44,7 @@ class TestValidate:
             load_runs(minimal(params=[1000, "big", 3000]))
 
     def test_nan_names_rows(self):
-        with pytest.raises(SchemaError, match=r"Column 'step_time_s' has NaN in 1 rows \(run_id row-2\)"):
+        with pytest.raises(SchemaError, match=r"Column 'step_time_s' has NaN in 1 row \(run_id row-3\)"):
             load_runs(minimal(step_time_s=[0.1, 0.2, np.nan]))
 
     @pytest.mark.parametrize("column, values", [("batch_size", [8, 0, 32]), ("gpu_count", [1, -2, 4]),
@@ -58,7 +58,7 @@ class TestValidate:
             load_runs(minimal(batch_size=[8, 16.5, 32]))
 
     def test_unknown_gpu_type_names_rows(self):
-        with pytest.raises(UnknownHardwareError, match=r"run_id row-1.*Unknown gpu_type 'A1000'"):
+        with pytest.raises(UnknownHardwareError, match=r"run_id row-2.*Unknown gpu_type 'A1000'"):
             load_runs(minimal(gpu_type=["A100", "A1000", "cpu"]))
 
     def test_bad_precision(self):

@@ -190,7 +190,7 @@ def _check_ranges(df: pd.DataFrame, ok: np.ndarray) -> None:
             bad &= ok if name not in ("params", "batch_size", "gpu_count") else np.ones_like(bad)
         if bad.any():
             raise SchemaError(
-                f"Column {name!r} {_range_message(name)} where given; {int(bad.sum())} rows are not "
+                f"Column {name!r} {_range_message(name)} where given; {_rows_are_not(bad)} "
                 f"({_where(df, bad)}), e.g. {float(values[bad][0])!r}."
             )
 
@@ -238,7 +238,7 @@ def check_queries(q: pd.DataFrame, where: str) -> None:
         bad = _out_of_range(name, values)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise SchemaError(f"{where}: column {name!r} {_range_message(name)}; {int(bad.sum())} rows are not "
+            raise SchemaError(f"{where}: column {name!r} {_range_message(name)}; {_rows_are_not(bad)} "
                               f"(first: row {i}, {float(values[i])!r}).")
         if kind == "int":
             with np.errstate(invalid="ignore"):
@@ -252,6 +252,11 @@ def check_queries(q: pd.DataFrame, where: str) -> None:
 def describe_schema() -> pd.DataFrame:
     """The schema as a table (column, dtype, description)."""
     return pd.DataFrame([(c.name, c.kind, c.description) for c in COLUMNS], columns=["column", "dtype", "description"])
+
+
+def _rows_are_not(mask: np.ndarray) -> str:
+    n = int(np.sum(mask))
+    return f"{n} row{'' if n == 1 else 's'} {'is' if n == 1 else 'are'} not"
 
 
 def _where(df: pd.DataFrame, mask: np.ndarray, limit: int = 5) -> str:
@@ -271,7 +276,7 @@ _INT_TEXT = re.compile(r"\s*[+-]?[0-9]+(?:\.0*)?\s*")
 
 
 def _bad(out: pd.DataFrame, name: str, mask: np.ndarray, what: str, example) -> SchemaError:
-    return SchemaError(f"Column {name!r} {what}; {int(mask.sum())} rows are not ({_where(out, mask)}), "
+    return SchemaError(f"Column {name!r} {what}; {_rows_are_not(mask)} ({_where(out, mask)}), "
                        f"e.g. {example!r}.")
 
 
@@ -324,7 +329,7 @@ def _numeric(out: pd.DataFrame, name: str, kind: str) -> tuple[np.ndarray, pd.Se
     if bad.any():
         ex = values[bad][0]
         raise SchemaError(
-            f"Column {name!r} must be numeric ({kind}); {int(bad.sum())} rows are not ({_where(out, bad)}), "
+            f"Column {name!r} must be numeric ({kind}); {_rows_are_not(bad)} ({_where(out, bad)}), "
             f"e.g. {ex!r} of type {type(ex).__name__}."
         )
     if kind == "int" and any(e is not None for e in exact) and all(
@@ -446,14 +451,15 @@ def validate_runs(df: pd.DataFrame, *, include_failed: bool = False) -> pd.DataF
         )
     df = coerce_dtypes(df)
     if "run_id" not in df.columns:
-        df.insert(0, "run_id", pd.array([f"row-{i}" for i in range(len(df))], dtype="string"))
+        # a generated id names the data row, counted from 1 as in every error message
+        df.insert(0, "run_id", pd.array([f"row-{i + 1}" for i in range(len(df))], dtype="string"))
     if "status" not in df.columns:
         df["status"] = pd.array(["ok"] * len(df), dtype="string")
     status = df["status"].fillna("ok")
     bad = ~status.isin(STATUSES).to_numpy()
     if bad.any():
         raise SchemaError(
-            f"Column 'status' must be one of {', '.join(STATUSES)}; {int(bad.sum())} rows are not ({_where(df, bad)})."
+            f"Column 'status' must be one of {', '.join(STATUSES)}; {_rows_are_not(bad)} ({_where(df, bad)})."
         )
     df["status"] = status
     if not include_failed:
@@ -481,7 +487,8 @@ def validate_runs(df: pd.DataFrame, *, include_failed: bool = False) -> pd.DataF
         nan = np.isnan(values) & check
         if nan.any():
             raise SchemaError(
-                f"Column {name!r} has NaN in {int(nan.sum())} rows ({_where(df, nan)}); drop or fill those rows."
+                f"Column {name!r} has NaN in {int(nan.sum())} row{'' if int(nan.sum()) == 1 else 's'} "
+                f"({_where(df, nan)}); drop or fill those rows."
             )
     _check_ranges(df, ok)
     canonical = {}
@@ -499,7 +506,7 @@ def validate_runs(df: pd.DataFrame, *, include_failed: bool = False) -> pd.DataF
     bad = ~prec.isin(PRECISIONS).to_numpy()
     if bad.any():
         raise SchemaError(
-            f"Column 'precision' must be one of {', '.join(PRECISIONS)}; {int(bad.sum())} rows are not "
+            f"Column 'precision' must be one of {', '.join(PRECISIONS)}; {_rows_are_not(bad)} "
             f"({_where(df, bad)}), e.g. {df['precision'][bad].iloc[0]!r}."
         )
     df["precision"] = prec
