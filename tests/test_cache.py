@@ -57,3 +57,25 @@ class TestCache:
         assert out.returncode == 0 and "1 cached model" in out.stdout
         out = subprocess.run([sys.executable, "-m", "perfmodel", "cache", "clear"], capture_output=True, text=True)
         assert out.returncode == 0 and "removed 1" in out.stdout and cache.info()["models"] == 0
+
+
+def test_a_cache_miss_validates_the_history_once(tmp_path, monkeypatch):
+    import warnings
+
+    import perfmodel
+    import perfmodel.io as io_module
+    from perfmodel import fitting
+    from conftest import make_history
+
+    path = tmp_path / "h.csv"
+    make_history().to_csv(path, index=False)
+    monkeypatch.setenv("PERFMODEL_CACHE_DIR", str(tmp_path / "cache"))
+    fitting._fit_cached.cache_clear()
+    calls = []
+    original = io_module.validate_runs
+    monkeypatch.setattr(io_module, "validate_runs", lambda *a, **k: calls.append(1) or original(*a, **k))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        perfmodel.predict_training_time("m1", batch_size=16, gpu_count=2, gpu_type="A100", steps=10,
+                                        history=str(path), method="loglinear")
+    assert len(calls) == 1

@@ -245,15 +245,28 @@ def _fit_cached(key: tuple, method: str, kind: str) -> TrainingTimeModel:
     model = cache.load_cached(disk_key)
     if model is not None:
         return model
-    runs, labels = load_history(paths if len(paths) > 1 else paths[0])
+    loaded = _LOADED.get(key)  # the caller's already validated runs of these very files
+    runs, labels = loaded if loaded is not None else load_history(paths if len(paths) > 1 else paths[0])
     model = fit_history(runs, method, kind=kind)
     model.provenance_ = labels
     cache.store(disk_key, model)
     return model
 
 
-def fit_files(paths, method: str, kind: str) -> TrainingTimeModel:
+#: Runs a caller already loaded (and validated) from the files being fitted, by file key, while it fits them.
+_LOADED: dict = {}
+
+
+def fit_files(paths, method: str, kind: str, loaded: tuple | None = None) -> TrainingTimeModel:
     """Fit on history files. Cached in this process on (path, modification time, size), and on disk by content
-    hash, perfmodel version, method and kind (:mod:`perfmodel.cache`), so repeated queries do not refit."""
+    hash, perfmodel version, method and kind (:mod:`perfmodel.cache`), so repeated queries do not refit.
+    ``loaded``: ``(runs, labels)`` the caller already has from :func:`load_history` of these files, so that a
+    cache miss does not read and validate them again."""
     key = tuple((str(p), os.path.getmtime(p), os.path.getsize(p)) for p in paths)
-    return _fit_cached(key, method, kind)
+    if loaded is None:
+        return _fit_cached(key, method, kind)
+    _LOADED[key] = loaded
+    try:
+        return _fit_cached(key, method, kind)
+    finally:
+        _LOADED.pop(key, None)

@@ -162,7 +162,7 @@ def resolve_history(history, method: str = DEFAULT_METHOD, query: pd.DataFrame |
     runs, labels, paths = _history_runs(history)
     kind = query_kind(runs, _with_model_names(runs, query)) if query is not None else "seen"
     if paths is not None:
-        model = fit_files(paths, method, kind)
+        model = fit_files(paths, method, kind, loaded=(runs, labels))
     else:
         model = fit_history(runs, method, kind=kind)
         model.provenance_ = labels
@@ -477,7 +477,7 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
         q = pd.DataFrame([{**spec, **base}])
         kind = query_kind(runs, q)
         if paths is not None:
-            fitted = fit_files(paths, method, kind)
+            fitted = fit_files(paths, method, kind, loaded=(runs, labels))
         else:
             fitted = fit_history(runs, method, kind=kind)
             fitted.provenance_ = labels
@@ -646,7 +646,7 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
         fits = {}
         for kind in sorted(set(kinds.tolist()), key=KIND_ORDER.index):
             if paths is not None:
-                fits[kind] = fit_files(paths, method, kind)
+                fits[kind] = fit_files(paths, method, kind, loaded=(runs, labels))
             else:
                 fits[kind] = fit_history(runs, method, kind=kind)
                 fits[kind].provenance_ = labels
