@@ -73,6 +73,7 @@ __all__ = ["OP_CLASSES", "TRACED_CLASSES", "OP_FEATURE_VERSION", "OpFeatures", "
            "op_column_names", "OPTIMIZER_COST"]
 
 from ..schema import OP_FEATURE_VERSION, OP_TRACED_CLASSES as TRACED_CLASSES  # the schema owns the columns
+from .flops import count_params
 
 OP_CLASSES = TRACED_CLASSES + ("optimizer",)
 #: optimizer -> (FLOPs per parameter element, bytes per fp32 parameter element, kernels per parameter tensor).
@@ -502,8 +503,8 @@ def count_ops(module, make_inputs, loss_fn, *, device: str = "meta", optimizer: 
     flops = {c: slope(t1.flops[c], t2.flops[c]) for c in TRACED_CLASSES}
     bytes_ = {c: slope(t1.bytes[c], t2.bytes[c]) for c in TRACED_CLASSES}
     step_bytes = sum(intercept(t1.bytes[c], t2.bytes[c]) for c in TRACED_CLASSES)
-    trainable = [p for p in module.parameters() if p.requires_grad]
-    n_params = int(sum(p.numel() for p in trainable))
+    trainable = [p for p in module.parameters() if p.requires_grad]  # one optimizer kernel set per tensor
+    n_params = count_params(module)
     f_per, b_per, k_per = OPTIMIZER_COST[optimizer]
     return OpFeatures(
         flops=flops, bytes=bytes_, step_bytes=float(step_bytes),
