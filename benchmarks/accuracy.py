@@ -28,6 +28,8 @@ import perfmodel
 from perfmodel.datasets import bundled_runs_path
 from perfmodel.evaluate import BASELINES, SPLITS, evaluate
 
+from cross_hardware import coverage_verdict, device_bootstrap  # noqa: E402  (run as a script from the repository root)
+
 PERFMODEL_METHODS = ("loglinear", "gbm", "physics", "auto")
 INTERPOLATION = ("leave-one-batch-size-out", "leave-one-gpu-count-out")
 
@@ -61,6 +63,8 @@ def main(argv=None) -> int:
     floor = ev.noise.median_ape
     table = ev.table.copy()
     table["x_noise_floor"] = table["median_ape"] / floor
+    table = table.join(coverage_sampling(ev.predictions), on=["split", "method"])
+    table["groups"] = table["groups"].astype("Int64")
 
     header = (f"perfmodel {perfmodel.__version__} accuracy benchmark, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC\n"
               f"data: {runs_path} ({len(runs)} runs, {runs['model'].nunique()} models, "
@@ -94,6 +98,14 @@ def main(argv=None) -> int:
                        bool(0.85 <= best["coverage"] <= 0.95)))
     for split, text, ok in checks:
         print(f"[{'PASS' if ok else 'MISS'}] {split}: {text}")
+    ours = table[table["method"].isin(PERFMODEL_METHODS) & table["verdict"].notna()]
+    outside = ours[ours["verdict"] != "ok"]
+    print(f"\nperfmodel intervals (every method, every split): {len(ours) - len(outside)} of {len(ours)} cover "
+          f"0.85-0.95" + (":" if len(outside) else ""))
+    for _, r in outside.iterrows():
+        print(f"  {r['split']} {r['method']}: {r['coverage']:.3f} over {int(r['groups'])} held-out groups (90% "
+              f"interval "
+              f"over resamples of them {r['coverage_ci90']}): {r['verdict']}")
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -106,6 +118,32 @@ def main(argv=None) -> int:
           else table.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
     (out / f"{stem}.md").write_text(f"```\n{header}\n```\n\n{md}\n")
     return 0
+
+
+def coverage_sampling(preds) -> "pd.DataFrame":
+    """Per (split, method): the held-out groups, a 90% interval of the coverage over resamples of those groups
+    (the runs of one held-out model, batch size or count err together: the groups are the units, not the runs),
+    and the verdict of benchmarks/cross_hardware.py ('ok' in 0.85-0.95; else 'miss' where the interval excludes
+    0.90, 'outside, within sampling', or 'outside, too few held-out groups' below 8)."""
+    import pandas as pd
+
+    out = {}
+    for (split, method), g in preds.groupby(["split", "method"], sort=False):
+        lo, hi = g["step_lower"].to_numpy(dtype=float), g["step_upper"].to_numpy(dtype=float)
+        if not (np.isfinite(lo) & np.isfinite(hi)).any():
+            continue  # a method without intervals
+        y = g["y"].to_numpy(dtype=float)
+        with np.errstate(invalid="ignore"):
+            inside = (lo <= y) & (y <= hi)  # as evaluate counts it: a row without an interval is a miss
+        groups = g["held_out"].astype(str).to_numpy()
+        c_lo, c_hi = device_bootstrap(inside, groups)
+        units = len(np.unique(groups))
+        out[split, method] = {"groups": units, "coverage_ci90": f"{c_lo:.2f}-{c_hi:.2f}",
+                              "verdict": coverage_verdict(float(inside.mean()), c_lo, c_hi, units,
+                                                          unit="held-out groups")}
+    index = pd.MultiIndex.from_tuples(list(out), names=["split", "method"]) if out else \
+        pd.MultiIndex.from_tuples([], names=["split", "method"])
+    return pd.DataFrame(list(out.values()), index=index, columns=["groups", "coverage_ci90", "verdict"])
 
 
 def _has_tabulate() -> bool:

@@ -68,7 +68,8 @@ def _fmt_table(table: pd.DataFrame) -> str:
 
 def device_bootstrap(inside: np.ndarray, devices: np.ndarray, reps: int = 2000, seed: int = 0) -> tuple[float, float]:
     """90% interval of a coverage over resamples of the held-out device types (a benchmark's runs on one device
-    type err together: the units are the device types, not the runs)."""
+    type err together: the units are the device types, not the runs). Any held-out groups serve as ``devices``
+    (benchmarks/accuracy.py resamples the held-out models, batch sizes or counts)."""
     codes, dev = np.unique(devices, return_inverse=True)
     hits = np.bincount(dev, weights=inside.astype(float), minlength=len(codes))
     sizes = np.bincount(dev, minlength=len(codes)).astype(float)
@@ -82,14 +83,14 @@ def device_bootstrap(inside: np.ndarray, devices: np.ndarray, reps: int = 2000, 
 MIN_BOOTSTRAP_UNITS = 8
 
 
-def coverage_verdict(coverage: float, lo: float, hi: float, units: int) -> str:
+def coverage_verdict(coverage: float, lo: float, hi: float, units: int, unit: str = "device types") -> str:
     """'ok' inside 0.85-0.95; outside it, 'miss' when the device bootstrap interval excludes 0.90 (miscalibrated
     beyond what resampling the device types explains), 'outside, within sampling' when it does not, and
-    'outside, too few device types' below :data:`MIN_BOOTSTRAP_UNITS`."""
+    'outside, too few device types' below :data:`MIN_BOOTSTRAP_UNITS` (``unit`` names the resampled units)."""
     if 0.85 <= coverage <= 0.95:
         return "ok"
     if units < MIN_BOOTSTRAP_UNITS:
-        return "outside, too few device types"
+        return f"outside, too few {unit}"
     return "miss" if not (lo <= 0.90 <= hi) else "outside, within sampling"
 
 

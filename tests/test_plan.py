@@ -310,3 +310,12 @@ class TestBundledPrices:
         assert checked >= 4
         assert price_per_hour("A10G", provider="aws") == pytest.approx(1.006)
         assert price_per_hour("p3.16xlarge", provider="aws") == pytest.approx(3.06)
+
+
+def test_recommend_refuses_a_method_the_fitted_history_does_not_use_even_if_nothing_fits():
+    from perfmodel.plan import recommend
+
+    fitted = TrainingTimeModel(method="loglinear").fit(make_history())
+    with pytest.raises(ValueError, match="uses 'loglinear'"):
+        recommend("m1", batch_size=16, steps=10, gpu_types=["A100"], gpu_counts=[3], history=fitted,
+                  method="physics", prices=PRICES)

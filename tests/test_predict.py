@@ -299,3 +299,50 @@ class TestEachRowAsAlone:
         filled = predict_many(q.iloc[:1], history=runs)  # an empty size is the history model's
         named = predict_many(q.iloc[:1].drop(columns="params"), history=runs)
         assert filled["seconds"].iloc[0] == pytest.approx(named["seconds"].iloc[0])
+
+
+class TestEachRowAsAloneReview:
+    @pytest.fixture(scope="class")
+    def runs(self):
+        return make_history()
+
+    def test_a_history_model_with_its_own_params_gets_its_flops_too(self, runs):
+        row = runs[runs["model"] == "m1"].iloc[0]
+        q = pd.DataFrame({"model": ["m1"], "params": [row["params"]], "batch_size": [16], "gpu_count": [2],
+                          "gpu_type": ["A100"], "steps": [100]})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            many = predict_many(q, history=runs, method="loglinear")
+            alone = predict_training_time("m1", batch_size=16, gpu_count=2, gpu_type="A100", steps=100,
+                                          history=runs, method="loglinear")
+        assert many["seconds"].iloc[0] == pytest.approx(alone.seconds)
+
+    def test_text_that_is_not_a_number_is_refused_not_replaced(self, runs):
+        q = pd.DataFrame({"model": ["m1"], "params": ["3.7e6x"], "batch_size": [16], "gpu_count": [1],
+                          "gpu_type": ["A100"], "steps": [10]})
+        with pytest.raises(perfmodel.SchemaError, match="params"):
+            predict_many(q, history=runs)
+
+    def test_error_rows_count_in_the_callers_queries(self, runs):
+        q = pd.DataFrame({"model": ["bert-large", "bert-large", "gpt-m"], "batch_size": [16, 16, 16], "gpu_count": 1,
+                          "gpu_type": ["H100", "H100", "cpu"], "precision": ["bf16", "bf16", "fp33"],
+                          "steps": 10})
+        # the cpu row is answered from the CPU history, apart from the GPU rows; its number is still the caller's
+        with pytest.raises(ValueError, match=r"'fp33' \(row 3, counting from 1\)"):
+            predict_many(q)
+        with pytest.raises(perfmodel.SchemaError, match=r"'steps'.*\(first: row 2, counting from 1"):
+            predict_many(pd.DataFrame({"model": ["m1", "m1"], "batch_size": 16, "gpu_count": 1,
+                                       "gpu_type": "A100", "steps": [10, -1]}), history=runs)
+
+
+def test_a_history_file_rewritten_after_it_was_read_is_fitted_as_it_is_now(tmp_path):
+    from perfmodel import fitting
+
+    path = tmp_path / "h.csv"
+    old = make_history(n_models=3)
+    old.to_csv(path, index=False)
+    key = fitting.file_key([str(path)])
+    runs, labels = fitting.load_history(str(path))
+    make_history(n_models=5).to_csv(path, index=False)  # rewritten between the read and the fit
+    model = fitting.fit_files([str(path)], "loglinear", "seen", loaded=(runs, labels, key))
+    assert model.n_runs_ == len(make_history(n_models=5))

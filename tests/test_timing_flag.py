@@ -126,3 +126,22 @@ def test_the_schema_documents_the_column():
     col = {c.name: c for c in COLUMNS}["timing_flag"]
     assert col.kind == "str" and "high_step_cv" in col.description and "repeat_spread" in col.description
     assert str(_timing.NOISY_STEP_CV) in col.description
+
+
+def test_one_busy_repeat_does_not_make_the_steady_ones_busy():
+    medians: dict = {}
+    flags = []
+    for m in (1.0, 2.1, 1.01, 0.99, 1.0):
+        rec = {"status": "ok", "model": "m", "batch_size": 8, "gpu_count": 1, "gpu_type": "cpu",
+               "step_time_cv": 0.05, "step_time_median_s": m}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sweep._flag_timing(rec, medians)
+        flags.append(rec["timing_flag"])
+    assert flags == ["", "repeat_spread", "", "", ""]
+
+
+def test_runs_on_another_host_or_node_count_are_not_repeats():
+    a = {"model": "m", "batch_size": 8, "gpu_count": 8, "gpu_type": "cpu", "nodes": 1, "hostname": "n1"}
+    assert config_key(a) != config_key(dict(a, hostname="n7"))
+    assert config_key(a) != config_key(dict(a, nodes=2))

@@ -31,7 +31,7 @@ from .models import METHODS, TrainingTimeModel
 from .metrics import median_ape
 
 __all__ = ["DEFAULT_METHOD", "AUTO_CANDIDATES", "KIND_SPLITS", "fit_history", "choose_method", "load_history",
-           "query_kind", "query_kinds", "KIND_ORDER", "BUNDLED_HISTORIES"]
+           "query_kind", "query_kinds", "KIND_ORDER", "BUNDLED_HISTORIES", "file_key"]
 
 #: The default ``method`` of every public entry point.
 DEFAULT_METHOD = "auto"
@@ -257,15 +257,21 @@ def _fit_cached(key: tuple, method: str, kind: str) -> TrainingTimeModel:
 _LOADED: dict = {}
 
 
+def file_key(paths) -> tuple:
+    """What identifies the files' contents in this process: (path, modification time in ns, size) per file."""
+    return tuple((str(p), os.stat(p).st_mtime_ns, os.path.getsize(p)) for p in paths)
+
+
 def fit_files(paths, method: str, kind: str, loaded: tuple | None = None) -> TrainingTimeModel:
     """Fit on history files. Cached in this process on (path, modification time, size), and on disk by content
     hash, perfmodel version, method and kind (:mod:`perfmodel.cache`), so repeated queries do not refit.
-    ``loaded``: ``(runs, labels)`` the caller already has from :func:`load_history` of these files, so that a
-    cache miss does not read and validate them again."""
-    key = tuple((str(p), os.path.getmtime(p), os.path.getsize(p)) for p in paths)
-    if loaded is None:
+    ``loaded``: ``(runs, labels, file_key)`` the caller already has from :func:`load_history` of these files,
+    with :func:`file_key` taken before it read them, so that a cache miss does not read and validate them
+    again. If the files changed since, they are read again."""
+    key = file_key(paths)
+    if loaded is None or loaded[2] != key:
         return _fit_cached(key, method, kind)
-    _LOADED[key] = loaded
+    _LOADED[key] = loaded[:2]
     try:
         return _fit_cached(key, method, kind)
     finally:

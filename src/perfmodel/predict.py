@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import difflib
+import hashlib
 import math
 import numbers
 import os
 import warnings
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -19,8 +21,8 @@ from ._validation import check_choice, check_confidence, check_positive_int, che
 from .exceptions import DataQualityWarning, ExtrapolationWarning, SchemaError, UnsupportedQueryError
 from .hardware import PRECISIONS, get_spec, resolve_gpu_type
 from .schema import check_queries
-from .fitting import (DEFAULT_METHOD, KIND_ORDER, KIND_SPLITS, fit_files, fit_history, load_history, query_kind,
-                      query_kinds)
+from .fitting import (DEFAULT_METHOD, KIND_ORDER, KIND_SPLITS, file_key, fit_files, fit_history, load_history,
+                      query_kind, query_kinds)
 from .models import METHODS, TrainingTimeModel
 from .models._training import model_table, precision_by_device
 
@@ -127,6 +129,32 @@ def _default_history(q: pd.DataFrame) -> str:
     return "cpu" if set(map(str, q["gpu_type"])) <= {"cpu"} else "gpu"
 
 
+#: Models fitted on histories given as DataFrames, by content (the files have their own cache, perfmodel.cache).
+_FRAME_FITS: "OrderedDict[tuple, TrainingTimeModel]" = OrderedDict()
+_FRAME_FITS_MAX = 8
+
+
+def _fit_frame(runs: pd.DataFrame, labels, method: str, kind: str) -> TrainingTimeModel:
+    """:func:`fit_history` on runs given as a DataFrame, kept in this process by a digest of their content, so
+    that the fits for several kinds of query (``predict_many``, ``recommend``) or repeated calls do not refit."""
+    try:
+        digest = hashlib.sha256(pd.util.hash_pandas_object(runs, index=False).to_numpy().tobytes()
+                                + repr([(str(c), str(t)) for c, t in runs.dtypes.items()]).encode()).hexdigest()
+    except TypeError:  # cells pandas cannot hash: fit every time
+        digest = None
+    key = (digest, method, kind, tuple(labels or ()))
+    if digest is not None and key in _FRAME_FITS:
+        _FRAME_FITS.move_to_end(key)
+        return _FRAME_FITS[key]
+    model = fit_history(runs, method, kind=kind)
+    model.provenance_ = labels
+    if digest is not None:
+        _FRAME_FITS[key] = model
+        while len(_FRAME_FITS) > _FRAME_FITS_MAX:
+            _FRAME_FITS.popitem(last=False)
+    return model
+
+
 def _history_runs(history):
     """(runs, labels, file paths or None) for a history that is not a fitted model."""
     parts = history if isinstance(history, (list, tuple)) else [history]
@@ -134,10 +162,11 @@ def _history_runs(history):
         from .fitting import _parts
 
         paths = _parts(history)
+        key = file_key(paths)  # before reading: a file rewritten meanwhile is not fitted from these runs
         runs, labels = load_history(paths if len(paths) > 1 else paths[0])
-        return runs, labels, paths
+        return runs, labels, paths, key
     runs, labels = load_history(history)
-    return runs, labels, None
+    return runs, labels, None, None
 
 
 def resolve_history(history, method: str = DEFAULT_METHOD, query: pd.DataFrame | None = None) -> TrainingTimeModel:
@@ -159,13 +188,12 @@ def resolve_history(history, method: str = DEFAULT_METHOD, query: pd.DataFrame |
             f"The 'history' parameter of {_WHERE} must be None, a path, a DataFrame, a bundled history name, a "
             f"list of these, or a fitted TrainingTimeModel. Got {type(history).__name__} instead."
         )
-    runs, labels, paths = _history_runs(history)
+    runs, labels, paths, key = _history_runs(history)
     kind = query_kind(runs, _with_model_names(runs, query)) if query is not None else "seen"
     if paths is not None:
-        model = fit_files(paths, method, kind, loaded=(runs, labels))
+        model = fit_files(paths, method, kind, loaded=(runs, labels, key))
     else:
-        model = fit_history(runs, method, kind=kind)
-        model.provenance_ = labels
+        model = _fit_frame(runs, labels, method, kind)
     return model
 
 
@@ -469,7 +497,7 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
             history = _default_history(pd.DataFrame([base]))
         if not isinstance(history, (str, os.PathLike, pd.DataFrame, list, tuple)):
             resolve_history(history, method)  # raises the TypeError
-        runs, labels, paths = _history_runs(history)
+        runs, labels, paths, key = _history_runs(history)
         if precision is None:
             base["precision"], note = default_precision(precision_by_device(runs), canonical)
             assumed += [note] if note else []
@@ -477,10 +505,9 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
         q = pd.DataFrame([{**spec, **base}])
         kind = query_kind(runs, q)
         if paths is not None:
-            fitted = fit_files(paths, method, kind, loaded=(runs, labels))
+            fitted = fit_files(paths, method, kind, loaded=(runs, labels, key))
         else:
-            fitted = fit_history(runs, method, kind=kind)
-            fitted.provenance_ = labels
+            fitted = _fit_frame(runs, labels, method, kind)
     provenance = list(getattr(fitted, "provenance_", []) or [])
     check_queries(q, _WHERE)
     notes = _check_support(fitted, q) + _domain_warnings(fitted, q)[0]
@@ -505,36 +532,44 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
     )
 
 
-def _check_model_sizes(q: pd.DataFrame, table: pd.DataFrame) -> None:
-    """A row naming a model of the history gets that model's size: an empty ``params`` (and ``flops_per_sample``)
-    is filled from the history, a different one is refused (it would predict the history's model, not that size)."""
+def _check_model_sizes(q: pd.DataFrame, table: pd.DataFrame, positions: np.ndarray) -> None:
+    """A row naming a model of the history gets that model's size, as :func:`predict_training_time` gives it: an
+    empty ``params`` (and an empty ``flops_per_sample`` beside the model's own ``params``) is filled from the
+    history; a different ``params`` is refused (it would predict the history's model, not that size). Text that
+    is not a number is left for :func:`~perfmodel.schema.check_queries` to refuse."""
     names = q["model"].astype(str)
     known = names.isin(table.index).to_numpy()
     if not known.any():
         return
     hist = table.reindex(names)
+    empty = q["params"].isna().to_numpy()
     given = pd.to_numeric(q["params"], errors="coerce").to_numpy(dtype=float)
     ref = hist["params"].to_numpy(dtype=float)
     clash = known & np.isfinite(given) & ~np.isclose(given, ref, rtol=1e-3)
     if clash.any():
         i = int(np.flatnonzero(clash)[0])
-        raise ValueError(f"predict_many: row {i + 1} (counting from 1) names model {names.iloc[i]!r}, which the "
-                         f"history has with params {ref[i]:g}, but gives params {given[i]:g}. Leave 'params' empty "
-                         f"to predict the history's model, or name the row something the history lacks to predict a "
-                         f"model of that size ({int(clash.sum())} rows clash).")
-    fill = known & ~np.isfinite(given)
+        n = int(clash.sum())
+        raise ValueError(f"predict_many: row {int(positions[i]) + 1} (counting from 1) names model "
+                         f"{names.iloc[i]!r}, which the history has with params {ref[i]:g}, but gives params "
+                         f"{given[i]:g}. Leave 'params' empty to predict the history's model, or name the row "
+                         f"something the history lacks to predict a model of that size ({n} "
+                         f"row{'' if n == 1 else 's'} clash{'es' if n == 1 else ''}).")
+    fill = known & empty
+    own_size = known & (empty | (np.isfinite(given) & np.isclose(given, ref, rtol=1e-3)))
     if fill.any():
         q["params"] = np.where(fill, ref, given)
-        if "flops_per_sample" in q.columns:
+    hist_fps = hist["flops_per_sample"].to_numpy(dtype=float)
+    if "flops_per_sample" in q.columns:
+        fps_empty = q["flops_per_sample"].isna().to_numpy()
+        if (own_size & fps_empty).any():
             fps = pd.to_numeric(q["flops_per_sample"], errors="coerce").to_numpy(dtype=float)
-            q["flops_per_sample"] = np.where(fill & ~np.isfinite(fps), hist["flops_per_sample"].to_numpy(dtype=float),
-                                             fps)
-        else:
-            q["flops_per_sample"] = np.where(fill, hist["flops_per_sample"].to_numpy(dtype=float), np.nan)
+            q["flops_per_sample"] = np.where(own_size & fps_empty, hist_fps, fps)
+    elif own_size.any():
+        q["flops_per_sample"] = np.where(own_size, hist_fps, np.nan)
 
 
 def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9,
-                 method: str = DEFAULT_METHOD) -> pd.DataFrame:
+                 method: str = DEFAULT_METHOD, _positions=None) -> pd.DataFrame:
     """Predict many configurations at once (vectorised).
 
     Each row gets the answer :func:`predict_training_time` gives it alone: with ``history=None`` the bundled runs
@@ -570,6 +605,8 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
         raise ValueError("predict_many got an empty DataFrame of queries.")
     confidence = check_confidence(confidence, "predict_many")
     check_choice(method, "method", "predict_many", (*METHODS, "auto"))
+    # each row's position in the caller's queries (when these are the CPU or GPU rows of them), for messages
+    positions = np.arange(len(queries)) if _positions is None else np.asarray(_positions)
     q = queries.copy()
     if "gpu_type" not in q.columns:
         raise SchemaError("predict_many needs a 'gpu_type' column in the queries.")
@@ -588,7 +625,8 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
         if history is None:
             on_cpu = (q["gpu_type"].astype(str) == "cpu").to_numpy()
             if on_cpu.any() and not on_cpu.all():  # each row from the bundled runs of its own kind of device
-                parts = [predict_many(queries.iloc[np.flatnonzero(m)], confidence=confidence, method=method)
+                parts = [predict_many(queries.iloc[np.flatnonzero(m)], confidence=confidence, method=method,
+                                      _positions=positions[np.flatnonzero(m)])
                          for m in (on_cpu, ~on_cpu)]
                 out = pd.concat(parts)
                 return out.iloc[np.argsort(np.concatenate([np.flatnonzero(on_cpu), np.flatnonzero(~on_cpu)]),
@@ -596,7 +634,7 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
             history = _default_history(q)
         if not isinstance(history, (str, os.PathLike, pd.DataFrame, list, tuple)):
             resolve_history(history, method)  # raises the TypeError
-        runs, labels, paths = _history_runs(history)
+        runs, labels, paths, key = _history_runs(history)
         table = model_table(runs)
     if "params" not in q.columns:
         if "model" not in q.columns:
@@ -609,9 +647,9 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
         q["params"] = rows["params"].to_numpy(dtype=float)[codes]
         q["flops_per_sample"] = rows["flops_per_sample"].to_numpy(dtype=float)[codes]
     elif "model" in q.columns:
-        _check_model_sizes(q, table)
+        _check_model_sizes(q, table, positions)
     q["gpu_count"] = q["gpu_count"] if "gpu_count" in q.columns else 1
-    check_queries(q, "predict_many")
+    check_queries(q, "predict_many", positions)
     by_device = fitted.precision_by_device_ if runs is None else precision_by_device(runs)
     given = q["precision"] if "precision" in q.columns else pd.Series(pd.NA, index=q.index, dtype=object)
     codes, uniq = pd.factorize(q["gpu_type"])
@@ -628,7 +666,8 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
     bad_p = ~q["precision"].isin(PRECISIONS)
     if bad_p.any():
         raise ValueError(f"predict_many: column 'precision' must be one of {', '.join(PRECISIONS)}; got "
-                         f"{q['precision'][bad_p].iloc[0]!r} (row {int(np.flatnonzero(bad_p.to_numpy())[0]) + 1}, counting from 1).")
+                         f"{q['precision'][bad_p].iloc[0]!r} (row "
+                         f"{int(positions[np.flatnonzero(bad_p.to_numpy())[0]]) + 1}, counting from 1).")
     for col in ("params", "batch_size", "gpu_count", "steps"):
         if col not in q.columns:
             raise SchemaError(f"predict_many needs a {col!r} column in the queries.")
@@ -636,7 +675,7 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
         bad = ~(np.isfinite(vals) & (vals > 0))
         if bad.any():
             raise ValueError(f"predict_many: column {col!r} must be finite and positive; {int(bad.sum())} rows "
-                             f"are not (first: row {int(np.flatnonzero(bad)[0]) + 1}, counting from 1).")
+                             f"are not (first: row {int(positions[np.flatnonzero(bad)[0]]) + 1}, counting from 1).")
     first, inverse = _distinct_rows(q, skip=("steps",))  # the steps only scale the per-step prediction
     rows = q.iloc[first]
     if runs is None:  # a fitted model answers every row
@@ -646,10 +685,9 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
         fits = {}
         for kind in sorted(set(kinds.tolist()), key=KIND_ORDER.index):
             if paths is not None:
-                fits[kind] = fit_files(paths, method, kind, loaded=(runs, labels))
+                fits[kind] = fit_files(paths, method, kind, loaded=(runs, labels, key))
             else:
-                fits[kind] = fit_history(runs, method, kind=kind)
-                fits[kind].provenance_ = labels
+                fits[kind] = _fit_frame(runs, labels, method, kind)
     _check_support(next(iter(fits.values())), q)  # every fit has the same runs: one check of devices, precisions
     if len(fits) == 1:
         kind, fitted = next(iter(fits.items()))

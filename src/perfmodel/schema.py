@@ -212,16 +212,20 @@ def _first_non_text(col: pd.Series) -> int | None:
     return int(np.flatnonzero(bad)[0]) if bad.any() else None
 
 
-def check_queries(q: pd.DataFrame, where: str) -> None:
+def check_queries(q: pd.DataFrame, where: str, positions=None) -> None:
     """Check prediction queries like :func:`validate_runs` checks runs: ``params``, ``batch_size``,
     ``gpu_count``, ``steps`` (and ``flops_per_sample`` where given) finite, positive and within :data:`LIMITS`,
-    and the counts whole numbers; ``precision``, ``gpu_type`` and ``model`` text where given. Raises :class:`SchemaError` naming the
-    column and the first bad row."""
+    and the counts whole numbers; ``precision``, ``gpu_type`` and ``model`` text where given. Raises
+    :class:`SchemaError` naming the column and the first bad row, counted from 1 (``positions``: each row's
+    0-based position in the caller's queries, when ``q`` is a part of them)."""
+    def row(i: int) -> str:
+        return f"row {int(positions[i] if positions is not None else i) + 1}, counting from 1"
+
     for name in ("precision", "gpu_type", "model"):
         if name in q.columns:
             i = _first_non_text(q[name])
             if i is not None:
-                raise SchemaError(f"{where}: column {name!r} must hold text; row {i} holds "
+                raise SchemaError(f"{where}: column {name!r} must hold text; {row(i)}, holds "
                                   f"{q[name].iloc[i]!r} of type {type(q[name].iloc[i]).__name__}.")
     for name in ("params", "batch_size", "gpu_count", "steps", "flops_per_sample"):
         if name not in q.columns:
@@ -233,20 +237,21 @@ def check_queries(q: pd.DataFrame, where: str) -> None:
         values, _ = _numeric(tmp, name, kind)
         missing = np.isnan(values)
         if name != "flops_per_sample" and missing.any():
-            raise SchemaError(f"{where}: column {name!r} is missing in {int(missing.sum())} rows "
-                              f"(first: row {int(np.flatnonzero(missing)[0])}).")
+            raise SchemaError(f"{where}: column {name!r} is missing in {int(missing.sum())} "
+                              f"row{'' if int(missing.sum()) == 1 else 's'} (first: "
+                              f"{row(int(np.flatnonzero(missing)[0]))}).")
         bad = _out_of_range(name, values)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise SchemaError(f"{where}: column {name!r} {_range_message(name)}; {_rows_are_not(bad)} "
-                              f"(first: row {i}, {float(values[i])!r}).")
+                              f"(first: {row(i)}: {float(values[i])!r}).")
         if kind == "int":
             with np.errstate(invalid="ignore"):
                 frac = ~missing & (np.mod(values, 1) != 0)
             if frac.any():
                 i = int(np.flatnonzero(frac)[0])
-                raise SchemaError(f"{where}: column {name!r} must hold whole numbers; {int(frac.sum())} rows do "
-                                  f"not (first: row {i}, {float(values[i])!r}).")
+                raise SchemaError(f"{where}: column {name!r} must hold whole numbers; {_rows_are_not(frac)} whole "
+                                  f"(first: {row(i)}: {float(values[i])!r}).")
 
 
 def describe_schema() -> pd.DataFrame:

@@ -58,15 +58,20 @@ class StepStats:
 
 def timing_flag(cv: float | None, median: float | None = None, earlier_medians=()) -> str:
     """Why a run's timing says the machine was busy, ``""`` when nothing does: ``"high_step_cv"`` (the per-step
-    times' CV above :data:`NOISY_STEP_CV`), ``"repeat_spread"`` (``median`` and an earlier repeat's median step
-    time differ by more than :data:`NOISY_REPEAT_SPREAD`), or both, ``;``-joined."""
+    times' CV above :data:`NOISY_STEP_CV`), ``"repeat_spread"`` (``median`` lies more than
+    :data:`NOISY_REPEAT_SPREAD` from the earlier repeat's median step time, or, with two or more earlier repeats,
+    from the median of theirs and its own), or both, ``;``-joined."""
     reasons = []
     if cv is not None and math.isfinite(cv) and cv > NOISY_STEP_CV:
         reasons.append("high_step_cv")
     if median is not None and math.isfinite(median) and median > 0:
         others = [m for m in earlier_medians if m is not None and math.isfinite(m) and m > 0]
-        if others and max(median, *others) / min(median, *others) - 1 > NOISY_REPEAT_SPREAD:
-            reasons.append("repeat_spread")
+        if others:
+            # against the one earlier repeat, or the median of all of them with this one: one busy repeat does
+            # not make every later, steady one look busy
+            ref = others[0] if len(others) == 1 else statistics.median(others + [median])
+            if max(median / ref, ref / median) - 1 > NOISY_REPEAT_SPREAD:
+                reasons.append("repeat_spread")
     return ";".join(reasons)
 
 
@@ -77,19 +82,20 @@ def explain_timing_flag(flag: str, cv: float | None, median: float | None = None
         seen.append(f"its per-step times vary with CV {cv:.2f} (above {NOISY_STEP_CV:g}; a steady run stays far below)")
     if "repeat_spread" in flag:
         others = ", ".join(f"{m:.4g}" for m in earlier_medians)
-        seen.append(f"its median step time {median:.4g} s lies more than {NOISY_REPEAT_SPREAD:.0%} from an earlier "
-                    f"repeat's ({others} s)")
+        seen.append(f"its median step time {median:.4g} s lies more than {NOISY_REPEAT_SPREAD:.0%} from its earlier "
+                    f"repeats' ({others} s)")
     return (" and ".join(seen) + ": the machine was likely busy. The run is recorded with timing_flag="
             f"{flag!r}; measure it again with nothing else running, or drop such rows from the history before fitting.")
 
 
 #: The record columns that identify one configuration (its repeats share them).
 _CONFIG_COLUMNS = ("model", "batch_size", "gpu_count", "gpu_type", "precision", "grad_accum", "optimizer", "compiled",
-                   "activation_checkpointing", "seq_len", "threads_per_worker")
+                   "activation_checkpointing", "seq_len", "threads_per_worker", "nodes", "hostname")
 
 
 def config_key(record) -> tuple:
-    """The configuration a record measured, repeat index aside (missing columns and NaN count as empty)."""
+    """The configuration a record measured on one machine, repeat index aside (missing columns and NaN count as
+    empty): runs on another host, or spread over another number of nodes, are not repeats of it."""
     def norm(v):
         if v is None or type(v).__name__ == "NAType" or (isinstance(v, float) and math.isnan(v)):
             return ""  # None, NaN, pandas' NA (no pandas import: the worker stays light)

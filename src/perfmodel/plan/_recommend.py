@@ -49,6 +49,8 @@ class _Fits:
 
     def __init__(self, history, method: str, model):
         self.history, self.method = history, method
+        if isinstance(history, TrainingTimeModel):
+            resolve_history(history, method)  # a method the fitted model does not use is refused up front
         self.name = model if isinstance(model, str) else ""
         self._runs: dict = {}
         self._fits: dict = {}
