@@ -197,7 +197,8 @@ def _parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="write a one-page HTML report (needs matplotlib: perfmodel[plot])")
     rp.add_argument("runs", nargs="?", help="run history (default: the bundled runs)")
     rp.add_argument("-o", "--output", default="report.html")
-    rp.add_argument("--methods", type=_csv_list(str), default=["physics", "loglinear"])
+    rp.add_argument("--methods", type=_csv_list(str), default=["auto", "physics", "loglinear"],
+                    help="methods to fit and cross-validate; the plots show the first (default: auto,physics,loglinear)")
     rp.add_argument("--quick", action="store_true", help="cross-validate on leave-one-batch-size-out only")
     rp.add_argument("--n-jobs", type=_count, default=1)
 

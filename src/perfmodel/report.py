@@ -25,10 +25,15 @@ def _png(fig) -> str:
     return f'<img alt="plot" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
 
 
-def make_report(runs, output, *, methods=("physics", "loglinear"), quick: bool = False, n_jobs: int = 1) -> Path:
+#: The methods the report fits and cross-validates; the plots show the first (the library's default, ``auto``).
+REPORT_METHODS = ("auto", "physics", "loglinear")
+
+
+def make_report(runs, output, *, methods=REPORT_METHODS, quick: bool = False, n_jobs: int = 1) -> Path:
     """Write the report for ``runs`` (path or DataFrame) to ``output`` (an .html file) and return its path.
 
-    ``quick`` limits the cross-validation to leave-one-batch-size-out.
+    The plots show the fit of the first of ``methods`` (by default ``auto``, what ``predict_training_time``
+    uses). ``quick`` limits the cross-validation to leave-one-batch-size-out.
     """
     import matplotlib
 
@@ -52,7 +57,8 @@ def make_report(runs, output, *, methods=("physics", "loglinear"), quick: bool =
     fitted = {}
     for m in methods:
         fitted[m] = fit(data, method=m)
-        parts.append(f"<h2>Fit: {html.escape(m)}</h2>" + fitted[m].summary().as_html())
+        chosen = f" (chose {fitted[m].method})" if m == "auto" else ""
+        parts.append(f"<h2>Fit: {html.escape(m + chosen)}</h2>" + fitted[m].summary().as_html())
     splits = ("leave-one-batch-size-out",) if quick else tuple(SPLITS)
     ev = evaluate(data, methods=tuple(methods), splits=splits, n_jobs=n_jobs)
     parts.append(f"<h2>Grouped cross-validation</h2><p>{html.escape(str(ev.noise))}</p>"
