@@ -16,11 +16,14 @@ kept on the fitted model as ``auto_scores_`` and ``auto_split_``).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import warnings
 import weakref
+from collections import OrderedDict
 from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -31,7 +34,8 @@ from .models import METHODS, TrainingTimeModel
 from .metrics import median_ape
 
 __all__ = ["DEFAULT_METHOD", "AUTO_CANDIDATES", "KIND_SPLITS", "fit_history", "choose_method", "load_history",
-           "query_kind", "query_kinds", "KIND_ORDER", "BUNDLED_HISTORIES", "file_key"]
+           "query_kind", "query_kinds", "KIND_ORDER", "BUNDLED_HISTORIES", "file_key", "LoadedHistory",
+           "default_history", "history_runs", "fit_loaded", "resolve_history"]
 
 #: The default ``method`` of every public entry point.
 DEFAULT_METHOD = "auto"
@@ -276,3 +280,91 @@ def fit_files(paths, method: str, kind: str, loaded: tuple | None = None) -> Tra
         return _fit_cached(key, method, kind)
     finally:
         _LOADED.pop(key, None)
+
+
+# ------------------------------------------------------------------------------------------- history policy
+class LoadedHistory(NamedTuple):
+    """A history read and validated once: its runs, where each part came from, and (for files) their paths and
+    :func:`file_key` taken before reading."""
+
+    runs: pd.DataFrame
+    labels: list
+    paths: list | None
+    key: tuple | None
+
+
+def default_history(query: pd.DataFrame) -> str:
+    """The bundled history a query's devices are predicted from: ``cpu`` for CPU rows only, else ``gpu``."""
+    return "cpu" if set(map(str, query["gpu_type"])) <= {"cpu"} else "gpu"
+
+
+def history_runs(history) -> LoadedHistory:
+    """Read and validate (once) a history that is not a fitted model: a path, bundled name, DataFrame or a list."""
+    parts = history if isinstance(history, (list, tuple)) else [history]
+    if all(isinstance(p, (str, os.PathLike)) for p in parts):
+        paths = _parts(history)
+        key = file_key(paths)  # before reading: a file rewritten meanwhile is not fitted from these runs
+        runs, labels = load_history(paths if len(paths) > 1 else paths[0])
+        return LoadedHistory(runs, labels, paths, key)
+    runs, labels = load_history(history)
+    return LoadedHistory(runs, labels, None, None)
+
+
+#: Models fitted on histories given as DataFrames, by content (files have their own cache, :mod:`perfmodel.cache`).
+_FRAME_FITS: "OrderedDict[tuple, TrainingTimeModel]" = OrderedDict()
+_FRAME_FITS_MAX = 8
+
+
+def _fit_frame(runs: pd.DataFrame, labels, method: str, kind: str) -> TrainingTimeModel:
+    """:func:`fit_history` on runs given as a DataFrame, kept in this process by a digest of their content, so
+    that the fits for several kinds of query (``predict_many``, ``recommend``) or repeated calls do not refit."""
+    try:
+        digest = hashlib.sha256(pd.util.hash_pandas_object(runs, index=False).to_numpy().tobytes()
+                                + repr([(str(c), str(t)) for c, t in runs.dtypes.items()]).encode()).hexdigest()
+    except TypeError:  # cells pandas cannot hash: fit every time
+        digest = None
+    key = (digest, method, kind, tuple(labels or ()))
+    if digest is not None and key in _FRAME_FITS:
+        _FRAME_FITS.move_to_end(key)
+        return _FRAME_FITS[key]
+    model = fit_history(runs, method, kind=kind)
+    model.provenance_ = labels
+    if digest is not None:
+        _FRAME_FITS[key] = model
+        while len(_FRAME_FITS) > _FRAME_FITS_MAX:
+            _FRAME_FITS.popitem(last=False)
+    return model
+
+
+def fit_loaded(loaded: LoadedHistory, method: str, kind: str) -> TrainingTimeModel:
+    """The model for ``kind`` queries from a :func:`history_runs` history: files through the cache of
+    :func:`fit_files` (not read again), DataFrames through a content-keyed one."""
+    if loaded.paths is not None:
+        return fit_files(loaded.paths, method, kind, loaded=(loaded.runs, loaded.labels, loaded.key))
+    return _fit_frame(loaded.runs, loaded.labels, method, kind)
+
+
+def resolve_history(history, method: str = DEFAULT_METHOD, query: pd.DataFrame | None = None,
+                    where: str = "predict_training_time") -> TrainingTimeModel:
+    """A fitted model from ``history`` (None: the bundled runs for the query's devices; a path, DataFrame,
+    bundled name or list of these; or a fitted model), chosen for the kind of ``query`` when ``method="auto"``:
+    the one policy predict, plan, report and the CLI resolve a history by (read and validated once)."""
+    check_choice(method, "method", where, (*METHODS, "auto"))
+    if isinstance(history, TrainingTimeModel):
+        history._check()
+        if method not in ("auto", history.method):
+            raise ValueError(
+                f"The 'method' parameter of {where} is {method!r} but the fitted model given as history uses "
+                f"{history.method!r}; pass method='auto' or refit."
+            )
+        return history
+    if history is None:
+        history = default_history(query) if query is not None else "cpu"
+    if not isinstance(history, (str, os.PathLike, pd.DataFrame, list, tuple)):
+        raise TypeError(
+            f"The 'history' parameter of {where} must be None, a path, a DataFrame, a bundled history name, a "
+            f"list of these, or a fitted TrainingTimeModel. Got {type(history).__name__} instead."
+        )
+    loaded = history_runs(history)
+    kind = query_kind(loaded.runs, query) if query is not None else "seen"
+    return fit_loaded(loaded, method, kind)

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import difflib
-import hashlib
 import math
 import numbers
 import os
 import warnings
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -21,8 +19,8 @@ from ._validation import check_choice, check_confidence, check_positive_int, che
 from .exceptions import DataQualityWarning, ExtrapolationWarning, SchemaError, UnsupportedQueryError
 from .hardware import PRECISIONS, get_spec, resolve_gpu_type
 from .schema import check_queries
-from .fitting import (DEFAULT_METHOD, KIND_ORDER, KIND_SPLITS, file_key, fit_files, fit_history, load_history,
-                      query_kind, query_kinds)
+from .fitting import (DEFAULT_METHOD, KIND_ORDER, KIND_SPLITS, default_history, fit_history, fit_loaded,
+                      history_runs, load_history, query_kind, query_kinds, resolve_history)
 from .models import METHODS, TrainingTimeModel
 from .models._training import model_table, precision_by_device
 
@@ -122,78 +120,6 @@ def fit(runs, method: str = DEFAULT_METHOD, *, cv: int | None = 5, kind: str = "
     data, labels = load_history(runs)
     model = fit_history(data, method, kind=kind, cv=cv)
     model.provenance_ = labels
-    return model
-
-
-def _default_history(q: pd.DataFrame) -> str:
-    return "cpu" if set(map(str, q["gpu_type"])) <= {"cpu"} else "gpu"
-
-
-#: Models fitted on histories given as DataFrames, by content (the files have their own cache, perfmodel.cache).
-_FRAME_FITS: "OrderedDict[tuple, TrainingTimeModel]" = OrderedDict()
-_FRAME_FITS_MAX = 8
-
-
-def _fit_frame(runs: pd.DataFrame, labels, method: str, kind: str) -> TrainingTimeModel:
-    """:func:`fit_history` on runs given as a DataFrame, kept in this process by a digest of their content, so
-    that the fits for several kinds of query (``predict_many``, ``recommend``) or repeated calls do not refit."""
-    try:
-        digest = hashlib.sha256(pd.util.hash_pandas_object(runs, index=False).to_numpy().tobytes()
-                                + repr([(str(c), str(t)) for c, t in runs.dtypes.items()]).encode()).hexdigest()
-    except TypeError:  # cells pandas cannot hash: fit every time
-        digest = None
-    key = (digest, method, kind, tuple(labels or ()))
-    if digest is not None and key in _FRAME_FITS:
-        _FRAME_FITS.move_to_end(key)
-        return _FRAME_FITS[key]
-    model = fit_history(runs, method, kind=kind)
-    model.provenance_ = labels
-    if digest is not None:
-        _FRAME_FITS[key] = model
-        while len(_FRAME_FITS) > _FRAME_FITS_MAX:
-            _FRAME_FITS.popitem(last=False)
-    return model
-
-
-def _history_runs(history):
-    """(runs, labels, file paths or None) for a history that is not a fitted model."""
-    parts = history if isinstance(history, (list, tuple)) else [history]
-    if all(isinstance(p, (str, os.PathLike)) for p in parts):
-        from .fitting import _parts
-
-        paths = _parts(history)
-        key = file_key(paths)  # before reading: a file rewritten meanwhile is not fitted from these runs
-        runs, labels = load_history(paths if len(paths) > 1 else paths[0])
-        return runs, labels, paths, key
-    runs, labels = load_history(history)
-    return runs, labels, None, None
-
-
-def resolve_history(history, method: str = DEFAULT_METHOD, query: pd.DataFrame | None = None) -> TrainingTimeModel:
-    """A fitted model from ``history`` (None: the bundled runs for the query's devices; a path, DataFrame,
-    bundled name or list of these; or a fitted model), chosen for the kind of ``query`` when ``method="auto"``."""
-    check_choice(method, "method", _WHERE, (*METHODS, "auto"))
-    if isinstance(history, TrainingTimeModel):
-        history._check()
-        if method not in ("auto", history.method):
-            raise ValueError(
-                f"The 'method' parameter of {_WHERE} is {method!r} but the fitted model given as history uses "
-                f"{history.method!r}; pass method='auto' or refit."
-            )
-        return history
-    if history is None:
-        history = _default_history(query) if query is not None else "cpu"
-    if not isinstance(history, (str, os.PathLike, pd.DataFrame, list, tuple)):
-        raise TypeError(
-            f"The 'history' parameter of {_WHERE} must be None, a path, a DataFrame, a bundled history name, a "
-            f"list of these, or a fitted TrainingTimeModel. Got {type(history).__name__} instead."
-        )
-    runs, labels, paths, key = _history_runs(history)
-    kind = query_kind(runs, _with_model_names(runs, query)) if query is not None else "seen"
-    if paths is not None:
-        model = fit_files(paths, method, kind, loaded=(runs, labels, key))
-    else:
-        model = _fit_frame(runs, labels, method, kind)
     return model
 
 
@@ -494,20 +420,18 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
         q = pd.DataFrame([{**spec, **base}])
     else:
         if history is None:
-            history = _default_history(pd.DataFrame([base]))
+            history = default_history(pd.DataFrame([base]))
         if not isinstance(history, (str, os.PathLike, pd.DataFrame, list, tuple)):
             resolve_history(history, method)  # raises the TypeError
-        runs, labels, paths, key = _history_runs(history)
+        loaded = history_runs(history)
+        runs, labels = loaded.runs, loaded.labels
         if precision is None:
             base["precision"], note = default_precision(precision_by_device(runs), canonical)
             assumed += [note] if note else []
         spec = model_spec(model, example_input, model_table(runs))
         q = pd.DataFrame([{**spec, **base}])
         kind = query_kind(runs, q)
-        if paths is not None:
-            fitted = fit_files(paths, method, kind, loaded=(runs, labels, key))
-        else:
-            fitted = _fit_frame(runs, labels, method, kind)
+        fitted = fit_loaded(loaded, method, kind)
     provenance = list(getattr(fitted, "provenance_", []) or [])
     check_queries(q, _WHERE)
     notes = _check_support(fitted, q) + _domain_warnings(fitted, q)[0]
@@ -631,10 +555,11 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
                 out = pd.concat(parts)
                 return out.iloc[np.argsort(np.concatenate([np.flatnonzero(on_cpu), np.flatnonzero(~on_cpu)]),
                                            kind="stable")]
-            history = _default_history(q)
+            history = default_history(q)
         if not isinstance(history, (str, os.PathLike, pd.DataFrame, list, tuple)):
             resolve_history(history, method)  # raises the TypeError
-        runs, labels, paths, key = _history_runs(history)
+        loaded = history_runs(history)
+        runs, labels = loaded.runs, loaded.labels
         table = model_table(runs)
     if "params" not in q.columns:
         if "model" not in q.columns:
@@ -684,10 +609,7 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
         kinds = query_kinds(runs, rows)
         fits = {}
         for kind in sorted(set(kinds.tolist()), key=KIND_ORDER.index):
-            if paths is not None:
-                fits[kind] = fit_files(paths, method, kind, loaded=(runs, labels, key))
-            else:
-                fits[kind] = _fit_frame(runs, labels, method, kind)
+            fits[kind] = fit_loaded(loaded, method, kind)
     _check_support(next(iter(fits.values())), q)  # every fit has the same runs: one check of devices, precisions
     if len(fits) == 1:
         kind, fitted = next(iter(fits.items()))

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
 import pandas as pd
 
-from .._validation import check_confidence, check_positive_float, check_positive_int
+from .._validation import check_choice, check_confidence, check_positive_float, check_positive_int
 from ..analysis import DEFAULT_EFFICIENCY_THRESHOLD
 from ..exceptions import ExtrapolationWarning, UnknownPriceError, UnsupportedQueryError
-from ..fitting import DEFAULT_METHOD, load_history, query_kind
+from ..fitting import DEFAULT_METHOD, LoadedHistory, fit_loaded, history_runs, query_kind, resolve_history
 from ..hardware import PRECISIONS, resolve_gpu_type
-from ..predict import default_precision, model_spec, predict_many, predict_training_time, resolve_history
-from ..models import TrainingTimeModel
+from ..predict import default_precision, model_spec, predict_many, predict_training_time
+from ..models import METHODS, TrainingTimeModel
 from ._cost import estimate_cost, load_prices
 
 __all__ = ["recommend", "scaling_from_model", "WORK_MODES"]
@@ -49,8 +50,10 @@ class _Fits:
 
     def __init__(self, history, method: str, model):
         self.history, self.method = history, method
-        if isinstance(history, TrainingTimeModel):
-            resolve_history(history, method)  # a method the fitted model does not use is refused up front
+        check_choice(method, "method", "recommend", (*METHODS, "auto"))
+        if history is not None and not isinstance(history, (str, os.PathLike, pd.DataFrame, list, tuple)):
+            # a fitted model with a method it does not use, or not a history at all: refused up front
+            resolve_history(history, method, where="recommend")
         self.name = model if isinstance(model, str) else ""
         self._runs: dict = {}
         self._fits: dict = {}
@@ -60,9 +63,9 @@ class _Fits:
             return "given", self.history
         return ("cpu", "cpu") if gpu_type == "cpu" else ("gpu", "gpu")
 
-    def _loaded(self, key, history) -> pd.DataFrame:
+    def _loaded(self, key, history) -> LoadedHistory:
         if key not in self._runs:
-            self._runs[key] = load_history(history)[0]
+            self._runs[key] = history_runs(history)  # read and validated once per history
         return self._runs[key]
 
     def max_batch(self, gpu_type: str) -> int:
@@ -70,16 +73,17 @@ class _Fits:
         key, history = self._history(gpu_type)
         if isinstance(history, TrainingTimeModel):
             return int(history.domain_.loc["batch_size", "max"])
-        return int(pd.to_numeric(self._loaded(key, history)["batch_size"]).max())
+        return int(pd.to_numeric(self._loaded(key, history).runs["batch_size"]).max())
 
     def model_for(self, gpu_type: str, micro: int, n: int) -> TrainingTimeModel:
         key, history = self._history(gpu_type)
         if isinstance(history, TrainingTimeModel):
             return resolve_history(history, self.method)
+        loaded = self._loaded(key, history)
         query = pd.DataFrame([{"model": self.name, "gpu_type": gpu_type, "gpu_count": n, "batch_size": micro}])
-        kind = query_kind(self._loaded(key, history), query)
+        kind = query_kind(loaded.runs, query)
         if (key, kind) not in self._fits:
-            self._fits[key, kind] = resolve_history(history, self.method, query=query)
+            self._fits[key, kind] = fit_loaded(loaded, self.method, kind)
         return self._fits[key, kind]
 
 
