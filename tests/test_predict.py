@@ -346,3 +346,18 @@ def test_a_history_file_rewritten_after_it_was_read_is_fitted_as_it_is_now(tmp_p
     make_history(n_models=5).to_csv(path, index=False)  # rewritten between the read and the fit
     model = fitting.fit_files([str(path)], "loglinear", "seen", loaded=(runs, labels, key))
     assert model.n_runs_ == len(make_history(n_models=5))
+
+
+def test_a_misnamed_history_says_what_is_wrong_with_it():
+    with pytest.raises(ValueError, match=r"Run history 'gpuu' must end in \.csv or \.parquet"):
+        predict_training_time("gpt-s", batch_size=8, gpu_type="cpu", steps=10, history="gpuu")
+    with pytest.raises(FileNotFoundError, match=r"Run history '.*nonexistent\.csv' does not exist"):
+        predict_many(pd.DataFrame({"model": ["gpt-s"], "batch_size": [8], "gpu_type": ["cpu"], "steps": [10]}),
+                     history="/nonexistent.csv")
+
+
+def test_a_non_numeric_cell_is_named_by_its_row_in_the_callers_queries():
+    q = pd.DataFrame({"model": ["bert-large", "bert-large", "newm"], "params": [None, None, "abc"],
+                      "batch_size": 16, "gpu_count": 1, "gpu_type": ["H100", "H100", "cpu"], "steps": 10})
+    with pytest.raises(perfmodel.SchemaError, match=r"predict_many: Column 'params' must be numeric.*\(rows 3\).*'abc'"):
+        predict_many(q)

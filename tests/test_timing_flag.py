@@ -141,7 +141,11 @@ def test_one_busy_repeat_does_not_make_the_steady_ones_busy():
     assert flags == ["", "repeat_spread", "", "", ""]
 
 
-def test_runs_on_another_host_or_node_count_are_not_repeats():
-    a = {"model": "m", "batch_size": 8, "gpu_count": 8, "gpu_type": "cpu", "nodes": 1, "hostname": "n1"}
-    assert config_key(a) != config_key(dict(a, hostname="n7"))
+def test_runs_on_another_cpu_model_or_node_count_are_not_repeats():
+    a = {"model": "m", "batch_size": 8, "gpu_count": 8, "gpu_type": "cpu", "nodes": 1, "hostname": "n1",
+         "cpu_model": "Xeon A"}
+    assert config_key(a) != config_key(dict(a, cpu_model="EPYC B"))  # every CPU is gpu_type "cpu"
     assert config_key(a) != config_key(dict(a, nodes=2))
+    assert config_key(a) == config_key(dict(a, hostname="n7"))  # the same device on another host: a repeat
+    gpu = dict(a, gpu_type="H100-SXM5-80GB")
+    assert config_key(gpu) == config_key(dict(gpu, cpu_model="EPYC B"))  # the host CPU does not make a GPU run

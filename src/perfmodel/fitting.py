@@ -303,7 +303,10 @@ def history_runs(history) -> LoadedHistory:
     parts = history if isinstance(history, (list, tuple)) else [history]
     if all(isinstance(p, (str, os.PathLike)) for p in parts):
         paths = _parts(history)
-        key = file_key(paths)  # before reading: a file rewritten meanwhile is not fitted from these runs
+        try:
+            key = file_key(paths)  # before reading: a file rewritten meanwhile is not fitted from these runs
+        except OSError:  # a missing or misnamed file: load_history says what is wrong with it
+            key = None
         runs, labels = load_history(paths if len(paths) > 1 else paths[0])
         return LoadedHistory(runs, labels, paths, key)
     runs, labels = load_history(history)
@@ -348,7 +351,8 @@ def resolve_history(history, method: str = DEFAULT_METHOD, query: pd.DataFrame |
                     where: str = "predict_training_time") -> TrainingTimeModel:
     """A fitted model from ``history`` (None: the bundled runs for the query's devices; a path, DataFrame,
     bundled name or list of these; or a fitted model), chosen for the kind of ``query`` when ``method="auto"``:
-    the one policy predict, plan, report and the CLI resolve a history by (read and validated once)."""
+    the one policy :mod:`perfmodel.predict` and :mod:`perfmodel.plan` resolve a history by (read and validated
+    once)."""
     check_choice(method, "method", where, (*METHODS, "auto"))
     if isinstance(history, TrainingTimeModel):
         history._check()

@@ -137,10 +137,6 @@ def _interval_note(fitted: TrainingTimeModel, kind: str) -> list[str]:
             "intervals)"]
 
 
-def _with_model_names(runs: pd.DataFrame, query: pd.DataFrame) -> pd.DataFrame:
-    return query
-
-
 # ----------------------------------------------------------------------------------------------- model
 def _is_torch_module(obj) -> bool:
     return any(c.__module__.startswith("torch.nn") and c.__name__ == "Module" for c in type(obj).__mro__)
@@ -480,14 +476,13 @@ def _check_model_sizes(q: pd.DataFrame, table: pd.DataFrame, positions: np.ndarr
                          f"row{'' if n == 1 else 's'} clash{'es' if n == 1 else ''}).")
     fill = known & empty
     own_size = known & (empty | (np.isfinite(given) & np.isclose(given, ref, rtol=1e-3)))
-    if fill.any():
-        q["params"] = np.where(fill, ref, given)
+    if fill.any():  # only the empty cells: text that is not a number stays, for check_queries to name
+        q["params"] = q["params"].mask(fill, ref)
     hist_fps = hist["flops_per_sample"].to_numpy(dtype=float)
     if "flops_per_sample" in q.columns:
         fps_empty = q["flops_per_sample"].isna().to_numpy()
         if (own_size & fps_empty).any():
-            fps = pd.to_numeric(q["flops_per_sample"], errors="coerce").to_numpy(dtype=float)
-            q["flops_per_sample"] = np.where(own_size & fps_empty, hist_fps, fps)
+            q["flops_per_sample"] = q["flops_per_sample"].mask(own_size & fps_empty, hist_fps)
     elif own_size.any():
         q["flops_per_sample"] = np.where(own_size, hist_fps, np.nan)
 

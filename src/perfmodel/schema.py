@@ -93,7 +93,8 @@ COLUMNS: tuple[Column, ...] = (
     _C("step_time_cv", "float", "coefficient of variation of the per-step times"),
     _C("step_time_ci_rel", "float", "95% CI half-width of the mean step time, relative to the mean"),
     _C("timing_flag", "str", "why the timing says the machine was busy, empty if nothing does: high_step_cv (step "
-       "CV > 0.3) | repeat_spread (median step time > 50% from an earlier repeat's), ';'-joined"),
+       "CV > 0.3) | repeat_spread (median step time > 50% from the earlier repeat's, or from the median of the "
+       "earlier repeats' and its own), ';'-joined"),
     _C("steps_timed", "int", "steps timed after warm-up"),
     _C("warmup_steps", "int", "steps run before timing"),
     _C("stop_reason", "str", "why timing stopped: ci_target | max_steps | max_seconds | fixed_steps | loop_end"),
@@ -233,8 +234,12 @@ def check_queries(q: pd.DataFrame, where: str, positions=None) -> None:
                 continue
             raise SchemaError(f"{where} needs a {name!r} column in the queries.")
         tmp = pd.DataFrame({name: q[name].reset_index(drop=True)})
+        tmp.attrs["row_positions"] = np.arange(len(q)) if positions is None else np.asarray(positions)
         kind = "float" if name in ("params", "flops_per_sample") else "int"
-        values, _ = _numeric(tmp, name, kind)
+        try:
+            values, _ = _numeric(tmp, name, kind)
+        except SchemaError as exc:
+            raise SchemaError(f"{where}: {exc}") from None
         missing = np.isnan(values)
         if name != "flops_per_sample" and missing.any():
             raise SchemaError(f"{where}: column {name!r} is missing in {int(missing.sum())} "
@@ -270,7 +275,9 @@ def _where(df: pd.DataFrame, mask: np.ndarray, limit: int = 5) -> str:
         ids = [str(v) for v in df["run_id"].to_numpy()[rows[:limit]]]
         label = "run_id " + ", ".join(ids)
     else:
-        label = "rows " + ", ".join(str(int(r) + 1) for r in rows[:limit])  # data rows counted from 1
+        at = df.attrs.get("row_positions")  # the rows' places in the caller's frame, when df is a part of it
+        at = rows[:limit] if at is None else np.asarray(at)[rows[:limit]]
+        label = "rows " + ", ".join(str(int(r) + 1) for r in at)  # data rows counted from 1
     more = f" and {len(rows) - limit} more" if len(rows) > limit else ""
     return f"{label}{more}"
 

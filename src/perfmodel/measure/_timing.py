@@ -90,12 +90,14 @@ def explain_timing_flag(flag: str, cv: float | None, median: float | None = None
 
 #: The record columns that identify one configuration (its repeats share them).
 _CONFIG_COLUMNS = ("model", "batch_size", "gpu_count", "gpu_type", "precision", "grad_accum", "optimizer", "compiled",
-                   "activation_checkpointing", "seq_len", "threads_per_worker", "nodes", "hostname")
+                   "activation_checkpointing", "seq_len", "threads_per_worker", "nodes")
 
 
 def config_key(record) -> tuple:
-    """The configuration a record measured on one machine, repeat index aside (missing columns and NaN count as
-    empty): runs on another host, or spread over another number of nodes, are not repeats of it."""
+    """The configuration a record measured, repeat index aside (missing columns and NaN count as empty): runs
+    spread over another number of nodes, or (on CPU, where every processor is gpu_type ``cpu``) on another CPU
+    model, are not repeats of it. Repeats on other hosts with the same device are (a 2x slower node is worth a
+    flag)."""
     def norm(v):
         if v is None or type(v).__name__ == "NAType" or (isinstance(v, float) and math.isnan(v)):
             return ""  # None, NaN, pandas' NA (no pandas import: the worker stays light)
@@ -103,7 +105,9 @@ def config_key(record) -> tuple:
             return str(int(v))  # 32 and 32.0 (a CSV read back) are one batch size
         return str(v)
 
-    return tuple(norm(record.get(c)) for c in _CONFIG_COLUMNS)
+    # every CPU is gpu_type "cpu": runs on another CPU model are another device, not a repeat
+    cpu = norm(record.get("cpu_model")) if norm(record.get("gpu_type")) == "cpu" else ""
+    return tuple(norm(record.get(c)) for c in _CONFIG_COLUMNS) + (cpu,)
 
 
 def summarise_steps(times: list[float]) -> StepStats:
