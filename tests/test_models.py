@@ -156,3 +156,17 @@ def test_metrics_match_hand_computation():
     y, p = np.array([1.0, 2.0, 4.0]), np.array([1.1, 1.8, 5.0])
     assert mape(y, p) == pytest.approx((10 + 10 + 25) / 3)
     assert median_ape(y, p) == pytest.approx(10)
+
+
+@pytest.mark.parametrize("rows", [37, 5000])  # below and above the row count where trees are walked one by one
+def test_tree_ensemble_predicts_bit_identically_to_scikit_learn(rows):
+    from sklearn.ensemble import GradientBoostingRegressor
+
+    from perfmodel.models import TreeEnsemble
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 4))
+    y = X[:, 0] ** 2 + np.sin(3 * X[:, 1]) + 0.1 * rng.normal(size=400)
+    est = GradientBoostingRegressor(n_estimators=120, max_depth=3, learning_rate=0.05, random_state=0).fit(X, y)
+    Q = rng.normal(size=(rows, 4)) * 1.5
+    assert np.array_equal(TreeEnsemble.from_sklearn(est).predict(Q), est.predict(Q))
