@@ -103,9 +103,8 @@ def main(argv=None) -> int:
     print(f"\nperfmodel intervals (every method, every split): {len(ours) - len(outside)} of {len(ours)} cover "
           f"0.85-0.95" + (":" if len(outside) else ""))
     for _, r in outside.iterrows():
-        print(f"  {r['split']} {r['method']}: {r['coverage']:.3f} over {int(r['groups'])} held-out groups (90% "
-              f"interval "
-              f"over resamples of them {r['coverage_ci90']}): {r['verdict']}")
+        print(f"  {r['split']} {r['method']}: {r['coverage']:.3f} over {int(r['groups'])} held-out groups "
+              f"(90% interval over resamples of them {r['coverage_ci90']}): {r['verdict']}")
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

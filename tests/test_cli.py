@@ -148,14 +148,17 @@ def test_bad_cli_input_is_one_line(args):
     assert len(lines) == 1 and lines[0].startswith("perfmodel: error:") and "Traceback" not in proc.stderr
 
 
-def test_cli_evaluate_compares_the_methods_python_evaluate_does():
+@pytest.mark.parametrize("command, constant", [("evaluate", "perfmodel.evaluate.DEFAULT_EVAL_METHODS"),
+                                               ("report", "perfmodel.report.REPORT_METHODS")])
+def test_cli_method_lists_are_the_python_defaults(command, constant):
+    import importlib
     import re
 
     from perfmodel.cli import _parser
-    from perfmodel.evaluate import DEFAULT_EVAL_METHODS
 
+    module, name = constant.rsplit(".", 1)
     sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
-    action = next(a for a in sub.choices["evaluate"]._actions if "--methods" in a.option_strings)
-    assert action.default is None  # resolved to DEFAULT_EVAL_METHODS when the command runs
-    listed = re.search(r"DEFAULT_EVAL_METHODS: ([a-z,]+)", action.help).group(1).split(",")
-    assert tuple(listed) == DEFAULT_EVAL_METHODS
+    action = next(a for a in sub.choices[command]._actions if "--methods" in a.option_strings)
+    assert action.default is None  # resolved to the Python default when the command runs
+    listed = re.search(rf"{name}: ([a-z,]+)", action.help).group(1).split(",")
+    assert tuple(listed) == getattr(importlib.import_module(module), name)

@@ -197,8 +197,9 @@ def _parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="write a one-page HTML report (needs matplotlib: perfmodel[plot])")
     rp.add_argument("runs", nargs="?", help="run history (default: the bundled runs)")
     rp.add_argument("-o", "--output", default="report.html")
-    rp.add_argument("--methods", type=_csv_list(str), default=["auto", "physics", "loglinear"],
-                    help="methods to fit and cross-validate; the plots show the first (default: auto,physics,loglinear)")
+    rp.add_argument("--methods", type=_csv_list(str), default=None,
+                    help="methods to fit and cross-validate; the plots show the first (default: "
+                         "perfmodel.report.REPORT_METHODS: auto,physics,loglinear)")
     rp.add_argument("--quick", action="store_true", help="cross-validate on leave-one-batch-size-out only")
     rp.add_argument("--n-jobs", type=_count, default=1)
 
@@ -550,14 +551,15 @@ def _cmd_recommend(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from .report import make_report
+    from .report import REPORT_METHODS, make_report
 
     runs = args.runs
     if runs is None:
         from .datasets import bundled_runs_path
 
         runs = str(bundled_runs_path())
-    path = make_report(runs, args.output, methods=tuple(args.methods), quick=args.quick, n_jobs=args.n_jobs)
+    path = make_report(runs, args.output, methods=tuple(args.methods or REPORT_METHODS), quick=args.quick,
+                       n_jobs=args.n_jobs)
     print(f"wrote {path}")
     return 0
 

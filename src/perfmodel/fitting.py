@@ -263,7 +263,7 @@ _LOADED: dict = {}
 
 def file_key(paths) -> tuple:
     """What identifies the files' contents in this process: (path, modification time in ns, size) per file."""
-    return tuple((str(p), os.stat(p).st_mtime_ns, os.path.getsize(p)) for p in paths)
+    return tuple((str(p), st.st_mtime_ns, st.st_size) for p, st in ((p, os.stat(p)) for p in paths))
 
 
 def fit_files(paths, method: str, kind: str, loaded: tuple | None = None) -> TrainingTimeModel:
@@ -350,9 +350,9 @@ def fit_loaded(loaded: LoadedHistory, method: str, kind: str) -> TrainingTimeMod
 def resolve_history(history, method: str = DEFAULT_METHOD, query: pd.DataFrame | None = None,
                     where: str = "predict_training_time") -> TrainingTimeModel:
     """A fitted model from ``history`` (None: the bundled runs for the query's devices; a path, DataFrame,
-    bundled name or list of these; or a fitted model), chosen for the kind of ``query`` when ``method="auto"``:
-    the one policy :mod:`perfmodel.predict` and :mod:`perfmodel.plan` resolve a history by (read and validated
-    once)."""
+    bundled name or list of these; a :class:`LoadedHistory` already read; or a fitted model), chosen for the kind
+    of ``query`` when ``method="auto"``: the one policy :mod:`perfmodel.predict` and :mod:`perfmodel.plan`
+    resolve a history by (read and validated once)."""
     check_choice(method, "method", where, (*METHODS, "auto"))
     if isinstance(history, TrainingTimeModel):
         history._check()
@@ -364,11 +364,11 @@ def resolve_history(history, method: str = DEFAULT_METHOD, query: pd.DataFrame |
         return history
     if history is None:
         history = default_history(query) if query is not None else "cpu"
-    if not isinstance(history, (str, os.PathLike, pd.DataFrame, list, tuple)):
+    if not isinstance(history, (str, os.PathLike, pd.DataFrame, list, tuple)):  # a LoadedHistory is a tuple
         raise TypeError(
             f"The 'history' parameter of {where} must be None, a path, a DataFrame, a bundled history name, a "
             f"list of these, or a fitted TrainingTimeModel. Got {type(history).__name__} instead."
         )
-    loaded = history_runs(history)
+    loaded = history if isinstance(history, LoadedHistory) else history_runs(history)
     kind = query_kind(loaded.runs, query) if query is not None else "seen"
     return fit_loaded(loaded, method, kind)

@@ -452,6 +452,17 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
     )
 
 
+def _answer(fitted: TrainingTimeModel, q: pd.DataFrame, rows: pd.DataFrame, inverse: np.ndarray,
+            kinds: np.ndarray | None, confidence: float) -> pd.DataFrame:
+    """:func:`_predict_frame` for ``q`` (its distinct ``rows``, ``inverse``) with ``inside_domain`` and
+    ``query_kind`` (``kinds``: the kind of each distinct row by the history's runs, None for a fitted model)."""
+    out = _predict_frame(fitted, q, confidence, distinct=(rows, inverse))
+    masks = list(_outside(fitted, rows).values())
+    out["inside_domain"] = (~np.logical_or.reduce(masks) if masks else np.ones(len(rows), dtype=bool))[inverse]
+    out["query_kind"] = _label_kinds(fitted, rows, kinds)[inverse]
+    return out
+
+
 def _check_model_sizes(q: pd.DataFrame, table: pd.DataFrame, positions: np.ndarray) -> None:
     """A row naming a model of the history gets that model's size, as :func:`predict_training_time` gives it: an
     empty ``params`` (and an empty ``flops_per_sample`` beside the model's own ``params``) is filled from the
@@ -606,12 +617,9 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
         for kind in sorted(set(kinds.tolist()), key=KIND_ORDER.index):
             fits[kind] = fit_loaded(loaded, method, kind)
     _check_support(next(iter(fits.values())), q)  # every fit has the same runs: one check of devices, precisions
-    if len(fits) == 1:
+    if len(fits) == 1:  # the usual case: every row at once, no copies
         kind, fitted = next(iter(fits.items()))
-        out = _predict_frame(fitted, q, confidence, distinct=(rows, inverse))
-        masks = list(_outside(fitted, rows).values())
-        out["inside_domain"] = (~np.logical_or.reduce(masks) if masks else np.ones(len(rows), dtype=bool))[inverse]
-        out["query_kind"] = _label_kinds(fitted, rows, None if kind is None else kinds)[inverse]
+        out = _answer(fitted, q, rows, inverse, None if kind is None else kinds, confidence)
     else:
         row_kind = kinds[inverse]
         pieces = []
@@ -620,11 +628,7 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
             at = np.flatnonzero(kinds == kind)
             pos = np.full(len(rows), -1)
             pos[at] = np.arange(len(at))
-            sub, inv = rows.iloc[at], pos[inverse[take]]
-            part = _predict_frame(fitted, q.iloc[take], confidence, distinct=(sub, inv))
-            masks = list(_outside(fitted, sub).values())
-            part["inside_domain"] = (~np.logical_or.reduce(masks) if masks else np.ones(len(sub), dtype=bool))[inv]
-            part["query_kind"] = _label_kinds(fitted, sub, kinds[at])[inv]
+            part = _answer(fitted, q.iloc[take], rows.iloc[at], pos[inverse[take]], kinds[at], confidence)
             part.index = take
             pieces.append(part)
         out = pd.concat(pieces).sort_index()

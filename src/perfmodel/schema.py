@@ -242,8 +242,7 @@ def check_queries(q: pd.DataFrame, where: str, positions=None) -> None:
             raise SchemaError(f"{where}: {exc}") from None
         missing = np.isnan(values)
         if name != "flops_per_sample" and missing.any():
-            raise SchemaError(f"{where}: column {name!r} is missing in {int(missing.sum())} "
-                              f"row{'' if int(missing.sum()) == 1 else 's'} (first: "
+            raise SchemaError(f"{where}: column {name!r} is missing in {_rows(int(missing.sum()))} (first: "
                               f"{row(int(np.flatnonzero(missing)[0]))}).")
         bad = _out_of_range(name, values)
         if bad.any():
@@ -264,9 +263,13 @@ def describe_schema() -> pd.DataFrame:
     return pd.DataFrame([(c.name, c.kind, c.description) for c in COLUMNS], columns=["column", "dtype", "description"])
 
 
+def _rows(n: int) -> str:
+    return f"{n} row{'' if n == 1 else 's'}"
+
+
 def _rows_are_not(mask: np.ndarray) -> str:
     n = int(np.sum(mask))
-    return f"{n} row{'' if n == 1 else 's'} {'is' if n == 1 else 'are'} not"
+    return f"{_rows(n)} {'is' if n == 1 else 'are'} not"
 
 
 def _where(df: pd.DataFrame, mask: np.ndarray, limit: int = 5) -> str:
@@ -499,8 +502,7 @@ def validate_runs(df: pd.DataFrame, *, include_failed: bool = False) -> pd.DataF
         nan = np.isnan(values) & check
         if nan.any():
             raise SchemaError(
-                f"Column {name!r} has NaN in {int(nan.sum())} row{'' if int(nan.sum()) == 1 else 's'} "
-                f"({_where(df, nan)}); drop or fill those rows."
+                f"Column {name!r} has NaN in {_rows(int(nan.sum()))} ({_where(df, nan)}); drop or fill those rows."
             )
     _check_ranges(df, ok)
     canonical = {}

@@ -8,14 +8,14 @@ from dataclasses import dataclass
 
 
 __all__ = ["StepStats", "StopRule", "summarise_steps", "t_quantile_975", "NOISY_STEP_CV", "NOISY_REPEAT_SPREAD",
-           "timing_flag", "explain_timing_flag", "config_key"]
+           "timing_flag", "explain_timing_flag", "config_key", "CONFIG_COLUMNS"]
 
 #: A run whose per-step times have a coefficient of variation above this was likely measured on a busy machine.
 #: Steady runs sit far below it: the bundled CPU history's step CV has median 0.053 and 95th percentile 0.17 on a
 #: shared 2-core machine; a loop sharing its cores with another job reaches 1 and more.
 NOISY_STEP_CV = 0.30
-#: A run whose median step time lies more than this (relative) from an earlier repeat of the same configuration
-#: (max/min - 1) was likely measured while something else ran: quiet repeats differ by ~7% in the median, and by
+#: A run whose median step time lies more than this (relative, either way) from its earlier repeats' (see
+#: :func:`timing_flag`) was likely measured while something else ran: quiet repeats differ by ~7% in the median, and by
 #: 2-3x when anything else runs (the bundled CPU history's repeats: median 17%, 90th percentile 47%).
 NOISY_REPEAT_SPREAD = 0.50
 
@@ -89,7 +89,7 @@ def explain_timing_flag(flag: str, cv: float | None, median: float | None = None
 
 
 #: The record columns that identify one configuration (its repeats share them).
-_CONFIG_COLUMNS = ("model", "batch_size", "gpu_count", "gpu_type", "precision", "grad_accum", "optimizer", "compiled",
+CONFIG_COLUMNS = ("model", "batch_size", "gpu_count", "gpu_type", "precision", "grad_accum", "optimizer", "compiled",
                    "activation_checkpointing", "seq_len", "threads_per_worker", "nodes")
 
 
@@ -107,7 +107,7 @@ def config_key(record) -> tuple:
 
     # every CPU is gpu_type "cpu": runs on another CPU model are another device, not a repeat
     cpu = norm(record.get("cpu_model")) if norm(record.get("gpu_type")) == "cpu" else ""
-    return tuple(norm(record.get(c)) for c in _CONFIG_COLUMNS) + (cpu,)
+    return tuple(norm(record.get(c)) for c in CONFIG_COLUMNS) + (cpu,)
 
 
 def summarise_steps(times: list[float]) -> StepStats:

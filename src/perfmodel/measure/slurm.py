@@ -146,8 +146,9 @@ def _read_jobs(path: Path) -> dict[str, str]:
 
 
 def run_slurm(todo: list, output: Path, opts: SlurmOptions, *, sweep_id: str, timeout_s: float = 600.0,
-              progress: bool = True, total: int | None = None) -> list[dict]:
-    """Submit each configuration of ``todo`` as a job, gather the records into ``output``; return them."""
+              progress: bool = True, total: int | None = None, existing=None) -> list[dict]:
+    """Submit each configuration of ``todo`` as a job, gather the records into ``output``; return them.
+    ``existing``: the history already in ``output``, when the caller has read it."""
     from ..io import append_runs
     from .sweep import _append_steps, _finish, _flag_timing, _repeat_medians, base_record
 
@@ -167,7 +168,7 @@ def run_slurm(todo: list, output: Path, opts: SlurmOptions, *, sweep_id: str, ti
     ex = None
     pending: dict[str, tuple] = {}  # digest -> (cfg, job or None)
     written: list[dict] = []
-    medians = _repeat_medians(output)  # earlier repeats of each configuration, for the timing flag
+    medians = _repeat_medians(output, existing)  # earlier repeats of each configuration, for the timing flag
     total = total or len(todo)
     done_before = total - len(todo)
 
@@ -247,7 +248,7 @@ def run_sweep_slurm(configs: list, output: Path, slurm, *, timeout_s: float, ret
     """
     import pandas as pd
 
-    from .sweep import _done_keys
+    from .sweep import _done_keys, _existing
 
     if not isinstance(slurm, SlurmOptions):
         raise TypeError("launcher='slurm' needs slurm=SlurmOptions(partition=..., time_min=...). "
@@ -256,11 +257,12 @@ def run_sweep_slurm(configs: list, output: Path, slurm, *, timeout_s: float, ret
     def anywhere(key: tuple) -> tuple:  # the device is known only on the compute node
         return key[:4] + key[5:]
 
-    done = {anywhere(k) for k in _done_keys(output, retry_failed)}
+    existing = _existing(output)  # read once: what to skip, and (in run_slurm) the earlier repeats' medians
+    done = {anywhere(k) for k in _done_keys(output, retry_failed, existing)}
     todo = [c for c in configs if anywhere(c.key("*")) not in done]
     if progress and len(todo) < len(configs):
         print(f"resuming: {len(configs) - len(todo)} of {len(configs)} configurations already in {output}",
               file=sys.stderr)
     written = run_slurm(todo, output, slurm, sweep_id=uuid.uuid4().hex[:8], timeout_s=timeout_s,
-                        progress=progress, total=len(configs))
+                        progress=progress, total=len(configs), existing=existing)
     return pd.DataFrame(written)

@@ -42,7 +42,7 @@ from ..exceptions import NoisyTimingWarning
 from ..hardware import PRECISIONS, resolve_gpu_type
 from ..io import append_runs, read_history
 from . import _lifeline
-from ._timing import config_key, explain_timing_flag, timing_flag
+from ._timing import CONFIG_COLUMNS, config_key, explain_timing_flag, timing_flag
 from ._worker import ERROR_PREFIX
 from .workload import check_model_spec, default_model_name, factory_spec, model_kind
 from .zoo import ZOO, default_seq_len
@@ -407,11 +407,17 @@ def _history_seq(model: str, value) -> int | None:
         return None
 
 
-def _done_keys(output: Path, retry_failed: bool) -> set[tuple]:
-    if not output.exists():
-        return set()
-    df = read_history(output)
-    if len(df) == 0:
+def _existing(output: Path) -> pd.DataFrame | None:
+    """The history already in ``output`` (None if there is none yet), read once for resuming and repeats."""
+    if not output.exists() or output.stat().st_size == 0:
+        return None
+    return read_history(output)
+
+
+def _done_keys(output: Path, retry_failed: bool, existing: pd.DataFrame | None = None) -> set[tuple]:
+    """The configurations ``output`` holds (``existing``: its history, when the caller has read it)."""
+    df = _existing(output) if existing is None else existing
+    if df is None or len(df) == 0:
         return set()
     if retry_failed and "status" in df.columns:
         df = df[df["status"].fillna("ok") == "ok"]
@@ -431,17 +437,17 @@ def _done_keys(output: Path, retry_failed: bool) -> set[tuple]:
     }
 
 
-def _repeat_medians(output: Path) -> dict[tuple, list[float]]:
-    """Median step times of the successful runs already in ``output``, per configuration (repeats together)."""
-    if not output.exists() or output.stat().st_size == 0:
-        return {}
-    df = read_history(output)
-    if "step_time_median_s" not in df.columns or len(df) == 0:
+def _repeat_medians(output: Path, existing: pd.DataFrame | None = None) -> dict[tuple, list[float]]:
+    """Median step times of the successful runs already in ``output``, per configuration (repeats together;
+    ``existing``: its history, when the caller has read it)."""
+    df = _existing(output) if existing is None else existing
+    if df is None or "step_time_median_s" not in df.columns or len(df) == 0:
         return {}
     if "status" in df.columns:
         df = df[df["status"].fillna("ok") == "ok"]
+    columns = [c for c in (*CONFIG_COLUMNS, "cpu_model") if c in df.columns]  # what config_key reads
     out: dict[tuple, list[float]] = {}
-    for rec, m in zip(df.to_dict("records"), pd.to_numeric(df["step_time_median_s"], errors="coerce")):
+    for rec, m in zip(df[columns].to_dict("records"), pd.to_numeric(df["step_time_median_s"], errors="coerce")):
         if pd.notna(m):
             out.setdefault(config_key(rec), []).append(float(m))
     return out
@@ -489,8 +495,9 @@ def run_local(configs: list[RunConfig], output: Path, *, timeout_s: float = 600.
     _lifeline.check_stale_workers()
     device = configs[0].device if configs else "cpu"
     gpu_type = _detect_gpu_type(device)
-    done = _done_keys(output, retry_failed)
-    medians = _repeat_medians(output)
+    existing = _existing(output)  # read once: what to skip, and the earlier repeats' medians
+    done = _done_keys(output, retry_failed, existing)
+    medians = _repeat_medians(output, existing)
     todo = [c for c in configs if c.key(gpu_type) not in done]
     skipped = len(configs) - len(todo)
     sweep_id = uuid.uuid4().hex[:8]

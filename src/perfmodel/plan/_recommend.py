@@ -11,7 +11,7 @@ import pandas as pd
 from .._validation import check_choice, check_confidence, check_positive_float, check_positive_int
 from ..analysis import DEFAULT_EFFICIENCY_THRESHOLD
 from ..exceptions import ExtrapolationWarning, UnknownPriceError, UnsupportedQueryError
-from ..fitting import DEFAULT_METHOD, LoadedHistory, fit_loaded, history_runs, query_kind, resolve_history
+from ..fitting import DEFAULT_METHOD, default_history, history_runs, resolve_history
 from ..hardware import PRECISIONS, resolve_gpu_type
 from ..predict import default_precision, model_spec, predict_many, predict_training_time
 from ..models import METHODS, TrainingTimeModel
@@ -45,46 +45,40 @@ def _split_batch(global_batch: int, n: int, max_device_batch: int) -> tuple[int,
 
 class _Fits:
     """The fitted model for each configuration, as :func:`predict_training_time` would choose it for that
-    configuration alone: the history (by default the bundled runs of the device's own kind, CPU or GPU) fitted
-    for the configuration's own kind of query. Fitted once per (history, kind)."""
+    configuration alone (:func:`~perfmodel.fitting.resolve_history`: by default the bundled runs of the device's
+    own kind, CPU or GPU, fitted for the configuration's own kind of query), each history read once."""
 
     def __init__(self, history, method: str, model):
-        self.history, self.method = history, method
         check_choice(method, "method", "recommend", (*METHODS, "auto"))
         if history is not None and not isinstance(history, (str, os.PathLike, pd.DataFrame, list, tuple)):
             # a fitted model with a method it does not use, or not a history at all: refused up front
             resolve_history(history, method, where="recommend")
+        self.history, self.method = history, method
         self.name = model if isinstance(model, str) else ""
-        self._runs: dict = {}
-        self._fits: dict = {}
+        self._loaded: dict = {}
 
-    def _history(self, gpu_type: str):
-        if self.history is not None:
-            return "given", self.history
-        return ("cpu", "cpu") if gpu_type == "cpu" else ("gpu", "gpu")
-
-    def _loaded(self, key, history) -> LoadedHistory:
-        if key not in self._runs:
-            self._runs[key] = history_runs(history)  # read and validated once per history
-        return self._runs[key]
+    def _source(self, gpu_type: str):
+        """The fitted model given as history, or the history this device's configurations come from, read once."""
+        if isinstance(self.history, TrainingTimeModel):
+            return self.history
+        history = self.history
+        if history is None:
+            history = default_history(pd.DataFrame({"gpu_type": [gpu_type]}))
+        key = history if isinstance(history, str) else "given"
+        if key not in self._loaded:
+            self._loaded[key] = history_runs(history)
+        return self._loaded[key]
 
     def max_batch(self, gpu_type: str) -> int:
         """The largest per-device batch in the history the configuration is predicted from."""
-        key, history = self._history(gpu_type)
-        if isinstance(history, TrainingTimeModel):
-            return int(history.domain_.loc["batch_size", "max"])
-        return int(pd.to_numeric(self._loaded(key, history).runs["batch_size"]).max())
+        source = self._source(gpu_type)
+        if isinstance(source, TrainingTimeModel):
+            return int(source.domain_.loc["batch_size", "max"])
+        return int(pd.to_numeric(source.runs["batch_size"]).max())
 
     def model_for(self, gpu_type: str, micro: int, n: int) -> TrainingTimeModel:
-        key, history = self._history(gpu_type)
-        if isinstance(history, TrainingTimeModel):
-            return resolve_history(history, self.method)
-        loaded = self._loaded(key, history)
         query = pd.DataFrame([{"model": self.name, "gpu_type": gpu_type, "gpu_count": n, "batch_size": micro}])
-        kind = query_kind(loaded.runs, query)
-        if (key, kind) not in self._fits:
-            self._fits[key, kind] = fit_loaded(loaded, self.method, kind)
-        return self._fits[key, kind]
+        return resolve_history(self._source(gpu_type), self.method, query=query, where="recommend")
 
 
 def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, gpu_types=("cpu",),
