@@ -282,7 +282,7 @@ def worker_main(plan_path: str) -> int:
 
     from perfmodel.io import append_runs
     from perfmodel.measure._worker import error_line, measure_config
-    from perfmodel.measure.sweep import RunConfig, _append_steps, base_record
+    from perfmodel.measure.sweep import RunConfig, append_steps, base_record
     from perfmodel.measure.telemetry import nvml_device_facts
 
     mode = job["mode"]
@@ -348,7 +348,7 @@ def worker_main(plan_path: str) -> int:
         if mode == "gpu" and rec["status"] != "ok":
             rec.update({k: v for k, v in nvml_device_facts(0).items() if rec.get(k) is None})
         append_runs(rec, out, validate=job["known_device"])
-        _append_steps(out, rec["run_id"], times)
+        append_steps(out, rec["run_id"], times)
         elapsed = time.time() - now
         if rec["status"] == "ok":
             overhead = 0.5 * overhead + 0.5 * max(0.0, elapsed - sum(times))
@@ -477,9 +477,9 @@ def run_campaign(args) -> int:
     per, k_single, k_multi = _per_config_s(mode, deadline - time.time() + MARGIN_S, len(single), len(multi))
     single, multi = single[:k_single], multi[:k_multi]
     # resume: configurations already in the file are skipped
-    from perfmodel.measure.sweep import RunConfig, _done_keys
+    from perfmodel.measure.sweep import RunConfig, done_keys
 
-    done_keys = _done_keys(csv, retry_failed=False) if csv.exists() else set()
+    done_keys = done_keys(csv, retry_failed=False) if csv.exists() else set()
     todo = []
     for i, c in enumerate(single):
         c["plan_index"] = i
@@ -560,7 +560,7 @@ def run_campaign(args) -> int:
         # data-parallel configurations, one torchrun each (machines with more than one device)
         if multi and time.time() < deadline - MIN_CONFIG_S[mode]:
             from perfmodel.io import append_runs
-            from perfmodel.measure.sweep import _append_steps, _flops_for, measure_run
+            from perfmodel.measure.sweep import append_steps, _flops_for, measure_run
 
             for j, c in enumerate(multi):
                 if deadline - time.time() < MIN_CONFIG_S[mode] + 5.0:
@@ -575,7 +575,7 @@ def run_campaign(args) -> int:
                                          gpu_type=facts["gpu_type"], sweep_id=sweep_id)
                 rec["launcher"] = "torchrun"
                 append_runs(rec, csv, validate=facts["known"])
-                _append_steps(csv, rec["run_id"], times)
+                append_steps(csv, rec["run_id"], times)
                 c["outcome"] = rec["status"]
                 _log(f"data-parallel {cfg.record_name} n={cfg.gpu_count} {cfg.precision}: {rec['status']}")
     for j, c in enumerate(todo):

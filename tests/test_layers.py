@@ -20,16 +20,17 @@ SHARED_TOOL = ROOT.parents[2] / "shared" / "tools" / "import_cycles.py"
 
 LAYERS = [
     ("base", ["perfmodel", "perfmodel.exceptions", "perfmodel._validation", "perfmodel._format",
-              "perfmodel._delegates", "perfmodel._version", "perfmodel._atomic", "perfmodel._rows",
-              "perfmodel.metrics"]),
+              "perfmodel._version", "perfmodel._atomic", "perfmodel._rows", "perfmodel.metrics"]),
     ("hardware", ["perfmodel.hardware"]),
-    ("history", ["perfmodel.schema", "perfmodel.io", "perfmodel.datasets"]),
+    ("history", ["perfmodel.schema", "perfmodel.io", "perfmodel.datasets", "perfmodel.history",
+                 "perfmodel.kinds"]),
     ("measure", ["perfmodel.measure", "perfmodel.importers", "perfmodel.integrations"]),
     ("features", ["perfmodel.features"]),
     ("models", ["perfmodel.models"]),
     ("fitting", ["perfmodel.fitting", "perfmodel.persistence", "perfmodel.cache"]),
     ("predict", ["perfmodel.predict"]),
     ("plan/analysis", ["perfmodel.plan", "perfmodel.analysis", "perfmodel.evaluate"]),
+    ("api", ["perfmodel.predictor"]),
     ("plot/report/cli", ["perfmodel.plot", "perfmodel.report", "perfmodel.cli", "perfmodel.__main__"]),
 ]
 
@@ -119,13 +120,40 @@ class TestLayers:
         res = subprocess.run([sys.executable, str(SHARED_TOOL), str(ROOT)], capture_output=True, text=True)
         assert res.returncode == 0 and "import cycle" not in res.stdout, res.stdout + res.stderr
 
-    def test_model_conveniences_reach_the_higher_layers(self, tmp_path):
-        # model.save / model.plot_* work although models/ never imports persistence or plot
-        import perfmodel
-        from perfmodel.models import TrainingTimeModel
+    def test_no_private_names_imported_across_modules(self):
+        # what one module shares with another is public inside the package (no `from x import _y`)
+        mods = _modules()
+        bad = []
+        for m, f in mods.items():
+            pkg = m if f.name == "__init__.py" else m.rsplit(".", 1)[0]
+            for node in ast.walk(ast.parse(f.read_text(), str(f))):
+                if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("perfmodel")):
+                    base = node.module or ""
+                    if node.level:
+                        base = ".".join(pkg.split(".")[: len(pkg.split(".")) - node.level + 1] + ([base] if base else []))
+                    for a in node.names:
+                        if f"{base}.{a.name}" in mods:  # a private module may be imported; its private names not
+                            continue
+                        if a.name.startswith("_") and not a.name.startswith("__"):
+                            bad.append(f"{f.relative_to(ROOT.parent)}:{node.lineno} imports {a.name}")
+        assert not bad, "private names imported across modules:\n" + "\n".join(bad)
 
-        runs = perfmodel.load_bundled_runs()
-        model = TrainingTimeModel(method="loglinear", cv=None).fit(runs)
-        model.save(tmp_path / "m.perfmodel")
-        again = perfmodel.load_model(tmp_path / "m.perfmodel")
-        assert again.predict(runs.head(3)) == pytest.approx(model.predict(runs.head(3)))
+    def test_kinds_and_interval_rules_defined_once(self):
+        # the kinds of query live in perfmodel.kinds, the interval rules in models/_conformal.py: no other
+        # module spells out the kinds' names together or defines a conformal quantile or score book
+        kinds = ("new_batch", "new_count", "new_pair", "new_model", "new_device")
+        owners = {"perfmodel.kinds"}
+        for m, f in _modules().items():
+            text = f.read_text()
+            if m not in owners:  # a collection (tuple, list, set, dict) naming three or more kinds
+                for node in ast.walk(ast.parse(text)):
+                    if isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Dict)):
+                        items = node.keys if isinstance(node, ast.Dict) else node.elts
+                        spelled = [i.value for i in items if isinstance(i, ast.Constant) and i.value in kinds]
+                        assert len(spelled) < 3, f"{m}:{node.lineno} lists the kinds of query {spelled}: ask " \
+                                                 "perfmodel.kinds"
+            if m != "perfmodel.models._conformal":
+                for name in ("def conformal_quantile", "def balanced_scores", "def half_widths", "def score_set",
+                             "GroupKFold(", "KFold("):
+                    assert name not in text, f"{m} defines {name!r}: interval rules and refit folds live in " \
+                                             "perfmodel.models._conformal"

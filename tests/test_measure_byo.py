@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 from perfmodel.io import load_runs, read_history  # noqa: E402
 from perfmodel.measure import RunConfig, run_sweep  # noqa: E402
 from perfmodel.measure._worker import measure_config  # noqa: E402
-from perfmodel.measure.sweep import _done_keys  # noqa: E402
+from perfmodel.measure.sweep import done_keys  # noqa: E402
 from perfmodel.measure.workload import check_model_spec, factory_spec, resolve_workload  # noqa: E402
 from perfmodel.schema import COLUMNS  # noqa: E402
 
@@ -147,7 +147,7 @@ class TestByoSweep:
         again = run_sweep(models=["byo_factories:mlp"], output=out, batch_sizes=[2], grad_accum=2, name="my-net",
                           progress=False, **TINY)
         assert len(again) == 0
-        assert RunConfig("byo_factories:mlp", 2, grad_accum=1, name="my-net").key("cpu") not in _done_keys(out, False)
+        assert RunConfig("byo_factories:mlp", 2, grad_accum=1, name="my-net").key("cpu") not in done_keys(out, False)
         with pytest.raises(ValueError, match="names one model"):
             run_sweep(models=["mlp-xs", "gpt-s"], output=out, name="x")
 
@@ -158,7 +158,7 @@ class TestByoSweep:
 
         append_runs({"model": "gpt-s", "params": 10, "batch_size": 8, "gpu_count": 1, "gpu_type": "cpu",
                      "precision": "fp32", "repeat": 0, "step_time_s": 0.1}, out)
-        assert RunConfig("gpt-s", 8).key("cpu") in _done_keys(out, False)
+        assert RunConfig("gpt-s", 8).key("cpu") in done_keys(out, False)
 
 
 class TestHuggingFace:

@@ -93,31 +93,31 @@ class TestSweep:
     def test_a_repeat_far_from_the_first_is_flagged_and_warned(self):
         medians: dict = {}
         first = self._ok(1.0)
-        assert sweep._flag_timing(first, medians) is False and first["timing_flag"] == ""
+        assert sweep.flag_timing(first, medians) is False and first["timing_flag"] == ""
         second = self._ok(1.1, repeat=1)
-        assert sweep._flag_timing(second, medians) is False
+        assert sweep.flag_timing(second, medians) is False
         with pytest.warns(NoisyTimingWarning, match=r"cnn-s batch=8 n=1 repeat 2: its median step time 2\.5 s"):
             third = self._ok(2.5, repeat=2)
-            assert sweep._flag_timing(third, medians) is True
+            assert sweep.flag_timing(third, medians) is True
         assert third["timing_flag"] == "repeat_spread"
         assert medians[config_key(first)] == [1.0, 1.1, 2.5]
 
     def test_other_configurations_and_failed_runs_are_not_compared(self):
         medians: dict = {}
-        sweep._flag_timing(self._ok(1.0), medians)
+        sweep.flag_timing(self._ok(1.0), medians)
         other = dict(self._ok(3.0), batch_size=64)
-        assert sweep._flag_timing(other, medians) is False and other["timing_flag"] == ""
+        assert sweep.flag_timing(other, medians) is False and other["timing_flag"] == ""
         failed = {"status": "oom", "model": "cnn-s"}
-        assert sweep._flag_timing(failed, medians) is False and "timing_flag" not in failed
+        assert sweep.flag_timing(failed, medians) is False and "timing_flag" not in failed
 
     def test_runs_already_in_the_history_count_as_earlier_repeats(self, tmp_path):
         out = tmp_path / "h.csv"
         perfmodel.append_runs([dict(self._ok(1.0), params=1000, step_time_s=1.0, run_id="a"),
                                dict(self._ok(9.0), status="oom", params=1000, run_id="b")], out)
-        medians = sweep._repeat_medians(out)
+        medians = sweep.repeat_medians(out)
         assert list(medians.values()) == [[1.0]]  # the failed run is not a repeat
         with pytest.warns(NoisyTimingWarning):
-            assert sweep._flag_timing(self._ok(2.0, repeat=1), medians) is True
+            assert sweep.flag_timing(self._ok(2.0, repeat=1), medians) is True
 
 
 def test_the_schema_documents_the_column():
@@ -136,7 +136,7 @@ def test_one_busy_repeat_does_not_make_the_steady_ones_busy():
                "step_time_cv": 0.05, "step_time_median_s": m}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            sweep._flag_timing(rec, medians)
+            sweep.flag_timing(rec, medians)
         flags.append(rec["timing_flag"])
     assert flags == ["", "repeat_spread", "", "", ""]
 

@@ -2,8 +2,11 @@
 
 Public API (loaded lazily, so ``import perfmodel`` stays fast and never imports torch):
 
-- :func:`predict_training_time`, :func:`predict_many` — plan a job.
-- :func:`fit`, :class:`TrainingTimeModel`, :func:`load_model` — fit on a run history, save and load.
+- :class:`Predictor` — a history, validated once and fitted lazily per kind of query: ``.predict()``,
+  ``.predict_many()``, ``.recommend()``, ``.evaluate()``.
+- :func:`predict_training_time`, :func:`predict_many` — plan a job (thin wrappers over a cached Predictor).
+- :func:`fit`, :class:`TrainingTimeModel`, :func:`save_model`, :func:`load_model` — fit on a run history, save
+  and load.
 - :func:`load_runs`, :func:`save_runs`, :func:`append_runs` — read, validate and write run histories.
 - :func:`get_spec`, :func:`resolve_gpu_type` — the hardware spec table.
 - :func:`record` — record a real training loop (needs torch; ``perfmodel[measure]``).
@@ -16,6 +19,7 @@ import importlib
 from ._version import __version__  # noqa: E402,F401  (re-exported)
 
 _EXPORTS = {
+    "Predictor": "perfmodel.predictor",
     "predict_training_time": "perfmodel.predict",
     "predict_many": "perfmodel.predict",
     "fit": "perfmodel.predict",
@@ -41,18 +45,6 @@ _EXPORTS = {
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
-
-# The composition root wires a fitted model's conveniences (model.save, model.plot_*) to the layers that
-# provide them, so the model layer never imports persistence or plotting (see perfmodel._delegates).
-from . import _delegates  # noqa: E402  (tiny, imports nothing else)
-
-for _name, _target in {"save": "perfmodel.persistence:save_model",
-                       "plot_fit": "perfmodel.plot:plot_predicted_vs_measured",
-                       "plot_residuals": "perfmodel.plot:plot_residuals",
-                       "plot_batch_curves": "perfmodel.plot:plot_batch_curves"}.items():
-    _delegates.register(_name, _target)
-del _name, _target
-
 
 def __getattr__(name: str):
     module = _EXPORTS.get(name)

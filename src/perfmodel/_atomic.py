@@ -44,7 +44,7 @@ def signal_reaches(kill: Callable[[int, int], None], ident: int) -> bool:
     return True
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     return pid > 0 and signal_reaches(os.kill, pid)
 
 
@@ -71,7 +71,7 @@ def clean_stale_temps(path: str | os.PathLike) -> list[Path]:
         except OSError:
             continue
         pid = m.group("pid")
-        stale = age > _STALE_AGE_S or (pid is not None and not _pid_alive(int(pid))) or (pid is None and age > 60)
+        stale = age > _STALE_AGE_S or (pid is not None and not pid_alive(int(pid))) or (pid is None and age > 60)
         if stale:
             with contextlib.suppress(OSError):
                 os.unlink(entry.path)

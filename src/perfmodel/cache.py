@@ -26,7 +26,7 @@ __all__ = ["cache_dir", "cache_key", "load_cached", "store", "clear", "info"]
 
 _SUFFIX = ".perfmodel"
 #: Bumped when fitted state changes meaning within one perfmodel version (part of every key).
-_LAYOUT = 9  # 4: per-model new-device scores; 5: threads_shared_; 6: ops pools the recurrent class toward matmul; 7: held-out device scores per model; 8: interpolation scores for held-out batch sizes / counts, physics count extrapolation by distance; 9: per-model new-device scores from 2-8 device types widen
+_LAYOUT = 10  # 10: one score book per model (perfmodel.models._conformal), keyed by history digest; 4: per-model new-device scores; 5: threads_shared_; 6: ops pools the recurrent class toward matmul; 7: held-out device scores per model; 8: interpolation scores for held-out batch sizes / counts, physics count extrapolation by distance; 9: per-model new-device scores from 2-8 device types widen
 log = logging.getLogger("perfmodel")
 
 
@@ -42,19 +42,10 @@ def cache_dir() -> Path | None:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "perfmodel"
 
 
-def _file_digest(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def cache_key(paths, method: str, kind: str) -> str:
-    """SHA-256 of the history files' contents, perfmodel's version, the method and the query kind."""
-    h = hashlib.sha256(f"perfmodel {__version__}/{_LAYOUT}\n{method}\n{kind}\n".encode())
-    for p in paths:
-        h.update(_file_digest(p).encode())
+def cache_key(digest: str, method: str, kind: str) -> str:
+    """SHA-256 of the history's content digest (:attr:`perfmodel.history.LoadedHistory.digest`), perfmodel's
+    version, the method and the query kind."""
+    h = hashlib.sha256(f"perfmodel {__version__}/{_LAYOUT}\n{method}\n{kind}\n{digest}\n".encode())
     return h.hexdigest()[:32]
 
 

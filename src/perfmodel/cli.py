@@ -57,6 +57,8 @@ _METHOD_CHOICES = ["auto", "physics", "roofline", "loglinear", "gbm", "linear", 
 
 
 def _parser() -> argparse.ArgumentParser:
+    from .kinds import KIND_NAMES
+
     p = _OneLineParser(prog="perfmodel", description="Predict the wall-clock time of training jobs.")
     p.add_argument("--version", action="version", version=f"perfmodel {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="log diagnostics to stderr")
@@ -66,9 +68,9 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("runs", help="run history (.csv or .parquet)")
     f.add_argument("-o", "--output", required=True, help="model file to write (e.g. model.perfmodel; safe format)")
     f.add_argument("--method", default="auto", choices=_METHOD_CHOICES)
-    f.add_argument("--kind", default="seen", choices=["seen", "new_batch", "new_count", "new_model", "new_device"],
-                   help="the kind of query the model is for: 'auto' chooses the method for it, and a query beyond "
-                        "the runs in the column it varies gets leave-that-group-out intervals (default: seen)")
+    f.add_argument("--kind", default="seen", choices=list(KIND_NAMES),
+                   help="the kind of query the model is for: 'auto' chooses the method for it, and its intervals "
+                        "come from the refits that hold out that kind's groups (default: seen)")
 
     pr = sub.add_parser("predict", help="predict the training time of a job")
     pr.add_argument("--model", help="model name in the history (or a label with --params)")
@@ -252,8 +254,10 @@ def _key_value(text: str) -> tuple[str, str]:
 def _cmd_fit(args) -> int:
     from .predict import fit
 
+    from .persistence import save_model
+
     model = fit(args.runs, method=args.method, kind=args.kind)
-    model.save(args.output)
+    save_model(model, args.output)
     print(model.summary().as_text())
     print(f"\nsaved {model.method} model to {args.output}")
     return 0
@@ -279,6 +283,8 @@ def _cmd_predict(args) -> int:
         print(result)
         if result.provenance:
             print(f"learned from: {', '.join(result.provenance)} ({result.query_kind.replace('_', ' ')} query)")
+        if result.interval_rule:
+            print(f"interval: {result.interval_rule}")
         step = (f"step {result.step_seconds:.4g} s ({result.confidence:.0%} PI {result.step_lower:.4g} – "
                 f"{result.step_upper:.4g} s) x {result.steps} steps")
         if result.startup_seconds:
@@ -500,8 +506,7 @@ def _is_history_model(args) -> bool:
         from .persistence import load_model
 
         return args.model in load_model(args.fitted, trusted=args.trusted).models_.index
-    from .fitting import load_history
-    from .models._training import model_table
+    from .history import model_table, read_history
 
     history = args.history or None
     if history is None:
@@ -512,8 +517,7 @@ def _is_history_model(args) -> bool:
         history = "cpu" if all(resolve_gpu_type(g) == "cpu" for g in gpu) else "gpu"
     elif isinstance(history, list) and len(history) == 1:
         history = history[0]
-    runs, _ = load_history(history)
-    return args.model in model_table(runs).index
+    return args.model in model_table(read_history(history).runs).index
 
 
 def _cmd_recommend(args) -> int:

@@ -22,32 +22,26 @@ from sklearn.model_selection import LeaveOneGroupOut
 
 from ._format import to_plain
 from ._validation import check_confidence
-from .features import run_quantities
-from .fitting import KIND_SPLITS, fit_history
-from .models import TrainingTimeModel
 from .exceptions import SchemaError, UnsupportedQueryError
+from .features import run_quantities
+from .fitting import fit_history
+from .kinds import KINDS, group_keys
 from .metrics import coverage, mean_relative_width, r2_log
-from .models import METHODS
+from .models import METHODS, TrainingTimeModel
 from .schema import validate_runs
 
-__all__ = ["SPLITS", "CONFIG_KEYS", "noise_floor", "NoiseFloor", "grouped_folds", "evaluate", "Evaluation",
-           "coverage", "mean_relative_width", "r2_log", "AnalyticBaseline", "PeakRatioBaseline", "BASELINES",
-           "SPLIT_KINDS", "DEFAULT_EVAL_METHODS"]
+__all__ = ["SPLITS", "DEFAULT_SPLITS", "CONFIG_KEYS", "noise_floor", "NoiseFloor", "grouped_folds", "evaluate",
+           "Evaluation", "coverage", "mean_relative_width", "r2_log", "AnalyticBaseline", "PeakRatioBaseline",
+           "BASELINES", "SPLIT_KINDS", "DEFAULT_EVAL_METHODS"]
 
-#: split name -> the column whose groups are held out one at a time.
-SPLITS = {
-    "leave-one-model-out": "model",
-    "leave-one-batch-size-out": "batch_size",
-    "leave-one-gpu-count-out": "gpu_count",
-    "leave-one-gpu-type-out": "gpu_type",
-}
+#: split name -> what is held out one group at a time (a run column, or ``pair``: model and device type), one per
+#: kind of query (:mod:`perfmodel.kinds`).
+SPLITS = {k.split: k.column for k in KINDS if k.column is not None}
 #: split name -> the kind of query it scores (what ``method="auto"`` chooses for; see perfmodel.fitting).
-SPLIT_KINDS = {
-    "leave-one-model-out": "new_model",
-    "leave-one-batch-size-out": "new_batch",
-    "leave-one-gpu-count-out": "new_count",
-    "leave-one-gpu-type-out": "new_device",
-}
+SPLIT_KINDS = {k.split: k.name for k in KINDS if k.column is not None}
+#: The splits :func:`evaluate` runs when none are named (``leave-one-pair-out`` is asked for by name).
+DEFAULT_SPLITS = ("leave-one-model-out", "leave-one-batch-size-out", "leave-one-gpu-count-out",
+                  "leave-one-gpu-type-out")
 #: Columns that identify one configuration (its repeats share them).
 CONFIG_KEYS = ("model", "batch_size", "gpu_count", "gpu_type", "precision")
 #: The methods :func:`evaluate` (and ``perfmodel evaluate``) compares when none are named.
@@ -102,8 +96,10 @@ def noise_floor(runs: pd.DataFrame, keys=CONFIG_KEYS) -> NoiseFloor:
 
 
 def grouped_folds(runs: pd.DataFrame, column: str):
-    """``(held_out_value, train_index, test_index)`` for each group of ``column`` (LeaveOneGroupOut)."""
-    groups = runs[column].astype(str).to_numpy()
+    """``(held_out_value, train_index, test_index)`` for each group of ``column`` (LeaveOneGroupOut; ``pair``:
+    each model and device type together)."""
+    kind = next(k for k in KINDS if k.column == column)
+    groups = group_keys(runs, kind).astype(str)
     for train, test in LeaveOneGroupOut().split(runs, groups=groups):
         yield groups[test[0]], train, test
 
@@ -208,9 +204,7 @@ BASELINES = ("seed-linear", "6ND-util0.4", "6ND-fitted-util", "peak-ratio")
 
 def _make(method: str, host_peak_flops):
     if method == "seed-linear":
-        est = TrainingTimeModel(method="linear", cv=None)
-        est._answer_any_count = True  # the seed design's naive answer, even at a count its runs never varied
-        return est
+        return TrainingTimeModel(method="linear")
     if method == "6ND-util0.4":
         return AnalyticBaseline(0.4, host_peak_flops)
     if method == "6ND-fitted-util":
@@ -219,7 +213,7 @@ def _make(method: str, host_peak_flops):
         return PeakRatioBaseline()
     if method == "auto":
         return "auto"
-    return TrainingTimeModel(method=method, cv=None)
+    return TrainingTimeModel(method=method)
 
 
 def _fit_predict(method, runs, train, test, confidence, host_peak_flops, kind="seen"):
@@ -239,14 +233,17 @@ def _fit_predict_inner(method, runs, train, test, confidence, host_peak_flops, k
         est = fit_history(tr.reset_index(drop=True), "auto", kind=kind)
         chosen = est.method
     elif method in METHODS:  # as predict fits it for this kind of query: the matching conformity scores
-        est.fit(tr.reset_index(drop=True), held_out=KIND_SPLITS.get(kind))
+        est.set_params(held_out=(kind,)).fit(tr.reset_index(drop=True))
     else:
         est.fit(tr.reset_index(drop=True))
+    query = te.reset_index(drop=True)
     try:
-        pi = est.predict_interval(te.reset_index(drop=True), confidence)
+        pi = est.predict_interval(query, confidence)
     except UnsupportedQueryError:  # e.g. gbm asked a device count its training runs never varied: refused
         pi = pd.DataFrame({c: np.full(len(te), np.nan) for c in ("step_time_s", "step_lower", "step_upper",
                                                                  "nearest_run_distance")})
+        if method == "seed-linear":  # the seed design's naive answer, even at a count its runs never varied
+            pi["step_time_s"] = est.pipeline_.predict(query)
     out = pi.rename(columns={"step_time_s": "pred"})
     out["y"] = te["step_time_s"].to_numpy(dtype=float)
     out["row"] = test
@@ -281,7 +278,7 @@ class Evaluation:
         return f"{text}\n{self.noise}"
 
 
-def evaluate(runs, *, methods=DEFAULT_EVAL_METHODS, splits=tuple(SPLITS), baselines=True,
+def evaluate(runs, *, methods=DEFAULT_EVAL_METHODS, splits=DEFAULT_SPLITS, baselines=True,
              confidence: float = 0.9, n_jobs: int = 1, host_peak_flops: float | None = None) -> Evaluation:
     """Grouped cross-validation of each method (and the baselines) on the same splits of the same runs.
 
@@ -319,13 +316,13 @@ def evaluate(runs, *, methods=DEFAULT_EVAL_METHODS, splits=tuple(SPLITS), baseli
     jobs = []
     for split in splits:
         col = SPLITS[split]
-        if runs[col].nunique() < 2:
+        if len(np.unique(group_keys(runs, SPLIT_KINDS[split]))) < 2:
             continue
         for held, train, test in grouped_folds(runs, col):
             for method in all_methods:
                 jobs.append((split, held, method, train, test))
     if not jobs:
-        varying = [s for s in splits if runs[SPLITS[s]].nunique() >= 2]
+        varying = [s for s in splits if len(np.unique(group_keys(runs, SPLIT_KINDS[s]))) >= 2]
         raise SchemaError(
             f"evaluate: nothing to cross-validate. Each split holds out one value of its column, so the history "
             f"needs two or more distinct values in at least one of {', '.join(SPLITS[s] for s in splits)}; it has "

@@ -1,4 +1,11 @@
-"""``predict_training_time``: wall-clock time of a training job, with a prediction interval."""
+"""Predicting training jobs: :class:`BasePredictor` (a history, validated once, fitted lazily per kind of query) and
+the module functions :func:`predict_training_time`, :func:`predict_many` and :func:`fit` over it.
+
+A :class:`BasePredictor` reads its history once (:func:`perfmodel.history.read_history`), and for each kind of query
+its rows ask (:mod:`perfmodel.kinds`) fits the method once (``auto``: chosen for that kind, :mod:`perfmodel.fitting`),
+through the disk cache. The module functions keep a few Predictors in this process, keyed by the content digest of
+their history and the method, so that repeated calls neither re-read nor refit an unchanged history.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,7 @@ import math
 import numbers
 import os
 import warnings
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -17,17 +25,21 @@ from ._format import format_duration, to_plain
 from ._rows import distinct_rows
 from ._validation import check_choice, check_confidence, check_positive_int, check_prediction_frame
 from .exceptions import DataQualityWarning, ExtrapolationWarning, SchemaError, UnsupportedQueryError
+from .fitting import DEFAULT_METHOD, fit_cached, fit_history
 from .hardware import PRECISIONS, get_spec, resolve_gpu_type
-from .schema import check_queries
-from .fitting import (DEFAULT_METHOD, KIND_ORDER, KIND_SPLITS, default_history, fit_history, fit_loaded,
-                      history_runs, load_history, query_kind, query_kinds, resolve_history)
+from .history import (BUNDLED_PREFIX, LoadedHistory, default_history, file_digest, frame_digest, history_parts,
+                      model_table, precision_by_device, read_history)
+from .kinds import KIND_NAMES, classify
 from .models import METHODS, TrainingTimeModel
-from .models._training import model_table, precision_by_device
+from .schema import check_queries
 
-__all__ = ["predict_training_time", "predict_many", "fit", "TrainingTimePrediction", "resolve_history", "model_spec",
-           "default_precision"]
+__all__ = ["BasePredictor", "predict_training_time", "predict_many", "fit", "TrainingTimePrediction", "resolve_history",
+           "model_spec", "default_precision", "PREDICTION_COLUMNS"]
 
 _WHERE = "predict_training_time"
+#: The columns :func:`predict_many` returns, in order.
+PREDICTION_COLUMNS = ("step_time_s", "step_lower", "step_upper", "steps", "seconds", "lower", "upper",
+                      "inside_domain", "nearest_run_distance", "query_kind", "interval_rule", "precision")
 
 
 @dataclass
@@ -57,9 +69,11 @@ class TrainingTimePrediction:
     provenance : list of str
         The histories the prediction learned from (``bundled:<file>`` for perfmodel's own, else the path).
     query_kind : str
-        What the query asks of the history: ``seen`` (its model has run on this device), ``new_pair`` (a known
-        model on a known device it has not run on), ``new_batch``, ``new_count``, ``new_model`` or
+        What the query asks of the runs that answered it (:mod:`perfmodel.kinds`): ``seen``, ``new_batch``,
+        ``new_count``, ``new_pair`` (a known model on a known device type it has not run on), ``new_model`` or
         ``new_device``; its interval uses the conformity scores of that kind.
+    interval_rule : str
+        Which conformity scores set the interval's width, and any widening (:mod:`perfmodel.models._conformal`).
     """
 
     seconds: float
@@ -82,6 +96,7 @@ class TrainingTimePrediction:
     warnings: list = field(default_factory=list)
     provenance: list = field(default_factory=list)
     query_kind: str = "seen"
+    interval_rule: str = ""
 
     def to_dict(self) -> dict:
         """Plain Python types only (``json.dumps`` accepts it); NaN and inf become None."""
@@ -92,49 +107,6 @@ class TrainingTimePrediction:
         return (f"{format_duration(self.seconds)} ({pct} PI {format_duration(self.lower)} – "
                 f"{format_duration(self.upper)}; {self.method}, R² {self.r2:.2f}, {self.n_runs} runs)")
 
-
-# --------------------------------------------------------------------------------------------- history
-def fit(runs, method: str = DEFAULT_METHOD, *, cv: int | None = 5, kind: str = "seen") -> TrainingTimeModel:
-    """Fit a training-time model on a run history.
-
-    Parameters
-    ----------
-    runs : str, path-like, DataFrame, bundled name or a list of these
-        A ``.csv``/``.parquet`` history, a DataFrame, the name of a bundled history (``"cpu"``, ``"gpu"``,
-        ``"mlperf"``, ``"h200"``) or a list of them (concatenated), validated with :func:`perfmodel.load_runs`.
-    method : {"auto", "physics", "roofline", "loglinear", "gbm", "ops", "linear"}, default="auto"
-        ``auto`` scores every candidate by grouped cross-validation on the split matching ``kind`` and keeps
-        the best (see :mod:`perfmodel.fitting`).
-    cv : int or None, default=5
-        Folds of the cross-validated error reported by the fit (and of ``auto``'s K-fold split).
-    kind : {"seen", "new_batch", "new_count", "new_model", "new_device"}, default="seen"
-        The kind of query the model is for: ``auto`` chooses for it, and a query row beyond the runs in the
-        column it varies (``gpu_type`` for ``new_device``, ...) gets leave-that-group-out conformity scores
-        (``TrainingTimeModel.fit(held_out=...)``).
-
-    Returns
-    -------
-    TrainingTimeModel
-    """
-    check_choice(method, "method", "fit", (*METHODS, "auto"))
-    data, labels = load_history(runs)
-    model = fit_history(data, method, kind=kind, cv=cv)
-    model.provenance_ = labels
-    return model
-
-
-def _interval_note(fitted: TrainingTimeModel, kind: str) -> list[str]:
-    """A note when a model fitted for another kind of query answers this one with the method's own interval."""
-    column = KIND_SPLITS.get(kind)
-    reg = fitted.pipeline_.named_steps["regressor"]
-    if column is None or column in getattr(reg, "scored_columns", ()) or getattr(fitted, "held_out_", None) == column:
-        return []
-    if getattr(fitted, "held_out_requested_", None) == column:  # fitted for it, but one value: nothing to hold out
-        return [f"every run has the same {column}, so no refit could score a query beyond it: the interval is the "
-                f"{fitted.method} method's own, widened with the distance to the runs"]
-    return [f"the interval is the {fitted.method} method's own: the fitted model was not fitted for {kind} queries "
-            f"(perfmodel.fit(..., kind={kind!r}) or `perfmodel fit --kind {kind}` gives leave-one-{column}-out "
-            "intervals)"]
 
 
 # ----------------------------------------------------------------------------------------------- model
@@ -280,38 +252,299 @@ def _prior_note(provenance: list, q: pd.DataFrame) -> list[str]:
             "few runs of your own: history=['my_runs.csv', 'gpu']"]
 
 
-def _isin_text(col: pd.Series, values) -> np.ndarray:
-    """``col.astype(str).isin(values)`` computed once per distinct value (queries repeat a few names)."""
-    codes, uniq = pd.factorize(col, use_na_sentinel=False)
-    return np.asarray(pd.Index(uniq).astype(str).isin(values), dtype=bool)[codes]
+def _check_model_sizes(q: pd.DataFrame, table: pd.DataFrame, positions: np.ndarray) -> None:
+    """A row naming a model of the history gets that model's size, as :func:`predict_training_time` gives it: an
+    empty ``params`` (and an empty ``flops_per_sample`` beside the model's own ``params``) is filled from the
+    history; a different ``params`` is refused (it would predict the history's model, not that size). Text that
+    is not a number is left for :func:`~perfmodel.schema.check_queries` to refuse."""
+    names = q["model"].astype(str)
+    known = names.isin(table.index).to_numpy()
+    if not known.any():
+        return
+    hist = table.reindex(names)
+    empty = q["params"].isna().to_numpy()
+    given = pd.to_numeric(q["params"], errors="coerce").to_numpy(dtype=float)
+    ref = hist["params"].to_numpy(dtype=float)
+    clash = known & np.isfinite(given) & ~np.isclose(given, ref, rtol=1e-3)
+    if clash.any():
+        i = int(np.flatnonzero(clash)[0])
+        n = int(clash.sum())
+        raise ValueError(f"predict_many: row {int(positions[i]) + 1} (counting from 1) names model "
+                         f"{names.iloc[i]!r}, which the history has with params {ref[i]:g}, but gives params "
+                         f"{given[i]:g}. Leave 'params' empty to predict the history's model, or name the row "
+                         f"something the history lacks to predict a model of that size ({n} "
+                         f"row{'' if n == 1 else 's'} clash{'es' if n == 1 else ''}).")
+    fill = known & empty
+    own_size = known & (empty | (np.isfinite(given) & np.isclose(given, ref, rtol=1e-3)))
+    if fill.any():  # only the empty cells: text that is not a number stays, for check_queries to name
+        q["params"] = q["params"].mask(fill, ref)
+    hist_fps = hist["flops_per_sample"].to_numpy(dtype=float)
+    if "flops_per_sample" in q.columns:
+        fps_empty = q["flops_per_sample"].isna().to_numpy()
+        if (own_size & fps_empty).any():
+            q["flops_per_sample"] = q["flops_per_sample"].mask(own_size & fps_empty, hist_fps)
+    elif own_size.any():
+        q["flops_per_sample"] = np.where(own_size, hist_fps, np.nan)
 
 
-def _kind_of(fitted: TrainingTimeModel, q: pd.DataFrame) -> np.ndarray:
-    """Per query row: seen / new_pair / new_batch / new_count / new_model / new_device."""
-    reg = fitted.pipeline_.named_steps["regressor"]
-    if hasattr(reg, "query_kind"):
-        kind = reg.query_kind(fitted.pipeline_.named_steps["features"].transform(q))
-    else:  # small integer codes, one string array at the end (np.where over 100,000 objects is slow)
-        known_model = (_isin_text(q["model"], fitted.models_.index) if "model" in q.columns
-                       else np.full(len(q), "" in fitted.models_.index))
-        code = np.where(~_isin_text(q["gpu_type"], fitted.gpu_types_), 2, np.where(~known_model, 1, 0))
-        kind = np.array(["seen", "new_model", "new_device"], dtype=object)[code]
-    kind = np.asarray(kind, dtype=object)
-    dom = fitted.domain_
-    n = pd.to_numeric(q["gpu_count"], errors="coerce").to_numpy(dtype=float)
-    out_n = (n < dom.loc["gpu_count", "min"]) | (n > dom.loc["gpu_count", "max"])
-    if out_n.any():
-        kind = np.where((kind == "seen") & out_n, "new_count", kind)
-    return kind
+# ------------------------------------------------------------------------------------------- predictor
+def _check_history_type(history, where: str) -> None:
+    if not isinstance(history, (type(None), str, os.PathLike, pd.DataFrame, list, tuple, TrainingTimeModel)):
+        raise TypeError(
+            f"The 'history' parameter of {where} must be None, a path, a DataFrame, a bundled history name, a "
+            f"list of these, or a fitted TrainingTimeModel. Got {type(history).__name__} instead."
+        )
 
 
-def _label_kinds(fitted: TrainingTimeModel, q: pd.DataFrame, from_runs: np.ndarray | None) -> np.ndarray:
-    """The ``query_kind`` reported per row: the fitted model's (finer for roofline: ``new_pair``, ...), where that
-    says ``seen`` the kind the history's runs give (a batch size or count between or beyond theirs)."""
-    kind = _kind_of(fitted, q)
-    if from_runs is None:
-        return kind
-    return np.where(kind == "seen", np.asarray(from_runs, dtype=object), kind)
+class BasePredictor:
+    """Predict training jobs from one history: read and validated once, fitted lazily for each kind of query.
+
+    :class:`perfmodel.Predictor` is this plus planning and evaluation (``.recommend()``, ``.evaluate()``).
+
+    Parameters
+    ----------
+    history : None, path, DataFrame, bundled name, list of these, or TrainingTimeModel, default=None
+        The runs to learn from (:mod:`perfmodel.history`). None: perfmodel's bundled runs, CPU runs for CPU
+        queries and the public GPU history for GPU queries. A fitted :class:`~perfmodel.models.TrainingTimeModel`
+        answers every query itself.
+    method : {"auto", "physics", "roofline", "loglinear", "gbm", "ops", "linear"}, default="auto"
+        ``auto`` chooses, for each kind of query, by the cross-validation split that matches it
+        (:mod:`perfmodel.fitting`).
+    confidence : float in (0, 1), default=0.9
+        Level of the prediction intervals.
+
+    Examples
+    --------
+    >>> import perfmodel
+    >>> p = perfmodel.Predictor("cpu")  # a BasePredictor with .recommend() and .evaluate()
+    >>> r = p.predict("gpt-s", batch_size=16, gpu_count=2, gpu_type="cpu", steps=1000)
+    >>> r.lower < r.seconds < r.upper
+    True
+    """
+
+    def __init__(self, history=None, *, method: str = DEFAULT_METHOD, confidence: float = 0.9):
+        _check_history_type(history, type(self).__name__)
+        self.method = check_choice(method, "method", "Predictor", (*METHODS, "auto"))
+        self.confidence = check_confidence(confidence, "Predictor")
+        if isinstance(history, TrainingTimeModel):
+            history._check()
+            if method not in ("auto", history.method):
+                raise ValueError(
+                    f"The 'method' parameter of Predictor is {method!r} but the fitted model given as history uses "
+                    f"{history.method!r}; pass method='auto' or refit.")
+        self.history = history
+        self._loaded: dict = {}
+        self._fits: dict = {}
+
+    # ------------------------------------------------------------------------------------------ history
+    def runs(self, source: str | None = None) -> LoadedHistory:
+        """The history (for ``history=None``: the bundled ``source``, ``"cpu"`` or ``"gpu"``), read once."""
+        if isinstance(self.history, TrainingTimeModel):
+            raise TypeError("This Predictor answers from a fitted model; it has no runs.")
+        key = source if self.history is None else None
+        if key not in self._loaded:
+            self._loaded[key] = read_history(source if self.history is None else self.history)
+        return self._loaded[key]
+
+    def model(self, kind: str = "seen", source: str | None = None) -> TrainingTimeModel:
+        """The model fitted for queries of ``kind`` (fitted on first use, through the disk cache for files)."""
+        if isinstance(self.history, TrainingTimeModel):
+            return self.history
+        check_choice(kind, "kind", "Predictor.model", KIND_NAMES)
+        key = (source if self.history is None else None, kind)
+        if key not in self._fits:
+            loaded = self.runs(key[0])
+            if all(isinstance(p, (str, os.PathLike)) for p in history_parts(self.history if self.history
+                                                                              is not None else source)):
+                fitted = fit_cached(loaded, self.method, kind)
+            else:
+                fitted = fit_history(loaded, self.method, kind=kind)
+            fitted.provenance_ = list(loaded.labels)
+            self._fits[key] = fitted
+        return self._fits[key]
+
+    def fit(self, kind: str = "seen") -> TrainingTimeModel:
+        """The model for queries of ``kind`` on this history (``history=None``: the bundled CPU runs)."""
+        return self.model(kind, "cpu" if self.history is None else None)
+
+    def _table(self, source) -> pd.DataFrame:
+        if isinstance(self.history, TrainingTimeModel):
+            return self.history.models_
+        key = ("table", source)
+        if key not in self._fits:
+            self._fits[key] = model_table(self.runs(source).runs)
+        return self._fits[key]
+
+    def _by_device(self, source) -> dict:
+        if isinstance(self.history, TrainingTimeModel):
+            return self.history.precision_by_device_
+        key = ("precision", source)
+        if key not in self._fits:
+            self._fits[key] = precision_by_device(self.runs(source).runs)
+        return self._fits[key]
+
+    def max_batch(self, gpu_type: str) -> int:
+        """The largest per-device batch in the runs a query on ``gpu_type`` is predicted from."""
+        if isinstance(self.history, TrainingTimeModel):
+            return int(self.history.domain_.loc["batch_size", "max"])
+        source = self._source_of(resolve_gpu_type(gpu_type))
+        return int(pd.to_numeric(self.runs(source).runs["batch_size"]).max())
+
+    def _source_of(self, gpu_type: str) -> str | None:
+        if self.history is not None:
+            return None
+        return default_history(pd.DataFrame({"gpu_type": [gpu_type]}))
+
+    # ------------------------------------------------------------------------------------------ predict
+    def predict(self, model, *, batch_size, gpu_count=1, gpu_type, steps=None, epochs=None, dataset_size=None,
+                precision=None, example_input=None) -> "TrainingTimePrediction":
+        """Predict the wall-clock time of one training job (see :func:`predict_training_time`)."""
+        batch_size = check_positive_int(batch_size, "batch_size", _WHERE)
+        gpu_count = check_positive_int(gpu_count, "gpu_count", _WHERE)
+        if precision is not None and (not isinstance(precision, str) or precision.lower() not in PRECISIONS):
+            raise ValueError(f"The 'precision' parameter of {_WHERE} must be one of {', '.join(PRECISIONS)}. "
+                             f"Got {precision!r} instead.")
+        canonical = resolve_gpu_type(gpu_type)
+        n_steps = _steps(steps, epochs, dataset_size, batch_size, gpu_count)
+        source = self._source_of(canonical)
+        assumed = []
+        if precision is None:
+            precision, note = default_precision(self._by_device(source), canonical)
+            assumed += [note] if note else []
+        spec = model_spec(model, example_input, self._table(source))
+        q = pd.DataFrame([{**spec, "batch_size": batch_size, "gpu_count": gpu_count, "gpu_type": canonical,
+                           "precision": precision.lower(), "steps": n_steps}])
+        check_queries(q, _WHERE)
+        fitted, kind = self._fitted_for(q, source)
+        provenance = list(getattr(fitted, "provenance_", []) or [])
+        notes = _check_support(fitted, q) + _domain_warnings(fitted, q)[0]
+        res = _predict_frame(fitted, q, self.confidence).iloc[0]
+        prior_note = _prior_note(provenance, q)
+        if bool(res["nonpositive_fit"]):
+            notes.append(f"the {fitted.method} fit predicts a non-positive step time here; clipped to 0")
+        for note in notes:
+            warnings.warn(f"{_WHERE}: {note}.", ExtrapolationWarning, stacklevel=3)
+        for note in prior_note:
+            warnings.warn(f"{_WHERE}: {note}.", DataQualityWarning, stacklevel=3)
+        return TrainingTimePrediction(
+            seconds=float(res["seconds"]), lower=float(res["lower"]), upper=float(res["upper"]),
+            confidence=self.confidence, step_seconds=float(res["step_time_s"]), step_lower=float(res["step_lower"]),
+            step_upper=float(res["step_upper"]), steps=n_steps, startup_seconds=float(fitted.startup_s_),
+            r2=float(fitted.rsquared_), r2_log=float(fitted.rsquared_log_), cv_mape=float(fitted.cv_mape_),
+            method=fitted.method, n_runs=int(fitted.n_runs_), inside_domain=not notes,
+            nearest_run_distance=float(res["nearest_run_distance"]),
+            query={k: v for k, v in q.iloc[0].items()}, warnings=assumed + notes + prior_note,
+            provenance=provenance, query_kind=str(res["query_kind"]), interval_rule=str(res["interval_rule"]),
+        )
+
+    def _fitted_for(self, q: pd.DataFrame, source) -> tuple[TrainingTimeModel, str | None]:
+        """The model answering a one-row query, and the row's kind by the history's runs."""
+        if isinstance(self.history, TrainingTimeModel):
+            return self.history, None
+        kind = str(classify(self.runs(source).runs, q)[0])
+        return self.model(kind, source), kind
+
+    def predict_many(self, queries: pd.DataFrame, *, _positions=None) -> pd.DataFrame:
+        """Predict many configurations at once (see :func:`predict_many`)."""
+        if not isinstance(queries, pd.DataFrame):
+            raise TypeError(f"predict_many expects a DataFrame of queries. Got {type(queries).__name__}.")
+        if len(queries) == 0:
+            raise ValueError("predict_many got an empty DataFrame of queries.")
+        positions = np.arange(len(queries)) if _positions is None else np.asarray(_positions)
+        q = queries.copy()
+        if "gpu_type" not in q.columns:
+            raise SchemaError("predict_many needs a 'gpu_type' column in the queries.")
+        codes, uniq = pd.factorize(q["gpu_type"])
+        if (codes < 0).any():
+            raise SchemaError(f"predict_many: column 'gpu_type' is missing in {int((codes < 0).sum())} rows.")
+        resolved = [resolve_gpu_type(str(g)) for g in uniq]
+        names = list(dict.fromkeys(resolved))  # aliases may resolve to one device
+        remap = np.asarray([names.index(r) for r in resolved])
+        q["gpu_type"] = pd.Categorical.from_codes(remap[codes], categories=names)  # no per-row string copies
+        if self.history is None:
+            on_cpu = (q["gpu_type"].astype(str) == "cpu").to_numpy()
+            if on_cpu.any() and not on_cpu.all():  # each row from the bundled runs of its own kind of device
+                parts = [self._predict_source(queries.iloc[np.flatnonzero(m)], q.iloc[np.flatnonzero(m)],
+                                              positions[np.flatnonzero(m)], src)
+                         for m, src in ((on_cpu, "cpu"), (~on_cpu, "gpu"))]
+                out = pd.concat(parts)
+                order = np.argsort(np.concatenate([np.flatnonzero(on_cpu), np.flatnonzero(~on_cpu)]), kind="stable")
+                return out.iloc[order]
+            return self._predict_source(queries, q, positions, "cpu" if on_cpu.all() else "gpu")
+        return self._predict_source(queries, q, positions, None)
+
+    def _predict_source(self, queries, q, positions, source) -> pd.DataFrame:
+        table = self._table(source)
+        if "params" not in q.columns:
+            if "model" not in q.columns:
+                raise SchemaError("predict_many needs a 'params' or a 'model' column in the queries.")
+            unknown = sorted(set(map(str, pd.unique(q["model"]))) - set(table.index))
+            if unknown:
+                raise UnsupportedQueryError(f"predict_many: models not in the history: {', '.join(unknown[:5])}.")
+            codes, uniq = pd.factorize(q["model"].astype(str))
+            rows = table.loc[[str(u) for u in uniq]]
+            q["params"] = rows["params"].to_numpy(dtype=float)[codes]
+            q["flops_per_sample"] = rows["flops_per_sample"].to_numpy(dtype=float)[codes]
+        elif "model" in q.columns:
+            _check_model_sizes(q, table, positions)
+        q["gpu_count"] = q["gpu_count"] if "gpu_count" in q.columns else 1
+        check_queries(q, "predict_many", positions)
+        _fill_precision(q, self._by_device(source), positions)
+        for col in ("params", "batch_size", "gpu_count", "steps"):
+            if col not in q.columns:
+                raise SchemaError(f"predict_many needs a {col!r} column in the queries.")
+            vals = pd.to_numeric(q[col], errors="coerce").to_numpy(dtype=float)
+            bad = ~(np.isfinite(vals) & (vals > 0))
+            if bad.any():
+                raise ValueError(f"predict_many: column {col!r} must be finite and positive; {int(bad.sum())} "
+                                 f"rows are not (first: row {int(positions[np.flatnonzero(bad)[0]]) + 1}, "
+                                 "counting from 1).")
+        first, inverse = _distinct_rows(q, skip=("steps",))  # the steps only scale the per-step prediction
+        rows = q.iloc[first]
+        if isinstance(self.history, TrainingTimeModel):
+            fits, kinds = {None: self.history}, np.full(len(rows), None, dtype=object)
+        else:  # each row as predict_training_time answers it alone: the fit chosen for its own kind of query
+            kinds = classify(self.runs(source).runs, rows)
+            fits = {k: self.model(k, source) for k in sorted(set(kinds.tolist()), key=KIND_NAMES.index)}
+        _check_support(next(iter(fits.values())), q)  # every fit has the same runs: one check
+        pieces = []
+        row_kind = kinds[inverse]
+        for kind, fitted in fits.items():
+            take = np.flatnonzero(row_kind == kind) if kind is not None else np.arange(len(q))
+            at = np.flatnonzero(kinds == kind) if kind is not None else np.arange(len(rows))
+            pos = np.full(len(rows), -1)
+            pos[at] = np.arange(len(at))
+            part = _predict_frame(fitted, q.iloc[take], self.confidence, distinct=(rows.iloc[at], pos[inverse[take]]))
+            masks = list(_outside(fitted, rows.iloc[at]).values())
+            inside = ~np.logical_or.reduce(masks) if masks else np.ones(len(at), dtype=bool)
+            part["inside_domain"] = inside[pos[inverse[take]]]
+            part.index = take
+            pieces.append(part)
+        out = pieces[0] if len(pieces) == 1 else pd.concat(pieces).sort_index()
+        out.index = queries.index
+        out["precision"] = q["precision"].astype(str).to_numpy()
+        return out[list(PREDICTION_COLUMNS)]
+
+
+def _fill_precision(q: pd.DataFrame, by_device: dict, positions: np.ndarray) -> None:
+    """Fill the ``precision`` column: what was given (lower case), else what most runs on that device used."""
+    given = q["precision"] if "precision" in q.columns else pd.Series(pd.NA, index=q.index, dtype=object)
+    codes, uniq = pd.factorize(q["gpu_type"])
+    per_type = [default_precision(by_device, str(g))[0] for g in uniq]
+    levels = list(dict.fromkeys(per_type))
+    defaults = pd.Series(pd.Categorical.from_codes(np.asarray([levels.index(p) for p in per_type])[codes],
+                                                   categories=levels), index=q.index)
+    if given.notna().all():
+        q["precision"] = given.astype(str).str.lower()
+    elif given.isna().all():
+        q["precision"] = defaults
+    else:
+        q["precision"] = given.where(given.notna(), defaults).astype(str).str.lower()
+    bad_p = ~q["precision"].isin(PRECISIONS)
+    if bad_p.any():
+        raise ValueError(f"predict_many: column 'precision' must be one of {', '.join(PRECISIONS)}; got "
+                         f"{q['precision'][bad_p].iloc[0]!r} (row "
+                         f"{int(positions[np.flatnonzero(bad_p.to_numpy())[0]]) + 1}, counting from 1).")
 
 
 def _distinct_rows(q: pd.DataFrame, skip: tuple = ()) -> tuple[np.ndarray, np.ndarray]:
@@ -349,7 +582,95 @@ def _predict_frame(fitted: TrainingTimeModel, q: pd.DataFrame, confidence: float
     return out
 
 
-# --------------------------------------------------------------------------------------------- public
+# ---------------------------------------------------------------------------------------- module functions
+#: Predictors kept in this process, by (history content digest, method), most recently used last.
+_PREDICTORS: "OrderedDict[tuple, BasePredictor]" = OrderedDict()
+_PREDICTORS_MAX = 8
+
+
+def _history_key(history) -> tuple | None:
+    """What identifies a history's content without parsing it: file bytes' and frames' digests (None: cannot)."""
+    if history is None:
+        return ("bundled-default",)
+    key = []
+    for part in history_parts(history):
+        if isinstance(part, pd.DataFrame):
+            key.append(frame_digest(part))
+        else:
+            try:
+                key.append(file_digest(part))
+            except OSError:
+                return None  # a missing file: read_history says what is wrong
+    return tuple(key)
+
+
+def _predictor(history, method: str, confidence: float, where: str) -> BasePredictor:
+    """A Predictor for ``history`` and ``method``, shared in this process while the history's content is unchanged
+    (a rewritten file, however its size and modification time look, is another key)."""
+    _check_history_type(history, where)
+    check_choice(method, "method", where, (*METHODS, "auto"))
+    confidence = check_confidence(confidence, where)
+    if isinstance(history, TrainingTimeModel):
+        return BasePredictor(history, method=method, confidence=confidence)
+    key = _history_key(history)
+    if key is None:
+        return BasePredictor(history, method=method, confidence=confidence)
+    key = (key, method)
+    cached = _PREDICTORS.get(key)
+    if cached is None:
+        cached = _PREDICTORS[key] = BasePredictor(history, method=method)
+        while len(_PREDICTORS) > _PREDICTORS_MAX:
+            _PREDICTORS.popitem(last=False)
+    _PREDICTORS.move_to_end(key)
+    if cached.confidence == confidence:
+        return cached
+    view = BasePredictor.__new__(BasePredictor)  # the same fits at another level
+    view.__dict__.update(cached.__dict__)
+    view.confidence = confidence
+    return view
+
+
+def fit(runs, method: str = DEFAULT_METHOD, *, cv: int | None = 5, kind: str = "seen") -> TrainingTimeModel:
+    """Fit a training-time model on a run history.
+
+    Parameters
+    ----------
+    runs : str, path-like, DataFrame, bundled name or a list of these
+        A ``.csv``/``.parquet`` history, a DataFrame, the name of a bundled history (``"cpu"``, ``"gpu"``,
+        ``"mlperf"``) or a list of them (concatenated), validated with :func:`perfmodel.load_runs`.
+    method : {"auto", "physics", "roofline", "loglinear", "gbm", "ops", "linear"}, default="auto"
+        ``auto`` scores every candidate by grouped cross-validation on the split matching ``kind`` and keeps
+        the best (see :mod:`perfmodel.fitting`).
+    cv : int or None, default=5
+        Folds of the random K-fold conformity scores and cross-validated error (None: a point fit, no intervals).
+    kind : {"seen", "new_batch", "new_count", "new_pair", "new_model", "new_device"}, default="seen"
+        The kind of query the model is for (:mod:`perfmodel.kinds`): ``auto`` chooses for it, and its
+        conformity scores come from the refits that hold out that kind's groups.
+
+    Returns
+    -------
+    TrainingTimeModel
+    """
+    check_choice(method, "method", "fit", (*METHODS, "auto"))
+    check_choice(kind, "kind", "fit", KIND_NAMES)
+    return fit_history(read_history(runs), method, kind=kind, cv=cv)
+
+
+def resolve_history(history, method: str = DEFAULT_METHOD, query: pd.DataFrame | None = None,
+                    where: str = "predict_training_time") -> TrainingTimeModel:
+    """The fitted model that answers ``query`` from ``history`` (see :class:`BasePredictor`): for its most demanding
+    row's kind of query, or ``seen`` without a query."""
+    p = _predictor(history, method, 0.9, where)
+    if isinstance(history, TrainingTimeModel):
+        return history
+    source = None if history is not None else (default_history(query) if query is not None else "cpu")
+    kind = "seen"
+    if query is not None:
+        kinds = classify(p.runs(source).runs, query)
+        kind = max(set(kinds.tolist()), key=KIND_NAMES.index) if len(kinds) else "seen"
+    return p.model(kind, source)
+
+
 def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=None, epochs=None,
                           dataset_size=None, precision=None, example_input=None, history=None,
                           confidence=0.9, method=DEFAULT_METHOD) -> TrainingTimePrediction:
@@ -369,6 +690,8 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
     steps : int, optional
         Optimizer steps. Or give ``epochs`` and ``dataset_size``:
         ``steps = ceil(dataset_size / (batch_size * gpu_count)) * epochs``.
+    epochs, dataset_size : int, optional
+        The amount of work instead of ``steps``.
     precision : {"fp32", "tf32", "fp16", "bf16", "fp8"}, optional
         What the job runs in (autocast dtype; ``tf32`` = fp32 with TF32 matmuls). Default: the precision most of
         the history's runs on this device type used (on a device the history lacks, most of its GPU runs; else
@@ -376,8 +699,8 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
         ``query`` and ``warnings`` say what was assumed.
     example_input : torch.Tensor, optional
         One sample, without the batch dimension, when ``model`` is a module.
-    history : None, path, DataFrame or TrainingTimeModel, default=None
-        Runs to learn from; None uses the bundled runs (data/README.md).
+    history : None, path, DataFrame, bundled name, list of these, or TrainingTimeModel, default=None
+        Runs to learn from (:class:`BasePredictor`); None uses the bundled runs (data/README.md).
     confidence : float in (0, 1), default=0.9
         Level of the prediction interval.
     method : {"auto", "physics", "roofline", "loglinear", "gbm", "ops", "linear"}, default="auto"
@@ -394,112 +717,13 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
     >>> r.lower < r.seconds < r.upper
     True
     """
-    batch_size = check_positive_int(batch_size, "batch_size", _WHERE)
-    gpu_count = check_positive_int(gpu_count, "gpu_count", _WHERE)
-    confidence = check_confidence(confidence, _WHERE)
-    if precision is not None and (not isinstance(precision, str) or precision.lower() not in PRECISIONS):
-        raise ValueError(f"The 'precision' parameter of {_WHERE} must be one of {', '.join(PRECISIONS)}. "
-                         f"Got {precision!r} instead.")
-    canonical = resolve_gpu_type(gpu_type)
-    n_steps = _steps(steps, epochs, dataset_size, batch_size, gpu_count)
-    check_choice(method, "method", _WHERE, (*METHODS, "auto"))
-    base = {"batch_size": batch_size, "gpu_count": gpu_count, "gpu_type": canonical,
-            "precision": precision.lower() if precision else None, "steps": n_steps}
-    assumed = []
-    kind = None  # the kind of query the history's runs say this is (unknown with a fitted model)
-    if isinstance(history, TrainingTimeModel):
-        fitted = resolve_history(history, method)
-        if precision is None:
-            base["precision"], note = default_precision(fitted.precision_by_device_, canonical)
-            assumed += [note] if note else []
-        spec = model_spec(model, example_input, fitted)
-        q = pd.DataFrame([{**spec, **base}])
-    else:
-        if history is None:
-            history = default_history(pd.DataFrame([base]))
-        if not isinstance(history, (str, os.PathLike, pd.DataFrame, list, tuple)):
-            resolve_history(history, method)  # raises the TypeError
-        loaded = history_runs(history)
-        runs, labels = loaded.runs, loaded.labels
-        if precision is None:
-            base["precision"], note = default_precision(precision_by_device(runs), canonical)
-            assumed += [note] if note else []
-        spec = model_spec(model, example_input, model_table(runs))
-        q = pd.DataFrame([{**spec, **base}])
-        kind = query_kind(runs, q)
-        fitted = fit_loaded(loaded, method, kind)
-    provenance = list(getattr(fitted, "provenance_", []) or [])
-    check_queries(q, _WHERE)
-    notes = _check_support(fitted, q) + _domain_warnings(fitted, q)[0]
-    res = _predict_frame(fitted, q, confidence).iloc[0]
-    kind_of_query = _label_kinds(fitted, q, None if kind is None else [kind])[0]
-    prior_note = _prior_note(provenance, q) + _interval_note(fitted, kind_of_query)
-    if bool(res["nonpositive_fit"]):
-        notes.append(f"the {fitted.method} fit predicts a non-positive step time here; clipped to 0")
-    for note in notes:
-        warnings.warn(f"{_WHERE}: {note}.", ExtrapolationWarning, stacklevel=2)
-    for note in prior_note:
-        warnings.warn(f"{_WHERE}: {note}.", DataQualityWarning, stacklevel=2)
-    return TrainingTimePrediction(
-        seconds=float(res["seconds"]), lower=float(res["lower"]), upper=float(res["upper"]),
-        confidence=confidence, step_seconds=float(res["step_time_s"]), step_lower=float(res["step_lower"]),
-        step_upper=float(res["step_upper"]), steps=n_steps, startup_seconds=float(fitted.startup_s_),
-        r2=float(fitted.rsquared_), r2_log=float(fitted.rsquared_log_), cv_mape=float(fitted.cv_mape_),
-        method=fitted.method, n_runs=int(fitted.n_runs_), inside_domain=not notes,
-        nearest_run_distance=float(res["nearest_run_distance"]),
-        query={k: v for k, v in q.iloc[0].items()}, warnings=assumed + notes + prior_note,
-        provenance=provenance, query_kind=kind_of_query,
-    )
-
-
-def _answer(fitted: TrainingTimeModel, q: pd.DataFrame, rows: pd.DataFrame, inverse: np.ndarray,
-            kinds: np.ndarray | None, confidence: float) -> pd.DataFrame:
-    """:func:`_predict_frame` for ``q`` (its distinct ``rows``, ``inverse``) with ``inside_domain`` and
-    ``query_kind`` (``kinds``: the kind of each distinct row by the history's runs, None for a fitted model)."""
-    out = _predict_frame(fitted, q, confidence, distinct=(rows, inverse))
-    masks = list(_outside(fitted, rows).values())
-    out["inside_domain"] = (~np.logical_or.reduce(masks) if masks else np.ones(len(rows), dtype=bool))[inverse]
-    out["query_kind"] = _label_kinds(fitted, rows, kinds)[inverse]
-    return out
-
-
-def _check_model_sizes(q: pd.DataFrame, table: pd.DataFrame, positions: np.ndarray) -> None:
-    """A row naming a model of the history gets that model's size, as :func:`predict_training_time` gives it: an
-    empty ``params`` (and an empty ``flops_per_sample`` beside the model's own ``params``) is filled from the
-    history; a different ``params`` is refused (it would predict the history's model, not that size). Text that
-    is not a number is left for :func:`~perfmodel.schema.check_queries` to refuse."""
-    names = q["model"].astype(str)
-    known = names.isin(table.index).to_numpy()
-    if not known.any():
-        return
-    hist = table.reindex(names)
-    empty = q["params"].isna().to_numpy()
-    given = pd.to_numeric(q["params"], errors="coerce").to_numpy(dtype=float)
-    ref = hist["params"].to_numpy(dtype=float)
-    clash = known & np.isfinite(given) & ~np.isclose(given, ref, rtol=1e-3)
-    if clash.any():
-        i = int(np.flatnonzero(clash)[0])
-        n = int(clash.sum())
-        raise ValueError(f"predict_many: row {int(positions[i]) + 1} (counting from 1) names model "
-                         f"{names.iloc[i]!r}, which the history has with params {ref[i]:g}, but gives params "
-                         f"{given[i]:g}. Leave 'params' empty to predict the history's model, or name the row "
-                         f"something the history lacks to predict a model of that size ({n} "
-                         f"row{'' if n == 1 else 's'} clash{'es' if n == 1 else ''}).")
-    fill = known & empty
-    own_size = known & (empty | (np.isfinite(given) & np.isclose(given, ref, rtol=1e-3)))
-    if fill.any():  # only the empty cells: text that is not a number stays, for check_queries to name
-        q["params"] = q["params"].mask(fill, ref)
-    hist_fps = hist["flops_per_sample"].to_numpy(dtype=float)
-    if "flops_per_sample" in q.columns:
-        fps_empty = q["flops_per_sample"].isna().to_numpy()
-        if (own_size & fps_empty).any():
-            q["flops_per_sample"] = q["flops_per_sample"].mask(own_size & fps_empty, hist_fps)
-    elif own_size.any():
-        q["flops_per_sample"] = np.where(own_size, hist_fps, np.nan)
+    return _predictor(history, method, confidence, _WHERE).predict(
+        model, batch_size=batch_size, gpu_count=gpu_count, gpu_type=gpu_type, steps=steps, epochs=epochs,
+        dataset_size=dataset_size, precision=precision, example_input=example_input)
 
 
 def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9,
-                 method: str = DEFAULT_METHOD, _positions=None) -> pd.DataFrame:
+                 method: str = DEFAULT_METHOD) -> pd.DataFrame:
     """Predict many configurations at once (vectorised).
 
     Each row gets the answer :func:`predict_training_time` gives it alone: with ``history=None`` the bundled runs
@@ -512,10 +736,9 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
     queries : DataFrame
         Columns ``batch_size``, ``gpu_type``, ``steps`` and either ``params`` (optionally ``flops_per_sample``)
         or ``model`` (a name in the history; with ``params`` too, a name the history lacks is a label); optional
-        ``gpu_count`` (default 1) and ``precision`` (default: what
-        most of the history's runs on that device type used, as in :func:`predict_training_time`).
-
-    history : None, path, DataFrame, list of these, or TrainingTimeModel, default=None
+        ``gpu_count`` (default 1) and ``precision`` (default: what most of the history's runs on that device type
+        used, as in :func:`predict_training_time`).
+    history : None, path, DataFrame, bundled name, list of these, or TrainingTimeModel, default=None
         As in :func:`predict_training_time`.
     confidence : float, default=0.9
         Level of the prediction intervals.
@@ -525,114 +748,9 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
     Returns
     -------
     DataFrame
-        ``step_time_s, step_lower, step_upper`` (per step), ``steps``, ``seconds, lower, upper`` (the whole run),
-        ``inside_domain`` (as :attr:`TrainingTimePrediction.inside_domain`), ``nearest_run_distance``,
-        ``query_kind``, aligned with ``queries``.
+        :data:`PREDICTION_COLUMNS`: ``step_time_s, step_lower, step_upper`` (per step), ``steps``, ``seconds,
+        lower, upper`` (the whole run), ``inside_domain`` (as :attr:`TrainingTimePrediction.inside_domain`),
+        ``nearest_run_distance``, ``query_kind``, ``interval_rule`` and the ``precision`` predicted for, aligned
+        with ``queries``.
     """
-    if not isinstance(queries, pd.DataFrame):
-        raise TypeError(f"predict_many expects a DataFrame of queries. Got {type(queries).__name__}.")
-    if len(queries) == 0:
-        raise ValueError("predict_many got an empty DataFrame of queries.")
-    confidence = check_confidence(confidence, "predict_many")
-    check_choice(method, "method", "predict_many", (*METHODS, "auto"))
-    # each row's position in the caller's queries (when these are the CPU or GPU rows of them), for messages
-    positions = np.arange(len(queries)) if _positions is None else np.asarray(_positions)
-    q = queries.copy()
-    if "gpu_type" not in q.columns:
-        raise SchemaError("predict_many needs a 'gpu_type' column in the queries.")
-    codes, uniq = pd.factorize(q["gpu_type"])
-    if (codes < 0).any():
-        raise SchemaError(f"predict_many: column 'gpu_type' is missing in {int((codes < 0).sum())} rows.")
-    resolved = [resolve_gpu_type(str(g)) for g in uniq]
-    names = list(dict.fromkeys(resolved))  # aliases may resolve to one device
-    remap = np.asarray([names.index(r) for r in resolved])
-    q["gpu_type"] = pd.Categorical.from_codes(remap[codes], categories=names)  # no per-row string copies
-    runs = None
-    if isinstance(history, TrainingTimeModel):
-        fitted = resolve_history(history, method)
-        table = fitted.models_
-    else:
-        if history is None:
-            on_cpu = (q["gpu_type"].astype(str) == "cpu").to_numpy()
-            if on_cpu.any() and not on_cpu.all():  # each row from the bundled runs of its own kind of device
-                parts = [predict_many(queries.iloc[np.flatnonzero(m)], confidence=confidence, method=method,
-                                      _positions=positions[np.flatnonzero(m)])
-                         for m in (on_cpu, ~on_cpu)]
-                out = pd.concat(parts)
-                return out.iloc[np.argsort(np.concatenate([np.flatnonzero(on_cpu), np.flatnonzero(~on_cpu)]),
-                                           kind="stable")]
-            history = default_history(q)
-        if not isinstance(history, (str, os.PathLike, pd.DataFrame, list, tuple)):
-            resolve_history(history, method)  # raises the TypeError
-        loaded = history_runs(history)
-        runs, labels = loaded.runs, loaded.labels
-        table = model_table(runs)
-    if "params" not in q.columns:
-        if "model" not in q.columns:
-            raise SchemaError("predict_many needs a 'params' or a 'model' column in the queries.")
-        unknown = sorted(set(map(str, pd.unique(q["model"]))) - set(table.index))
-        if unknown:
-            raise UnsupportedQueryError(f"predict_many: models not in the history: {', '.join(unknown[:5])}.")
-        codes, uniq = pd.factorize(q["model"].astype(str))
-        rows = table.loc[[str(u) for u in uniq]]
-        q["params"] = rows["params"].to_numpy(dtype=float)[codes]
-        q["flops_per_sample"] = rows["flops_per_sample"].to_numpy(dtype=float)[codes]
-    elif "model" in q.columns:
-        _check_model_sizes(q, table, positions)
-    q["gpu_count"] = q["gpu_count"] if "gpu_count" in q.columns else 1
-    check_queries(q, "predict_many", positions)
-    by_device = fitted.precision_by_device_ if runs is None else precision_by_device(runs)
-    given = q["precision"] if "precision" in q.columns else pd.Series(pd.NA, index=q.index, dtype=object)
-    codes, uniq = pd.factorize(q["gpu_type"])
-    per_type = [default_precision(by_device, str(g))[0] for g in uniq]
-    levels = list(dict.fromkeys(per_type))
-    defaults = pd.Series(pd.Categorical.from_codes(np.asarray([levels.index(p) for p in per_type])[codes],
-                                                   categories=levels), index=q.index)
-    if given.notna().all():
-        q["precision"] = given.astype(str).str.lower()
-    elif given.isna().all():
-        q["precision"] = defaults
-    else:
-        q["precision"] = given.where(given.notna(), defaults).astype(str).str.lower()
-    bad_p = ~q["precision"].isin(PRECISIONS)
-    if bad_p.any():
-        raise ValueError(f"predict_many: column 'precision' must be one of {', '.join(PRECISIONS)}; got "
-                         f"{q['precision'][bad_p].iloc[0]!r} (row "
-                         f"{int(positions[np.flatnonzero(bad_p.to_numpy())[0]]) + 1}, counting from 1).")
-    for col in ("params", "batch_size", "gpu_count", "steps"):
-        if col not in q.columns:
-            raise SchemaError(f"predict_many needs a {col!r} column in the queries.")
-        vals = pd.to_numeric(q[col], errors="coerce").to_numpy(dtype=float)
-        bad = ~(np.isfinite(vals) & (vals > 0))
-        if bad.any():
-            raise ValueError(f"predict_many: column {col!r} must be finite and positive; {int(bad.sum())} rows "
-                             f"are not (first: row {int(positions[np.flatnonzero(bad)[0]]) + 1}, counting from 1).")
-    first, inverse = _distinct_rows(q, skip=("steps",))  # the steps only scale the per-step prediction
-    rows = q.iloc[first]
-    if runs is None:  # a fitted model answers every row
-        fits, kinds = {None: fitted}, np.full(len(rows), None, dtype=object)
-    else:  # each row as predict_training_time answers it alone: the fit chosen for its own kind of query
-        kinds = query_kinds(runs, rows)
-        fits = {}
-        for kind in sorted(set(kinds.tolist()), key=KIND_ORDER.index):
-            fits[kind] = fit_loaded(loaded, method, kind)
-    _check_support(next(iter(fits.values())), q)  # every fit has the same runs: one check of devices, precisions
-    if len(fits) == 1:  # the usual case: every row at once, no copies
-        kind, fitted = next(iter(fits.items()))
-        out = _answer(fitted, q, rows, inverse, None if kind is None else kinds, confidence)
-    else:
-        row_kind = kinds[inverse]
-        pieces = []
-        for kind, fitted in fits.items():
-            take = np.flatnonzero(row_kind == kind)
-            at = np.flatnonzero(kinds == kind)
-            pos = np.full(len(rows), -1)
-            pos[at] = np.arange(len(at))
-            part = _answer(fitted, q.iloc[take], rows.iloc[at], pos[inverse[take]], kinds[at], confidence)
-            part.index = take
-            pieces.append(part)
-        out = pd.concat(pieces).sort_index()
-        out.index = q.index
-    cols = ["step_time_s", "step_lower", "step_upper", "steps", "seconds", "lower", "upper", "inside_domain",
-            "nearest_run_distance", "query_kind"]
-    return out[cols]
+    return _predictor(history, method, confidence, "predict_many").predict_many(queries)

@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-from .._atomic import _pid_alive, atomic_write_bytes, signal_reaches
+from .._atomic import pid_alive, atomic_write_bytes, signal_reaches
 from ..exceptions import MeasurementError
 
 __all__ = ["preexec", "watch_sweep", "register", "check_stale_workers", "SWEEP_PID_ENV"]
@@ -77,13 +77,13 @@ def watch_sweep(interval_s: float = 0.5) -> None:
         sweep = 0
     if sweep <= 0:
         return
-    if not _pid_alive(sweep):
+    if not pid_alive(sweep):
         os._exit(1)
 
     def _watch():
         while True:
             time.sleep(interval_s)
-            if not _pid_alive(sweep):
+            if not pid_alive(sweep):
                 os._exit(1)
 
     threading.Thread(target=_watch, name="perfmodel-sweep-watch", daemon=True).start()
@@ -146,7 +146,7 @@ def check_stale_workers(tmpdir: str | os.PathLike | None = None) -> list[Path]:
                 shutil.rmtree(d, ignore_errors=True)
                 removed.append(d)
             continue
-        if _pid_alive(sweep):
+        if pid_alive(sweep):
             continue
         live = _procs_mentioning(str(d)) or ([pgid] if _group_alive(pgid) else [])
         if live:

@@ -163,9 +163,9 @@ def plan(configs, output=None) -> SweepPlan:
     if output is not None and configs and all(c.device == "cpu" for c in configs):
         from pathlib import Path
 
-        from .sweep import _done_keys
+        from .sweep import done_keys
 
-        done = _done_keys(Path(output), retry_failed=False)
+        done = done_keys(Path(output), retry_failed=False)
         configs = [c for c in configs if c.key("cpu") not in done]
     by_workers: dict[int, int] = {}
     for c in configs:

@@ -150,7 +150,7 @@ def run_slurm(todo: list, output: Path, opts: SlurmOptions, *, sweep_id: str, ti
     """Submit each configuration of ``todo`` as a job, gather the records into ``output``; return them.
     ``existing``: the history already in ``output``, when the caller has read it."""
     from ..io import append_runs
-    from .sweep import _append_steps, _finish, _flag_timing, _repeat_medians, base_record
+    from .sweep import append_steps, base_record, finish_record, flag_timing, repeat_medians
 
     for cfg in todo:
         if cfg.nnodes > 1:
@@ -168,7 +168,7 @@ def run_slurm(todo: list, output: Path, opts: SlurmOptions, *, sweep_id: str, ti
     ex = None
     pending: dict[str, tuple] = {}  # digest -> (cfg, job or None)
     written: list[dict] = []
-    medians = _repeat_medians(output, existing)  # earlier repeats of each configuration, for the timing flag
+    medians = repeat_medians(output, existing)  # earlier repeats of each configuration, for the timing flag
     total = total or len(todo)
     done_before = total - len(todo)
 
@@ -189,13 +189,13 @@ def run_slurm(todo: list, output: Path, opts: SlurmOptions, *, sweep_id: str, ti
             first = str(exc).strip().splitlines()[0] if exc else ""
             rec.update(status=status, error=f"job {job.job_id} ended in state {state} without a record"
                        + (f": {first[:300]}" if first else ""), job_id=str(job.job_id), launcher="slurm")
-            rec = _finish(rec)
+            rec = finish_record(rec)
             times = []
         else:
             return False
-        _flag_timing(rec, medians)
+        flag_timing(rec, medians)
         append_runs(rec, output, validate=rec.get("gpu_type") != "unknown")
-        _append_steps(output, rec["run_id"], times)
+        append_steps(output, rec["run_id"], times)
         written.append(rec)
         if progress:
             what = (f"{rec['step_time_s']:.4g} s/step" if rec["status"] == "ok"
@@ -248,7 +248,7 @@ def run_sweep_slurm(configs: list, output: Path, slurm, *, timeout_s: float, ret
     """
     import pandas as pd
 
-    from .sweep import _done_keys, _existing
+    from .sweep import done_keys, read_existing
 
     if not isinstance(slurm, SlurmOptions):
         raise TypeError("launcher='slurm' needs slurm=SlurmOptions(partition=..., time_min=...). "
@@ -257,8 +257,8 @@ def run_sweep_slurm(configs: list, output: Path, slurm, *, timeout_s: float, ret
     def anywhere(key: tuple) -> tuple:  # the device is known only on the compute node
         return key[:4] + key[5:]
 
-    existing = _existing(output)  # read once: what to skip, and (in run_slurm) the earlier repeats' medians
-    done = {anywhere(k) for k in _done_keys(output, retry_failed, existing)}
+    existing = read_existing(output)  # read once: what to skip, and (in run_slurm) the earlier repeats' medians
+    done = {anywhere(k) for k in done_keys(output, retry_failed, existing)}
     todo = [c for c in configs if anywhere(c.key("*")) not in done]
     if progress and len(todo) < len(configs):
         print(f"resuming: {len(configs) - len(todo)} of {len(configs)} configurations already in {output}",

@@ -258,7 +258,7 @@ def measure_run(cfg: RunConfig, *, timeout_s: float = 600.0, gpu_type: str | Non
         except subprocess.TimeoutExpired:
             _kill(proc)
             record.update(status="timeout", error=f"run exceeded {timeout_s:g} s and was killed")
-            return _finish(record), times
+            return finish_record(record), times
         except BaseException:
             _kill(proc)
             raise
@@ -279,7 +279,7 @@ def measure_run(cfg: RunConfig, *, timeout_s: float = 600.0, gpu_type: str | Non
             if cfg.nnodes > 1:
                 message = f"{message} (node {socket.gethostname()})"
             record.update(status=status, error=message)
-    return _finish(record), times
+    return finish_record(record), times
 
 
 def _read_role(result_path: str) -> str | None:
@@ -342,7 +342,7 @@ def _flops_for(cfg: RunConfig) -> tuple[float | None, str | None]:
     return _FLOPS_CACHE[key]
 
 
-def _finish(record: dict) -> dict:
+def finish_record(record: dict) -> dict:
     record["timestamp"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return record
 
@@ -407,16 +407,16 @@ def _history_seq(model: str, value) -> int | None:
         return None
 
 
-def _existing(output: Path) -> pd.DataFrame | None:
+def read_existing(output: Path) -> pd.DataFrame | None:
     """The history already in ``output`` (None if there is none yet), read once for resuming and repeats."""
     if not output.exists() or output.stat().st_size == 0:
         return None
     return read_history(output)
 
 
-def _done_keys(output: Path, retry_failed: bool, existing: pd.DataFrame | None = None) -> set[tuple]:
+def done_keys(output: Path, retry_failed: bool, existing: pd.DataFrame | None = None) -> set[tuple]:
     """The configurations ``output`` holds (``existing``: its history, when the caller has read it)."""
-    df = _existing(output) if existing is None else existing
+    df = read_existing(output) if existing is None else existing
     if df is None or len(df) == 0:
         return set()
     if retry_failed and "status" in df.columns:
@@ -437,10 +437,10 @@ def _done_keys(output: Path, retry_failed: bool, existing: pd.DataFrame | None =
     }
 
 
-def _repeat_medians(output: Path, existing: pd.DataFrame | None = None) -> dict[tuple, list[float]]:
+def repeat_medians(output: Path, existing: pd.DataFrame | None = None) -> dict[tuple, list[float]]:
     """Median step times of the successful runs already in ``output``, per configuration (repeats together;
     ``existing``: its history, when the caller has read it)."""
-    df = _existing(output) if existing is None else existing
+    df = read_existing(output) if existing is None else existing
     if df is None or "step_time_median_s" not in df.columns or len(df) == 0:
         return {}
     if "status" in df.columns:
@@ -453,7 +453,7 @@ def _repeat_medians(output: Path, existing: pd.DataFrame | None = None) -> dict[
     return out
 
 
-def _flag_timing(record: dict, medians: dict[tuple, list[float]]) -> bool:
+def flag_timing(record: dict, medians: dict[tuple, list[float]]) -> bool:
     """Set a successful record's ``timing_flag`` (its step CV, and its median against earlier repeats of the same
     configuration in ``medians``, which it joins), and warn once when the timing says the machine was busy."""
     if record.get("status") != "ok":
@@ -495,9 +495,9 @@ def run_local(configs: list[RunConfig], output: Path, *, timeout_s: float = 600.
     _lifeline.check_stale_workers()
     device = configs[0].device if configs else "cpu"
     gpu_type = _detect_gpu_type(device)
-    existing = _existing(output)  # read once: what to skip, and the earlier repeats' medians
-    done = _done_keys(output, retry_failed, existing)
-    medians = _repeat_medians(output, existing)
+    existing = read_existing(output)  # read once: what to skip, and the earlier repeats' medians
+    done = done_keys(output, retry_failed, existing)
+    medians = repeat_medians(output, existing)
     todo = [c for c in configs if c.key(gpu_type) not in done]
     skipped = len(configs) - len(todo)
     sweep_id = uuid.uuid4().hex[:8]
@@ -512,9 +512,9 @@ def run_local(configs: list[RunConfig], output: Path, *, timeout_s: float = 600.
                 print(f"[{skipped + i + 1:>4}/{len(configs)}] {cfg.record_name} batch={cfg.batch_size} "
                       f"n={cfg.gpu_count}: ran as a follower node (recorded by rank 0's node)", file=sys.stderr)
             continue
-        noisy = _flag_timing(record, medians)
+        noisy = flag_timing(record, medians)
         append_runs(record, output)
-        _append_steps(output, record["run_id"], times)
+        append_steps(output, record["run_id"], times)
         written.append(record)
         if progress:
             elapsed = time.monotonic() - started
@@ -530,7 +530,7 @@ def run_local(configs: list[RunConfig], output: Path, *, timeout_s: float = 600.
     return pd.DataFrame(written)
 
 
-def _append_steps(output: Path, run_id: str, times: list[float]) -> None:
+def append_steps(output: Path, run_id: str, times: list[float]) -> None:
     if not times:
         return
     side = output.with_name(output.name + ".steps.jsonl")

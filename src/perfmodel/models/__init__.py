@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from ._gbm import GBMRegressor, TreeEnsemble, balanced_scores, conformal_quantile
+from ._conformal import balanced_scores, conformal_quantile
+from ._gbm import GBMRegressor, TreeEnsemble
 from ._ols import OLSRegressor
-from ._physics import PhysicsRegressor
 from ._ops import OpsRegressor
+from ._physics import PhysicsRegressor
+from ._registry import COUNT_FORMS, METHODS
 from ._roofline import RooflineRegressor
+from ._training import Summary, TrainingTimeModel
 from ..metrics import mape, median_ape
-from ._training import METHODS, Summary, TrainingTimeModel
 
-__all__ = ["OLSRegressor", "GBMRegressor", "PhysicsRegressor", "OpsRegressor", "RooflineRegressor", "TrainingTimeModel", "Summary", "METHODS", "mape", "median_ape",
-           "conformal_quantile", "balanced_scores", "TreeEnsemble"]
+__all__ = ["OLSRegressor", "GBMRegressor", "PhysicsRegressor", "OpsRegressor", "RooflineRegressor",
+           "TrainingTimeModel", "Summary", "METHODS", "COUNT_FORMS", "mape", "median_ape", "conformal_quantile",
+           "balanced_scores", "TreeEnsemble"]

@@ -1,23 +1,15 @@
-"""Gradient boosting with cross-conformal prediction intervals."""
+"""Gradient boosting on log step time, with its trees stored as plain arrays (safe model files)."""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.ensemble import GradientBoostingRegressor
-from sklearn.model_selection import KFold
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._validation import check_confidence
 from ..metrics import r2
 
-__all__ = ["GBMRegressor", "conformal_quantile", "balanced_scores", "scores_by_group", "few_unit_scores",
-           "group_quantiles", "TreeEnsemble"]
-
-#: Quantiles each held-out group contributes to group-balanced conformity scores.
-BALANCED_QUANTILES = 200
+__all__ = ["GBMRegressor", "TreeEnsemble"]
 
 
 #: From this many rows, :meth:`TreeEnsemble.predict` walks the trees one by one (faster for many rows; slower for
@@ -168,106 +160,18 @@ class TreeEnsemble:
         return raw
 
 
-def balanced_scores(scores: np.ndarray, groups: np.ndarray, n: int = BALANCED_QUANTILES) -> np.ndarray:
-    """Conformity scores in which every group weighs the same: ``n`` quantiles of each group's scores, sorted.
-
-    For queries that are one draw of a *group* (a new model is one model, however many runs its benchmark has):
-    pooled row scores would let the groups with most runs set the interval.
-    """
-    scores, groups = np.asarray(scores, dtype=float), np.asarray(groups)
-    probs = (np.arange(n) + 0.5) / n
-    return np.sort(np.concatenate([np.quantile(scores[groups == g], probs) for g in np.unique(groups)]))
-
-
-#: A group takes its own conformity scores (:func:`scores_by_group`) once they come from at least this many
-#: held-out units (9: the fewest units whose 90% conformal quantile is finite, ceil(0.9 (g + 1)) <= g).
-GROUP_MIN_UNITS = 9
-
-
-def scores_by_group(scores: np.ndarray, groups: np.ndarray, units: np.ndarray,
-                    min_units: int = GROUP_MIN_UNITS) -> dict:
-    """Mondrian scores: each group's own sorted scores, for the groups whose scores come from at least
-    ``min_units`` distinct held-out ``units`` (e.g. a model's runs scored on >= 9 held-out device types: how well a
-    workload's speed transfers across devices differs between workloads). Keys are plain Python values."""
-    scores, groups, units = np.asarray(scores, dtype=float), np.asarray(groups), np.asarray(units)
-    out = {}
-    for g in np.unique(groups):
-        own = groups == g
-        if len(np.unique(units[own])) >= min_units:
-            out[g.item() if isinstance(g, np.generic) else g] = np.sort(scores[own])
-    return out
-
-
-#: A group whose scores come from fewer held-out units than :data:`GROUP_MIN_UNITS`, but at least this many, may
-#: still widen its interval (:func:`group_quantiles`' ``widen_only``), never narrow it.
-GROUP_WIDEN_MIN_UNITS = 2
-
-
-def few_unit_scores(scores: np.ndarray, groups: np.ndarray, units: np.ndarray, by_group: dict) -> dict:
-    """The groups left out of ``by_group`` (fewer than :data:`GROUP_MIN_UNITS` units) whose scores come from at
-    least :data:`GROUP_WIDEN_MIN_UNITS` held-out units, with their sorted scores."""
-    few = scores_by_group(scores, groups, units, min_units=GROUP_WIDEN_MIN_UNITS)
-    return {g: sc for g, sc in few.items() if g not in by_group}
-
-
-def group_quantiles(by_group: dict, keys, default, confidence: float, widen_only: dict | None = None,
-                    return_own: bool = False):
-    """Per row: the conformal quantile of its group's own scores (:func:`scores_by_group`), else ``default`` (the
-    pooled quantile). Where the group's own scores are too few to bound ``confidence``, the larger of ``default``
-    and its largest score (so that a higher confidence never gives a narrower interval). A group in
-    ``widen_only`` (its scores from too few held-out units to stand alone, :func:`few_unit_scores`) takes the
-    larger of ``default`` and the quantile of its own scores (their largest where that is unbounded): where its
-    own held-out errors already run larger than the pooled ones, the pooled interval is known to be too narrow
-    for it. With ``return_own``, also a mask of the rows that took their group's own bounded quantile."""
-    out = np.array(default, dtype=float, copy=True)
-    keys = np.asarray(keys)
-    took_own = np.zeros(len(out), dtype=bool)
-
-    def own(scores):
-        q = conformal_quantile(scores, confidence)
-        return q if np.isfinite(q) else None
-
-    for g in set(keys.tolist()) & set(by_group or {}):
-        rows = keys == g
-        q = own(by_group[g])
-        out[rows] = q if q is not None else np.maximum(out[rows], np.max(by_group[g]))
-        took_own[rows] = q is not None
-    for g in set(keys.tolist()) & set(widen_only or {}):
-        rows = keys == g
-        q = own(widen_only[g])
-        out[rows] = np.maximum(out[rows], q if q is not None else np.max(widen_only[g]))
-    return (out, took_own) if return_own else out
-
-
-def conformal_quantile(scores: np.ndarray, confidence: float) -> float:
-    """The split-conformal quantile: the ceil((n+1)·confidence)-th smallest score (inf if that exceeds n)."""
-    scores = np.sort(np.asarray(scores, dtype=float))
-    n = len(scores)
-    k = math.ceil((n + 1) * confidence)
-    if n == 0 or k > n:
-        return math.inf
-    return float(scores[k - 1])
-
-
 class GBMRegressor(RegressorMixin, BaseEstimator):
-    """scikit-learn gradient boosting on (log) time, with conformal prediction intervals.
+    """scikit-learn gradient boosting on (log) time.
 
-    Intervals are cross-conformal: the model is refitted on ``cv`` folds, the absolute out-of-fold residuals
-    (on the log scale when ``log_target``) are the conformity scores, and the interval is the prediction plus
-    or minus their conformal quantile at the requested ``confidence`` (MAPIE's "CV" method; the out-of-fold
-    predictions also give the cross-validated error).
+    A point regressor: its prediction intervals, like every method's, come from the conformity scores of
+    :class:`~perfmodel.models.TrainingTimeModel` (:mod:`perfmodel.models._conformal`).
 
     Parameters
     ----------
     n_estimators, learning_rate, max_depth, min_samples_leaf, subsample
         Passed to :class:`sklearn.ensemble.GradientBoostingRegressor`.
     log_target : bool, default=True
-        Fit ``log(y)``; predictions and intervals are back-transformed.
-    cv : int, default=5
-        Folds for the conformity scores (at most the number of samples).
-    conformal : bool, default=True
-        Compute the conformity scores (the ``cv`` refits); False fits the point model only (model selection,
-        held-out scoring), with in-sample residuals as ``scores_`` and in-sample predictions as ``oof_pred_``.
+        Fit ``log(y)``; predictions are back-transformed.
     random_state : int, default=0
 
     Attributes
@@ -276,25 +180,20 @@ class GBMRegressor(RegressorMixin, BaseEstimator):
         The fitted scikit-learn model (not kept in a safe model file).
     trees_ : TreeEnsemble
         Its trees as plain arrays; predictions use these (identical to ``estimator_.predict``).
-    oof_pred_ : ndarray
-        Out-of-fold predictions of the training targets (original scale).
-    scores_ : ndarray
-        Sorted conformity scores.
+    resid_std_, rsquared_ : float
+        In-sample residual standard deviation and R² on the fitted scale.
+    feature_importances_ : ndarray
     """
 
-    conformal = True  # a model file written before the parameter existed loads with it
-
     def __init__(self, *, n_estimators: int = 300, learning_rate: float = 0.05, max_depth: int = 3,
-                 min_samples_leaf: int = 3, subsample: float = 1.0, log_target: bool = True, cv: int = 5,
-                 conformal: bool = True, random_state: int | None = 0):
+                 min_samples_leaf: int = 3, subsample: float = 1.0, log_target: bool = True,
+                 random_state: int | None = 0):
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
         self.max_depth = max_depth
         self.min_samples_leaf = min_samples_leaf
         self.subsample = subsample
         self.log_target = log_target
-        self.cv = cv
-        self.conformal = conformal
         self.random_state = random_state
 
     def _base(self):
@@ -314,17 +213,7 @@ class GBMRegressor(RegressorMixin, BaseEstimator):
             t = y
         self.estimator_ = clone(self._base()).fit(X, t)
         self.trees_ = TreeEnsemble.from_sklearn(self.estimator_)  # what prediction uses, stored in model files
-        if getattr(self, "conformal", True):
-            k = max(2, min(int(self.cv), len(y)))
-            oof = np.empty_like(t)
-            for train, test in KFold(k, shuffle=True, random_state=self.random_state).split(X):
-                oof[test] = clone(self._base()).fit(X[train], t[train]).predict(X[test])
-        else:  # point fit: no conformity scores (predict_interval refuses); oof_pred_ is in-sample
-            oof = self.estimator_.predict(X)
-        self.scores_ = np.sort(np.abs(t - oof))
-        self.oof_pred_ = np.exp(oof) if self.log_target else oof
-        fitted = self.estimator_.predict(X)
-        resid = t - fitted
+        resid = t - self.estimator_.predict(X)
         self.resid_std_ = float(np.std(resid, ddof=1)) if len(t) > 1 else np.nan
         self.rsquared_ = r2(t, t - resid)
         self.feature_importances_ = self.estimator_.feature_importances_
@@ -338,19 +227,6 @@ class GBMRegressor(RegressorMixin, BaseEstimator):
     def predict(self, X):
         t = self._raw(X)
         return np.exp(t) if self.log_target else t
-
-    def predict_interval(self, X, confidence: float = 0.9):
-        """Point prediction and the cross-conformal prediction interval at ``confidence``."""
-        confidence = check_confidence(confidence, "GBMRegressor.predict_interval")
-        if not getattr(self, "conformal", True):
-            raise ValueError("GBMRegressor was fitted with conformal=False (a point fit): it has no conformity "
-                             "scores; refit with conformal=True for intervals.")
-        t = self._raw(X)
-        q = conformal_quantile(self.scores_, confidence)
-        lo, hi = t - q, t + q
-        if self.log_target:
-            return np.exp(t), np.exp(lo), np.exp(hi)
-        return t, lo, hi
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -26,10 +26,8 @@ bandwidth share, with a launch overhead per kernel (method ``"ops"``).
 * All multipliers are positive (fitted on the log scale); least squares on log step time (relative errors), with
   the same weak prior as the physics model for terms the data cannot identify (communication on one device).
 
-Prediction intervals are the physics model's cross-conformal scores (random K-fold for a seen configuration,
-leave-one-batch-size-out, leave-one-model-out split by whether the family had a sibling in the refit), chosen by
-the query's kind, plus one more set: leave-one-family-out scores for a query whose family the history lacks (with
-only leave-one-model-out scores such queries were covered 72% of the time at 90% on the bundled CPU history).
+Prediction intervals come from :class:`~perfmodel.models.TrainingTimeModel`'s conformity scores
+(:mod:`perfmodel.models._conformal`), like every method's.
 """
 
 from __future__ import annotations
@@ -41,9 +39,7 @@ from scipy.optimize import least_squares
 
 from ..features import OPS_COLUMNS
 from ..schema import OP_TRACED_CLASSES
-from .._validation import check_confidence
-from ._gbm import conformal_quantile
-from ._physics import _PRIOR_WEIGHT, PhysicsRegressor
+from ._physics import PRIOR_WEIGHT, PhysicsRegressor
 
 __all__ = ["OpsRegressor", "OPS_COLUMNS"]
 
@@ -68,11 +64,6 @@ class OpsRegressor(PhysicsRegressor):
         the bundled CPU history's leave-one-model-out and leave-one-family-out splits: 0.3 to 1 give nearly the
         same errors there, 0 (no pooling) overfits the classes a family alone exercises (leave-one-family-out
         median APE ~30% instead of ~15%).
-    cv : int, default=5
-        Folds of the random K-fold conformity scores.
-    conformal : bool, default=True
-        Compute the conformity scores (the refits); False fits the point model only.
-    random_state : int, default=0
     """
 
     _COLUMNS = OPS_COLUMNS
@@ -80,12 +71,8 @@ class OpsRegressor(PhysicsRegressor):
     # parameters: [log λ, log m_s, log m_o, log c0, log c1, μ_f, μ_m, γ_s, γ_b, δ_0..δ_{C-1}, ε_0..ε_{C-1}]
     _N_SHARED = _S
 
-    def __init__(self, *, shrinkage: float = 0.5, cv: int = 5, conformal: bool = True,
-                 random_state: int | None = 0):
+    def __init__(self, *, shrinkage: float = 0.5):
         self.shrinkage = shrinkage
-        self.cv = cv
-        self.conformal = conformal
-        self.random_state = random_state
 
     def _start(self):
         return np.r_[math.log(1e-5), math.log(2.0), math.log(2.0), math.log(1e-3), 0.0,
@@ -115,7 +102,7 @@ class OpsRegressor(PhysicsRegressor):
         lo[7:9], hi[7:9] = 0.0, 0.6
         p0 = np.clip(p0, lo + 1e-9, hi - 1e-9)
         logy = np.log(y)
-        w = _PRIOR_WEIGHT
+        w = PRIOR_WEIGHT
         s = float(self.shrinkage)
         if not (np.isfinite(s) and s >= 0):
             raise ValueError(f"The 'shrinkage' parameter of OpsRegressor must be a non-negative float. Got {s!r}.")
@@ -133,30 +120,6 @@ class OpsRegressor(PhysicsRegressor):
                          s * np.where(has_parent, d - d[parent], d)]
 
         return least_squares(resid, p0, bounds=(lo, hi), method="trf", x_scale="jac", max_nfev=3000).x
-
-    def fit(self, X, y):
-        super().fit(X, y)
-        self.scores_new_family_ = self.scores_new_
-        if getattr(self, "conformal", True):
-            fam = np.asarray(X, dtype=float)[:, self._FAM]
-            if len(np.unique(fam)) >= 3:
-                self.scores_new_family_, _ = self._group_scores(np.asarray(X, dtype=float),
-                                                                np.asarray(y, dtype=float), fam, blank_model=True)
-        return self
-
-    def predict_interval(self, X, confidence: float = 0.9):
-        """Point prediction and cross-conformal interval; a query of a family the fit lacks uses the
-        leave-one-family-out scores."""
-        confidence = check_confidence(confidence, "OpsRegressor.predict_interval")
-        X = np.asarray(X, dtype=float)
-        pred, lo, hi = super().predict_interval(X, confidence)
-        new_family = ~np.isin(X[:, self._FAM].astype(int), self.known_families_)
-        if new_family.any():
-            q = max(conformal_quantile(self.scores_new_family_, confidence),
-                    conformal_quantile(self.scores_new_, confidence))
-            lo = np.where(new_family, pred * np.exp(-q), lo)
-            hi = np.where(new_family, pred * np.exp(q), hi)
-        return pred, lo, hi
 
     def decompose(self, X):
         """The fitted terms of each step in seconds: overhead + launches, weights/optimizer traffic, compute and

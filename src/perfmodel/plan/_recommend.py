@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import warnings
 
 import numpy as np
@@ -11,10 +10,10 @@ import pandas as pd
 from .._validation import check_choice, check_confidence, check_positive_float, check_positive_int
 from ..analysis import DEFAULT_EFFICIENCY_THRESHOLD
 from ..exceptions import ExtrapolationWarning, UnknownPriceError, UnsupportedQueryError
-from ..fitting import DEFAULT_METHOD, default_history, history_runs, resolve_history
+from ..fitting import DEFAULT_METHOD
 from ..hardware import PRECISIONS, resolve_gpu_type
-from ..predict import default_precision, model_spec, predict_many, predict_training_time
-from ..models import METHODS, TrainingTimeModel
+from ..models import METHODS
+from ..predict import BasePredictor, default_precision, model_spec, predict_many, resolve_history
 from ._cost import estimate_cost, load_prices
 
 __all__ = ["recommend", "scaling_from_model", "WORK_MODES"]
@@ -41,44 +40,6 @@ def _split_batch(global_batch: int, n: int, max_device_batch: int) -> tuple[int,
         if per_device % k == 0 and per_device // k <= max_device_batch:
             return per_device // k, k
     return None
-
-
-class _Fits:
-    """The fitted model for each configuration, as :func:`predict_training_time` would choose it for that
-    configuration alone (:func:`~perfmodel.fitting.resolve_history`: by default the bundled runs of the device's
-    own kind, CPU or GPU, fitted for the configuration's own kind of query), each history read once."""
-
-    def __init__(self, history, method: str, model):
-        check_choice(method, "method", "recommend", (*METHODS, "auto"))
-        if history is not None and not isinstance(history, (str, os.PathLike, pd.DataFrame, list, tuple)):
-            # a fitted model with a method it does not use, or not a history at all: refused up front
-            resolve_history(history, method, where="recommend")
-        self.history, self.method = history, method
-        self.name = model if isinstance(model, str) else ""
-        self._loaded: dict = {}
-
-    def _source(self, gpu_type: str):
-        """The fitted model given as history, or the history this device's configurations come from, read once."""
-        if isinstance(self.history, TrainingTimeModel):
-            return self.history
-        history = self.history
-        if history is None:
-            history = default_history(pd.DataFrame({"gpu_type": [gpu_type]}))
-        key = history if isinstance(history, str) else "given"
-        if key not in self._loaded:
-            self._loaded[key] = history_runs(history)
-        return self._loaded[key]
-
-    def max_batch(self, gpu_type: str) -> int:
-        """The largest per-device batch in the history the configuration is predicted from."""
-        source = self._source(gpu_type)
-        if isinstance(source, TrainingTimeModel):
-            return int(source.domain_.loc["batch_size", "max"])
-        return int(pd.to_numeric(source.runs["batch_size"]).max())
-
-    def model_for(self, gpu_type: str, micro: int, n: int) -> TrainingTimeModel:
-        query = pd.DataFrame([{"model": self.name, "gpu_type": gpu_type, "gpu_count": n, "batch_size": micro}])
-        return resolve_history(self._source(gpu_type), self.method, query=query, where="recommend")
 
 
 def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, gpu_types=("cpu",),
@@ -148,7 +109,10 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
     types = [resolve_gpu_type(g) for g in gpu_types]
     if max_device_batch is not None:
         max_device_batch = check_positive_int(max_device_batch, "max_device_batch", "recommend")
-    fits = _Fits(history, method, model)
+    check_choice(method, "method", "recommend", (*METHODS, "auto"))
+    # each configuration as predict_training_time answers it alone: the fit for its own kind of query
+    fits = history if isinstance(history, BasePredictor) else BasePredictor(history, method=method,
+                                                                             confidence=confidence)
     prices = load_prices(prices)  # read and check once, not once per configuration
     rows, skipped, notes = [], {}, {}
     for g, g_name in zip(types, gpu_types):
@@ -169,9 +133,8 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
             try:
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
-                    r = predict_training_time(model, batch_size=micro, gpu_count=n, gpu_type=g,
-                                              steps=n_steps * accum, precision=precision,
-                                              history=fits.model_for(g, micro, n), confidence=confidence)
+                    r = fits.predict(model, batch_size=micro, gpu_count=n, gpu_type=g, steps=n_steps * accum,
+                                     precision=precision)
                 for w in caught:  # per-configuration notes, said once for the whole table below
                     if not issubclass(w.category, ExtrapolationWarning):
                         notes.setdefault(str(w.message), w.category)

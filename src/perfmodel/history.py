@@ -1,0 +1,179 @@
+"""What a ``history`` argument is: the runs to learn from, read and validated once, with where they came from.
+
+A history is one of
+
+* a path to a ``.csv`` or ``.parquet`` run history,
+* a DataFrame of runs,
+* the name of a bundled history (:data:`BUNDLED_HISTORIES`: ``"cpu"``, ``"gpu"``, ``"mlperf"``),
+* or a list of these, concatenated (e.g. ``["my_runs.csv", "gpu"]``: your runs beside the bundled public GPU runs).
+
+:func:`read_history` turns any of them into a :class:`LoadedHistory`: the validated runs, a label per part
+(``bundled:<file>`` for perfmodel's own data, else the path), which runs are the caller's own (not bundled), and a
+content digest that identifies the runs (the cache key of every fit made from them). This module also holds the
+statistics of a history that prediction needs (:func:`model_table`, :func:`precision_by_device`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["BUNDLED_HISTORIES", "LoadedHistory", "read_history", "history_parts", "default_history",
+           "model_table", "precision_by_device", "file_digest", "frame_digest", "BUNDLED_PREFIX"]
+
+#: Names of the bundled histories accepted in ``history=`` (alone or in a list with your own runs).
+#: ``gpu`` is the public MLPerf table plus every GPU history perfmodel measured itself (``data/runs_<device>.csv``).
+BUNDLED_HISTORIES = {
+    "cpu": ("runs_cpu.csv",),
+    "mlperf": ("mlperf_steps.csv",),
+    "gpu": ("mlperf_steps.csv", "runs_*.csv"),
+}
+#: Label prefix of the parts of a history that are perfmodel's bundled data (not the caller's own runs).
+BUNDLED_PREFIX = "bundled:"
+
+
+def _bundled_paths(name: str) -> list[Path]:
+    from .datasets import bundled_runs_path
+
+    out = []
+    for file in BUNDLED_HISTORIES[name]:
+        if "*" in file:  # perfmodel's own measured GPU histories, beside the first file
+            folder = bundled_runs_path(BUNDLED_HISTORIES[name][0]).parent
+            out += sorted(p for p in folder.glob(file) if p.name != "runs_cpu.csv")
+        else:
+            out.append(bundled_runs_path(file))
+    return out
+
+
+def history_parts(history) -> list:
+    """The parts of ``history``: paths (bundled names expanded) and DataFrames, in order."""
+    if isinstance(history, (list, tuple)):
+        if not history:
+            raise ValueError("history is an empty list; give at least one path, DataFrame or bundled name.")
+        out = []
+        for h in history:
+            if isinstance(h, (list, tuple)):
+                raise TypeError("history lists cannot be nested.")
+            out += history_parts(h)
+        return out
+    if isinstance(history, str) and history in BUNDLED_HISTORIES:
+        return [str(p) for p in _bundled_paths(history)]
+    if isinstance(history, (str, os.PathLike, pd.DataFrame)):
+        return [history]
+    raise TypeError(
+        "history must be a path, a DataFrame, the name of a bundled history "
+        f"({', '.join(map(repr, BUNDLED_HISTORIES))}) or a list of these. Got {type(history).__name__}."
+    )
+
+
+def _label(part) -> str:
+    if isinstance(part, pd.DataFrame):
+        return f"DataFrame ({len(part)} runs)"
+    p = Path(part)
+    try:
+        from .datasets import bundled_runs_path
+
+        if bundled_runs_path(p.name) == p.resolve():
+            return f"{BUNDLED_PREFIX}{p.name}"
+    except (FileNotFoundError, OSError):
+        pass
+    return str(part)
+
+
+def file_digest(path) -> str:
+    """SHA-256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def frame_digest(frame: pd.DataFrame) -> str:
+    """SHA-256 of a DataFrame's content (values, column names and dtypes; not its index)."""
+    h = hashlib.sha256(repr([(str(c), str(t)) for c, t in frame.dtypes.items()]).encode())
+    try:
+        h.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+    except TypeError:  # cells pandas cannot hash (lists, dicts): their text
+        h.update(frame.astype(str).to_csv(index=False).encode())
+    return h.hexdigest()
+
+
+class LoadedHistory(NamedTuple):
+    """A history read and validated once.
+
+    Attributes
+    ----------
+    runs : DataFrame
+        The validated runs of every part, concatenated; ``history_source`` names each run's part.
+    labels : list of str
+        One per part: ``bundled:<file>`` or the path, or ``DataFrame (n runs)``.
+    own : ndarray of bool
+        Per run: from a part that is not perfmodel's bundled data (the caller's own runs).
+    digest : str
+        SHA-256 of the parts' contents (file bytes, frame values): what identifies these runs.
+    """
+
+    runs: pd.DataFrame
+    labels: list
+    own: np.ndarray
+    digest: str
+
+
+def read_history(history) -> LoadedHistory:
+    """Read and validate a history (see the module docstring) once: a :class:`LoadedHistory`.
+
+    A file's digest is taken from the bytes read, so a file rewritten between reading and fitting is never fitted
+    under the old content's key."""
+    from .io import load_runs
+
+    if isinstance(history, LoadedHistory):
+        return history
+    frames, labels, own, digest = [], [], [], hashlib.sha256()
+    parts = history_parts(history)
+    for part in parts:
+        if isinstance(part, pd.DataFrame):
+            digest.update(frame_digest(part).encode())
+            runs = load_runs(part)
+        else:
+            try:
+                digest.update(file_digest(part).encode())
+            except OSError:
+                pass  # a missing or misnamed file: load_runs says what is wrong with it
+            runs = load_runs(part)
+        label = _label(part)
+        frames.append(runs.assign(history_source=label))
+        labels.append(label)
+        own.append(np.full(len(runs), not label.startswith(BUNDLED_PREFIX)))
+    runs = pd.concat(frames, ignore_index=True, sort=False) if len(frames) > 1 else frames[0]
+    return LoadedHistory(runs, labels, np.concatenate(own), digest.hexdigest())
+
+
+def default_history(query: pd.DataFrame) -> str:
+    """The bundled history a query's devices are predicted from: ``cpu`` for CPU rows only, else ``gpu``."""
+    return "cpu" if set(map(str, query["gpu_type"])) <= {"cpu"} else "gpu"
+
+
+def model_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per model name in a history: median params and FLOPs per sample, family, number of runs."""
+    fps = runs["flops_per_sample"] if "flops_per_sample" in runs.columns else pd.Series(np.nan, index=runs.index)
+    fam = runs["family"] if "family" in runs.columns else pd.Series(pd.NA, index=runs.index, dtype="string")
+    return (
+        pd.DataFrame({"model": runs["model"].astype(str), "params": runs["params"].astype(float),
+                      "flops_per_sample": pd.to_numeric(fps, errors="coerce"), "family": fam.astype("string")})
+        .groupby("model")
+        .agg(params=("params", "median"), flops_per_sample=("flops_per_sample", "median"),
+             family=("family", "first"), runs=("params", "size"))
+    )
+
+
+def precision_by_device(runs: pd.DataFrame) -> dict:
+    """Per device type in a history: (the precision most of its runs used, whether all of them used it)."""
+    prec = runs["precision"] if "precision" in runs.columns else pd.Series("fp32", index=runs.index)
+    frame = pd.DataFrame({"g": runs["gpu_type"].astype(str).to_numpy(), "p": prec.astype(str).to_numpy()})
+    return {g: (str(grp["p"].mode().iloc[0]), bool(grp["p"].nunique() == 1)) for g, grp in frame.groupby("g")}

@@ -1,0 +1,168 @@
+"""Prediction intervals: one score book per fitted model, one refit loop, and the few rules that read it.
+
+Every method's interval is split-conformal on the log scale: ``pred · exp(±q)`` with ``q`` the conformal
+quantile of *conformity scores*, the absolute log errors of refits that did not see the runs they predicted.
+Which refits depends on the kind of query (:mod:`perfmodel.kinds`): a query on a device type the runs lack is
+scored by refits that each held out one device type, a new model by refits that held out one model, and so on.
+
+The score book of a fitted model holds, per kind it was calibrated for (``TrainingTimeModel(held_out=...)``)::
+
+    {"scores": sorted |log errors|, "groups": held-out groups they came from, "split": "leave-one-model-out",
+     "by_model": {model: its own sorted scores}}   # by_model: new_device / new_pair only
+
+The rules, all here (:func:`half_widths`), each named in the prediction's ``interval_rule``:
+
+1. **Kind.** A row takes the scores of its own kind. A kind whose scores come from fewer than
+   :data:`MIN_GROUPS` held-out groups (or that the model was not calibrated for) takes the next more demanding
+   kind that has enough; failing that, the widest set the book has. Never narrower than the ``seen`` scores.
+2. **The model's own transfer.** On a new device type (or a known device type it never ran on), a known model
+   whose own runs were scored on at least :data:`MODEL_MIN_DEVICES` held-out device types takes its own
+   scores: how well one workload's speed carries across devices differs between workloads.
+3. **Both new.** A new model on a new device type adds the two kinds' quantiles in quadrature.
+4. **Distance.** Beyond :data:`EXTRAPOLATION_D0` (distance to the nearest run,
+   :func:`perfmodel.models._domain.domain_distance`) the half-width grows by ``1 + EXTRAPOLATION_C·(d − d0)``.
+
+Scores of group kinds are *balanced*: every held-out group weighs the same (:func:`balanced_scores`), since a
+query is one draw of a group (one new model, one new device type), not one draw of a run.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from sklearn.model_selection import GroupKFold, KFold
+
+from ..kinds import KIND_NAMES, get_kind
+
+__all__ = ["MIN_GROUPS", "MAX_FOLDS", "MODEL_MIN_DEVICES", "EXTRAPOLATION_D0", "EXTRAPOLATION_C",
+           "BALANCED_QUANTILES", "conformal_quantile", "balanced_scores", "folds", "score_set", "half_widths",
+           "widening"]
+
+#: A kind's scores are used only when they come from at least this many held-out groups (fewer: rule 1's
+#: fallback). With fewer, the errors of one or two unusual groups would set the interval alone.
+MIN_GROUPS = 5
+#: The most refits of any leave-group-out loop (groups beyond are held out several per fold).
+MAX_FOLDS = 10
+#: Rule 2: a model takes its own new-device scores once they span this many held-out device types (9: the
+#: fewest units whose 90% conformal quantile is finite, ceil(0.9 (g + 1)) <= g).
+MODEL_MIN_DEVICES = 9
+#: Rule 4: distance to the runs beyond which intervals widen, and how fast (per unit of distance). Calibrated on
+#: the bundled CPU runs' leave-one-group-out splits by ``benchmarks/extrapolation.py``.
+EXTRAPOLATION_D0 = 0.5
+EXTRAPOLATION_C = 0.25
+#: Quantiles each held-out group contributes to balanced scores.
+BALANCED_QUANTILES = 200
+
+
+def conformal_quantile(scores: np.ndarray, confidence: float) -> float:
+    """The split-conformal quantile: the ceil((n+1)·confidence)-th smallest score (inf if that exceeds n)."""
+    scores = np.sort(np.asarray(scores, dtype=float))
+    n = len(scores)
+    k = math.ceil((n + 1) * confidence)
+    if n == 0 or k > n:
+        return math.inf
+    return float(scores[k - 1])
+
+
+def balanced_scores(scores: np.ndarray, groups: np.ndarray, n: int = BALANCED_QUANTILES) -> np.ndarray:
+    """Conformity scores in which every group weighs the same: ``n`` quantiles of each group's scores, sorted.
+
+    For queries that are one draw of a *group* (a new model is one model, however many runs its benchmark has):
+    pooled row scores would let the groups with most runs set the interval.
+    """
+    scores, groups = np.asarray(scores, dtype=float), np.asarray(groups)
+    probs = (np.arange(n) + 0.5) / n
+    return np.sort(np.concatenate([np.quantile(scores[groups == g], probs) for g in np.unique(groups)]))
+
+
+def folds(groups: np.ndarray | None, n: int, *, cv: int = 5, random_state: int | None = 0) -> list:
+    """The refits of one kind: ``(train, test)`` index pairs. ``groups`` None: random ``cv``-fold; else one group
+    held out per fold, up to :data:`MAX_FOLDS` folds (more groups share folds)."""
+    if groups is None:
+        k = max(2, min(int(cv), n))
+        return list(KFold(k, shuffle=True, random_state=random_state).split(np.zeros(n)))
+    n_groups = len(np.unique(groups))
+    if n_groups < 2:
+        return []
+    return list(GroupKFold(min(n_groups, MAX_FOLDS)).split(np.zeros(n), groups=groups))
+
+
+def score_set(abs_log_errors: np.ndarray, groups: np.ndarray | None, *, split: str,
+              models: np.ndarray | None = None, devices: np.ndarray | None = None) -> dict:
+    """The score book entry of one kind from out-of-fold absolute log errors (NaN where a fold failed).
+
+    ``groups`` None: K-fold (every run its own unit, scores as they are). Else the scores are balanced over the
+    held-out groups. With ``models`` and ``devices`` (new_device / new_pair), each model whose runs were scored
+    on at least :data:`MODEL_MIN_DEVICES` device types also keeps its own scores (rule 2)."""
+    err = np.asarray(abs_log_errors, dtype=float)
+    ok = np.isfinite(err)
+    if groups is None:
+        return {"scores": np.sort(err[ok]), "groups": int(ok.sum()), "split": split, "by_model": {}}
+    g = np.asarray(groups)[ok]
+    out = {"scores": balanced_scores(err[ok], g) if ok.any() else np.empty(0),
+           "groups": int(len(np.unique(g))), "split": split, "by_model": {}}
+    if models is not None and devices is not None and ok.any():
+        m, d, e = np.asarray(models)[ok], np.asarray(devices)[ok], err[ok]
+        for name in np.unique(m):
+            own = m == name
+            if len(np.unique(d[own])) >= MODEL_MIN_DEVICES:
+                out["by_model"][str(name)] = np.sort(e[own])
+    return out
+
+
+def _usable(entry: dict | None) -> bool:
+    return entry is not None and entry["groups"] >= MIN_GROUPS and len(entry["scores"]) > 0
+
+
+def half_widths(book: dict, kinds: np.ndarray, confidence: float, *, models: np.ndarray | None = None,
+                new_model: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: the log half-width of its interval and the rule that set it (rules 1–3 of the module docstring).
+
+    ``kinds``: each row's kind (:func:`perfmodel.kinds.classify`); ``models``: each row's model name (rule 2);
+    ``new_model``: rows whose model the runs lack (rule 3, for new-device rows)."""
+    kinds = np.asarray(kinds, dtype=object)
+    q_of = {k: conformal_quantile(e["scores"], confidence) for k, e in book.items() if _usable(e)}
+    q_seen = q_of.get("seen", 0.0)
+
+    def pick(kind: str) -> tuple[str | None, float]:
+        for k in KIND_NAMES[KIND_NAMES.index(kind):]:
+            if k in q_of:
+                return k, q_of[k]
+        if not q_of:
+            return None, math.inf
+        widest = max(q_of, key=q_of.get)
+        return widest, q_of[widest]
+
+    half = np.empty(len(kinds))
+    rule = np.empty(len(kinds), dtype=object)
+    for kind in np.unique(kinds):
+        rows = kinds == kind
+        used, q = pick(kind)
+        half[rows] = max(q, q_seen)
+        if used is None:
+            rule[rows] = "no conformity scores"
+            continue
+        entry = book[used]
+        text = f"{get_kind(used).split if used != 'seen' else entry['split']} ({entry['groups']} " \
+               f"{'runs' if used == 'seen' else 'groups'})"
+        rule[rows] = text if used == kind else f"{text}: {kind} scores too few"
+        if used in ("new_device", "new_pair") and models is not None and entry["by_model"]:
+            names = np.asarray(models, dtype=object).astype(str)
+            for name in set(names[rows].tolist()) & set(entry["by_model"]):
+                own = rows & (names == name)
+                q_own = conformal_quantile(entry["by_model"][name], confidence)
+                if np.isfinite(q_own):
+                    half[own] = max(q_own, q_seen)
+                    rule[own] = f"{get_kind(used).split}, the model's own ({len(entry['by_model'][name])} runs)"
+    if new_model is not None and "new_model" in q_of:
+        both = (kinds == "new_device") & np.asarray(new_model, dtype=bool)
+        if both.any():
+            half[both] = np.hypot(half[both], q_of["new_model"])
+            rule[both] = np.char.add(rule[both].astype(str), " + leave-one-model-out in quadrature").astype(object)
+    return half, rule
+
+
+def widening(distance: np.ndarray, d0: float = EXTRAPOLATION_D0, c: float = EXTRAPOLATION_C) -> np.ndarray:
+    """Rule 4: the factor on the log half-width at each distance to the runs (1 within ``d0``)."""
+    return 1.0 + c * np.maximum(np.asarray(distance, dtype=float) - d0, 0.0)

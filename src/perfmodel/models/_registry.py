@@ -1,0 +1,51 @@
+"""The estimator registry: each named method's description, feature set and regressor."""
+
+from __future__ import annotations
+
+from ._gbm import GBMRegressor
+from ._ols import OLSRegressor
+from ._ops import OpsRegressor
+from ._physics import PhysicsRegressor
+from ._roofline import RooflineRegressor
+
+__all__ = ["METHODS", "COUNT_FORMS", "make_regressor", "feature_set"]
+
+#: Methods: name -> (description, feature set).
+METHODS = {
+    "linear": ("statsmodels OLS, T = b0 + b1*params + b2*batch_size + b3*gpu_count (seed design)", "seed"),
+    "loglinear": ("statsmodels OLS on log step time (power law in FLOPs, params, batch, devices, hardware)", "log"),
+    "gbm": ("scikit-learn gradient boosting on log step time", "log"),
+    "physics": ("overhead + optimizer + FLOPs at a fitted per-family efficiency + all-reduce, least squares on "
+                "log time", "physics"),
+    "roofline": ("hierarchical roofline: FLOPs over the device's peak with a pooled memory-bound share, partially "
+                 "pooled model/family/device/architecture/vendor/precision efficiencies, scaling terms",
+                 "roofline"),
+    "ops": ("op-level: per op class FLOPs at a fitted compute efficiency + bytes at a fitted memory efficiency "
+            "(shared across models, pooled toward a common value), + launch overhead per kernel + all-reduce; "
+            "least squares on log time; rows without op columns get an imputed op mix", "ops"),
+}
+
+#: Methods whose form carries a change of device count that the runs never made: a communication term with a
+#: prior and, on CPU, workers sharing the host. The others cannot move with a device count their runs never
+#: varied, and refuse such a query rather than answer for the runs' count.
+COUNT_FORMS = ("physics", "roofline", "ops")
+
+
+def feature_set(method: str) -> str:
+    """The :class:`~perfmodel.features.RunFeaturizer` feature set of ``method``."""
+    return METHODS[method][1]
+
+
+def make_regressor(method: str, random_state: int | None = 0):
+    """A new, unfitted regressor for ``method``."""
+    if method == "gbm":
+        return GBMRegressor(random_state=random_state)
+    if method == "physics":
+        return PhysicsRegressor()
+    if method == "ops":
+        return OpsRegressor()
+    if method == "roofline":
+        return RooflineRegressor()
+    if method in ("linear", "loglinear"):
+        return OLSRegressor(log_target=(method == "loglinear"))
+    raise ValueError(f"Unknown method {method!r}; choose from {', '.join(METHODS)}.")
