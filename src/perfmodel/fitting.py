@@ -69,7 +69,7 @@ def choose_method(runs: pd.DataFrame, kind: str = "seen", *, cv: int = 5, candid
     y = data["step_time_s"].to_numpy(dtype=float)
     scores, oofs = {}, {}
     for method in candidates:
-        point = TrainingTimeModel(method=method, cv=None)
+        point = TrainingTimeModel(method=method, conformal=False)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

@@ -141,17 +141,28 @@ def read_history(history) -> LoadedHistory:
             digest.update(frame_digest(part).encode())
             runs = load_runs(part)
         else:
-            try:
-                digest.update(file_digest(part).encode())
-            except OSError:
-                pass  # a missing or misnamed file: load_runs says what is wrong with it
-            runs = load_runs(part)
+            runs, part_digest = _load_file(part, load_runs)
+            digest.update(part_digest.encode())
         label = _label(part)
         frames.append(runs.assign(history_source=label))
         labels.append(label)
         own.append(np.full(len(runs), not label.startswith(BUNDLED_PREFIX)))
     runs = pd.concat(frames, ignore_index=True, sort=False) if len(frames) > 1 else frames[0]
     return LoadedHistory(runs, labels, np.concatenate(own), digest.hexdigest())
+
+
+def _load_file(path, load_runs) -> tuple[pd.DataFrame, str]:
+    """The runs of a file and the digest of the very bytes they were read from: the digest is taken before and
+    after reading, and a file rewritten meanwhile is read again."""
+    for _ in range(5):
+        try:
+            before = file_digest(path)
+        except OSError:
+            return load_runs(path), ""  # a missing or misnamed file: load_runs says what is wrong with it
+        runs = load_runs(path)
+        if file_digest(path) == before:
+            return runs, before
+    raise OSError(f"{str(path)!r} kept changing while it was read; try again when nothing is writing to it.")
 
 
 def default_history(query: pd.DataFrame) -> str:

@@ -61,8 +61,10 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         (:func:`perfmodel.models._conformal.half_widths`). The ``seen`` scores (random K-fold) are always
         computed unless ``cv`` is None.
     cv : int or None, default=5
-        Folds of the random K-fold conformity scores, which also give the cross-validated error. None fits the
-        point model only (no intervals; for model selection).
+        Folds of the random K-fold conformity scores, which also give the cross-validated error (None: 5).
+    conformal : bool, default=True
+        Compute conformity scores at ``fit``; False fits the point model only (no intervals; for model
+        selection).
     random_state : int, default=0
 
     Attributes
@@ -89,11 +91,12 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         Median time to first step in the history (0 when the history has no ``startup_s``).
     """
 
-    def __init__(self, *, method: str = "loglinear", held_out=(), cv: int | None = 5,
+    def __init__(self, *, method: str = "loglinear", held_out=(), cv: int | None = 5, conformal: bool = True,
                  random_state: int | None = 0):
         self.method = method
         self.held_out = held_out
         self.cv = cv
+        self.conformal = conformal
         self.random_state = random_state
 
     # -------------------------------------------------------------------------------------------- fit
@@ -103,7 +106,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
 
     def fit(self, X, y=None, *, oof: dict | None = None):
         """Fit on a run history ``X`` (DataFrame); ``y`` defaults to ``X["step_time_s"]``. Computes the
-        conformity scores of the ``seen`` kind (unless ``cv`` is None) and of every kind in ``held_out``.
+        conformity scores of the ``seen`` kind and of every kind in ``held_out`` (unless ``conformal`` is False).
 
         ``oof``: ``{kind: out-of-fold predictions}`` already made by exactly the refits that score that kind
         (e.g. by ``auto``'s model selection, :func:`perfmodel.fitting.choose_method`), used instead of refitting."""
@@ -144,7 +147,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             self.startup_s_ = 0.0
         self.cv_mape_ = self.cv_median_ape_ = np.nan
         self.scores_ = {}
-        if self.cv is not None:
+        if self.conformal:
             self.calibrate(runs, y, ("seen",) + tuple(k for k in kinds if k != "seen"), predictions=oof)
         return self
 
@@ -267,8 +270,8 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             raise TypeError(f"TrainingTimeModel.predict_interval expects a DataFrame of queries. Got "
                             f"{type(X).__name__}.")
         if not self.scores_:
-            raise ValueError("This TrainingTimeModel was fitted with cv=None (a point fit): it has no conformity "
-                             "scores; refit with cv=5 for intervals.")
+            raise ValueError("This TrainingTimeModel was fitted with conformal=False (a point fit): it has no "
+                             "conformity scores; refit with conformal=True for intervals.")
         pred = np.asarray(self.predict(X), dtype=float)
         kinds = self.query_kinds(X)
         models = X["model"].astype(str).to_numpy() if "model" in X.columns else np.full(len(X), "")
@@ -348,9 +351,9 @@ class Summary:
             ("Adj. R² (fitted scale)", "n/a" if np.isnan(m.rsquared_adj_) else f"{m.rsquared_adj_:.4f}"),
             ("Residual std (fitted scale)", f"{m.resid_std_:.4g}"),
         ] + ([
-            (f"{m.cv}-fold CV MAPE", "n/a" if np.isnan(m.cv_mape_) else f"{m.cv_mape_:.1f}%"),
-            (f"{m.cv}-fold CV median APE", "n/a" if np.isnan(m.cv_median_ape_) else f"{m.cv_median_ape_:.1f}%"),
-        ] if m.cv else [("Cross-validated error", "not computed (cv=None)")]) + [
+            (f"{m.cv or 5}-fold CV MAPE", "n/a" if np.isnan(m.cv_mape_) else f"{m.cv_mape_:.1f}%"),
+            (f"{m.cv or 5}-fold CV median APE", "n/a" if np.isnan(m.cv_median_ape_) else f"{m.cv_median_ape_:.1f}%"),
+        ] if m.scores_ else [("Cross-validated error", "not computed (conformal=False)")]) + [
             (f"Interval scores: {kind}", f"{e['split']}, {e['groups']} {'runs' if kind == 'seen' else 'groups'}")
             for kind, e in m.scores_.items()]
 
