@@ -15,7 +15,7 @@ from conftest import make_history
 
 
 @parametrize_with_checks([OLSRegressor(), OLSRegressor(log_target=True),
-                          GBMRegressor(n_estimators=20, cv=3)])
+                          GBMRegressor(n_estimators=20)])
 def test_sklearn_compatible(estimator, check):
     check(estimator)
 
@@ -79,16 +79,24 @@ class TestGBM:
         assert conformal_quantile(scores, 0.5) == 5.0
         assert conformal_quantile(scores[:3], 0.9) == np.inf
 
-    def test_conformal_coverage_near_nominal(self):
+    def test_cross_conformal_coverage_near_nominal(self):
+        # the one mechanism every method's interval uses: K-fold out-of-fold log errors, their conformal quantile
+        from perfmodel.models._conformal import folds, half_widths, score_set
+
         rng = np.random.default_rng(5)
         def draw(n):
             X = rng.uniform(0, 3, size=(n, 2))
             return X, np.exp(np.sin(X[:, 0]) + 0.3 * X[:, 1] + rng.normal(0, 0.1, n))
         X, y = draw(400)
         Xt, yt = draw(3000)
-        _, lo, hi = GBMRegressor(n_estimators=100, random_state=0).fit(X, y).predict_interval(Xt, 0.9)
-        coverage = np.mean((yt >= lo) & (yt <= hi))
-        assert 0.85 <= coverage <= 0.95
+        oof = np.empty(len(y))
+        for tr, te in folds(None, len(y), cv=5):
+            oof[te] = GBMRegressor(n_estimators=100).fit(X[tr], y[tr]).predict(X[te])
+        book = {"seen": score_set(np.abs(np.log(y) - np.log(oof)), None, split="random 5-fold")}
+        half, rule = half_widths(book, np.full(len(yt), "seen", dtype=object), 0.9)
+        pred = GBMRegressor(n_estimators=100).fit(X, y).predict(Xt)
+        coverage = np.mean((yt >= pred * np.exp(-half)) & (yt <= pred * np.exp(half)))
+        assert 0.85 <= coverage <= 0.95 and set(rule) == {"random 5-fold (400 runs)"}
 
 
 class TestTrainingTimeModel:
@@ -100,7 +108,9 @@ class TestTrainingTimeModel:
         assert "R² (step time)" in m.summary().as_text()
         assert "<table>" in m.summary()._repr_html_()
         pi = m.predict_interval(history.head(5), 0.9)
-        assert list(pi.columns) == ["step_time_s", "step_lower", "step_upper", "nearest_run_distance"]
+        assert list(pi.columns) == ["step_time_s", "step_lower", "step_upper", "nearest_run_distance",
+                                    "query_kind", "interval_rule"]
+        assert (pi["query_kind"] == "seen").all() and pi["interval_rule"].str.startswith("random 5-fold").all()
         assert (pi["step_lower"] <= pi["step_time_s"]).all() and (pi["step_time_s"] <= pi["step_upper"]).all()
 
     def test_loglinear_recovers_generated_exponent(self, history):
@@ -117,11 +127,13 @@ class TestTrainingTimeModel:
         assert list(m.coef_table().index) == ["const", "params", "batch_size", "gpu_count"]
 
     def test_sklearn_tools_work_on_run_frames(self, history):
-        m = TrainingTimeModel(method="loglinear", cv=None)
+        m = TrainingTimeModel(method="loglinear", conformal=False)
         scores = cross_val_score(m, history, history["step_time_s"], groups=history["model"],
                                  cv=GroupKFold(4), scoring="neg_mean_absolute_percentage_error")
         assert len(scores) == 4 and np.all(np.isfinite(scores))
         assert clone(m).get_params()["method"] == "loglinear"
+        kept = clone(TrainingTimeModel(method="gbm", held_out=("new_model",)))  # held_out is a parameter: kept
+        assert kept.get_params()["held_out"] == ("new_model",)
 
     def test_joblib_round_trip(self, history, tmp_path):
         m = TrainingTimeModel(method="gbm").fit(history)
@@ -143,11 +155,13 @@ class TestTrainingTimeModel:
             m.predict_interval(history, 1.5)
 
     def test_interval_coverage_on_new_generated_models(self):
-        # New models from the same generator: the OLS prediction interval should hold its nominal level.
+        # New models from the same generator: the leave-one-model-out interval should hold its nominal level.
         covers = []
         for seed in range(5):
             train, test = make_history(n_models=30, seed=2 * seed), make_history(n_models=30, seed=2 * seed + 1)
-            pi = TrainingTimeModel(method="loglinear").fit(train).predict_interval(test, 0.9)
+            test = test.assign(model=test["model"] + "-new")  # models the fit has not seen
+            pi = TrainingTimeModel(method="loglinear", held_out="new_model").fit(train).predict_interval(test, 0.9)
+            assert (pi["query_kind"] == "new_model").all()
             covers.append(np.mean((test["step_time_s"] >= pi["step_lower"]) & (test["step_time_s"] <= pi["step_upper"])))
         assert 0.85 <= np.mean(covers) <= 0.95
 

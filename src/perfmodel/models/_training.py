@@ -204,9 +204,10 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
                 groups = None if k.column is None else group_keys(runs, k)
             else:
                 oof, groups = self.out_of_fold(runs, y, kind)
-            ok = np.isfinite(oof) & (oof > 0)
+            # the seed formula is additive (its predictions may be negative): its scores are absolute seconds
+            ok = np.isfinite(oof) & ((oof > 0) | (self.method == "linear"))
             err = np.full(len(y), np.nan)
-            err[ok] = np.abs(np.log(y[ok]) - np.log(oof[ok]))
+            err[ok] = np.abs(y[ok] - oof[ok]) if self.method == "linear" else np.abs(np.log(y[ok]) - np.log(oof[ok]))
             transfer = kind in ("new_device", "new_pair")
             self.scores_[kind] = score_set(
                 err, groups, split=f"random {self.cv or 5}-fold" if k.column is None else k.split,
@@ -286,9 +287,12 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             rule = rule.copy()
             rule[wide] = [f"{r}; ×{f:.2f} for distance {d:.2f}" for r, f, d in zip(rule[wide], factor[wide],
                                                                                      dist[wide])]
-        ok = pred > 0
-        lo = np.where(ok, pred * np.exp(-half), 0.0)
-        hi = np.where(ok, pred * np.exp(half), 0.0)
+        if self.method == "linear":  # additive scores, in seconds (the predict layer clips times at 0)
+            lo, hi = pred - half, pred + half
+        else:
+            ok = pred > 0
+            lo = np.where(ok, pred * np.exp(-half), 0.0)
+            hi = np.where(ok, pred * np.exp(half), 0.0)
         return pd.DataFrame({"step_time_s": pred, "step_lower": lo, "step_upper": hi, "nearest_run_distance": dist,
                              "query_kind": kinds, "interval_rule": rule}, index=X.index)
 
