@@ -216,6 +216,18 @@ def clean_registry():
     hardware._CACHE.clear()
 
 
+class TestTableDigest:
+    @pytest.mark.usefixtures("clean_registry")
+    def test_digest_follows_the_effective_table(self):
+        before = hardware.table_digest()
+        assert hardware.table_digest() == before
+        register_device(**{**ROW, "name": "DigestX"})
+        registered = hardware.table_digest()
+        assert registered != before
+        unregister_device("DigestX")
+        assert hardware.table_digest() == before
+
+
 ROW = dict(name="X1-96GB", vendor="acme", architecture="xarch", release_year=2026, fp32_tflops=50.0,
            bf16_tflops=400.0, fp8_tflops=800.0, memory_gb=96, memory_bandwidth_gbps=3000,
            interconnect_gbps=400, interconnect="xlink", source="ACME X1 datasheet (2026)")
@@ -393,6 +405,72 @@ class TestDeviceFiles:
         for _ in range(2):
             with pytest.raises(FileNotFoundError, match="PERFMODEL_DEVICES: .*missing.csv"):
                 resolve_gpu_type("A100")
+
+    def test_two_rows_sharing_an_alias_register_nothing(self, tmp_path):
+        """Issue 26 #10: the first row used to stay registered although the file was refused."""
+        p = tmp_path / "dev.csv"
+        p.write_text("name,vendor,source,bf16_tflops,aliases\nShareA,acme,s,10,shared card\n"
+                     "ShareB,acme,s,20,shared card\n")
+        with pytest.raises(DeviceSpecError, match="'ShareA' and 'ShareB' both claim.*shared-card.*nothing"):
+            load_devices(p)
+        assert "ShareA" not in known_gpu_types() and "ShareB" not in known_gpu_types()
+        with pytest.raises(UnknownHardwareError):
+            resolve_gpu_type("shared card")
+
+    def test_a_failure_while_installing_rolls_back(self, tmp_path, monkeypatch):
+        p = tmp_path / "dev.csv"
+        p.write_text("name,vendor,source,bf16_tflops\nRollA,acme,s,10\nRollB,acme,s,20\n")
+        real, calls = hardware._install, []
+
+        def failing(spec, *a, **k):
+            calls.append(spec.name)
+            if len(calls) == 2:
+                raise MemoryError("simulated")
+            return real(spec, *a, **k)
+
+        monkeypatch.setattr(hardware, "_install", failing)
+        with pytest.raises(MemoryError):
+            load_devices(p)
+        assert calls == ["RollA", "RollB"] and "RollA" not in known_gpu_types()
+
+    @pytest.mark.parametrize("suffix", [".csv", ".yaml"])
+    def test_non_utf8_file_is_a_clear_error(self, tmp_path, suffix):
+        if suffix == ".yaml":
+            pytest.importorskip("yaml")
+        p = tmp_path / f"dev{suffix}"
+        p.write_bytes(b"name,vendor,source\nX\xff\xfe,acme,s\n" if suffix == ".csv"
+                      else b"- {name: X\xff, vendor: acme, source: s}\n")
+        with pytest.raises(DeviceSpecError, match="not a UTF-8 text file"):
+            load_devices(p)
+
+    def test_env_var_non_utf8_file_fails_every_lookup(self, tmp_path, monkeypatch):
+        """Issue 26 #10: a TypeError once, then silently ignored; now the same clear error on every lookup."""
+        p = tmp_path / "latin1.csv"
+        p.write_bytes("name,vendor,source,bf16_tflops\nGerät,acme,s,10\n".encode("latin-1"))
+        monkeypatch.setenv("PERFMODEL_DEVICES", str(p))
+        monkeypatch.setattr(hardware, "_ENV_STATE", {"loaded": False})
+        for _ in range(3):
+            with pytest.raises(DeviceSpecError, match="PERFMODEL_DEVICES: .*latin1.csv: not a UTF-8"):
+                resolve_gpu_type("A100")
+
+    def test_large_file_loads_in_linear_time(self, tmp_path):
+        """Issue 26 #10: 40,000 rows took 76 s (a quadratic duplicate check); 20,000 now take a few seconds."""
+        import time
+
+        def write(n):
+            p = tmp_path / f"big{n}.csv"
+            p.write_text("name,vendor,source,bf16_tflops,aliases\n"
+                         + "".join(f"Big{n}x{i},acme,s,10,bigalias{n}x{i}\n" for i in range(n)))
+            return p
+
+        small, large = write(2_000), write(20_000)
+        t0 = time.perf_counter()
+        load_devices(small)
+        t1 = time.perf_counter()
+        assert len(load_devices(large)) == 20_000
+        t2 = time.perf_counter()
+        assert resolve_gpu_type("bigalias20000x19999") == "Big20000x19999"
+        assert t2 - t1 < 30 and (t2 - t1) < 25 * (t1 - t0) + 2  # 10x the rows, not 100x the time
 
     def test_env_var_in_fresh_process(self, tmp_path):
         import os

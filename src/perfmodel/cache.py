@@ -6,10 +6,15 @@ contents, the perfmodel version, the method and the kind of query the method was
 new perfmodel version or another method gives another key, so a stale model is never used. A file that cannot be
 read back (damaged, other version) is ignored and refitted.
 
-Where: ``$PERFMODEL_CACHE_DIR`` if set (``off`` disables the cache), else the platform's user cache directory
-(``$XDG_CACHE_HOME/perfmodel`` or ``~/.cache/perfmodel`` on Linux, ``~/Library/Caches/perfmodel`` on macOS,
-``%LOCALAPPDATA%\\perfmodel\\Cache`` on Windows). ``perfmodel cache info`` shows it; ``perfmodel cache clear``
-empties it.
+The key also holds a digest of the effective hardware spec table (:func:`perfmodel.hardware.table_digest`:
+built-in rows, registered devices and those of ``PERFMODEL_DEVICES``), so a fit made with one device table is
+never served after a device's figures changed.
+
+Where: ``$PERFMODEL_CACHE_DIR`` if set (``off`` disables the cache), else the platform's user cache directory as
+:mod:`platformdirs` gives it (``$XDG_CACHE_HOME/perfmodel`` or ``~/.cache/perfmodel`` on Linux,
+``~/Library/Caches/perfmodel`` on macOS, ``%LOCALAPPDATA%\\perfmodel\\Cache`` on Windows). ``perfmodel cache
+info`` shows it; ``perfmodel cache clear`` empties it. A cache directory that cannot be written warns once per
+process (:class:`~perfmodel.exceptions.CacheWarning`) and every fit is then made afresh.
 """
 
 from __future__ import annotations
@@ -17,10 +22,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import sys
+import warnings
 from pathlib import Path
 
 from ._version import __version__
+from .exceptions import CacheWarning
+from .hardware import table_digest
 
 __all__ = ["cache_dir", "cache_key", "load_cached", "store", "clear", "info"]
 
@@ -35,18 +42,31 @@ def cache_dir() -> Path | None:
     env = os.environ.get("PERFMODEL_CACHE_DIR")
     if env is not None:
         return None if env.strip().lower() in ("", "off", "0", "none") else Path(env).expanduser()
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Caches" / "perfmodel"
-    if os.name == "nt":
-        return Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local")) / "perfmodel" / "Cache"
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "perfmodel"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("perfmodel", appauthor=False))
 
 
 def cache_key(digest: str, method: str, kind: str) -> str:
     """SHA-256 of the history's content digest (:attr:`perfmodel.history.LoadedHistory.digest`), perfmodel's
-    version, the method and the query kind."""
-    h = hashlib.sha256(f"perfmodel {__version__}/{_LAYOUT}\n{method}\n{kind}\n{digest}\n".encode())
+    version, the method, the query kind and the hardware spec table in effect
+    (:func:`perfmodel.hardware.table_digest`)."""
+    h = hashlib.sha256(f"perfmodel {__version__}/{_LAYOUT}\n{method}\n{kind}\n{digest}\n"
+                       f"devices {table_digest()}\n".encode())
     return h.hexdigest()[:32]
+
+
+_WARNED: set[str] = set()  # cache directories already warned about in this process
+
+
+def _warn_unwritable(where: Path, exc: BaseException) -> None:
+    key = str(where)
+    if key in _WARNED:
+        return
+    _WARNED.add(key)
+    warnings.warn(f"the model cache directory {key} cannot be written ({' '.join(str(exc).split())}): every fit is "
+                  "made afresh. Set PERFMODEL_CACHE_DIR to a writable directory, or to 'off'.", CacheWarning,
+                  stacklevel=3)
 
 
 def load_cached(key: str):
@@ -73,8 +93,15 @@ def store(key: str, model) -> Path | None:
 
     try:
         where.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        _warn_unwritable(where, exc)
+        return None
+    try:
         return save_model(model, where / f"{key}{_SUFFIX}")
-    except (OSError, TypeError, ValueError) as exc:
+    except OSError as exc:
+        _warn_unwritable(where, exc)
+        return None
+    except (TypeError, ValueError) as exc:  # a model the safe format cannot hold: not the directory's fault
         log.info("could not cache the fitted model in %s (%s)", where, exc)
         return None
 
@@ -82,18 +109,28 @@ def store(key: str, model) -> Path | None:
 def info() -> dict:
     """``{"directory", "enabled", "models", "bytes"}``."""
     where = cache_dir()
-    files = sorted(where.glob(f"*{_SUFFIX}")) if where is not None and where.is_dir() else []
+    files = _entries(where)
+    sizes = []
+    for f in files:
+        try:
+            sizes.append(f.stat().st_size)
+        except OSError:  # removed meanwhile
+            pass
     return {"directory": None if where is None else str(where), "enabled": where is not None,
-            "models": len(files), "bytes": sum(f.stat().st_size for f in files)}
+            "models": len(sizes), "bytes": sum(sizes)}
+
+
+def _entries(where: Path | None) -> list[Path]:
+    """The cached model entries: files (or links) named ``*.perfmodel``; a directory of that name is not one."""
+    if where is None or not where.is_dir():
+        return []
+    return sorted(f for f in where.glob(f"*{_SUFFIX}") if f.is_symlink() or f.is_file())
 
 
 def clear() -> int:
     """Delete the cached models; returns how many were removed."""
-    where = cache_dir()
-    if where is None or not where.is_dir():
-        return 0
     n = 0
-    for f in where.glob(f"*{_SUFFIX}"):
+    for f in _entries(cache_dir()):
         try:
             f.unlink()
             n += 1

@@ -12,12 +12,15 @@ Hierarchy::
     │                                                     precision it has no runs on, a model it does not know)
     ├── UnknownPriceError(PerfModelError, ValueError)     no price for a device in the price table
     ├── NotAModelFileError(PerfModelError, ValueError)    a file that is not a perfmodel model file
+    ├── MLPerfFormatError(PerfModelError, ValueError)     a file or folder that is not an MLPerf result log
+    │                                                     (perfmodel.importers.mlperf)
     └── MeasurementError(PerfModelError, RuntimeError)    a measured run that could not complete
 
     PerfModelWarning(UserWarning)
     ├── ExtrapolationWarning   a query outside the range of the fitted runs
-    └── DataQualityWarning     a history that loads but looks suspicious (few runs, high noise)
-        └── NoisyTimingWarning a measured run whose timing says the machine was busy (see ``timing_flag``)
+    ├── DataQualityWarning     a history that loads but looks suspicious (few runs, high noise)
+    │   └── NoisyTimingWarning a measured run whose timing says the machine was busy (see ``timing_flag``)
+    └── CacheWarning           the model cache directory cannot be written (warned once per process)
 
 Every error that comes from bad input is a ``ValueError`` or ``TypeError`` subclass, so callers can catch the
 standard types; the CLI turns :class:`PerfModelError`, ``ValueError`` and ``TypeError`` into one line on stderr.
@@ -35,11 +38,13 @@ __all__ = [
     "UnsupportedQueryError",
     "UnknownPriceError",
     "NotAModelFileError",
+    "MLPerfFormatError",
     "MeasurementError",
     "PerfModelWarning",
     "ExtrapolationWarning",
     "DataQualityWarning",
     "NoisyTimingWarning",
+    "CacheWarning",
 ]
 
 
@@ -84,6 +89,11 @@ class NotAModelFileError(PerfModelError, ValueError):
     """A file given as a fitted model is not a perfmodel model file (e.g. a CSV history or an HTML report)."""
 
 
+class MLPerfFormatError(PerfModelError, ValueError):
+    """A file or folder that is not an MLPerf result log (or holds no usable run); raised by
+    :mod:`perfmodel.importers.mlperf`."""
+
+
 class MeasurementError(PerfModelError, RuntimeError):
     """A measured training run failed, ran out of memory or timed out."""
 
@@ -104,3 +114,8 @@ class NoisyTimingWarning(DataQualityWarning):
     """A run was measured, but its timing says the machine was busy: its per-step times spread too widely, or it
     differs too much from an earlier repeat of the same configuration. The run is recorded all the same, with
     the reason in its ``timing_flag`` column (see :mod:`perfmodel.measure`)."""
+
+
+class CacheWarning(PerfModelWarning):
+    """The disk cache of fitted models (:mod:`perfmodel.cache`) cannot be written: every fit is made afresh.
+    Warned once per cache directory and process."""

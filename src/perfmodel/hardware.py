@@ -31,10 +31,13 @@ from __future__ import annotations
 
 import csv
 import difflib
+import hashlib
+import json
 import math
 import numbers
 import os
 import re
+from collections import Counter
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable
@@ -45,7 +48,7 @@ from .exceptions import DeviceSpecError, UnknownHardwareError
 
 __all__ = [
     "HardwareSpec", "get_spec", "resolve_gpu_type", "spec_table", "known_gpu_types", "PRECISIONS",
-    "register_device", "unregister_device", "load_devices", "DEVICES_ENV",
+    "register_device", "unregister_device", "load_devices", "DEVICES_ENV", "table_digest",
 ]
 
 #: Precisions perfmodel knows. ``fp16`` and ``bf16`` share the tensor-core peak on most devices (not on MI100,
@@ -437,6 +440,7 @@ _USER_SPECS: dict[str, HardwareSpec] = {}
 _USER_ALIASES: dict[str, str] = {}
 _CACHE: dict[str, str] = {}
 _ENV_STATE = {"loaded": False}
+_DIGEST: dict[str, str] = {}
 
 
 def _alias_target(key: str) -> str | None:
@@ -486,8 +490,14 @@ def _ensure_env_loaded() -> None:
     for path in (p for p in raw.split(os.pathsep) if p.strip()):
         try:
             load_devices(path)
-        except (OSError, ValueError, TypeError) as exc:
-            error = type(exc)(f"{DEVICES_ENV}: {exc}")
+        except Exception as exc:  # every failure is kept and raised again on each lookup, never ignored
+            message = f"{DEVICES_ENV}: {' '.join(str(exc).split()) or type(exc).__name__}"
+            try:
+                error = type(exc)(message)
+            except Exception:  # an exception type whose constructor takes other arguments
+                error = DeviceSpecError(message)
+            if not isinstance(error, (OSError, ValueError, TypeError, ImportError)):
+                error = DeviceSpecError(message)
             _ENV_STATE["error"] = error
             raise error from exc
 
@@ -567,6 +577,22 @@ def known_gpu_types() -> list[str]:
     return [s.name for s in _BUILTIN] + [n for n in _USER_SPECS if n not in _BUILTIN_BY_NAME]
 
 
+def table_digest() -> str:
+    """SHA-256 of the effective spec table: every row (built-in, registered, from ``PERFMODEL_DEVICES``) and every
+    registered alias. Part of every disk-cache key (:func:`perfmodel.cache.cache_key`), so that a fit made with
+    one device table is never served after a device's figures changed."""
+    _ensure_env_loaded()
+    if "builtin" not in _DIGEST:
+        _DIGEST["builtin"] = hashlib.sha256(json.dumps(
+            [[asdict(s) for s in _BUILTIN], sorted(_BUILTIN_ALIASES.items())], sort_keys=True).encode()).hexdigest()
+    # The registered overlay is hashed on every call (it is small, and tests and users may edit it directly).
+    h = hashlib.sha256(_DIGEST["builtin"].encode())
+    for name in sorted(_USER_SPECS):
+        h.update(json.dumps(asdict(_USER_SPECS[name]), sort_keys=True, default=repr).encode())
+    h.update(json.dumps(sorted(_USER_ALIASES.items())).encode())
+    return h.hexdigest()
+
+
 def spec_table() -> pd.DataFrame:
     """The whole table as a DataFrame, one row per device (registered devices included)."""
     rows = [get_spec(n).to_dict() for n in known_gpu_types()]
@@ -616,9 +642,9 @@ def _clashes(spec: HardwareSpec, keys: list[str]) -> list[str]:
     return clashes
 
 
-def _install(spec: HardwareSpec, aliases: tuple[str, ...], replace: bool) -> None:
+def _install(spec: HardwareSpec, aliases: tuple[str, ...], replace: bool, *, checked: bool = False) -> None:
     keys = _keys_of(spec.name, aliases)
-    clashes = _clashes(spec, keys)
+    clashes = [] if checked else _clashes(spec, keys)
     if clashes and not replace:
         raise DeviceSpecError(f"Cannot register device {spec.name!r}: {'; '.join(clashes)}. "
                               "Pass replace=True to override.")
@@ -750,6 +776,14 @@ def _coerce_row(row: dict, where: str) -> dict:
 
 
 def _read_rows(path: Path) -> list[dict]:
+    try:
+        return _read_rows_unchecked(path)
+    except UnicodeDecodeError as exc:
+        raise DeviceSpecError(f"{path}: not a UTF-8 text file (byte {exc.start}: {exc.reason}); save the device "
+                              "file as UTF-8.") from None
+
+
+def _read_rows_unchecked(path: Path) -> list[dict]:
     suffix = path.suffix.lower()
     if suffix in (".yaml", ".yml"):
         try:
@@ -806,14 +840,30 @@ def load_devices(path: str | os.PathLike, *, replace: bool = False) -> list[str]
             raise type(exc)(f"{where}: {exc}") from None
         staged.append((spec, aliases, bool(row_replace)))
     names = [s.name for s, _, _ in staged]
-    dupes = sorted({n for n in names if names.count(n) > 1})
+    dupes = sorted(n for n, count in Counter(names).items() if count > 1)
     if dupes:
         raise DeviceSpecError(f"{path}: device(s) listed twice: {', '.join(dupes)}.")
+    owner: dict[str, str] = {}  # alias key -> the row of this file that claims it
     for spec, aliases, rep in staged:
-        clashes = _clashes(spec, _keys_of(spec.name, aliases))
+        keys = _keys_of(spec.name, aliases)
+        for key in keys:
+            other = owner.setdefault(key, spec.name)
+            if other != spec.name:
+                raise DeviceSpecError(f"{path}: devices {other!r} and {spec.name!r} both claim the name or alias "
+                                      f"{key!r}; nothing in this file was registered.")
+        clashes = _clashes(spec, keys)
         if clashes and not rep:
             raise DeviceSpecError(f"{path}: cannot register device {spec.name!r}: {'; '.join(clashes)}. "
                                   "Set replace: true on that row to override.")
-    for spec, aliases, rep in staged:
-        _install(spec, aliases, rep)
+    snapshot = dict(_USER_SPECS), dict(_USER_ALIASES)
+    try:
+        for spec, aliases, rep in staged:
+            _install(spec, aliases, rep, checked=True)  # clashes were checked above, against the table and the file
+    except BaseException:  # all or nothing: a failure part-way leaves the table as it was
+        _USER_SPECS.clear()
+        _USER_SPECS.update(snapshot[0])
+        _USER_ALIASES.clear()
+        _USER_ALIASES.update(snapshot[1])
+        _CACHE.clear()
+        raise
     return names

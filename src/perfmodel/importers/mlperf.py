@@ -53,7 +53,7 @@ from typing import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from ..exceptions import UnknownHardwareError
+from ..exceptions import MLPerfFormatError, UnknownHardwareError
 from ..hardware import get_spec, resolve_gpu_type
 from ._records import read_json_file
 
@@ -79,10 +79,6 @@ _USED_KEYS = frozenset({
     "samples_per_epoch", "gradient_accumulation_steps", "seed", "run_start", "run_stop", "eval_start",
     "eval_stop", "block_start", "block_stop", "tracked_stats", "eval_accuracy",
 })
-
-
-class MLPerfFormatError(ValueError):
-    """A file or folder that is not an MLPerf result log (or holds no usable run)."""
 
 
 # ----------------------------------------------------------------------------------------------- benchmark table
