@@ -222,7 +222,7 @@ class TestLoading:
     @pytest.mark.parametrize("method", ["gbm", "loglinear", "physics", "roofline"])
     def test_load_never_fits(self, tmp_path, monkeypatch, method, queries):
         model = perfmodel.fit(make_history(n_models=4), method=method)
-        model.save(tmp_path / "m.perfmodel")
+        save_model(model, tmp_path / "m.perfmodel")
         import scipy.optimize
         import statsmodels.regression.linear_model as lm
         from sklearn.ensemble import GradientBoostingRegressor
@@ -241,7 +241,7 @@ class TestLoading:
             assert model.coef_table().equals(loaded.coef_table())
 
     def test_tampered_n_estimators_does_not_hang(self, tmp_path, gbm_model, queries):
-        gbm_model.save(tmp_path / "m.perfmodel")
+        save_model(gbm_model, tmp_path / "m.perfmodel")
         meta, members = _archive(tmp_path / "m.perfmodel")
         _find(meta, "n_estimators")["n_estimators"] = 10**9
         _write_archive(tmp_path / "t.perfmodel", meta, members)
@@ -251,7 +251,7 @@ class TestLoading:
         assert np.array_equal(loaded.predict(queries), gbm_model.predict(queries))
 
     def test_unknown_member_is_never_read(self, tmp_path, gbm_model, monkeypatch):
-        gbm_model.save(tmp_path / "m.perfmodel")
+        save_model(gbm_model, tmp_path / "m.perfmodel")
         meta, members = _archive(tmp_path / "m.perfmodel")
         _write_archive(tmp_path / "t.perfmodel", meta, members, extra=[("payload.bin", b"\0" * 50_000_000)])
         assert (tmp_path / "t.perfmodel").stat().st_size < 1_000_000
@@ -264,12 +264,12 @@ class TestLoading:
         assert opened == []
 
     def test_total_size_bounded_before_reading(self, tmp_path, gbm_model):
-        gbm_model.save(tmp_path / "m.perfmodel")
+        save_model(gbm_model, tmp_path / "m.perfmodel")
         with pytest.raises(ValueError, match="more than the limit"):
             load_model(tmp_path / "m.perfmodel", max_bytes=1000)
 
     def test_array_header_bounded(self, tmp_path, gbm_model):
-        gbm_model.save(tmp_path / "m.perfmodel")
+        save_model(gbm_model, tmp_path / "m.perfmodel")
         meta, members = _archive(tmp_path / "m.perfmodel")
         name = next(iter(members))
         header = np.lib.format.header_data_from_array_1_0(np.zeros(3))
@@ -282,7 +282,7 @@ class TestLoading:
             load_model(tmp_path / "t.perfmodel")
 
     def test_library_versions_recorded_and_checked(self, tmp_path, gbm_model):
-        gbm_model.save(tmp_path / "m.perfmodel")
+        save_model(gbm_model, tmp_path / "m.perfmodel")
         meta, members = _archive(tmp_path / "m.perfmodel")
         import sklearn
 
@@ -299,7 +299,7 @@ class TestLoading:
     def test_tampered_files_are_value_errors(self, tmp_path, mutation):
         method = "loglinear" if mutation == "ols_shapes" else "gbm"
         model = perfmodel.fit(make_history(n_models=3), method=method)
-        model.save(tmp_path / "m.perfmodel")
+        save_model(model, tmp_path / "m.perfmodel")
         meta, members = _archive(tmp_path / "m.perfmodel")
         state = meta["model"]["state"]
         if mutation == "drop_pipeline":
@@ -345,7 +345,7 @@ class TestLoading:
             load_model(tmp_path / "t.perfmodel")
 
     def test_cli_tampered_file_is_one_line(self, tmp_path, gbm_model):
-        gbm_model.save(tmp_path / "m.perfmodel")
+        save_model(gbm_model, tmp_path / "m.perfmodel")
         meta, members = _archive(tmp_path / "m.perfmodel")
         del meta["model"]["state"]["models_"]
         _write_archive(tmp_path / "t.perfmodel", meta, members)

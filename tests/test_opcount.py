@@ -262,21 +262,21 @@ class TestFeaturesAndModel:
         assert table["compute_efficiency[recurrent]"] != pytest.approx(table["pooled_compute_efficiency"], rel=0.05)
         assert table["memory_efficiency[recurrent]"] == pytest.approx(table["pooled_memory_efficiency"], rel=1e-3)
 
-    def test_new_family_gets_its_own_wider_interval(self, small_history):
+    def test_a_new_model_gets_the_wider_leave_one_model_out_interval(self, small_history):
         train = small_history[small_history["family"] != "rnn"]
-        model = perfmodel.fit(train, method="ops")
+        model = perfmodel.TrainingTimeModel(method="ops", held_out="new_model").fit(train)
         held = small_history[small_history["family"] == "rnn"].head(3)
-        reg = model.pipeline_.named_steps["regressor"]
         pi = model.predict_interval(held)
         seen = model.predict_interval(train.head(3))
-        # leave-one-family-out scores, every held-out family weighing the same (200 quantiles each)
-        assert len(reg.scores_new_family_) == 200 * train["family"].nunique()
+        # leave-one-model-out scores, every held-out model weighing the same (200 quantiles each)
+        assert len(model.scores_["new_model"]["scores"]) == 200 * train["model"].nunique()
+        assert set(pi["query_kind"]) == {"new_model"}
         assert (np.log(pi["step_upper"] / pi["step_time_s"]).min()
                 > np.log(seen["step_upper"] / seen["step_time_s"]).max())
 
     def test_save_and_load(self, small_history, tmp_path):
         model = perfmodel.fit(small_history, method="ops")
-        model.save(tmp_path / "m.pmodel")
+        perfmodel.save_model(model, tmp_path / "m.pmodel")
         back = perfmodel.load_model(tmp_path / "m.pmodel")
         np.testing.assert_allclose(back.predict(small_history), model.predict(small_history))
 

@@ -32,7 +32,7 @@ def fitted(runs):
 
 class TestPlots:
     def test_predicted_vs_measured(self, fitted, runs):
-        ax = fitted.plot_fit(runs)
+        ax = plot.plot_predicted_vs_measured(fitted, runs)
         assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
         n_points = sum(len(c.get_offsets()) for c in ax.collections if hasattr(c, "get_offsets"))
         lines = [l for l in ax.lines if l.get_label() == "identity"]
@@ -41,12 +41,12 @@ class TestPlots:
         assert sum(len(c.lines[0].get_xdata()) for c in ax.containers) == len(runs)
 
     def test_residuals_one_panel_per_feature(self, fitted, runs):
-        fig = fitted.plot_residuals(runs)
+        fig = plot.plot_residuals(fitted, runs)
         assert len(fig.axes) == 4
         assert sum(len(c.get_offsets()) for c in fig.axes[0].collections) == len(runs)
 
     def test_batch_curves_have_points_lines_and_bands(self, fitted, runs):
-        ax = fitted.plot_batch_curves(runs, models=["gpt-s", "cnn-m"])
+        ax = plot.plot_batch_curves(fitted, runs, models=["gpt-s", "cnn-m"])
         assert len([c for c in ax.collections if isinstance(c, PolyCollection)]) == 2  # the bands
         assert len(ax.lines) == 2
 

@@ -158,7 +158,7 @@ class TestSafeModelFiles:
     def test_safe_round_trip_predicts_the_same(self, tmp_path, method):
         h = make_history().assign(family="mlp", threads_per_worker=1)
         m = perfmodel.fit(h, method=method)
-        m.save(tmp_path / "m.perfmodel")
+        save_model(m, tmp_path / "m.perfmodel")
         assert (tmp_path / "m.perfmodel").read_bytes()[:4] == b"PK\x03\x04"  # npz, no pickle
         back = load_model(tmp_path / "m.perfmodel")
         pd.testing.assert_frame_equal(back.predict_interval(h), m.predict_interval(h))
@@ -190,7 +190,7 @@ class TestSafeModelFiles:
 
     def test_incompatible_version_refused(self, tmp_path):
         m = perfmodel.fit(make_history(), method="loglinear")
-        m.save(tmp_path / "m.perfmodel")
+        save_model(m, tmp_path / "m.perfmodel")
         with np.load(tmp_path / "m.perfmodel", allow_pickle=False) as a:
             arrays = {k: a[k] for k in a.files}
         meta = json.loads(str(arrays.pop("__meta__")))

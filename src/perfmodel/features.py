@@ -32,7 +32,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .hardware import get_spec
+from .hardware import get_spec, resolve_gpu_type
 from .schema import OP_TRACED_CLASSES
 
 __all__ = ["run_quantities", "RunFeaturizer", "FEATURE_SETS", "FP32_GRAD_BYTES", "ROOFLINE_COLUMNS", "OPS_COLUMNS",
@@ -93,6 +93,17 @@ def _codes(values, known) -> np.ndarray:
     look = index.get_indexer(np.asarray([str(u) for u in uniq], dtype=object))
     missing = index.get_indexer(np.asarray([""], dtype=object))[0]
     return np.where(codes >= 0, look[np.maximum(codes, 0)] if len(look) else -1, missing).astype(float)
+
+
+def _canonical(values) -> np.ndarray:
+    """Device names as the spec table spells them (``a10`` and ``A10`` are one device); an unknown name as given."""
+    def one(name):
+        try:
+            return resolve_gpu_type(str(name))
+        except (ValueError, TypeError):
+            return str(name)
+
+    return _per_distinct(values, one).astype(object)
 
 
 def _per_distinct(values, func) -> np.ndarray:
@@ -258,7 +269,7 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
             "log_work": np.log(work),
             "model_code": codes(model, self.model_names_),
             "family_code": codes(fam, self.families_),
-            "device_code": codes(gpu, self.gpu_types_),
+            "device_code": codes(_canonical(gpu), self.gpu_types_),
             "arch_code": codes([i["architecture"] for i in info], self.architectures_),
             "vendor_code": codes([i["vendor"] for i in info], self.vendors_),
             "precision_code": codes(prec, self.precisions_),
@@ -362,7 +373,7 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
         if not isinstance(X, pd.DataFrame):
             raise TypeError(f"RunFeaturizer expects a DataFrame of runs. Got {type(X).__name__}.")
         q = run_quantities(X)
-        self.gpu_types_ = sorted(map(str, pd.unique(q["gpu_type"])))
+        self.gpu_types_ = sorted(map(str, pd.unique(_canonical(q["gpu_type"]))))
         self.precisions_ = sorted(map(str, pd.unique(q["precision"])))
         if self.kind in ("physics", "roofline", "ops"):
             fam = X["family"].astype("string").dropna() if "family" in X.columns else pd.Series([], dtype="string")
