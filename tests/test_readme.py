@@ -1,5 +1,6 @@
-"""The README agrees with the code: its method table lists exactly METHODS plus ``auto``, and the defaults it
-states are the defaults of the public entry points and the CLI."""
+"""The README and the methods page of the docs agree with the code: the method table (docs/guide/methods.md) lists
+exactly METHODS plus ``auto``, the defaults it states are the defaults of the public entry points and the CLI, and
+the README's first example prints what the code prints."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ import perfmodel
 from perfmodel import cli, fitting, plan
 from perfmodel.models import METHODS
 
-README = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+METHODS_PAGE = (ROOT / "docs" / "guide" / "methods.md").read_text(encoding="utf-8")
 
 
 def _method_table() -> dict[str, str]:
-    section = README[README.index("### Methods"):]
+    section = METHODS_PAGE[METHODS_PAGE.index("## Methods\n"):]
     rows = {}
     for line in section.splitlines()[2:]:
         if not line.startswith("|"):
@@ -51,10 +54,11 @@ def test_auto_candidates_are_the_ones_the_table_names():
     assert all(f"`{m}`" in _method_table()["auto"]["text"] for m in fitting.AUTO_CANDIDATES)
 
 
-def test_extrapolation_constants_match_the_readme():
-    from perfmodel.models._training import EXTRAPOLATION_C, EXTRAPOLATION_D0
+def test_extrapolation_constants_match_the_methods_page():
+    from perfmodel.models._conformal import EXTRAPOLATION_C, EXTRAPOLATION_D0
 
-    assert f"`d0 = {EXTRAPOLATION_D0:g}`" in README and f"`1 + {EXTRAPOLATION_C:g}·(d − {EXTRAPOLATION_D0:g})`" in README
+    assert f"`d0 = {EXTRAPOLATION_D0:g}`" in METHODS_PAGE
+    assert f"`1 + {EXTRAPOLATION_C:g}·(d − {EXTRAPOLATION_D0:g})`" in METHODS_PAGE
 
 
 def test_the_first_example_prints_what_the_readme_says():
