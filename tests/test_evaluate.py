@@ -14,6 +14,7 @@ from perfmodel.exceptions import SchemaError
 
 from perfmodel.evaluate import (BASELINES, AnalyticBaseline, SPLITS, coverage, evaluate, grouped_folds, mean_relative_width,
                                 noise_floor, r2_log)
+from perfmodel.kinds import KINDS, group_keys
 from perfmodel.models import PhysicsRegressor, TrainingTimeModel
 
 from conftest import make_history
@@ -45,13 +46,17 @@ class TestGroupedFolds:
     def test_held_out_group_never_in_training(self, split):
         runs = make_history()
         col = SPLITS[split]
+        # the groups are those perfmodel.kinds holds out (numbers compared as numbers: 8 and 8.0 are one group)
+        keys = group_keys(runs, next(k for k in KINDS if k.column == col)).astype(str)
         seen = set()
         for held, train, test in grouped_folds(runs, col):
-            assert set(runs.iloc[test][col].astype(str)) == {held}
-            assert held not in set(runs.iloc[train][col].astype(str))
+            assert set(keys[test]) == {held}
+            assert held not in set(keys[train])
             assert len(set(train) & set(test)) == 0
+            if col != "model":
+                assert (runs.iloc[test][col].astype(float) == float(held)).all()
             seen.add(held)
-        assert seen == set(runs[col].astype(str))
+        assert seen == set(keys)
 
     def test_evaluate_predictions_come_from_folds_without_their_group(self):
         runs = make_history(n_models=4)
@@ -141,10 +146,11 @@ class TestPhysics:
 
     def test_new_model_gets_the_wider_interval(self):
         train = physics_history(0, model_sd=0.3)  # models differ beyond what their family explains
-        m = TrainingTimeModel(method="physics").fit(train)
+        m = TrainingTimeModel(method="physics", held_out="new_model").fit(train)
         row = train.iloc[[0]]
         seen = m.predict_interval(row)
         new = m.predict_interval(row.assign(model="never-seen"))
+        assert new["interval_rule"].iloc[0].startswith("leave-one-model-out (12 groups)")
         assert (new["step_upper"] / new["step_lower"]).iloc[0] > (seen["step_upper"] / seen["step_lower"]).iloc[0]
 
     def test_device_count_outside_range_widens(self):
@@ -161,16 +167,19 @@ class TestPhysics:
         # count is new in two ways and gets the wider new-model interval
         full = physics_history(0, model_sd=0.3)
         one = full[full["gpu_count"] == 1].reset_index(drop=True)
-        m = TrainingTimeModel(method="physics").fit(one)
+        m = TrainingTimeModel(method="physics", held_out=("new_count", "new_model")).fit(one)
         row = one.iloc[[2]]
 
         def width(r):
             pi = m.predict_interval(r)
-            return float(np.log(pi["step_upper"] / pi["step_lower"]).iloc[0])
+            return float(np.log(pi["step_upper"] / pi["step_lower"]).iloc[0]), pi["interval_rule"].iloc[0]
 
-        inside, out = width(row), width(row.assign(gpu_count=2))
-        new_out = width(row.assign(model="never-seen", gpu_count=2))
-        assert inside < out < new_out
+        (inside, _), (out, rule) = width(row), width(row.assign(gpu_count=2))
+        new_out, new_rule = width(row.assign(model="never-seen", gpu_count=2))
+        # one count: no leave-one-count-out refit exists, so the count query takes the next kind that has scores
+        # (new-model), widened by its distance to the runs; a new model at that count is at least as wide
+        assert "new_count scores too few" in rule and "for distance" in rule
+        assert inside < out <= new_out + 1e-12 and new_rule.startswith("leave-one-model-out")
 
     def test_cpu_workers_share_the_host_when_the_history_has_no_thread_counts(self):
         # a history in the minimal schema (no threads_per_worker) with one device count: a second worker on the
@@ -253,8 +262,8 @@ def test_methods_without_a_count_form_refuse_a_count_their_runs_never_varied():
         assert np.isfinite(m.predict(one.head(3))).all()  # the runs' own count is answered
     assert np.isfinite(TrainingTimeModel(method="physics").fit(one).predict(row)).all()
     # with two counts in the history, the leave-one-count-out refits score exactly that extrapolation
-    gbm = TrainingTimeModel(method="gbm").fit(full, held_out="gpu_count")
-    assert gbm.held_out_ == "gpu_count" and len(gbm.held_out_scores_) == len(full)
+    gbm = TrainingTimeModel(method="gbm", held_out="new_count").fit(full)
+    assert gbm.scores_["new_count"]["groups"] == 2 and gbm.scores_["new_count"]["split"] == "leave-one-gpu-count-out"
     # evaluate: the refused folds give a row with n = 0, and the printed table says why
     ev = evaluate(full, methods=("gbm", "physics"), splits=("leave-one-gpu-count-out",), baselines=False)
     t = ev.table.set_index("method")
@@ -263,33 +272,17 @@ def test_methods_without_a_count_form_refuse_a_count_their_runs_never_varied():
     assert "n = 0: the method refused" in str(ev)
 
 
-def test_an_interpolated_held_out_value_takes_the_interpolating_refits_scores():
-    from perfmodel.models import conformal_quantile
+def test_a_kind_held_out_over_too_few_groups_takes_the_next_kinds_scores():
+    # four batch sizes are four leave-one-batch-size-out refits: fewer than MIN_GROUPS, so a new batch size takes
+    # the next more demanding kind that has enough groups (here new-model, 12 models), never the thin scores
+    from perfmodel.models._conformal import MIN_GROUPS
 
     runs = physics_history(0, noise=0.05, batches=(8, 16, 32, 256))
-    m = TrainingTimeModel(method="gbm").fit(runs, held_out="batch_size")
-    # the refits without 16 or without 32 interpolated (across 8..32 and 16..256); those without 8 or 256
-    # extrapolated
-    inner, gaps = m.held_out_scores_interior_, m.held_out_gaps_interior_
-    assert len(inner) == int(runs["batch_size"].isin([16, 32]).sum())
-    np.testing.assert_allclose(np.unique(gaps), [np.log(4), np.log(16)])
-    row = runs.iloc[[0]]
-
-    def half_width(batch):
-        pi = m.predict_interval(row.assign(batch_size=batch))
-        return float(np.log(pi["step_upper"] / pi["step_time_s"]).iloc[0])
-
-    own = half_width(8)  # a value the runs have: the method's own interval
-    # 24 lies in a gap of 2x: every interpolating refit had a gap at least as wide
-    assert half_width(24) == pytest.approx(max(own, conformal_quantile(inner, 0.9)))
-    # 128 lies in a gap of 8x: only the refit that interpolated across 16x (without 32) is as wide
-    wide = inner[gaps >= np.log(8)]
-    assert half_width(128) == pytest.approx(max(own, conformal_quantile(wide, 0.9)))
-    # beyond the runs' values: every refit's scores
-    assert half_width(1024) >= conformal_quantile(m.held_out_scores_, 0.9) - 1e-12
-    # a history whose held-out values are never interpolated (two values) keeps the pooled scores only
-    two = runs[runs["batch_size"].isin([8, 256])].reset_index(drop=True)
-    assert TrainingTimeModel(method="gbm").fit(two, held_out="batch_size").held_out_scores_interior_ is None
+    m = TrainingTimeModel(method="gbm", held_out=("new_batch", "new_model")).fit(runs)
+    assert m.scores_["new_batch"]["groups"] == 4 < MIN_GROUPS
+    pi = m.predict_interval(runs.iloc[[0]].assign(batch_size=24))
+    assert pi["query_kind"].iloc[0] == "new_batch"
+    assert pi["interval_rule"].iloc[0].startswith("leave-one-model-out (12 groups): new_batch scores too few")
 
 
 def test_a_one_count_history_says_its_count_interval_is_widened_by_distance_only():
@@ -299,8 +292,9 @@ def test_a_one_count_history_says_its_count_interval_is_widened_by_distance_only
         warnings.simplefilter("ignore")
         r = perfmodel.predict_training_time("mlp1", batch_size=16, gpu_count=2, gpu_type="cpu", steps=100,
                                             history=one, method="physics")
-    assert any("every run has the same gpu_count" in w for w in r.warnings)
-    assert not any("was not fitted for new_count" in w for w in r.warnings)  # it was: kind='new_count'
+    assert r.query_kind == "new_count"
+    # fitted for new-count queries, but one count leaves no leave-one-count-out refit: the rule says so
+    assert "new_count scores too few" in r.interval_rule and "for distance" in r.interval_rule
 
 
 def test_one_count_history_saves_loads_and_scales(tmp_path):
