@@ -145,16 +145,57 @@ class TestHFOutputDirs:
         run = write_run(tmp_path / "a", extra_results={"gpu_name": "NVIDIA A100-SXM4-40GB"})
         assert from_hf_output_dirs(run).runs.loc[0, "gpu_type"] == "A100-SXM4-40GB"
 
-    def test_dedupe_and_retrain(self, tmp_path):
+    def test_dedupe_on_content_not_mtime(self, tmp_path):
+        """Issue 26 #9: a touched or copied output dir was imported again (the id held the path and mtime)."""
+        import shutil
+
         run = write_run(tmp_path / "a")
         out = tmp_path / "runs.csv"
         first = from_hf_output_dirs(run, values={"gpu_type": "A100"}, output=out)
         again = from_hf_output_dirs(run, values={"gpu_type": "A100"}, output=out)
         assert (first.added, first.duplicates, again.added, again.duplicates) == (1, 0, 0, 1)
         later = time.time() + 5
-        os.utime(run / "all_results.json", (later, later))  # the dir was trained again
+        for name in ("all_results.json", "trainer_state.json"):
+            os.utime(run / name, (later, later))  # touched: the same run
+        assert from_hf_output_dirs(run, values={"gpu_type": "A100"}, output=out).added == 0
+        shutil.copytree(run, tmp_path / "copy" / "a")  # copied elsewhere: the same run
+        assert from_hf_output_dirs(tmp_path / "copy", values={"gpu_type": "A100"}, output=out).added == 0
+        assert len(perfmodel.load_runs(out)) == 1
+        assert first.runs.loc[0, "source_id"].startswith("hf_output:")
+        assert read_history(out).loc[0, "source_path"] == str(run.resolve())
+
+    def test_trained_again_is_imported_again(self, tmp_path):
+        run = write_run(tmp_path / "a")
+        out = tmp_path / "runs.csv"
+        assert from_hf_output_dirs(run, values={"gpu_type": "A100"}, output=out).added == 1
+        write_run(run, runtime=40.0, samples_per_s=4.0)  # new results in the same dir
         assert from_hf_output_dirs(run, values={"gpu_type": "A100"}, output=out).added == 1
         assert len(perfmodel.load_runs(out)) == 2
+
+    @pytest.mark.parametrize("accum", [0, -1, -3])
+    def test_card_accumulation_not_positive_is_skipped(self, tmp_path, accum):
+        """Issue 26 #8: gradient_accumulation_steps=0 in the model card raised ZeroDivisionError; -1 was written."""
+        run = write_run(tmp_path / "a", card={"train_batch_size": 4, "gradient_accumulation_steps": accum,
+                                              "num_devices": 2})
+        res = from_hf_output_dirs(run, values={"gpu_type": "A100"}, output=tmp_path / "r.csv")
+        assert len(res.runs) == 0 and len(res.skipped) == 1
+        assert f"gradient_accumulation_steps={accum}" in res.skipped[0][1]
+        assert not (tmp_path / "r.csv").exists() or len(read_history(tmp_path / "r.csv")) == 0
+
+    @pytest.mark.parametrize("name", ["all_results.json", "trainer_state.json", "config.json"])
+    def test_deeply_nested_json_is_skipped_with_a_reason(self, tmp_path, name):
+        """Issue 26 #8: RecursionError on a deeply nested all_results.json."""
+        run = write_run(tmp_path / "a")
+        (run / name).write_text("[" * 100_000 + "]" * 100_000)
+        res = from_hf_output_dirs(run, values={"gpu_type": "A100"})
+        assert len(res.runs) == 0 and "nested too deeply" in res.skipped[0][1]
+
+    def test_huge_and_odd_values_are_skipped_not_raised(self, tmp_path):
+        run = write_run(tmp_path / "a", extra_results={"train_runtime": 10**400})
+        (run / "trainer_state.json").write_text(json.dumps({"global_step": 10**400, "train_batch_size": "x",
+                                                            "log_history": 7}))
+        res = from_hf_output_dirs(run, values={"gpu_type": "A100"})
+        assert len(res.runs) == 0 and len(res.skipped) == 1
 
     def test_bad_input(self, tmp_path):
         with pytest.raises(FileNotFoundError, match="does not exist"):
@@ -270,6 +311,65 @@ class TestMlflow:
         assert (row["model"], row["params"], row["batch_size"], row["gpu_count"], row["gpu_type"]) == \
             ("resnet", 5_000_000, 32, 2, "A10")
         assert row["step_time_s"] == pytest.approx(0.5)
+
+    @pytest.mark.parametrize("accum", ["0", "-1"])
+    def test_accumulation_not_positive_is_skipped(self, file_store, accum):
+        """Issue 26 #8: ZeroDivisionError on gradient_accumulation_steps=0; -1 gave grad_accum=-1."""
+        from perfmodel.importers import from_mlflow
+
+        uri, log = file_store
+        log({**HF_PARAMS, "gradient_accumulation_steps": accum}, HF_METRICS, tags={"gpu": "A100"})
+        log({**HF_PARAMS, "world_size": "-1"}, HF_METRICS, tags={"gpu": "A100"})
+        res = from_mlflow(uri)
+        assert len(res.runs) == 0 and len(res.skipped) == 2
+        reasons = " ".join(r for _, r in res.skipped)
+        assert f"gradient_accumulation_steps={int(accum)}" in reasons and "process count=-1" in reasons
+
+    def test_unreachable_server_fails_in_seconds_with_one_line(self, capsys):
+        """Issue 26 #8: a closed port was retried for 4 min 10 s, then a 111-line traceback."""
+        import socket
+
+        from perfmodel.cli import main
+        from perfmodel.importers import from_mlflow
+
+        with socket.socket() as s:  # a port that nothing listens on
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        t0 = time.monotonic()
+        with pytest.raises(ConnectionError, match=f"127.0.0.1:{port} is not reachable"):
+            from_mlflow(f"http://127.0.0.1:{port}")
+        assert main(["import", "mlflow", "--tracking-uri", f"http://127.0.0.1:{port}", "-o", "x.csv"]) == 2
+        err = capsys.readouterr().err
+        assert time.monotonic() - t0 < 15
+        assert err.startswith("perfmodel: error: MLflow tracking server") and err.count("\n") == 1
+
+    def test_server_that_drops_connections_fails_in_seconds(self):
+        import socket
+        import threading
+
+        from perfmodel.importers import from_mlflow
+
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(50)
+
+        def serve():
+            while True:
+                try:
+                    conn, _ = srv.accept()
+                except OSError:
+                    return
+                conn.close()
+
+        threading.Thread(target=serve, daemon=True).start()
+        t0 = time.monotonic()
+        try:
+            with pytest.raises(ConnectionError, match="MLflow at http://127.0.0.1.* failed"):
+                from_mlflow(f"http://127.0.0.1:{srv.getsockname()[1]}")
+        finally:
+            srv.close()
+        assert time.monotonic() - t0 < 30
+        assert "MLFLOW_HTTP_REQUEST_MAX_RETRIES" not in os.environ  # the import's settings are undone
 
     def test_errors(self, file_store, tmp_path):
         from perfmodel.importers import from_mlflow

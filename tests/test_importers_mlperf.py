@@ -241,6 +241,104 @@ class TestBadInput:
             from_mlperf(42)
 
 
+class TestRobustness:
+    """Issue 26 #8/#9: a broken log is left out with a reason, never a traceback; a log is imported once."""
+
+    def test_deeply_nested_mllog_line_is_skipped(self):
+        text = _log(("submission_benchmark", "bert", 0, {})) + "\n:::MLLOG " + "[" * 100_000 + "]" * 100_000
+        text += "\n:::MLLOG {\"key\": \"x\", \"time_ms\": 1, \"value\": " + "[" * 100_000 + "]" * 100_000 + "}"
+        assert [e["key"] for e in parse_mllog(text)] == ["submission_benchmark"]
+
+    @pytest.mark.parametrize("metadata", ["a string", 7, ["list"], None])
+    def test_event_with_non_mapping_metadata(self, metadata):
+        text = _log(("submission_benchmark", "resnet", 0, {}), ("global_batch_size", 256, 0, metadata),
+                    ("run_start", None, 1000, metadata), ("run_stop", None, 9000, metadata),
+                    ("tracked_stats", {"throughput": 1000.0}, 5000, metadata))
+        row = summarize_run(text, _H100x8, source_path="x")
+        assert row["time_to_train_s"] == pytest.approx(8.0)
+
+    def test_events_with_odd_keys_and_times_are_skipped(self):
+        text = "\n".join(":::MLLOG " + json.dumps(e) for e in (
+            {"key": ["list"], "time_ms": 1}, {"key": "run_start", "time_ms": "soon"},
+            {"key": "run_start", "time_ms": 10**400}, {"key": "run_start", "time_ms": 5, "metadata": {}}))
+        assert [(e["key"], e["time_ms"]) for e in parse_mllog(text)] == [("run_start", 5.0)]
+
+    @pytest.mark.parametrize("gbs", [-256, 0, 2.5])
+    def test_bad_batch_is_marked_not_fatal(self, tmp_path, capsys, gbs):
+        """One log with a negative batch aborted the whole import."""
+        root = tmp_path / "v4.0"
+        shutil.copytree(DATA / "v4.0", root)
+        bad = root / "Dell/results/XE9680x8H100-SXM-80GB/bert/result_1.txt"
+        text = _log(("submission_benchmark", "bert", 0, {}), ("global_batch_size", gbs, 0, {}),
+                    ("run_start", None, 0, {}), ("run_stop", None, 9000, {"status": "success"}),
+                    ("tracked_stats", {"throughput": 100.0}, 5000, {"step": 1}))
+        bad.write_text(text)
+        runs = from_mlperf([root]).set_index("source_path")
+        assert "is not a positive integer" in runs.loc[str(bad), "excluded_reason"]
+        out = tmp_path / "r.csv"
+        assert main(["import", "mlperf", str(root), "-o", str(out)]) == 0
+        captured = capsys.readouterr()
+        assert "appended 2 runs" in captured.out and "global_batch_size" in captured.out
+        assert len(load_runs(out)) == 2
+
+    def test_schema_refusal_is_marked_not_fatal(self, tmp_path, monkeypatch):
+        from perfmodel.importers import mlperf
+
+        real = mlperf.summarize_run
+
+        def negative_count(*a, **k):
+            row = real(*a, **k)
+            if row["benchmark"] == "bert":
+                row["step_time_s"] = -0.5  # a value the schema refuses on a row that is otherwise fine
+            return row
+
+        monkeypatch.setattr(mlperf, "summarize_run", negative_count)
+        runs = from_mlperf([DATA / "v4.0"]).set_index("benchmark")
+        assert runs.loc["bert", "excluded_reason"].startswith("the schema refuses it")
+        assert "step_time_s" in runs.loc["bert", "excluded_reason"]
+        assert pd.isna(runs.loc["llama2_70b_lora", "excluded_reason"])
+        assert list(loadable(runs.reset_index())["benchmark"]) == ["llama2_70b_lora"]
+
+    def test_unexpected_failure_in_one_log_is_marked(self, tmp_path, monkeypatch):
+        from perfmodel.importers import mlperf
+
+        real = mlperf.summarize_run
+
+        def boom(text, *a, **k):
+            if "llama2_70b_lora" in k.get("source_path", ""):
+                raise ZeroDivisionError("division by zero")
+            return real(text, *a, **k)
+
+        monkeypatch.setattr(mlperf, "summarize_run", boom)
+        runs = from_mlperf([DATA / "v4.0"]).set_index("benchmark")
+        assert "could not be read (ZeroDivisionError" in runs.loc["llama2_70b_lora", "excluded_reason"]
+        assert pd.isna(runs.loc["bert", "excluded_reason"])
+
+    def test_string_system_fields_and_negative_counts(self, tmp_path):
+        text = BERT.read_text()
+        row = summarize_run(text, {"accelerator_model_name": 7, "accelerators_per_node": "8",
+                                   "number_of_nodes": "1"}, source_path="x")
+        assert row["gpu_type"] is None and "does not resolve" in row["excluded_reason"]
+        row = summarize_run(text, {**_H100x8, "accelerators_per_node": "-8", "number_of_nodes": "-1"},
+                            source_path="x")
+        assert row["gpu_count"] is None and "accelerator count unknown" in row["excluded_reason"]
+        row = summarize_run(text, ["not", "a", "mapping"], source_path="x")
+        assert row["gpu_count"] is None and row["excluded_reason"]
+
+    def test_import_twice_adds_nothing(self, tmp_path, capsys):
+        """`perfmodel import mlperf DIR -o out.csv` run twice doubled the rows."""
+        out = tmp_path / "runs.csv"
+        assert main(["import", "mlperf", str(DATA / "v4.0"), "-o", str(out)]) == 0
+        assert main(["import", "mlperf", str(DATA / "v4.0"), "-o", str(out)]) == 0
+        assert "appended 0 runs" in capsys.readouterr().out
+        copy = tmp_path / "copy" / "v4.0"
+        shutil.copytree(DATA / "v4.0", copy)  # the same logs elsewhere: the same runs
+        assert main(["import", "mlperf", str(copy), "-o", str(out)]) == 0
+        hist = read_history(out)
+        assert len(hist) == 2 and hist["source_id"].is_unique and hist["run_id"].is_unique
+        assert hist["source_id"].str.startswith("mlperf:").all()
+
+
 class TestCLI:
     def test_import_appends_to_a_history(self, tmp_path, capsys):
         out = tmp_path / "runs.csv"

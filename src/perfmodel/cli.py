@@ -570,7 +570,7 @@ def _cmd_report(args) -> int:
 
 def _import_mlperf(args) -> int:
     from .importers.mlperf import from_mlperf, loadable
-    from .io import append_runs
+    from .io import append_new_runs
 
     runs = from_mlperf(args.paths, system=args.system, round=args.round, source_commit=args.source_commit)
     good = loadable(runs)
@@ -578,8 +578,8 @@ def _import_mlperf(args) -> int:
     if good.empty:
         reasons = "; ".join(sorted(set(left["excluded_reason"].astype(str))))[:300]
         raise ValueError(f"none of the {len(runs)} runs found can be imported: {reasons}")
-    append_runs(good, args.output)
-    print(f"appended {len(good)} runs to {args.output}")
+    added, already = append_new_runs(good, args.output, key="source_id")  # a log's content is imported once
+    print(f"appended {added} runs to {args.output}" + (f" ({already} already there)" if already else ""))
     if len(left):
         counts = left["excluded_reason"].value_counts()
         print(f"left out {len(left)} runs:")

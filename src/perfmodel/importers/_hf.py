@@ -44,7 +44,7 @@ def as_float(value) -> float | None:
         return None
     try:
         out = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond the float range (10**400)
         return None
     return out if math.isfinite(out) else None
 
@@ -117,8 +117,11 @@ def count_safetensors_params(folder: str | Path) -> int | None:
     if index.is_file():
         try:
             files = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return None
+        if not all(isinstance(f, str) and "/" not in f and "\\" not in f and f not in ("", ".", "..")
+                   for f in files):
+            return None  # shard names are plain file names next to the index
     elif (folder / "model.safetensors").is_file():
         files = ["model.safetensors"]
     else:
@@ -132,12 +135,18 @@ def count_safetensors_params(folder: str | Path) -> int | None:
                 if size > 100_000_000:  # a header this large is not a safetensors header
                     return None
                 header = json.loads(fh.read(size))
-        except (OSError, struct.error, ValueError):
+        except (OSError, struct.error, ValueError, RecursionError):
+            return None
+        if not isinstance(header, dict):
             return None
         for key, entry in header.items():
             if key == "__metadata__" or not isinstance(entry, dict):
                 continue
-            total += math.prod(int(s) for s in entry.get("shape", []))
+            shape = entry.get("shape", [])
+            if not isinstance(shape, list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
+                                                      for s in shape):
+                return None  # not a safetensors header
+            total += math.prod(shape)
     return total or None
 
 

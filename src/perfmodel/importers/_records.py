@@ -93,8 +93,10 @@ def read_json_file(path, what: str, error: type = ValueError):
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise FileNotFoundError(f"{what} {str(path)!r} does not exist.") from None
-    except ValueError as exc:
+    except ValueError as exc:  # UnicodeDecodeError is a ValueError too
         raise error(f"{what} {str(path)!r} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise error(f"{what} {str(path)!r} is not usable JSON: nested too deeply.") from None
 
 
 def read_mapping_file(path) -> dict[str, str]:
@@ -148,6 +150,16 @@ def build_record(facts: dict, cols: dict, *, source: str, source_id: str, protoc
     """
     why = dict(facts.get("why", {}))
     rec = {"run_id": facts.get("run_id")}
+    # Counts the source gives must be positive integers: a 0 or negative one is a broken record, skipped with the
+    # value named (never divided by, never written).
+    bad = [f"{name}={value!r} is not a positive integer" for name, value in (
+        ("per-device batch size", cols.get("batch_size", facts.get("micro_batch"))),
+        ("gradient_accumulation_steps", cols.get("grad_accum", facts.get("grad_accum"))),
+        ("process count", facts.get("processes")), ("gpu_count", cols.get("gpu_count")),
+        ("n_gpu", facts.get("gpus_per_process")), ("steps", cols.get("steps", facts.get("steps"))))
+        if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value >= 1)]
+    if bad:
+        return "; ".join(bad)
     gpp = max(1, facts.get("gpus_per_process") or 1)
     micro = cols.get("batch_size", facts.get("micro_batch"))  # the schema's batch_size: per device, per micro-batch
     accum = cols.get("grad_accum", facts.get("grad_accum"))

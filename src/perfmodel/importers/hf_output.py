@@ -17,6 +17,7 @@ A run's output dir holds what the Trainer and the example scripts write:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -42,6 +43,8 @@ def _read_json(path: Path) -> dict:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ValueError(f"{str(path)!r} is not readable JSON ({exc}).") from None
+    except RecursionError:
+        raise ValueError(f"{str(path)!r} is not usable JSON: nested too deeply.") from None
     return data if isinstance(data, dict) else {}
 
 
@@ -102,7 +105,8 @@ def _facts(path: Path) -> tuple[dict, dict]:
     """The facts of one output dir, and a flat dict of every key it holds (for ``mapping``)."""
     state = _read_json(path / "trainer_state.json") or _latest_checkpoint_state(path)
     results = {**_read_json(path / "train_results.json"), **_read_json(path / "all_results.json")}
-    final = next((e for e in reversed(state.get("log_history") or []) if isinstance(e, dict)
+    log_history = state.get("log_history")
+    final = next((e for e in reversed(log_history if isinstance(log_history, list) else []) if isinstance(e, dict)
                   and "train_runtime" in e), {})
     speed = {**final, **results}
     config = _read_json(path / "config.json")
@@ -155,6 +159,28 @@ def _facts(path: Path) -> tuple[dict, dict]:
     return facts, flat
 
 
+#: The files whose bytes identify a run (what the importer reads; ``training_args.bin`` is never read).
+_CONTENT_FILES = ("trainer_state.json", "train_results.json", "all_results.json", "config.json", "README.md")
+
+
+def content_id(path: Path) -> str:
+    """A digest of what an output dir holds (the files the importer reads, by name and bytes): the same run
+    touched, copied or moved keeps its id; a dir trained again (new results) gets a new one."""
+    h = hashlib.sha256()
+    files = [path / name for name in _CONTENT_FILES]
+    if not (path / "trainer_state.json").is_file():
+        files += sorted(path.glob("checkpoint-*/trainer_state.json"))
+    for f in files:
+        try:
+            data = f.read_bytes()
+        except OSError:  # absent (or unreadable: the facts say why)
+            continue
+        rel = f.relative_to(path).as_posix()
+        h.update(f"{rel}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()[:24]
+
+
 def _marker_mtime(path: Path) -> float:
     times = [(path / m).stat().st_mtime for m in _MARKERS if (path / m).is_file()]
     times += [p.stat().st_mtime for p in path.glob("checkpoint-*/trainer_state.json")]
@@ -169,8 +195,9 @@ def from_hf_output_dirs(dirs, *, output=None, mapping=None, values=None) -> Impo
     dirs : path or list of paths
         Output dirs, or folders searched (recursively) for them.
     output : path, optional
-        History to append to, skipping dirs already imported (``source_id`` ``hf_output:<dir>@<mtime>``: an
-        output dir trained again is imported again).
+        History to append to, skipping runs already imported (``source_id`` ``hf_output:<digest>``, a digest of
+        the files the importer reads, by name and content: a dir touched, copied or moved is the same run; a dir
+        trained again holds new results and is imported again). The dir is recorded in ``source_path``.
     mapping : dict, optional
         ``{"key in config.json, trainer_state.json, all_results.json or the model card": "column"}``.
     values : dict, optional
@@ -187,23 +214,24 @@ def from_hf_output_dirs(dirs, *, output=None, mapping=None, values=None) -> Impo
     records, skipped = [], []
     for path in find_output_dirs(list(dirs)):
         mtime = _marker_mtime(path)
-        sid = f"hf_output:{path.resolve()}@{mtime:.0f}"
+        sid = f"hf_output:{content_id(path)}"
         try:
             facts, flat = _facts(path)
         except ValueError as exc:
-            skipped.append((sid, str(exc)))
+            skipped.append((f"{sid} ({path})", str(exc)))
             continue
         facts["timestamp"] = datetime.fromtimestamp(mtime, timezone.utc).isoformat(timespec="seconds")
         cols, problems = mapped_columns(flat.get, mapping, values)
         if problems:
-            skipped.append((sid, "; ".join(problems)))
+            skipped.append((f"{sid} ({path})", "; ".join(problems)))
             continue
         rec = build_record(facts, cols, source="hf_output", source_id=sid,
                            protocol="hf_output: train_runtime over the run's optimizer steps (start-up, logging, "
                                     "evaluation and saving included)")
         if isinstance(rec, str):
-            skipped.append((sid, rec))
+            skipped.append((f"{sid} ({path})", rec))
         else:
+            rec.setdefault("source_path", str(path.resolve()))
             records.append(rec)
     if not records and not skipped:
         raise ValueError(f"No Hugging Face output dir (with {', '.join(_MARKERS)}) found in "

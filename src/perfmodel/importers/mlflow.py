@@ -20,7 +20,8 @@ column                      from
 ``flops_per_sample``        ``total_flos`` over the samples trained
 ==========================  =========================================================================================
 
-Runs that are not ``FINISHED``, or lack a required column, are skipped with a reason each. ``mapping``
+Runs that are not ``FINISHED``, or lack a required column, are skipped with a reason each. A tracking server
+that does not accept a connection within :data:`CONNECT_TIMEOUT_S` seconds is an error of one line. ``mapping``
 (``{"param, metric or tag": "column"}``) and ``values`` (``{"column": value}`` for every run) fill the rest.
 """
 
@@ -65,6 +66,57 @@ def _file_store_allowed(uri):
         yield
     finally:
         os.environ.pop("MLFLOW_ALLOW_FILE_STORE", None)
+
+
+#: For a tracking server: seconds to wait for a connection before the import fails with one line (MLflow's own
+#: defaults retry 7 times with exponential backoff, 4 minutes against a server that is down).
+CONNECT_TIMEOUT_S = 5.0
+_HTTP_SETTINGS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+                  "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
+
+
+def _check_server(uri) -> None:
+    """A tracking server must accept a connection within :data:`CONNECT_TIMEOUT_S`; else one clear error."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if uri is None or not str(uri).lower().startswith(("http://", "https://")):
+        return
+    parts = urlsplit(uri)
+    try:
+        port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+    except ValueError:
+        raise ValueError(f"MLflow tracking URI {uri!r} has an invalid port.") from None
+    if not parts.hostname:
+        raise ValueError(f"MLflow tracking URI {uri!r} names no host.")
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        reason = "timed out" if isinstance(exc, socket.timeout) else (exc.strerror or str(exc) or type(exc).__name__)
+        raise ConnectionError(f"MLflow tracking server {uri} is not reachable ({reason}, within "
+                              f"{CONNECT_TIMEOUT_S:g} s): check the URI and that the server is running.") from None
+
+
+@contextlib.contextmanager
+def _quick_http(uri):
+    """Few, short retries against a tracking server for the duration of the import (values the user set are
+    kept), and MLflow's errors as one line."""
+    is_http = uri is not None and str(uri).lower().startswith(("http://", "https://"))
+    added = [k for k in _HTTP_SETTINGS if is_http and k not in os.environ]
+    for k in added:
+        os.environ[k] = _HTTP_SETTINGS[k]
+    try:
+        yield
+    except Exception as exc:
+        if not type(exc).__module__.split(".")[0] in ("mlflow", "requests", "urllib3"):
+            raise
+        first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+        error = ConnectionError if is_http else ValueError
+        raise error(f"MLflow at {uri or 'the default tracking URI'} failed: {first[:300]}") from None
+    finally:
+        for k in added:
+            os.environ.pop(k, None)
 
 
 def _check_local_store(uri) -> None:
@@ -178,7 +230,9 @@ def from_mlflow(tracking_uri: str | None = None, *, experiment: str | None = Non
     if max_runs is not None and (isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < 1):
         raise ValueError(f"The 'max_runs' parameter of from_mlflow must be a positive int. Got {max_runs!r}.")
     _check_local_store(tracking_uri)
-    with _file_store_allowed(tracking_uri):
+    effective = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+    _check_server(effective)
+    with _file_store_allowed(tracking_uri), _quick_http(effective):
         return _import(tracking_uri, experiment, output, mapping, values, max_runs)
 
 

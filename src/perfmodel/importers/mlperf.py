@@ -39,6 +39,7 @@ Examples
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -253,15 +254,22 @@ def parse_mllog(text: str, keys: Iterable[str] | None = None) -> list[dict]:
                     continue
         try:
             event = json.loads(raw)
+        except RecursionError:  # nested too deeply to be an MLLOG event
+            event = None
         except ValueError:
             j = raw.rfind("}")  # trailing text glued on by an interleaved rank
             try:
                 event = json.loads(raw[: j + 1]) if j > 0 else None
-            except ValueError:
+            except (ValueError, RecursionError):
                 event = None
-        if not isinstance(event, dict) or "key" not in event or "time_ms" not in event:
+        if not isinstance(event, dict) or not isinstance(event.get("key"), str):
             continue
-        event["metadata"] = event.get("metadata") or {}
+        time_ms = _num(event.get("time_ms"))
+        if time_ms is None:  # an event without a usable time is not one
+            continue
+        event["time_ms"] = time_ms
+        if not isinstance(event.get("metadata"), dict):  # e.g. a string: the event keeps no metadata
+            event["metadata"] = {}
         events.append(event)
     return events
 
@@ -274,9 +282,11 @@ def _first(events, key, default=None):
 
 
 def _num(value) -> float | None:
+    if isinstance(value, bool):
+        return None
     try:
         out = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     return out if math.isfinite(out) else None
 
@@ -439,7 +449,10 @@ def _precision(events, text: str, system: Mapping | None, accelerator: str | Non
 
 
 def _int(value) -> int | None:
-    v = _num(str(value).strip()) if value is not None else None
+    try:
+        v = _num(str(value).strip()) if value is not None else None
+    except ValueError:  # an int too long to print
+        return None
     return int(v) if v is not None and v == int(v) else None
 
 
@@ -503,12 +516,20 @@ def summarize_run(text: str, system_info: Mapping | None = None, *, benchmark: s
     bench = BENCHMARKS.get(bench_name)
     cfg = {k: _num(_first(events, k)) for k in ("global_batch_size", "max_sequence_length", "train_samples",
                                                  "samples_per_epoch", "gradient_accumulation_steps", "seed")}
+    early = []  # values the log gives that no run can have: the run is kept, marked, and never fitted
+    for key in ("global_batch_size", "gradient_accumulation_steps", "max_sequence_length", "train_samples",
+                "samples_per_epoch"):
+        value = cfg[key]
+        if value is not None and not (value >= 1 and value.is_integer()):
+            early.append(f"{key} {value:g} is not a positive integer")
+            cfg[key] = None
     gbs = cfg["global_batch_size"]
-    system = dict(system_info or {})
-    accel = (system.get("accelerator_model_name") or "").strip() or None
+    system = dict(system_info) if isinstance(system_info, Mapping) else {}
+    accel = system.get("accelerator_model_name")
+    accel = accel.strip() or None if isinstance(accel, str) else None
     per_node = _int(system.get("accelerators_per_node"))
     nodes = _int(system.get("number_of_nodes"))
-    gpu_count = per_node * nodes if per_node and nodes else None
+    gpu_count = per_node * nodes if per_node and nodes and per_node > 0 and nodes > 0 else None
 
     starts = [e["time_ms"] for e in events if e["key"] == "run_start"]
     stops = [e for e in events if e["key"] == "run_stop"]
@@ -556,7 +577,7 @@ def summarize_run(text: str, system_info: Mapping | None = None, *, benchmark: s
     if reported == "fp8" and (gpu_type is None or not get_spec(gpu_type).peak_tflops("fp8")):
         precision = "bf16"
 
-    reasons = []
+    reasons = list(early)
     if bench is None:
         reasons.append(f"benchmark {bench_name or '?'} not in the table")
     elif bench.params is None:
@@ -699,10 +720,14 @@ def _system_json(submitter_dir: Path | None, system: str | None, explicit: Mappi
     if not f.is_file():
         return None
     try:
-        return json.loads(f.read_text(encoding="utf-8", errors="replace"))
-    except ValueError:
+        data = json.loads(f.read_text(encoding="utf-8", errors="replace"))
+    except (ValueError, RecursionError):
         logger.warning("System description %s is not valid JSON; ignoring it.", f)
         return None
+    if not isinstance(data, dict):
+        logger.warning("System description %s is not a JSON object; ignoring it.", f)
+        return None
+    return data
 
 
 def from_mlperf(paths_or_dirs, *, system: Mapping | str | os.PathLike | None = None, round: str | None = None,
@@ -759,12 +784,50 @@ def from_mlperf(paths_or_dirs, *, system: Mapping | str | os.PathLike | None = N
         if rnd is None:  # a checkout named training_results_v4.0, or a folder named v4.0, on the path
             m = _ROUND.search(f.resolve().as_posix())
             rnd = m.group(1) if m else None
-        row = summarize_run(text, sysd, benchmark=bench, source_path=str(f), round=rnd,
-                            submitter=sysd.get("submitter") if sysd else (sub_dir.name if sub_dir else None),
-                            system=sys_name, source_commit=source_commit)
+        submitter = sysd.get("submitter") if sysd else (sub_dir.name if sub_dir else None)
+        submitter = None if submitter is None else str(submitter)
+        try:
+            row = summarize_run(text, sysd, benchmark=bench, source_path=str(f), round=rnd, submitter=submitter,
+                                system=sys_name, source_commit=source_commit)
+        except MLPerfFormatError:
+            raise
+        except (ValueError, TypeError, ArithmeticError, KeyError, AttributeError, RecursionError) as exc:
+            # one unreadable log never aborts the import: it is listed with the reason and left out
+            row = {"status": "error", "error": f"unreadable MLPerf log ({type(exc).__name__}: {exc})",
+                   "source": "mlperf", "benchmark": bench, "submitter": submitter, "system": sys_name,
+                   "round": rnd, "source_path": str(f), "source_commit": source_commit,
+                   "excluded_reason": f"the log could not be read ({type(exc).__name__}: "
+                                      f"{' '.join(str(exc).split())[:200]})"}
         row["run_id"] = make_run_id(rnd, row["submitter"], sys_name, row["benchmark"], f.name)
+        # What identifies the run is its log's content: the same log imported twice, or from a copy, is one run.
+        row["source_id"] = "mlperf:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
         rows.append(row)
-    return _frame(rows)
+    return _mark_invalid(_frame(rows))
+
+
+def _mark_invalid(runs: pd.DataFrame) -> pd.DataFrame:
+    """Give every row that is not excluded yet but that the schema refuses an ``excluded_reason`` (the schema's
+    message), so that one bad log is left out with its reason instead of failing the whole import."""
+    from ..exceptions import SchemaError
+    from ..schema import validate_runs
+
+    if runs.empty or "excluded_reason" not in runs.columns:
+        return runs
+    ok = runs["excluded_reason"].isna()
+    if not ok.any():
+        return runs
+    try:
+        validate_runs(runs.loc[ok], include_failed=True)
+        return runs
+    except (SchemaError, ValueError, TypeError):
+        pass
+    runs = runs.copy()
+    for i in runs.index[ok]:
+        try:
+            validate_runs(runs.loc[[i]], include_failed=True)
+        except (SchemaError, ValueError, TypeError) as exc:
+            runs.loc[i, "excluded_reason"] = "the schema refuses it: " + " ".join(str(exc).split())[:300]
+    return runs
 
 
 def make_run_id(round, submitter, system, benchmark, filename) -> str:
