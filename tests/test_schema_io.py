@@ -107,7 +107,7 @@ class TestFiles:
         def boom(self, *a, **k):
             raise KeyboardInterrupt
 
-        monkeypatch.setattr(pd.DataFrame, "to_csv", boom)
+        monkeypatch.setattr(os, "fsync", boom)  # inside the atomic write, after the new content is written
         with pytest.raises(KeyboardInterrupt):
             append_runs(minimal(), path)
         monkeypatch.undo()

@@ -9,6 +9,11 @@ never share a temporary file, and the last rename wins.
 A process killed between creating its temporary file and renaming it leaves that file behind. Each write first
 removes such leftovers of the same target: files whose writer process (the pid in the name) is gone, or that are
 older than a day; temporary files of live writers are left alone.
+
+A target that is a symbolic link (or lies under one) is resolved first (:func:`real_target`): the file the link
+points to is replaced, in its own directory, and the link is left as it is. Replacing the link itself would
+fork a shared history into a private copy that nobody else sees. Locks (:func:`lock_path`) are taken on the real
+file too, so a writer through a link and a writer through the real path serialise.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-__all__ = ["atomic_write", "atomic_write_bytes", "clean_stale_temps", "check_writable"]
+__all__ = ["atomic_write", "atomic_write_bytes", "clean_stale_temps", "check_writable", "real_target", "lock_path"]
 
 _STALE_AGE_S = 24 * 3600.0
 
@@ -79,6 +84,19 @@ def clean_stale_temps(path: str | os.PathLike) -> list[Path]:
     return removed
 
 
+def real_target(path: str | os.PathLike) -> Path:
+    """The file a write to ``path`` must replace: ``path`` with every symbolic link resolved.
+
+    A dangling link resolves to the file it names (which the write then creates).
+    """
+    return Path(os.path.realpath(os.fspath(path)))
+
+
+def lock_path(path: str | os.PathLike) -> str:
+    """The lock file guarding writes to ``path``: ``<real file>.lock``, beside the file links resolve to."""
+    return str(real_target(path)) + ".lock"
+
+
 def _fsync_dir(directory: Path) -> None:
     if os.name != "posix":
         return
@@ -120,7 +138,7 @@ def atomic_write(path: str | os.PathLike, *, clean: bool = True) -> Iterator:
 
     If the block raises, the target is untouched and the temporary file is removed. The new file keeps the
     permission bits of the file it replaces (or the umask default for a new file). The parent directory is
-    created if needed.
+    created if needed. A symbolic link is followed: the file it points to is replaced and the link kept.
 
     Examples
     --------
@@ -131,7 +149,7 @@ def atomic_write(path: str | os.PathLike, *, clean: bool = True) -> Iterator:
     >>> target.read_bytes()
     b'hello'
     """
-    path = Path(path)
+    path = real_target(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if clean:
         clean_stale_temps(path)
@@ -167,7 +185,7 @@ def check_writable(path: str | os.PathLike) -> None:
     operations an atomic write performs), so that a long job learns of an unwritable output before its first
     result rather than after.
     """
-    path = Path(path)
+    path = real_target(path)
     if path.is_dir():
         raise IsADirectoryError(f"Output {str(path)!r} is a directory, not a file.")
     try:

@@ -14,6 +14,37 @@ exactly, and an empty field is a missing value (so an empty string and a missing
 Parquet keeps them apart). Columns perfmodel does not know stay text unless every value reads back losslessly as
 a number. A header with a repeated or empty column name, or a row with too few or too many fields, is refused
 with the line number.
+
+Row checks (CSV)
+----------------
+Every row perfmodel writes ends in a ``row_crc32`` column: the CRC-32 (a decimal integer) of the row's other
+fields, as text, joined by ``"\x1f"`` and encoded as UTF-8. A row cut short anywhere (a crash or a full disk
+mid-write, a truncated copy) has either too few fields or a cut ``row_crc32``, which does not match: ``12.345``
+cut to ``14.`` can no longer load as 14.0. pandas and spreadsheets read the column as one more number. On reading,
+the column is checked and dropped (it never appears in a loaded frame); an empty ``row_crc32`` cell marks a row
+added or edited by hand and is not checked; the next perfmodel write seals every row. The name is reserved: a
+``row_crc32`` column in a frame being written (e.g. one read with ``pd.read_csv``) is replaced by fresh checks. A file without the column
+(written by perfmodel before 0.1, or by hand) loads as before: its rows are checked for their field count only,
+so a cut inside its last field cannot be seen, and :func:`recover_runs` reports a last row without a line end as
+possibly cut.
+
+Unknown columns
+---------------
+A column perfmodel does not know keeps exactly the text it was written with. In CSV it is read as numbers only
+when every value reads back to the same text (``"1.5"``, ``"42"``, but not ``"-0"``, ``"1e5"``, ``"nan"`` or
+``"007"``, which stay text), so a rewrite writes the same characters. Bytes cannot be stored in a CSV history;
+in Parquet a column keeps one type: text, bytes and numbers are not mixed in one column (a value that would
+change an existing one is refused with a :class:`~perfmodel.exceptions.SchemaError`).
+
+Symbolic links
+--------------
+Every write resolves symbolic links first: appending to (or saving over) a link updates the file it points to,
+under that file's lock (``<real file>.lock``), and leaves the link in place.
+
+Parquet
+-------
+Parquet needs ``pyarrow`` (``pip install "perfmodel[parquet]"``); CSV does not. A Parquet history is read from a
+single open file handle, so a reader racing a rewrite sees the old file or the new one whole.
 """
 
 from __future__ import annotations
@@ -22,6 +53,7 @@ import csv
 import os
 import re
 import uuid
+import zlib
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -29,11 +61,36 @@ import numpy as np
 import pandas as pd
 from filelock import FileLock
 
-from ._atomic import atomic_write
-from .exceptions import SchemaError
+from ._atomic import atomic_write, lock_path, real_target
+from .exceptions import PerfModelError, SchemaError
 from .schema import COLUMNS, coerce_dtypes, validate_runs
 
-__all__ = ["load_runs", "save_runs", "append_runs", "append_new_runs", "read_history", "recover_runs"]
+__all__ = ["load_runs", "save_runs", "append_runs", "append_new_runs", "read_history", "write_history",
+           "recover_runs", "ROW_CHECK", "row_check", "MissingDependencyError"]
+
+#: Name of the per-row check column perfmodel writes last in every CSV row (see the module docstring).
+ROW_CHECK = "row_crc32"
+_SEP = "\x1f"
+
+
+class MissingDependencyError(PerfModelError, ImportError):
+    """An optional dependency (an extra) is needed for what was asked: the message says which to install."""
+
+
+def _parquet():
+    """``pyarrow.parquet``, or a :class:`MissingDependencyError` naming the extra to install."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise MissingDependencyError(
+            'Parquet histories need pyarrow, which is not installed: pip install "perfmodel[parquet]" '
+            "(or use a .csv history).") from None
+    return pq
+
+
+def row_check(fields) -> str:
+    """The ``row_crc32`` value of a row: CRC-32 of its other fields (text, in file order) joined by ``\\x1f``."""
+    return str(zlib.crc32(_SEP.join(fields).encode("utf-8", "surrogatepass")))
 
 _FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
@@ -51,27 +108,42 @@ _INT_TEXT = re.compile(r"^-?(?:0|[1-9][0-9]*)$")
 
 
 def _lossless_column(values: list) -> pd.Series:
-    """An unknown CSV column: numbers when every non-empty value reads back to the same text, else text."""
+    """An unknown CSV column: numbers when every non-empty value is written back as the same text, else text.
+
+    Integers must be in canonical form (``"-0"``, ``"+1"`` and ``"007"`` stay text) and floats must be their own
+    ``repr`` and not NaN (``"nan"`` would be written back as an empty field), so a rewrite changes nothing."""
     filled = [v for v in values if v != ""]
     if filled and all(_INT_TEXT.match(v) for v in filled):
         ints = [int(v) for v in filled]
-        if all(-(2**62) < i < 2**62 for i in ints):
+        if all(-(2**62) < i < 2**62 and str(i) == v for i, v in zip(ints, filled)):
             return pd.array([int(v) if v != "" else None for v in values], dtype="Int64")
     if filled:
         try:
             floats = [float(v) for v in filled]
         except ValueError:
             floats = None
-        if floats is not None and all(repr(f) == v for f, v in zip(floats, filled)):
+        if floats is not None and all(f == f and repr(f) == v for f, v in zip(floats, filled)):
             return pd.array([float(v) if v != "" else None for v in values], dtype="Float64").astype("float64")
     return pd.array([v if v != "" else None for v in values], dtype="string")
 
 
 def _read_csv_text(path: Path, *, skip_bad: list | None = None) -> pd.DataFrame:
-    """Read a CSV history field by field, keeping every value as text ('' -> missing)."""
+    """Read a CSV history field by field, keeping every value as text ('' -> missing).
+
+    Checks each row's field count and, where the file has a :data:`ROW_CHECK` column, each row's check (then
+    drops the column). With ``skip_bad`` (a list), bad rows are skipped and ``(line, why, text)`` appended to it
+    instead of raising; a last row of a file without row checks that has no line end is reported there too."""
     try:
+        with open(path, "rb") as raw:
+            raw.seek(0, os.SEEK_END)
+            size = raw.tell()
+            if size:
+                raw.seek(size - 1)
+                ends_with_newline = raw.read(1) in (b"\n", b"\r")
+            else:
+                ends_with_newline = True
         with open(path, newline="", encoding="utf-8-sig") as fh:
-            reader = csv.reader(fh, strict=True)
+            reader = csv.reader(fh, strict=skip_bad is None)
             try:
                 header = next(reader)
             except StopIteration:
@@ -83,26 +155,51 @@ def _read_csv_text(path: Path, *, skip_bad: list | None = None) -> pd.DataFrame:
                                       "(a trailing comma?).")
                 if name in seen:
                     raise SchemaError(f"Run history {str(path)!r}: the header names column {name!r} twice.")
+                if name.startswith("\ufeff"):
+                    raise SchemaError(f"Run history {str(path)!r}: header name {name!r} starts with a byte-order "
+                                      "mark (a file saved with two BOMs?); remove it so the column keeps its name.")
                 seen.add(name)
             n = len(header)
+            check_at = header.index(ROW_CHECK) if ROW_CHECK in header else None
             rows: list = []
+            last_line = 0
             for row in reader:
                 if not row:  # a blank line
                     continue
+                last_line = reader.line_num
+                why = ""
                 if len(row) != n:
-                    if skip_bad is not None:
-                        skip_bad.append((reader.line_num, ",".join(row)[:80]))
-                        continue
                     hint = " (a trailing comma?)" if len(row) == n + 1 and row[-1] == "" else ""
+                    if check_at is not None and len(row) < n:
+                        hint = " (cut short?)"
+                    why = f"has {len(row)} fields but the header has {n}{hint}"
+                elif check_at is not None and row[check_at] != "":
+                    others = row[:check_at] + row[check_at + 1:]
+                    if row[check_at] != row_check(others):
+                        why = (f"does not match its {ROW_CHECK} check (it was cut short or changed after it was "
+                               f"written; if you edited the row on purpose, empty its {ROW_CHECK} cell)")
+                if why:
+                    if skip_bad is not None:
+                        skip_bad.append((reader.line_num, why, ",".join(row)[:80]))
+                        continue
                     raise SchemaError(
-                        f"Run history {str(path)!r} cannot be parsed as CSV: line {reader.line_num} has "
-                        f"{len(row)} fields but the header has {n}{hint}. perfmodel.io.recover_runs reads the "
-                        "other rows.")
+                        f"Run history {str(path)!r} cannot be parsed as CSV: line {reader.line_num} {why}. "
+                        "perfmodel.io.recover_runs reads the other rows.")
+                if check_at is not None:
+                    del row[check_at]
                 rows.append(row)
+            if skip_bad is not None and check_at is None and rows and not ends_with_newline:
+                skip_bad.append((last_line, "kept, but it has no line end: the file may have been cut inside "
+                                 f"this row's last field, which a file without a {ROW_CHECK} column cannot "
+                                 "check", ",".join(rows[-1])[:80]))
     except UnicodeDecodeError as exc:
         raise SchemaError(f"Run history {str(path)!r} is not UTF-8 text ({exc.reason} at byte {exc.start}).") from None
     except csv.Error as exc:
-        raise SchemaError(f"Run history {str(path)!r} cannot be parsed as CSV: {exc}.") from None
+        raise SchemaError(f"Run history {str(path)!r} cannot be parsed as CSV: {exc} (line {reader.line_num}; "
+                          "a file cut inside a quoted field?). perfmodel.io.recover_runs reads the other "
+                          "rows.") from None
+    if check_at is not None:
+        del header[check_at]
     known = {c.name for c in COLUMNS}
     data = {}
     for j, name in enumerate(header):
@@ -132,8 +229,13 @@ def read_history(path: str | os.PathLike) -> pd.DataFrame:
         raise FileNotFoundError(f"Run history {str(path)!r} does not exist.")
     if fmt == "csv":
         return coerce_dtypes(_read_csv_text(path))
+    _parquet()
     try:
-        df = pd.read_parquet(path)
+        # one open handle: a rewrite that renames a new file over this one cannot mix the two files' bytes
+        with open(path, "rb") as fh:
+            df = pd.read_parquet(fh)
+    except OSError:
+        raise
     except Exception as exc:  # pyarrow raises its own types for torn files
         raise SchemaError(
             f"Run history {str(path)!r} is not a readable Parquet file ({type(exc).__name__}: {exc})."
@@ -182,14 +284,119 @@ def _ordered(df: pd.DataFrame) -> pd.DataFrame:
     return df[known + extra]
 
 
+def _quote(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
+
+
+def _float_text(v) -> str:
+    f = float(v)
+    return "" if f != f else repr(f)
+
+
+def _cell(name: str, v) -> tuple[str, bool]:
+    """One value of an object/text column as ``(text, quoted)``."""
+    if v is None or v is pd.NA or v is pd.NaT:
+        return "", False
+    if isinstance(v, str):
+        return v, True
+    if isinstance(v, (bool, np.bool_)):
+        return str(bool(v)), False
+    if isinstance(v, (int, np.integer)):
+        return str(int(v)), False
+    if isinstance(v, (float, np.floating)):
+        return _float_text(v), False
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        raise SchemaError(f"Column {name!r} holds binary (bytes) values, which a CSV history cannot store as "
+                          "they are; store text (or use a .parquet history).")
+    return str(v), True
+
+
+def _column_cells(name: str, col: pd.Series) -> list[tuple[str, bool]]:
+    dtype = col.dtype
+    if pd.api.types.is_bool_dtype(dtype) and not col.isna().any():
+        return [(str(bool(v)), False) for v in col.to_numpy()]
+    if pd.api.types.is_integer_dtype(dtype):
+        return [("", False) if v is pd.NA else (str(int(v)), False) for v in col.astype("Int64")]
+    if pd.api.types.is_float_dtype(dtype):
+        return [("" if v != v else repr(v), False) for v in col.to_numpy(dtype=float, na_value=np.nan).tolist()]
+    return [_cell(name, v) for v in col.to_numpy(dtype=object)]
+
+
+def _csv_bytes(df: pd.DataFrame) -> bytes:
+    """The CSV text of a history: text quoted, numbers bare (``repr`` precision), missing empty, and each row
+    sealed with its :data:`ROW_CHECK` (a quoted ``'\\r'`` or ``','`` inside text cannot split a row)."""
+    names = [str(c) for c in df.columns]
+    cols = [_column_cells(name, df[c]) for name, c in zip(names, df.columns)]
+    for name, cells in zip(names, cols):
+        for text, _ in cells:
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise SchemaError(f"Column {name!r} holds text that is not valid Unicode (lone surrogates).") from None
+    lines = [",".join(_quote(n) for n in names + [ROW_CHECK])]
+    for row in zip(*cols) if cols else ():
+        texts = [t for t, _ in row]
+        lines.append(",".join(_quote(t) if q else t for t, q in row) + "," + row_check(texts))
+    if not cols:
+        lines += [row_check([])] * len(df)
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def _value_kind(v) -> str | None:
+    if v is None or v is pd.NA or v is pd.NaT or (isinstance(v, float) and v != v):
+        return None
+    if isinstance(v, str):
+        return "text"
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return "bytes"
+    if isinstance(v, (bool, np.bool_)):
+        return "booleans"
+    if isinstance(v, (int, float, np.integer, np.floating)):
+        return "numbers"
+    return type(v).__name__
+
+
+def _check_parquet_columns(df: pd.DataFrame) -> None:
+    """Each object column holds one kind of value: pyarrow would turn text into bytes (or fail) in a column that
+    mixes them, changing values already in the history."""
+    for name in df.columns:
+        col = df[name]
+        if not pd.api.types.is_object_dtype(col.dtype):
+            continue
+        values = col.to_numpy(dtype=object)
+        try:
+            values = pd.unique(values)
+        except TypeError:  # unhashable values (lists, dicts)
+            pass
+        kinds = {k for k in map(_value_kind, values) if k is not None}
+        if "booleans" in kinds and "numbers" in kinds:
+            kinds.discard("booleans")  # pyarrow stores a bool among numbers as a number; refuse below
+            kinds.add("booleans and numbers")
+        if len(kinds) > 1:
+            raise SchemaError(f"Column {str(name)!r} would mix {' and '.join(sorted(kinds))} in one Parquet column, "
+                              "which would change the values already stored; give the column one type (e.g. "
+                              "text throughout).")
+
+
 def _write_atomic(df: pd.DataFrame, path: Path) -> None:
     fmt = _format(path)
+    # a frame read with pd.read_csv carries the old checks: every write computes them afresh
+    df = df.drop(columns=ROW_CHECK, errors="ignore")
+    if fmt == "csv":
+        data = _csv_bytes(df)
+        with atomic_write(path) as fh:
+            fh.write(data)
+        return
+    pq = _parquet()
+    _check_parquet_columns(df)
+    import pyarrow as pa
+
+    try:
+        table = pa.Table.from_pandas(df, preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise SchemaError(f"The history cannot be stored as Parquet ({type(exc).__name__}: {exc}).") from None
     with atomic_write(path) as fh:
-        if fmt == "csv":
-            # text quoted, numbers bare with repr precision: a '\r' or ',' inside text cannot split a row
-            df.to_csv(fh, index=False, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n", encoding="utf-8")
-        else:
-            df.to_parquet(fh, index=False)
+        pq.write_table(table, fh)
 
 
 def write_history(runs: pd.DataFrame, path: str | os.PathLike) -> Path:
@@ -198,8 +405,8 @@ def write_history(runs: pd.DataFrame, path: str | os.PathLike) -> Path:
     For tools that rewrite a file they read with :func:`read_history` and must change nothing but what they add
     (``perfmodel features add-ops``). Returns the path written.
     """
-    path = Path(path)
-    with FileLock(str(path) + ".lock"):
+    path = real_target(path)
+    with FileLock(lock_path(path)):
         _write_atomic(_ordered(runs), path)
     return path
 
@@ -209,9 +416,10 @@ def save_runs(runs: pd.DataFrame, path: str | os.PathLike) -> Path:
 
     Returns the path written.
     """
-    path = Path(path)
+    path = real_target(path)
+    _format(path)
     df = validate_runs(runs, include_failed=True)
-    with FileLock(str(path) + ".lock"):
+    with FileLock(lock_path(path)):
         _write_atomic(_ordered(df), path)
     return path
 
@@ -255,12 +463,12 @@ def append_runs(records, path: str | os.PathLike, *, validate: bool = True) -> P
     validate : bool, default=True
         Validate the new records (failed runs allowed) before writing.
     """
-    path = Path(path)
+    path = real_target(path)
     _format(path)
     new = _with_run_ids(_as_frame(records))
     if validate:
         new = validate_runs(new, include_failed=True)
-    with FileLock(str(path) + ".lock"):
+    with FileLock(lock_path(path)):
         if path.exists() and path.stat().st_size > 0:
             old = read_history(path)
             frames = [f for f in (coerce_dtypes(old), coerce_dtypes(new)) if len(f)]
@@ -282,12 +490,12 @@ def append_new_runs(records, path: str | os.PathLike, *, key: str = "source_id")
     (added, skipped) : records written, and records left out because their ``key`` was already there (or
     appeared twice in ``records``).
     """
-    path = Path(path)
+    path = real_target(path)
     _format(path)
     new = validate_runs(_as_frame(records), include_failed=True)
     if key not in new.columns:
         raise ValueError(f"append_new_runs: the records have no {key!r} column to deduplicate on.")
-    with FileLock(str(path) + ".lock"):
+    with FileLock(lock_path(path)):
         old = read_history(path) if path.exists() and path.stat().st_size > 0 else None
         seen = set() if old is None or key not in old.columns else set(old[key].dropna().astype(str))
         keys = new[key].astype("string")
@@ -306,7 +514,9 @@ def recover_runs(path: str | os.PathLike) -> tuple[pd.DataFrame, list[str]]:
     """Read the good rows of a damaged history and say what was dropped.
 
     perfmodel's own writes are atomic and never tear a file; this is for files damaged elsewhere (a copy cut
-    short, a hand edit). CSV: rows with the wrong number of fields are skipped and reported by line number.
+    short, a hand edit). CSV: rows with the wrong number of fields, or whose ``row_crc32`` check does not match
+    (a row cut short or changed), are skipped and reported by line number; in a file without row checks, a last
+    row without a line end is kept and reported as possibly cut.
     Parquet: row groups that read are kept; a file whose footer is gone has no readable row groups and raises.
 
     Returns
@@ -329,20 +539,21 @@ def recover_runs(path: str | os.PathLike) -> tuple[pd.DataFrame, list[str]]:
     if fmt == "csv":
         bad: list = []
         df = _read_csv_text(path, skip_bad=bad)
-        problems += [f"dropped malformed row at line {line}: {text!r}" for line, text in bad]
+        problems += [(f"line {line}: {why}: {text!r}" if why.startswith("kept")
+                      else f"dropped row at line {line}: it {why}: {text!r}") for line, why, text in bad]
         return df, problems
-    import pyarrow.parquet as pq
-
-    try:
-        pf = pq.ParquetFile(path)
-    except Exception as exc:
-        raise SchemaError(f"{str(path)!r}: the Parquet footer is unreadable ({type(exc).__name__}); no row group "
-                          "can be located. Restore the file from a backup or re-measure.") from None
-    frames = []
-    for i in range(pf.num_row_groups):
+    pq = _parquet()
+    with open(path, "rb") as fh:
         try:
-            frames.append(pf.read_row_group(i).to_pandas())
+            pf = pq.ParquetFile(fh)
         except Exception as exc:
-            problems.append(f"dropped row group {i}: {type(exc).__name__}: {exc}")
+            raise SchemaError(f"{str(path)!r}: the Parquet footer is unreadable ({type(exc).__name__}); no row "
+                              "group can be located. Restore the file from a backup or re-measure.") from None
+        frames = []
+        for i in range(pf.num_row_groups):
+            try:
+                frames.append(pf.read_row_group(i).to_pandas())
+            except Exception as exc:
+                problems.append(f"dropped row group {i}: {type(exc).__name__}: {exc}")
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     return df, problems

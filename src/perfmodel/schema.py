@@ -30,7 +30,7 @@ import pandas as pd
 from .exceptions import SchemaError, UnknownHardwareError
 from .hardware import PRECISIONS, resolve_gpu_type
 
-__all__ = ["Column", "COLUMNS", "OP_COLUMNS", "OP_TRACED_CLASSES", "OP_FEATURE_VERSION", "MINIMAL_COLUMNS", "STATUSES", "LIMITS", "validate_runs", "coerce_dtypes",
+__all__ = ["Column", "COLUMNS", "OP_COLUMNS", "OP_TRACED_CLASSES", "OP_FEATURE_VERSION", "MINIMAL_COLUMNS", "STATUSES", "LIMITS", "validate_runs", "describe_range", "coerce_dtypes",
            "check_queries", "describe_schema"]
 
 logger = logging.getLogger(__name__)
@@ -162,14 +162,37 @@ LIMITS: dict[str, tuple[float, bool, float]] = {
     "gpu_util_mean_pct": (0.0, True, 100.0),
     "mem_util_mean_pct": (0.0, True, 100.0),
     "power_mean_w": (0.0, True, 1e5),
+    "grad_accum": (0.0, False, 1e6),
+    "compiled": (0.0, True, 1.0),
+    "activation_checkpointing": (0.0, True, 1.0),
+    "seq_len": (0.0, False, 1e9),
+    # op-level features: per-sample FLOPs and bytes as for flops_per_sample; zero is a class with no ops
+    **{c.name: (0.0, True, 1e24) for c in OP_COLUMNS if c.kind == "float" and c.name != "op_kernels"},
+    "op_kernels": (0.0, True, 1e12),
+    "op_feature_version": (0.0, False, 1e6),
 }
+#: Flag columns: 0 or 1 (their LIMITS range is [0, 1] and they are integers).
+_FLAGS = ("compiled", "activation_checkpointing")
 #: Columns that must be present (not NaN) in every successful run.
 _REQUIRED_OK = ("params", "batch_size", "gpu_count", "step_time_s")
 
 
 def _range_message(name: str) -> str:
     lo, inclusive, hi = LIMITS[name]
+    if name in _FLAGS:
+        return "must be 0 or 1"
     return f"must be finite and {'non-negative' if inclusive else 'positive'} (at most {hi:g})"
+
+
+def describe_range(name: str) -> str:
+    """The documented range of a numeric schema column, as text (``""`` for a text column)."""
+    if name not in LIMITS:
+        return ""
+    lo, inclusive, hi = LIMITS[name]
+    if name in _FLAGS:
+        return "0 or 1"
+    kind = "integer" if _KIND.get(name) == "int" else "number"
+    return f"{kind} {'>=' if inclusive else '>'} {lo:g} and <= {hi:g}"
 
 
 def _out_of_range(name: str, values: np.ndarray) -> np.ndarray:
@@ -259,8 +282,12 @@ def check_queries(q: pd.DataFrame, where: str, positions=None) -> None:
 
 
 def describe_schema() -> pd.DataFrame:
-    """The schema as a table (column, dtype, description)."""
-    return pd.DataFrame([(c.name, c.kind, c.description) for c in COLUMNS], columns=["column", "dtype", "description"])
+    """The schema as a table (column, dtype, range, description).
+
+    ``range`` is the documented range of a numeric column (:data:`LIMITS`), checked on load where a value is
+    given; it is empty for text columns."""
+    return pd.DataFrame([(c.name, c.kind, describe_range(c.name), c.description) for c in COLUMNS],
+                        columns=["column", "dtype", "range", "description"])
 
 
 def _rows(n: int) -> str:
