@@ -41,7 +41,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from perfmodel.fitting import fit_history, load_history
+from perfmodel.fitting import fit_history
+from perfmodel.history import read_history
 from perfmodel.metrics import coverage, mape, median_ape
 from perfmodel.models import METHODS
 
@@ -116,7 +117,7 @@ def _progress(row: dict) -> None:
 
 def demo_split(path: str, folder: Path) -> tuple[Path, Path]:
     """Split one history: the smallest model of each family, one worker, repeat 0 -> calibration; rest bundled."""
-    runs, _ = load_history(path)
+    runs = read_history(path).runs
     smallest = runs.sort_values("params").groupby(runs["family"].astype(str))["model"].first()
     is_calib = runs["model"].isin(set(smallest)) & (runs["gpu_count"] == 1)
     if "repeat" in runs.columns:
@@ -129,7 +130,8 @@ def demo_split(path: str, folder: Path) -> tuple[Path, Path]:
 
 
 def load(bundled: str, calibration: str) -> pd.DataFrame:
-    runs, labels = load_history([bundled, calibration])
+    loaded = read_history([bundled, calibration])
+    runs, labels = loaded.runs, loaded.labels
     if "family" not in runs.columns or runs["family"].isna().any():
         raise SystemExit("calibration_cpu: every run needs a 'family' (zoo runs record it).")
     runs["part"] = np.where(runs["history_source"] == labels[0], "bundled", "calibration")

@@ -7,7 +7,7 @@ import perfmodel
 DOCUMENTED = {
     "predict_training_time", "predict_many", "fit", "TrainingTimePrediction", "TrainingTimeModel", "load_model",
     "save_model", "load_runs", "save_runs", "append_runs", "validate_runs", "get_spec", "resolve_gpu_type",
-    "load_bundled_runs", "record", "PerfModelError", "SchemaError", "UnknownHardwareError", "NotFittedError",
+    "load_bundled_runs", "record", "Predictor", "PerfModelError", "SchemaError", "UnknownHardwareError", "NotFittedError",
     "PredictionError",
     "ExtrapolationWarning", "DataQualityWarning", "__version__",
 }
