@@ -10,11 +10,26 @@ fitted model (``auto_scores_``, ``auto_split_``, ``auto_kind_``).
 
 Fitted models are cached on disk by the history's content digest, the method and the kind
 (:mod:`perfmodel.cache`).
+
+**Shipped defaults.** The ``auto`` models of the bundled histories (``"cpu"``, ``"gpu"``), one per kind of query
+they can answer, ship inside the package (``perfmodel/data/fitted/``, safe format, built by
+``scripts/build_fitted_defaults.py``). :func:`fit_cached` looks there first, then in the disk cache, then fits. A
+shipped model's key (:func:`shipped_key`) is the disk cache's key plus a fingerprint of the source code that shapes
+a fit (:func:`code_fingerprint`), so a model fitted by other code or on other data is simply not found.
+
+**Progress.** A fit still running after 2 s shows a progress bar (tqdm, on stderr; in Jupyter its widget) when
+``PERFMODEL_PROGRESS=1`` (the CLI sets it when stderr is a terminal or ``--progress`` is given) or in a notebook;
+``PERFMODEL_PROGRESS=0`` turns it off everywhere, and it is off under pytest.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
+import os
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -27,12 +42,15 @@ from .models import METHODS, TrainingTimeModel
 from .models._conformal import folds
 from .schema import validate_runs
 
-__all__ = ["DEFAULT_METHOD", "AUTO_CANDIDATES", "fit_history", "choose_method", "fit_cached", "Choice"]
+__all__ = ["DEFAULT_METHOD", "AUTO_CANDIDATES", "fit_history", "choose_method", "fit_cached", "Choice",
+           "shipped_dir", "shipped_key", "code_fingerprint", "load_shipped", "SHIPPED_HISTORIES"]
+
+log = logging.getLogger("perfmodel")
 
 #: The default ``method`` of every public entry point.
 DEFAULT_METHOD = "auto"
 #: Methods ``auto`` chooses among.
-AUTO_CANDIDATES = ("physics", "roofline", "loglinear", "gbm", "ops")
+AUTO_CANDIDATES = ("physics", "roofline", "loglinear", "gbm", "ops", "ratio", "mfu")
 #: Methods ``auto`` may choose when the history holds a single device count and the query asks another: only
 #: forms that carry the change physically (a communication term with a prior).
 _ONE_GROUP_CANDIDATES = {"new_count": ("physics", "roofline")}
@@ -45,8 +63,10 @@ class Choice(dict):
 
 
 def choose_method(runs: pd.DataFrame, kind: str = "seen", *, cv: int = 5, candidates=AUTO_CANDIDATES,
-                  random_state: int = 0) -> Choice:
-    """Score each candidate method on the split matching ``kind``; returns a :class:`Choice`."""
+                  random_state: int = 0, progress=None) -> Choice:
+    """Score each candidate method on the split matching ``kind``; returns a :class:`Choice`.
+
+    ``progress``: called with each candidate's name once it is scored (a progress bar's step)."""
     k = get_kind(kind)
     data = runs
     subsampled = len(data) > _MAX_CV_ROWS
@@ -81,6 +101,8 @@ def choose_method(runs: pd.DataFrame, kind: str = "seen", *, cv: int = 5, candid
         ok = np.isfinite(oof) & (oof > 0)
         scores[method] = median_ape(y[ok], oof[ok]) if ok.all() else float("inf")
         oofs[method] = oof
+        if progress is not None:
+            progress(method)
     finite = {m: s for m, s in scores.items() if np.isfinite(s)}
     if not finite:
         raise ValueError(f"method='auto': no method could be fitted and scored on this history ({len(runs)} "
@@ -109,9 +131,14 @@ def fit_history(history, method: str = DEFAULT_METHOD, *, kind: str = "seen", cv
     if method != "auto":
         model = TrainingTimeModel(method=method, held_out=held_out, cv=cv, random_state=random_state).fit(runs)
     else:
-        choice = choose_method(runs, kind, cv=cv or 5, random_state=random_state)
-        model = TrainingTimeModel(method=choice["best"], held_out=held_out, cv=cv, random_state=random_state)
-        model.fit(runs, oof={kind: choice["oof"]} if "oof" in choice else None)
+        bar = _Progress(len(AUTO_CANDIDATES) + 1, f"perfmodel: auto for {kind} queries, {len(runs)} runs")
+        try:
+            choice = choose_method(runs, kind, cv=cv or 5, random_state=random_state, progress=bar.step)
+            model = TrainingTimeModel(method=choice["best"], held_out=held_out, cv=cv, random_state=random_state)
+            model.fit(runs, oof={kind: choice["oof"]} if "oof" in choice else None)
+            bar.step(f"fitted {choice['best']}")
+        finally:
+            bar.close()
         model.auto_scores_ = dict(choice["scores"])
         model.auto_split_ = choice["split"]
         model.auto_kind_ = kind
@@ -121,10 +148,14 @@ def fit_history(history, method: str = DEFAULT_METHOD, *, kind: str = "seen", cv
 
 
 def fit_cached(loaded: LoadedHistory, method: str, kind: str) -> TrainingTimeModel:
-    """:func:`fit_history` on a loaded history, through the disk cache (:mod:`perfmodel.cache`) keyed by the
-    history's content digest, the method and the kind."""
+    """:func:`fit_history` on a loaded history: the shipped model for its key if there is one
+    (:func:`load_shipped`), else through the disk cache (:mod:`perfmodel.cache`) keyed by the history's content
+    digest, the method and the kind."""
     from . import cache
 
+    model = load_shipped(loaded.digest, method, kind)
+    if model is not None:
+        return model
     key = cache.cache_key(loaded.digest, method, kind)
     model = cache.load_cached(key)
     if model is not None:
@@ -132,6 +163,108 @@ def fit_cached(loaded: LoadedHistory, method: str, kind: str) -> TrainingTimeMod
     model = fit_history(loaded, method, kind=kind)
     cache.store(key, model)
     return model
+
+
+# ------------------------------------------------------------------------------------------ shipped defaults
+#: The bundled histories whose ``auto`` fits ship with the package (scripts/build_fitted_defaults.py).
+SHIPPED_HISTORIES = ("cpu", "gpu")
+#: The sources (relative to the package) whose text shapes a fit; their digest is part of every shipped key.
+_FIT_SOURCES = ("models/*.py", "features.py", "fitting.py", "kinds.py", "hardware.py", "history.py", "schema.py",
+                "io.py", "metrics.py", "_validation.py")
+_FINGERPRINT: list = []  # computed once per process
+
+
+def code_fingerprint() -> str:
+    """SHA-256 over the source files that shape a fit (:data:`_FIT_SOURCES`: models/, features, fitting, kinds,
+    hardware, history, schema, io, metrics, validation), read once per process."""
+    if not _FINGERPRINT:
+        root = Path(__file__).resolve().parent
+        h = hashlib.sha256()
+        for pattern in _FIT_SOURCES:
+            for path in sorted(root.glob(pattern)):
+                h.update(path.relative_to(root).as_posix().encode() + b"\0")
+                try:
+                    h.update(path.read_bytes())
+                except OSError:
+                    h.update(b"\1unreadable")
+                h.update(b"\0")
+        _FINGERPRINT.append(h.hexdigest())
+    return _FINGERPRINT[0]
+
+
+def shipped_dir() -> Path:
+    """The folder of the shipped fitted models: ``perfmodel/data/fitted``."""
+    from .datasets import bundled_data_dir
+
+    return bundled_data_dir() / "fitted"
+
+
+def shipped_key(digest: str, method: str, kind: str) -> str:
+    """The name (without ``.perfmodel``) of the shipped model fitted on runs of content ``digest`` with
+    ``method`` for queries of ``kind``: :func:`perfmodel.cache.cache_key` (history digest, perfmodel version,
+    method, kind, device table) and :func:`code_fingerprint`."""
+    from . import cache
+
+    base = cache.cache_key(digest, method, kind)
+    return hashlib.sha256(f"shipped {base}\ncode {code_fingerprint()}\n".encode()).hexdigest()[:32]
+
+
+def load_shipped(digest: str, method: str, kind: str) -> TrainingTimeModel | None:
+    """The shipped model for this history digest, method and kind, or None (none current, or unreadable)."""
+    path = shipped_dir() / f"{shipped_key(digest, method, kind)}.perfmodel"
+    if not path.is_file():
+        return None
+    from .persistence import load_model
+
+    try:
+        return load_model(path)  # safe format only: never unpickles
+    except (ValueError, TypeError, OSError, KeyError) as exc:
+        log.info("ignoring unreadable shipped model %s (%s)", path, exc)
+        return None
+
+
+# ------------------------------------------------------------------------------------------------ progress
+def _progress_on() -> bool:
+    """Whether long fits show a progress bar (module docstring)."""
+    env = os.environ.get("PERFMODEL_PROGRESS", "").strip().lower()
+    if env in ("0", "off", "false", "no"):
+        return False
+    if env in ("1", "on", "true", "yes"):
+        return True
+    if "PYTEST_CURRENT_TEST" in os.environ:
+        return False
+    ipython = sys.modules.get("IPython")  # a notebook has imported it already: never imported here
+    try:
+        shell = ipython.get_ipython() if ipython is not None else None
+    except Exception:  # noqa: BLE001 - any IPython oddity means: no notebook
+        shell = None
+    return type(shell).__name__ == "ZMQInteractiveShell"
+
+
+class _Progress:
+    """A tqdm bar over ``total`` steps that appears only if the work is still running after ``delay`` seconds
+    (tqdm imported on first use, never at import time); a no-op when progress is off."""
+
+    def __init__(self, total: int, desc: str, delay: float = 2.0):
+        self.bar = None
+        if not _progress_on():
+            return
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # tqdm.auto's "IProgress not found" without ipywidgets
+                from tqdm.auto import tqdm
+        except ImportError:
+            return
+        self.bar = tqdm(total=total, desc=desc, delay=delay, leave=False, file=sys.stderr, unit="fit")
+
+    def step(self, what: str) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str(what, refresh=False)
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 assert set(_ONE_GROUP_CANDIDATES) <= set(KIND_NAMES)

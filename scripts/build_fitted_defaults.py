@@ -1,0 +1,151 @@
+"""Build the fitted defaults that ship with perfmodel: src/perfmodel/data/fitted/<key>.perfmodel.
+
+For each bundled history in :data:`perfmodel.fitting.SHIPPED_HISTORIES` (``cpu``, ``gpu``) and each kind of query
+(:data:`perfmodel.kinds.KIND_NAMES`) that can arise on it, the ``auto`` model is fitted exactly as
+:func:`perfmodel.fitting.fit_cached` would fit it (:func:`perfmodel.fitting.fit_history`) and saved in the safe
+format under its shipped key (:func:`perfmodel.fitting.shipped_key`: history digest, perfmodel version, method,
+kind, device table and a fingerprint of the fitting code). ``index.json`` beside them lists what was built and
+which kinds were skipped, and why.
+
+One command, idempotent: a model whose file is already current is kept (not refitted); files that are no longer
+current (other code, data or version) are removed. Run it after changing anything under models/, features,
+fitting, kinds, hardware, history, schema, io, metrics or _validation (tests/test_fitted_defaults.py fails until
+you do)::
+
+    python scripts/build_fitted_defaults.py            # keep current files, fit the missing ones
+    python scripts/build_fitted_defaults.py --force    # refit everything
+    python scripts/build_fitted_defaults.py --check    # exit 1 if anything is missing or stale; writes nothing
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+# the keys hold the device table and the data folder in effect: build against the package's own, not a user's
+for _var in ("PERFMODEL_DATA", "PERFMODEL_DEVICES"):
+    os.environ.pop(_var, None)
+os.environ.setdefault("PERFMODEL_PROGRESS", "0")
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "src" / "perfmodel" / "data" / "fitted"
+INDEX = "index.json"
+METHOD = "auto"
+
+
+def kinds_that_arise(runs) -> dict:
+    """{kind: None if a query of that kind can be put to this history, else the reason it cannot}."""
+    from perfmodel.kinds import KIND_NAMES, canonical_devices
+
+    devices = canonical_devices(runs["gpu_type"])
+    models = runs["model"].astype(str).to_numpy()
+    n_dev, n_mod = len(set(devices)), len(set(models))
+    pairs = len(set(zip(models, devices)))
+    out = dict.fromkeys(KIND_NAMES)
+    if n_dev < 2:
+        out["new_device"] = (f"one device type ({devices[0]}): a query on another device is routed to the gpu "
+                             "history, and a fit on one device type cannot carry step times to another")
+    if pairs == n_dev * n_mod:
+        out["new_pair"] = "every model of the history ran on every device type of it: no query is a new pair"
+    return out
+
+
+def build(names, force: bool, check: bool) -> int:
+    import perfmodel
+    from perfmodel.fitting import SHIPPED_HISTORIES, code_fingerprint, fit_history, shipped_dir, shipped_key
+    from perfmodel.hardware import table_digest
+    from perfmodel.history import read_history
+    from perfmodel.persistence import load_model, save_model
+
+    if shipped_dir().resolve() != OUT.resolve():
+        print(f"warning: perfmodel is imported from {perfmodel.__file__}, whose shipped folder is {shipped_dir()}; "
+              f"writing to {OUT} (install the checkout editable: pip install -e .)", file=sys.stderr)
+    names = names or list(SHIPPED_HISTORIES)
+    old_index = {}
+    if (OUT / INDEX).is_file():
+        old_index = {(e["history"], e["kind"]): e for e in json.loads((OUT / INDEX).read_text()).get("models", [])}
+    models, skipped, expected, todo = [], [], set(), []
+    t_start = time.perf_counter()
+    for name in SHIPPED_HISTORIES:
+        loaded = read_history(name)
+        for kind, reason in kinds_that_arise(loaded.runs).items():
+            if reason is not None:
+                skipped.append({"history": name, "kind": kind, "reason": reason})
+                continue
+            key = shipped_key(loaded.digest, METHOD, kind)
+            path = OUT / f"{key}.perfmodel"
+            entry = {"history": name, "kind": kind, "method": METHOD, "key": key, "file": path.name,
+                     "digest": loaded.digest, "runs": len(loaded.runs)}
+            current = path.is_file() and not force and _loads(load_model, path)
+            if current and (name, kind) in old_index and old_index[(name, kind)].get("key") == key:
+                entry = {**old_index[(name, kind)], **entry}
+            if not current and name in names:
+                todo.append((name, kind, loaded, path, entry))
+            elif not current:
+                print(f"{name:4s} {kind:10s} stale or missing, not rebuilt (not in --only)", flush=True)
+                continue
+            expected.add(path.name)
+            models.append(entry)
+    stale = sorted(p for p in OUT.glob("*.perfmodel") if p.name not in expected)
+    if check:
+        for name, kind, *_ in todo:
+            print(f"missing or stale: {name} {kind}")
+        for p in stale:
+            print(f"stale file: {p.name}")
+        return 1 if todo or stale else 0
+    OUT.mkdir(parents=True, exist_ok=True)
+    for name, kind, loaded, path, entry in todo:
+        t = time.perf_counter()
+        model = fit_history(loaded, METHOD, kind=kind)
+        fit_s = time.perf_counter() - t
+        save_model(model, path)
+        t = time.perf_counter()
+        load_model(path)
+        load_ms = (time.perf_counter() - t) * 1e3
+        entry.update(chosen=model.method, fit_s=round(fit_s, 1), bytes=path.stat().st_size)
+        print(f"{name:4s} {kind:10s} {model.method:9s} fitted in {fit_s:6.1f} s, {path.stat().st_size / 1e3:7.0f} kB, "
+              f"loads in {load_ms:5.1f} ms -> {path.relative_to(ROOT)}", flush=True)
+    for p in stale:
+        p.unlink()
+        print(f"removed stale {p.relative_to(ROOT)}", flush=True)
+    for name, kind, *_ in [(m["history"], m["kind"]) for m in models if (m["history"], m["kind"]) not in
+                           {(t[0], t[1]) for t in todo}]:
+        print(f"{name:4s} {kind:10s} current, kept", flush=True)
+    for s in skipped:
+        print(f"{s['history']:4s} {s['kind']:10s} skipped: {s['reason']}", flush=True)
+    index = {"perfmodel": perfmodel.__version__, "method": METHOD, "code": code_fingerprint(),
+             "devices": table_digest(),
+             "models": sorted(models, key=lambda e: (e["history"], e["kind"])),
+             "skipped": sorted(skipped, key=lambda e: (e["history"], e["kind"]))}
+    text = json.dumps(index, indent=1, sort_keys=True) + "\n"
+    if not (OUT / INDEX).is_file() or (OUT / INDEX).read_text() != text:
+        (OUT / INDEX).write_text(text)
+    print(f"{len(todo)} fitted, {len(models) - len(todo)} kept, {len(stale)} removed, {len(skipped)} skipped "
+          f"in {time.perf_counter() - t_start:.0f} s", flush=True)
+    return 0
+
+
+def _loads(load_model, path) -> bool:
+    try:
+        load_model(path)
+        return True
+    except (ValueError, TypeError, OSError, KeyError):
+        return False
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--force", action="store_true", help="refit every model, even current ones")
+    ap.add_argument("--check", action="store_true", help="only say what is missing or stale (exit 1 if any)")
+    ap.add_argument("--only", action="append", choices=["cpu", "gpu"],
+                    help="rebuild only this history's models (repeatable); others are kept if current")
+    args = ap.parse_args(argv)
+    return build(args.only, args.force, args.check)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
