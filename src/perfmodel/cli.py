@@ -62,6 +62,9 @@ def _parser() -> argparse.ArgumentParser:
     p = _OneLineParser(prog="perfmodel", description="Predict the wall-clock time of training jobs.")
     p.add_argument("--version", action="version", version=f"perfmodel {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="log diagnostics to stderr")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bars on stderr for fits longer than ~2 s (default: when stderr is a "
+                        "terminal; PERFMODEL_PROGRESS=0 turns them off)")
     sub = p.add_subparsers(dest="command", required=True)
 
     f = sub.add_parser("fit", help="fit a model on a run history and save it")
@@ -671,6 +674,10 @@ def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="perfmodel: %(message)s")
     warnings.showwarning = _one_line_warnings
+    if args.progress is not None:  # read by perfmodel.fitting when a long fit starts
+        os.environ["PERFMODEL_PROGRESS"] = "1" if args.progress else "0"
+    elif sys.stderr.isatty():
+        os.environ.setdefault("PERFMODEL_PROGRESS", "1")
     from .exceptions import PerfModelError, UnknownPriceError, UnsupportedQueryError
 
     try:
