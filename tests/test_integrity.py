@@ -296,3 +296,121 @@ print("ok")
         deps = text.split("dependencies = [", 1)[1].split("]", 1)[0]
         assert "pyarrow" not in deps
         assert 'parquet = ["pyarrow' in text
+
+
+def _npy(arr) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, arr)
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def small_model_file(tmp_path_factory):
+    from perfmodel.persistence import save_model
+
+    runs = pd.DataFrame([{**REC, "model": f"m{i}", "params": 1000 * (i + 1), "batch_size": b,
+                          "step_time_s": 0.001 * (i + 1) * b} for i in range(3) for b in (1, 2, 4, 8)])
+    path = tmp_path_factory.mktemp("model") / "m.perfmodel"
+    save_model(perfmodel.fit(runs, method="loglinear"), path)
+    return path
+
+
+def _with_members(src: Path, dst: Path, meta=None, extra=()) -> Path:
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as zout:
+        for info in zin.infolist():
+            data = zin.read(info)
+            if info.filename == "__meta__.npy" and meta is not None:
+                data = _npy(np.array(meta))
+            zout.writestr(info.filename, data)
+        for name, data in extra:
+            zout.writestr(name, data)
+    return dst
+
+
+def _peak_mib(fn) -> tuple[float, Exception | None]:
+    import tracemalloc
+
+    tracemalloc.start()
+    err = None
+    try:
+        fn()
+    except Exception as exc:  # noqa: BLE001 - returned to the test
+        err = exc
+    peak = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
+    return peak, err
+
+
+class TestModelFileCost:
+    def test_real_model_still_loads(self, small_model_file):
+        from perfmodel.persistence import load_model
+
+        assert load_model(small_model_file).method == "loglinear"
+
+    def test_huge_json_list_refused_before_parsing(self, tmp_path, small_model_file):
+        from perfmodel.persistence import load_model
+
+        meta = json.loads(str(np.load(io.BytesIO(zipfile.ZipFile(small_model_file).read("__meta__.npy")))[()]))
+        meta["model"]["state"]["n_runs_"] = [0] * 3_000_000  # 9M characters: 3M values, compresses to a few KB
+        path = _with_members(small_model_file, tmp_path / "t.perfmodel", meta=json.dumps(meta))
+        assert path.stat().st_size < 2_000_000
+        t0 = time.process_time()
+        peak, err = _peak_mib(lambda: load_model(path))
+        assert isinstance(err, ValueError) and "values, more than the limit" in str(err)
+        assert time.process_time() - t0 < 5 and peak < 150  # the text itself is 36 MiB as a NumPy unicode array
+
+    def test_deep_nesting_refused_before_parsing(self, tmp_path, small_model_file):
+        from perfmodel.persistence import load_model
+
+        path = _with_members(small_model_file, tmp_path / "t.perfmodel",
+                             meta='{"format": "perfmodel-safe/1", "model": ' + "[" * 100_000 + "]" * 100_000 + "}")
+        with pytest.raises(ValueError, match="nested 100001 levels deep"):
+            load_model(path)
+
+    def test_size_lie_refused_before_reading(self, tmp_path, small_model_file):
+        from perfmodel.persistence import load_model
+
+        path = _with_members(small_model_file, tmp_path / "t.perfmodel")
+        data = bytearray(path.read_bytes())
+        # the central directory entry of the last member claims 512 MiB uncompressed
+        with zipfile.ZipFile(path) as zf:
+            last = zf.infolist()[-1]
+        central = data.rfind(b"PK\x01\x02")  # the last member's central directory header
+        assert central > 0 and data[central + 46:central + 46 + len(last.filename)] == last.filename.encode()
+        data[central + 24:central + 28] = (512 * 2**20).to_bytes(4, "little")
+        path.write_bytes(bytes(data))
+        peak, err = _peak_mib(lambda: load_model(path))
+        assert isinstance(err, ValueError) and "compressed bytes can hold" in str(err), (last.filename, err)
+        assert peak < 20
+
+    def test_declared_array_costs_its_size_once(self, tmp_path, small_model_file):
+        from perfmodel.persistence import load_model
+
+        meta = json.loads(str(np.load(io.BytesIO(zipfile.ZipFile(small_model_file).read("__meta__.npy")))[()]))
+        key = "a9999"
+        meta["model"]["state"]["n_runs_"] = {"__array__": key}
+        n = 64 * 2**20 // 8  # 64 MiB of zeros, compressed to about 64 KiB
+        path = _with_members(small_model_file, tmp_path / "t.perfmodel", meta=json.dumps(meta),
+                             extra=[(key + ".npy", _npy(np.zeros(n)))])
+        assert path.stat().st_size < 1_000_000
+        peak, _ = _peak_mib(lambda: load_model(path))  # (whether the model then passes its checks or not)
+        assert peak < 64 * 1.25  # was about twice the array (the bytes read, then a copy)
+
+    def test_unused_array_is_never_read(self, tmp_path, small_model_file):
+        from perfmodel.persistence import load_model
+
+        path = _with_members(small_model_file, tmp_path / "t.perfmodel",
+                             extra=[("a9999.npy", _npy(np.zeros(32 * 2**20 // 8)))])
+        peak, err = _peak_mib(lambda: load_model(path))
+        assert err is None and peak < 16
+
+    def test_array_header_must_match_member(self, tmp_path, small_model_file):
+        from perfmodel.persistence import load_model
+
+        meta = json.loads(str(np.load(io.BytesIO(zipfile.ZipFile(small_model_file).read("__meta__.npy")))[()]))
+        meta["model"]["state"]["n_runs_"] = {"__array__": "a9999"}
+        member = _npy(np.zeros(10))[:-8]  # header says 10 values, the member holds 9
+        path = _with_members(small_model_file, tmp_path / "t.perfmodel", meta=json.dumps(meta),
+                             extra=[("a9999.npy", member)])
+        with pytest.raises(ValueError, match="header declares 80 bytes in a member of 72"):
+            load_model(path)

@@ -8,8 +8,12 @@ statsmodels results of an OLS fit are rebuilt from the stored coefficients and c
 
 Loading is bounded before anything is decompressed: only the members a perfmodel file has (``__meta__.npy`` and
 ``a<N>.npy``) are accepted, their declared sizes must add up to at most ``max_bytes`` (default
-:data:`MAX_BYTES`, 1 GiB), and each array's header (shape × dtype) must fit in its member before it is read;
-only plain numeric dtypes are read. A file whose content is inconsistent (a tree that points backwards, a table
+:data:`MAX_BYTES`, 1 GiB), each member's declared size must be possible for its compressed bytes (deflate
+expands at most ~1032-fold), and each array's header (shape × dtype) must match its member exactly before it is
+read; only plain numeric dtypes are read. The JSON description is bounded too: at most ``max_bytes / 64``
+characters and ``max_bytes / 1024`` values (16 Mi and 1 Mi by default), nested at most 128 deep, all counted
+before it is parsed. Only the arrays the description refers to are read, each once, straight into its final
+array, so loading costs about the arrays' size once and time linear in the bytes read. A file whose content is inconsistent (a tree that points backwards, a table
 of the wrong shape, a model that cannot predict) is refused with a ``ValueError``.
 
 Every file records the versions of perfmodel, scikit-learn, statsmodels, NumPy, SciPy and pandas it was written
@@ -27,6 +31,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 import warnings
 import zipfile
 from pathlib import Path
@@ -44,6 +49,7 @@ __all__ = ["save_model", "load_model", "SAFE_FORMAT", "MAX_BYTES"]
 MAX_BYTES = 2**30
 _MAX_MEMBERS = 100_000
 _MAX_DEPTH = 64
+_MAX_JSON_DEPTH = 128
 _LIBRARIES = ("sklearn", "statsmodels", "numpy", "scipy", "pandas")
 
 SAFE_FORMAT = "perfmodel-safe/1"
@@ -141,6 +147,7 @@ class _Decoder:
         self.arrays = arrays
         self.classes = _safe_classes()
         self.depth = 0
+        self.used: set = set()
 
     def dec(self, v):
         self.depth += 1
@@ -161,7 +168,11 @@ class _Decoder:
         if not isinstance(v, dict):
             return v
         if "__array__" in v:
-            return np.array(self.arrays[v["__array__"]])
+            key = v["__array__"]
+            if key in self.used:
+                raise ValueError(f"the stored state refers to array {str(key)[:20]!r} twice")
+            self.used.add(key)
+            return self.arrays[key]
         if "__objarray__" in v:
             items = [self.dec(x) for x in v["__objarray__"]]
             if any(isinstance(x, (dict, list, np.ndarray)) for x in items):
@@ -212,9 +223,83 @@ _FRAME_DTYPES = {"float64", "float32", "int64", "int32", "Int64", "Float64", "st
                  "str"}
 
 
+#: Deflate cannot expand data more than about 1032-fold; a member declaring more than this per compressed byte
+#: (plus a little for headers) lies about its size.
+_DEFLATE_MAX_RATIO = 1032
+_CHUNK = 1 << 20
+
+
+def _meta_limits(max_bytes: int) -> tuple[int, int]:
+    """(characters, JSON values) a model file's description may hold: from ``max_bytes`` (1 GiB -> 16 Mi
+    characters, 1 Mi values), far above what perfmodel writes (about 10,000 characters and 1,000 values for a
+    fit on the bundled history)."""
+    return max(1 << 16, max_bytes // 64), max(1 << 12, max_bytes // 1024)
+
+
+def _check_member_sizes(info: zipfile.ZipInfo) -> None:
+    """A member's declared size must be possible for its compressed bytes (perfmodel writes stored or deflated
+    members only)."""
+    if info.compress_type == zipfile.ZIP_STORED:
+        if info.file_size != info.compress_size:
+            raise ValueError(f"member {info.filename!r} declares {info.file_size} bytes but stores "
+                             f"{info.compress_size}")
+    elif info.compress_type == zipfile.ZIP_DEFLATED:
+        if info.file_size > _DEFLATE_MAX_RATIO * info.compress_size + 4096:
+            raise ValueError(f"member {info.filename!r} declares {info.file_size} bytes, more than its "
+                             f"{info.compress_size} compressed bytes can hold")
+    else:
+        raise ValueError(f"member {info.filename!r} uses a compression perfmodel does not write")
+
+
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKETS_ONLY = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def _parse_meta(text: str, max_values: int) -> dict:
+    """``json.loads`` of a model file's description, after bounding what it would build: the number of values
+    (counted from the separators outside strings) and the nesting depth are checked first, in linear time."""
+    raw = text.encode("utf-8", "surrogatepass")
+    bare = _JSON_STRING.sub(b'""', raw)
+    values = bare.count(b",") + bare.count(b":") + bare.count(b"[") + bare.count(b"{") + 1
+    if values > max_values:
+        raise ValueError(f"its description holds about {values} values, more than the limit of {max_values} "
+                         "(load_model(..., max_bytes=...) raises it)")
+    brackets = np.frombuffer(bare.translate(None, _BRACKETS_ONLY), dtype=np.uint8)
+    if len(brackets):
+        step = np.where((brackets == ord("[")) | (brackets == ord("{")), 1, -1).astype(np.int32)
+        depth = int(np.cumsum(step).max())
+        if depth > _MAX_JSON_DEPTH:
+            raise ValueError(f"its description is nested {depth} levels deep (at most {_MAX_JSON_DEPTH})")
+    meta = json.loads(text)
+    if not isinstance(meta, dict):
+        raise ValueError("its description is not a JSON object")
+    return meta
+
+
+def _array_keys(v, out: set) -> set:
+    """The array members the description refers to (``{"__array__": "a<N>"}``)."""
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            key = x.get("__array__")
+            if isinstance(key, str):
+                out.add(key)
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+    return out
+
+
 def _read_safe_archive(path: Path, max_bytes: int) -> tuple[dict, dict]:
-    """The meta dict and the arrays of a safe model file, reading nothing before its size is bounded."""
+    """The meta dict and the arrays of a safe model file, reading nothing before its size is bounded.
+
+    Bounded before anything is decompressed: the members' declared sizes (at most ``max_bytes`` in all, each
+    possible for its compressed bytes), the description's size (:func:`_meta_limits`). The description is parsed
+    only after its values and depth are counted; then only the arrays it refers to are read, each once, straight
+    into an array of the size its header declares, which must match the member's size exactly."""
     arrays: dict[str, np.ndarray] = {}
+    max_chars, max_values = _meta_limits(max_bytes)
     with zipfile.ZipFile(path) as zf:
         infos = zf.infolist()
         if len(infos) > _MAX_MEMBERS:
@@ -226,18 +311,28 @@ def _read_safe_archive(path: Path, max_bytes: int) -> tuple[dict, dict]:
             stem = info.filename[:-4] if info.filename.endswith(".npy") else None
             if stem is None or not (stem == "__meta__" or (stem[:1] == "a" and stem[1:].isdigit())):
                 raise ValueError(f"it holds a member perfmodel does not write ({info.filename[:60]!r})")
+            _check_member_sizes(info)
         total = sum(i.file_size for i in infos)
         if total > max_bytes:
             raise ValueError(f"its members would take {total / 2**20:.1f} MiB uncompressed, more than the "
                              f"limit of {max_bytes / 2**20:.1f} MiB (load_model(..., max_bytes=...))")
-        if "__meta__.npy" not in names:
+        by_name = {i.filename: i for i in infos}
+        info = by_name.get("__meta__.npy")
+        if info is None:
             raise ValueError("it has no __meta__ member")
-        for info in infos:
+        if info.file_size > 4 * max_chars + 1024:
+            raise ValueError(f"its description member takes {info.file_size} bytes, more than the limit of "
+                             f"{4 * max_chars + 1024} (load_model(..., max_bytes=...) raises it)")
+        with zf.open(info) as fh:
+            text = str(_read_npy(fh, info.file_size, meta=True)[()])
+        meta = _parse_meta(text, max_values)
+        del text
+        wanted = _array_keys(meta.get("model"), set())
+        stored = {n[:-4] for n in names} - {"__meta__"}
+        for key in sorted(wanted & stored):  # an array the description does not use is never read
+            info = by_name[key + ".npy"]
             with zf.open(info) as fh:
-                arrays[info.filename[:-4]] = _read_npy(fh, info.file_size, meta=info.filename == "__meta__.npy")
-    meta = json.loads(str(arrays.pop("__meta__")[()]))
-    if not isinstance(meta, dict):
-        raise ValueError("its description is not a JSON object")
+                arrays[key] = _read_npy(fh, info.file_size, meta=False)
     return meta, arrays
 
 
@@ -252,14 +347,27 @@ def _read_npy(fh, declared: int, *, meta: bool) -> np.ndarray:
     allowed = "U" if meta else "biuf"
     if dtype.hasobject or dtype.kind not in allowed or dtype.fields is not None or dtype.subdtype is not None:
         raise ValueError(f"an array has dtype {dtype}, which a perfmodel file does not use")
+    if any(int(d) < 0 for d in shape):
+        raise ValueError("an array header declares a negative dimension")
     count = math.prod(int(d) for d in shape)
     nbytes = count * dtype.itemsize
-    if any(int(d) < 0 for d in shape) or nbytes > declared:
-        raise ValueError(f"an array header declares {nbytes} bytes in a member of {declared}")
-    data = fh.read(nbytes)
-    if len(data) != nbytes:
-        raise ValueError("an array is shorter than its header says")
-    return np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C").copy()
+    header = fh.tell()
+    if header + nbytes != declared:
+        raise ValueError(f"an array header declares {nbytes} bytes in a member of {declared - header} bytes "
+                         "of data")
+    # read in chunks straight into the array (one copy of the data in memory); the member's declared size, which
+    # bounds nbytes, was checked against its compressed bytes
+    out = np.empty(count, dtype=dtype)
+    view = memoryview(out.reshape(-1).view(np.uint8))
+    got = 0
+    while got < nbytes:
+        n = fh.readinto(view[got:got + _CHUNK])
+        if not n:
+            raise ValueError("an array is shorter than its header says")
+        got += n
+    if fh.read(1):
+        raise ValueError("an array member holds more bytes than its header says")
+    return out.reshape(shape, order="F" if fortran else "C")
 
 
 def _check_model(model, meta: dict) -> None:
