@@ -387,3 +387,76 @@ def test_a_non_numeric_cell_is_named_by_its_row_in_the_callers_queries():
                       "batch_size": 16, "gpu_count": 1, "gpu_type": ["H100", "H100", "cpu"], "steps": 10})
     with pytest.raises(perfmodel.SchemaError, match=r"predict_many: Column 'params' must be numeric.*\(rows 3\).*'abc'"):
         predict_many(q)
+
+
+class TestOwnRunsWin:
+    """A history of the caller's own runs beside perfmodel's bundled runs: the own runs answer their own
+    configurations; the bundled runs inform only what the own runs cannot."""
+
+    @pytest.fixture(scope="class")
+    def own(self):
+        runs = perfmodel.load_bundled_runs()
+        own = runs[runs["model"] == "gpt-s"].copy()
+        own["step_time_s"] *= 2.0  # the caller's stack is twice as slow (a transform of real runs, tests only)
+        own["run_id"] = "own-" + own["run_id"].astype(str)
+        return own.reset_index(drop=True)
+
+    def test_an_own_configuration_follows_the_own_runs(self, own):
+        from perfmodel.predict import MIN_OWN_RUNS
+
+        assert len(own) >= MIN_OWN_RUNS
+        q = dict(batch_size=16, gpu_count=1, gpu_type="cpu", steps=1000, method="loglinear")
+        pooled = predict_training_time("gpt-s", history=[own, "cpu"], **q)
+        alone = predict_training_time("gpt-s", history=own, **q)
+        bundled = predict_training_time("gpt-s", history="cpu", **q)
+        assert pooled.provenance == [f"DataFrame ({len(own)} runs)"] and pooled.query_kind == "seen"
+        assert pooled.seconds == pytest.approx(alone.seconds) and pooled.upper == pytest.approx(alone.upper)
+        assert pooled.step_seconds > 1.5 * bundled.step_seconds  # not pulled toward the bundled gpt-s
+
+    def test_what_the_own_runs_lack_is_answered_by_the_pooled_fit(self, own):
+        r = predict_training_time("gpt-m", batch_size=16, gpu_type="cpu", steps=1000, history=[own, "cpu"],
+                                  method="loglinear")
+        assert r.provenance == [f"DataFrame ({len(own)} runs)", "bundled:runs_cpu.csv"]
+        assert r.n_runs == len(own) + len(perfmodel.load_bundled_runs())
+
+    def test_too_few_own_runs_are_pooled(self, own):
+        few = own.head(4)
+        r = predict_training_time("gpt-s", batch_size=16, gpu_type="cpu", steps=1000, history=[few, "cpu"],
+                                  method="loglinear")
+        assert len(r.provenance) == 2
+
+    def test_predict_many_rows_split_between_own_and_pooled_fits(self, own):
+        q = pd.DataFrame({"model": ["gpt-s", "gpt-m", "gpt-s"], "batch_size": [16, 16, 16], "gpu_type": "cpu",
+                          "steps": 100})
+        many = predict_many(q, history=[own, "cpu"], method="loglinear")
+        for i, row in q.iterrows():
+            one = predict_training_time(row["model"], batch_size=16, gpu_type="cpu", steps=100,
+                                        history=[own, "cpu"], method="loglinear")
+            assert many["seconds"].iloc[i] == pytest.approx(one.seconds)
+            assert many["query_kind"].iloc[i] == one.query_kind
+
+    def test_a_bundled_model_named_like_an_own_one_is_another_workload(self, own):
+        from perfmodel.history import read_history
+
+        loaded = read_history([own, "cpu"])
+        assert loaded.mixed and len(loaded.own_runs().runs) == len(own)
+        bundled_names = set(loaded.runs.loc[~loaded.own, "model"])
+        assert "gpt-s" not in bundled_names and "bundled:gpt-s" in bundled_names
+        assert set(loaded.runs.loc[loaded.own, "model"]) == {"gpt-s"}
+
+    def test_the_own_gpu_runs_precision_is_assumed_on_devices_they_lack(self):
+        from perfmodel.predict import default_precision
+
+        by = {"A100-SXM4-80GB": ("fp32", True), "H100-SXM5-80GB": ("bf16", True), "*gpu*": ("fp32", False)}
+        assert default_precision(by, "L4") == ("fp32", "precision not given: assumed 'fp32', what most of your "
+                                                       "own GPU runs used")
+        assert default_precision(by, "H100-SXM5-80GB") == ("bf16", None)
+
+    def test_a_device_the_own_runs_lack_says_the_bundled_history_answered(self):
+        from perfmodel.predict import _prior_note
+
+        q = pd.DataFrame({"gpu_type": ["L4"]})
+        prov = ["my_runs.csv", "bundled:mlperf_steps.csv"]
+        assert "your own runs have no L4" in _prior_note(prov, q, {"A100-SXM4-80GB"})[0]
+        assert _prior_note(prov, q, {"L4"}) == []
+        assert "Calibrate with a few runs of your own" in _prior_note(["bundled:mlperf_steps.csv"], q)[0]

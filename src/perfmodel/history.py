@@ -9,7 +9,9 @@ A history is one of
 
 :func:`read_history` turns any of them into a :class:`LoadedHistory`: the validated runs, a label per part
 (``bundled:<file>`` for perfmodel's own data, else the path), which runs are the caller's own (not bundled), and a
-content digest that identifies the runs (the cache key of every fit made from them). This module also holds the
+content digest that identifies the runs (the cache key of every fit made from them). In a history that mixes
+the caller's own runs with bundled ones, a bundled model named like one of the caller's own is renamed
+``bundled:<name>``: the name means the caller's workload. This module also holds the
 statistics of a history that prediction needs (:func:`model_table`, :func:`precision_by_device`).
 """
 
@@ -124,6 +126,18 @@ class LoadedHistory(NamedTuple):
     own: np.ndarray
     digest: str
 
+    @property
+    def mixed(self) -> bool:
+        """True when the history holds both the caller's own runs and perfmodel's bundled runs."""
+        return bool(self.own.any() and not self.own.all())
+
+    def own_runs(self) -> "LoadedHistory":
+        """The caller's own runs alone (a history of their own, with its own digest)."""
+        runs = self.runs[self.own].reset_index(drop=True)
+        labels = [lab for lab in self.labels if not lab.startswith(BUNDLED_PREFIX)]
+        digest = hashlib.sha256(f"own runs of {self.digest}".encode()).hexdigest()
+        return LoadedHistory(runs, labels, np.ones(len(runs), dtype=bool), digest)
+
 
 def read_history(history) -> LoadedHistory:
     """Read and validate a history (see the module docstring) once: a :class:`LoadedHistory`.
@@ -148,7 +162,22 @@ def read_history(history) -> LoadedHistory:
         labels.append(label)
         own.append(np.full(len(runs), not label.startswith(BUNDLED_PREFIX)))
     runs = pd.concat(frames, ignore_index=True, sort=False) if len(frames) > 1 else frames[0]
-    return LoadedHistory(runs, labels, np.concatenate(own), digest.hexdigest())
+    own = np.concatenate(own)
+    if own.any() and not own.all():
+        runs = _own_names_win(runs, own)
+    return LoadedHistory(runs, labels, own, digest.hexdigest())
+
+
+def _own_names_win(runs: pd.DataFrame, own: np.ndarray) -> pd.DataFrame:
+    """A bundled model that shares its name with one of the caller's own models is another workload (another
+    stack, another implementation): it is renamed ``bundled:<name>``, so the name means the caller's runs."""
+    names = runs["model"].astype(str)
+    clash = ~own & names.isin(set(names[own])).to_numpy()
+    if not clash.any():
+        return runs
+    runs = runs.copy()
+    runs["model"] = names.where(~clash, BUNDLED_PREFIX + names)
+    return runs
 
 
 def _load_file(path, load_runs) -> tuple[pd.DataFrame, str]:

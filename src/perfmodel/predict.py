@@ -29,7 +29,7 @@ from .fitting import DEFAULT_METHOD, fit_cached, fit_history
 from .hardware import PRECISIONS, get_spec, resolve_gpu_type
 from .history import (BUNDLED_PREFIX, LoadedHistory, default_history, file_digest, frame_digest, history_parts,
                       model_table, precision_by_device, read_history)
-from .kinds import KIND_NAMES, classify
+from .kinds import KIND_NAMES, LOCAL_KINDS, classify
 from .models import METHODS, TrainingTimeModel
 from .schema import check_queries
 
@@ -37,6 +37,10 @@ __all__ = ["BasePredictor", "predict_training_time", "predict_many", "fit", "Tra
            "model_spec", "default_precision", "PREDICTION_COLUMNS"]
 
 _WHERE = "predict_training_time"
+#: In a history of the caller's own runs beside perfmodel's bundled ones, a query about one of the caller's own
+#: (model, device type) pairs is answered from the caller's runs alone once there are at least this many of them
+#: (9: the fewest whose 90% split-conformal quantile is finite, ceil(0.9 (n + 1)) <= n).
+MIN_OWN_RUNS = 9
 #: The columns :func:`predict_many` returns, in order.
 PREDICTION_COLUMNS = ("step_time_s", "step_lower", "step_upper", "steps", "seconds", "lower", "upper",
                       "inside_domain", "nearest_run_distance", "query_kind", "interval_rule", "precision")
@@ -229,27 +233,37 @@ def _check_support(fitted: TrainingTimeModel, q: pd.DataFrame) -> list[str]:
 
 
 def default_precision(by_device: dict, gpu_type: str) -> tuple[str, str | None]:
-    """The precision most runs on ``gpu_type`` used; on a device the history lacks, most GPU runs; else fp32.
-    The second item says what was assumed, or is None when every run on that device used that precision."""
+    """The precision most runs on ``gpu_type`` used; on a device the history lacks, most GPU runs (the caller's
+    own GPU runs' usual precision, ``"*gpu*"``, where given); else fp32. The second item says what was assumed,
+    or is None when every run on that device used that precision."""
     if gpu_type in by_device:
         p, unanimous = by_device[gpu_type]
         return p, None if unanimous else f"precision not given: assumed {p!r}, what most runs on {gpu_type} used"
-    gpu = [p for g, (p, _) in by_device.items() if g != "cpu"]
+    if gpu_type != "cpu" and "*gpu*" in by_device:
+        p = by_device["*gpu*"][0]
+        return p, f"precision not given: assumed {p!r}, what most of your own GPU runs used"
+    gpu = [p for g, (p, _) in by_device.items() if g not in ("cpu", "*gpu*")]
     if gpu_type != "cpu" and gpu:
         p = max(set(gpu), key=gpu.count)
         return p, f"precision not given: assumed {p!r}, what most of the history's GPU runs used"
     return "fp32", None
 
 
-def _prior_note(provenance: list, q: pd.DataFrame) -> list[str]:
-    """A warning when a GPU prediction rests on the bundled public history alone (no runs of the user's)."""
-    if not provenance or any(not p.startswith("bundled:") for p in provenance):
+def _prior_note(provenance: list, q: pd.DataFrame, own_devices: set | None = None) -> list[str]:
+    """A warning when a GPU prediction rests on the bundled public history: alone (no runs of the user's), or for
+    a device type the user's own runs (``own_devices``) do not have."""
+    if not provenance or "bundled:mlperf_steps.csv" not in provenance or set(map(str, q["gpu_type"])) <= {"cpu"}:
         return []
-    if "bundled:mlperf_steps.csv" not in provenance or set(map(str, q["gpu_type"])) <= {"cpu"}:
+    if all(p.startswith("bundled:") for p in provenance):
+        return ["learned from perfmodel's bundled public GPU history (MLPerf Training results: tuned vendor "
+                "software, mostly bf16/fp8, plus perfmodel's own measured GPU runs); your stack may be slower. "
+                "Calibrate with a few runs of your own: history=['my_runs.csv', 'gpu']"]
+    new = sorted(set(map(str, q["gpu_type"])) - set(own_devices or ()) - {"cpu"})
+    if not new:
         return []
-    return ["learned from perfmodel's bundled public GPU history (MLPerf Training results: tuned vendor software, "
-            "mostly bf16/fp8, plus perfmodel's own measured GPU runs); your stack may be slower. Calibrate with a "
-            "few runs of your own: history=['my_runs.csv', 'gpu']"]
+    return [f"your own runs have no {', '.join(new)}: its speed comes from perfmodel's bundled public GPU history "
+            "(tuned vendor software), carried to your workload through the devices both have; a run of your own "
+            "there would settle it"]
 
 
 def _check_model_sizes(q: pd.DataFrame, table: pd.DataFrame, positions: np.ndarray) -> None:
@@ -346,14 +360,39 @@ class BasePredictor:
             self._loaded[key] = read_history(source if self.history is None else self.history)
         return self._loaded[key]
 
-    def model(self, kind: str = "seen", source: str | None = None) -> TrainingTimeModel:
-        """The model fitted for queries of ``kind`` (fitted on first use, through the disk cache for files)."""
+    def own(self, source: str | None = None) -> LoadedHistory | None:
+        """The caller's own runs, when the history mixes them with perfmodel's bundled runs; else None."""
+        if isinstance(self.history, TrainingTimeModel) or self.history is None:
+            return None
+        loaded = self.runs(source)
+        if not loaded.mixed:
+            return None
+        if ("own", source) not in self._loaded:
+            self._loaded[("own", source)] = loaded.own_runs()
+        return self._loaded[("own", source)]
+
+    def _answered_by_own(self, rows: pd.DataFrame, source) -> tuple[np.ndarray, np.ndarray | None]:
+        """Per row: whether the caller's own runs answer it alone (one of their own (model, device type) pairs,
+        with at least :data:`MIN_OWN_RUNS` own runs), and its kind with respect to the own runs."""
+        own = self.own(source)
+        if own is None:
+            return np.zeros(len(rows), dtype=bool), None
+        kinds = classify(own.runs, rows)
+        return np.isin(kinds, LOCAL_KINDS) & (len(own.runs) >= MIN_OWN_RUNS), kinds
+
+    def model(self, kind: str = "seen", source: str | None = None, *, own: bool = False) -> TrainingTimeModel:
+        """The model fitted for queries of ``kind`` (fitted on first use, through the disk cache for files);
+        ``own``: fitted on the caller's own runs alone (a history that mixes them with bundled runs)."""
         if isinstance(self.history, TrainingTimeModel):
             return self.history
         check_choice(kind, "kind", "Predictor.model", KIND_NAMES)
-        key = (source if self.history is None else None, kind)
+        key = (source if self.history is None else None, kind, bool(own))
         if key not in self._fits:
             loaded = self.runs(key[0])
+            if own:
+                if self.own(key[0]) is None:
+                    raise ValueError("Predictor.model(own=True): the history does not mix own and bundled runs.")
+                loaded = self.own(key[0])
             if all(isinstance(p, (str, os.PathLike)) for p in history_parts(self.history if self.history
                                                                               is not None else source)):
                 fitted = fit_cached(loaded, self.method, kind)
@@ -376,11 +415,22 @@ class BasePredictor:
         return self._fits[key]
 
     def _by_device(self, source) -> dict:
+        """Per device type: the precision its runs used. With own runs beside bundled ones, the own runs' say
+        first (the caller's stack), then the bundled runs' for devices the own runs lack — unless the own runs
+        have GPU runs, whose usual precision is then assumed for every GPU they lack (``"*gpu*"``)."""
         if isinstance(self.history, TrainingTimeModel):
             return self.history.precision_by_device_
         key = ("precision", source)
         if key not in self._fits:
-            self._fits[key] = precision_by_device(self.runs(source).runs)
+            by = precision_by_device(self.runs(source).runs)
+            own = self.own(source)
+            if own is not None:
+                mine = precision_by_device(own.runs)
+                gpu = [p for g, (p, _) in mine.items() if g != "cpu"]
+                by = {**by, **mine}
+                if gpu:
+                    by["*gpu*"] = (max(set(gpu), key=gpu.count), False)
+            self._fits[key] = by
         return self._fits[key]
 
     def max_batch(self, gpu_type: str) -> int:
@@ -419,7 +469,7 @@ class BasePredictor:
         provenance = list(getattr(fitted, "provenance_", []) or [])
         notes = _check_support(fitted, q) + _domain_warnings(fitted, q)[0]
         res = _predict_frame(fitted, q, self.confidence).iloc[0]
-        prior_note = _prior_note(provenance, q)
+        prior_note = _prior_note(provenance, q, self._own_devices(source))
         if bool(res["nonpositive_fit"]):
             notes.append(f"the {fitted.method} fit predicts a non-positive step time here; clipped to 0")
         for note in notes:
@@ -437,10 +487,19 @@ class BasePredictor:
             provenance=provenance, query_kind=str(res["query_kind"]), interval_rule=str(res["interval_rule"]),
         )
 
+    def _own_devices(self, source) -> set | None:
+        own = self.own(source)
+        return None if own is None else set(map(str, pd.unique(own.runs["gpu_type"])))
+
     def _fitted_for(self, q: pd.DataFrame, source) -> tuple[TrainingTimeModel, str | None]:
-        """The model answering a one-row query, and the row's kind by the history's runs."""
+        """The model answering a one-row query, and the row's kind: by the caller's own runs where they answer
+        it alone (:meth:`_answered_by_own`), else by the whole history's runs."""
         if isinstance(self.history, TrainingTimeModel):
             return self.history, None
+        by_own, own_kinds = self._answered_by_own(q, source)
+        if by_own[0]:
+            kind = str(own_kinds[0])
+            return self.model(kind, source, own=True), kind
         kind = str(classify(self.runs(source).runs, q)[0])
         return self.model(kind, source), kind
 
@@ -504,14 +563,22 @@ class BasePredictor:
         if isinstance(self.history, TrainingTimeModel):
             fits, kinds = {None: self.history}, np.full(len(rows), None, dtype=object)
         else:  # each row as predict_training_time answers it alone: the fit chosen for its own kind of query
-            kinds = classify(self.runs(source).runs, rows)
-            fits = {k: self.model(k, source) for k in sorted(set(kinds.tolist()), key=KIND_NAMES.index)}
-        _check_support(next(iter(fits.values())), q)  # every fit has the same runs: one check
+            by_own, own_kinds = self._answered_by_own(rows, source)
+            kinds = classify(self.runs(source).runs, rows).astype(object)
+            if by_own.any():
+                kinds[by_own] = own_kinds[by_own]
+            keys = np.where(by_own, np.char.add("own:", kinds.astype(str)), kinds.astype(str)).astype(object)
+            fits = {}
+            for k in sorted(set(keys.tolist()), key=lambda k: (k.startswith("own:"), KIND_NAMES.index(
+                    k.removeprefix("own:")))):
+                fits[k] = self.model(k.removeprefix("own:"), source, own=k.startswith("own:"))
+            kinds = keys
         pieces = []
         row_kind = kinds[inverse]
         for kind, fitted in fits.items():
             take = np.flatnonzero(row_kind == kind) if kind is not None else np.arange(len(q))
             at = np.flatnonzero(kinds == kind) if kind is not None else np.arange(len(rows))
+            _check_support(fitted, q.iloc[take])
             pos = np.full(len(rows), -1)
             pos[at] = np.arange(len(at))
             part = _predict_frame(fitted, q.iloc[take], self.confidence, distinct=(rows.iloc[at], pos[inverse[take]]))
