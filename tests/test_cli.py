@@ -162,3 +162,71 @@ def test_cli_method_lists_are_the_python_defaults(command, constant):
     assert action.default is None  # resolved to the Python default when the command runs
     listed = re.search(rf"{name}: ([a-z,]+)", action.help).group(1).split(",")
     assert tuple(listed) == getattr(importlib.import_module(module), name)
+
+
+class TestSmallBreaks:
+    """Issue 26 #12: one line at the CLI, nothing created silently, a closed pipe is not an error."""
+
+    def test_closed_pipe_exits_quietly(self):
+        proc = subprocess.Popen([sys.executable, "-m", "perfmodel", "hardware"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        proc.stdout.close()  # the reader went away, as `| head` does
+        err = proc.stderr.read().decode()
+        proc.wait(timeout=120)
+        assert err == "" and proc.returncode == 141
+
+    def test_closed_pipe_in_process(self, monkeypatch, capsys):
+        from perfmodel import cli
+
+        monkeypatch.setattr(cli, "_COMMANDS", {**cli._COMMANDS, "hardware": lambda args: (_ for _ in ()).throw(
+            BrokenPipeError(32, "Broken pipe"))})
+        monkeypatch.setattr(cli, "_quiet_broken_pipe", lambda: 141)
+        assert cli.main(["hardware"]) == 141
+        assert capsys.readouterr().err == ""
+
+    def test_output_into_a_missing_folder_is_refused(self, tmp_path, history_csv):
+        target = tmp_path / "nonexistent" / "dir" / "model.perfmodel"
+        proc = run("fit", str(history_csv), "-o", str(target), "--method", "loglinear", check=False)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+        assert proc.stderr.startswith("perfmodel: error: the folder of -o/--output") and "does not exist" in \
+            proc.stderr
+        assert not (tmp_path / "nonexistent").exists()
+
+    def test_import_output_into_a_missing_folder_is_refused(self, tmp_path):
+        from perfmodel.cli import main
+
+        out = tmp_path / "no" / "runs.csv"
+        assert main(["import", "hf-output", str(tmp_path), "-o", str(out)]) == 2
+        assert not (tmp_path / "no").exists()
+
+    def test_missing_prices_file_is_a_sentence(self, tmp_path):
+        proc = run("recommend", "--model", "gpt-m", "--batch-size", "32", "--gpu-types", "cpu", "--gpu-counts", "1",
+                   "--steps", "100", "--prices", str(tmp_path / "missing.csv"), check=False)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+        assert "Errno" not in proc.stderr and "Price table" in proc.stderr and "does not exist" in proc.stderr
+
+    def test_os_errors_are_sentences(self, capsys):
+        from perfmodel import cli
+
+        assert cli._os_message(FileNotFoundError(2, "No such file or directory", "x.csv")) == \
+            "'x.csv': No such file or directory"
+        assert cli._os_message(FileNotFoundError("Price table 'p' does not exist.")) == \
+            "Price table 'p' does not exist."
+
+    @pytest.mark.parametrize("argv, where", [(["--bogus"], ""), (["predict", "--bogus"], "predict: ")])
+    def test_usage_errors_have_one_prefix(self, argv, where, capsys):
+        from perfmodel.cli import main
+
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and err.count("\n") == 1
+        assert err.startswith(f"perfmodel: error: {where}") and "perfmodel: perfmodel" not in err
+        assert not err.startswith("perfmodel: error: perfmodel")
+
+
+def test_io_is_an_attribute_after_import_perfmodel():
+    code = ("import sys, perfmodel; assert 'perfmodel.io' not in sys.modules; f = perfmodel.io.load_runs; "
+            "assert 'torch' not in sys.modules; assert 'io' in dir(perfmodel); print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

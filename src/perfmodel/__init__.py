@@ -46,7 +46,15 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
+#: Submodules reachable as attributes after ``import perfmodel`` (imported on first use: ``perfmodel.io``).
+_SUBMODULES = ("io",)
+
+
 def __getattr__(name: str):
+    if name in _SUBMODULES:
+        value = importlib.import_module(f"perfmodel.{name}")
+        globals()[name] = value
+        return value
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'perfmodel' has no attribute {name!r}")
@@ -56,4 +64,4 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(__all__))
+    return sorted(set(globals()) | set(__all__) | set(_SUBMODULES))

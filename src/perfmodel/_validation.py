@@ -8,28 +8,51 @@ from typing import Any
 
 
 def _fmt(value: Any) -> str:
+    return _fmt_number(value)
+
+
+#: The largest integer any count may be: what an int64 column (and NumPy) can hold.
+MAX_INT = 2**63 - 1
+
+
+def _fmt_number(value: Any) -> str:
+    """``repr`` of a number, shortened for integers too long to print in full (``10**400``)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        try:
+            text = repr(value)
+        except ValueError:  # beyond Python's int-to-str digit limit
+            return f"an integer of about {int(value).bit_length() * 0.30103:.0f} digits"
+        return text if len(text) <= 40 else f"{text[:12]}...({len(text)} digits)"
     return repr(value)
 
 
-def check_positive_int(value: Any, name: str, where: str, *, allow_none: bool = False) -> int | None:
-    """Return ``value`` as an int if it is a positive integer, else raise TypeError/ValueError."""
+def check_positive_int(value: Any, name: str, where: str, *, allow_none: bool = False,
+                       maximum: int = MAX_INT) -> int | None:
+    """Return ``value`` as an int if it is a positive integer at most ``maximum`` (default: the int64 range),
+    else raise TypeError/ValueError. NumPy integers of any width become Python ints."""
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        if isinstance(value, numbers.Real) and float(value).is_integer() and not isinstance(value, bool):
+        if isinstance(value, numbers.Real) and math.isfinite(float(value)) and float(value).is_integer():
             value = int(value)
         else:
             raise TypeError(
                 f"The {name!r} parameter of {where} must be a positive int. Got {_fmt(value)} "
                 f"of type {type(value).__name__} instead."
             )
+    value = int(value)
     if value <= 0:
         raise ValueError(f"The {name!r} parameter of {where} must be a positive int. Got {_fmt(value)} instead.")
-    return int(value)
+    if value > maximum:
+        raise ValueError(f"The {name!r} parameter of {where} must be a positive int of at most {maximum:.4g}. "
+                         f"Got {_fmt_number(value)} instead.")
+    return value
 
 
-def check_positive_float(value: Any, name: str, where: str, *, allow_none: bool = False) -> float | None:
-    """Return ``value`` as a float if it is a finite positive number, else raise."""
+def check_positive_float(value: Any, name: str, where: str, *, allow_none: bool = False,
+                         maximum: float | None = None) -> float | None:
+    """Return ``value`` as a float if it is a finite positive number (at most ``maximum`` when given), else raise.
+    An integer beyond the float range (``10**400``) is refused with a ValueError, never an OverflowError."""
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -37,11 +60,34 @@ def check_positive_float(value: Any, name: str, where: str, *, allow_none: bool 
             f"The {name!r} parameter of {where} must be a positive number. Got {_fmt(value)} "
             f"of type {type(value).__name__} instead."
         )
-    if not math.isfinite(value) or value <= 0:
+    try:
+        out = float(value)
+    except OverflowError:
+        out = math.inf
+    if not math.isfinite(out) or out <= 0:
         raise ValueError(
-            f"The {name!r} parameter of {where} must be a finite positive number. Got {_fmt(value)} instead."
+            f"The {name!r} parameter of {where} must be a finite positive number. Got {_fmt_number(value)} instead."
         )
-    return float(value)
+    if maximum is not None and out > maximum:
+        raise ValueError(f"The {name!r} parameter of {where} must be a positive number of at most {maximum:g}. "
+                         f"Got {_fmt_number(value)} instead.")
+    return out
+
+
+def check_nonnegative_float(value: Any, name: str, where: str, *, maximum: float | None = None) -> float:
+    """Return ``value`` as a float if it is a finite number >= 0 (at most ``maximum`` when given), else raise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"The {name!r} parameter of {where} must be a number >= 0. Got {_fmt(value)} of type "
+                        f"{type(value).__name__} instead.")
+    try:
+        out = float(value)
+    except OverflowError:
+        out = math.inf
+    if not math.isfinite(out) or out < 0 or (maximum is not None and out > maximum):
+        bound = f" and at most {maximum:g}" if maximum is not None else ""
+        raise ValueError(f"The {name!r} parameter of {where} must be a finite number >= 0{bound}. "
+                         f"Got {_fmt_number(value)} instead.")
+    return out
 
 
 def check_confidence(value: Any, where: str) -> float:

@@ -1,8 +1,8 @@
 """The ``perfmodel`` command line.
 
 Exit status: 0 answered; 2 bad input (one line ``perfmodel: error: ...``, no traceback); 1 a well-formed question
-that nothing could answer (a device, precision or model the history has no runs on, no price; ``recommend`` with
-no configuration left). Ctrl-C exits with 130. ``predict``, ``fit``, ``summary`` and ``import`` never import torch; ``measure`` does.
+that nothing could answer (a device, precision or model the history has no runs on, too few runs for the
+interval asked, no price; ``recommend`` with no configuration left). Ctrl-C exits with 130. ``predict``, ``fit``, ``summary`` and ``import`` never import torch; ``measure`` does.
 """
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import warnings
+from pathlib import Path
 
 from ._version import __version__
 
@@ -49,7 +51,9 @@ class _OneLineParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (``perfmodel: error: ...``) and exit status 2."""
 
     def error(self, message):
-        self.exit(2, f"perfmodel: error: {self.prog}: {message} (see {self.prog} --help)\n")
+        sub = self.prog[len("perfmodel"):].strip() if self.prog.startswith("perfmodel") else self.prog
+        where = f"{sub}: " if sub else ""  # "perfmodel: error: predict: ...", never "perfmodel: perfmodel:"
+        self.exit(2, f"perfmodel: error: {where}{message} (see {self.prog} --help)\n")
 
 
 #: perfmodel.models.METHODS plus "auto" (kept literal so that --help does not import the models; a test checks it).
@@ -191,13 +195,52 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--budget", type=float, help="dollars")
     r.add_argument("--confidence", type=float, default=0.9)
     r.add_argument("--prices", help="your price table (CSV: gpu_type,provider,on_demand_usd_per_hour,...)")
-    r.add_argument("--provider")
+    r.add_argument("--precision", default=None,
+                   help="fp32, tf32, fp16, bf16 or fp8 (default: what most of the history's runs on each device used)")
+    r.add_argument("--provider", help="price from this provider (default: the cheapest in the table)")
+    r.add_argument("--providers", type=_csv_list(str),
+                   help="compare these providers, one row per provider and configuration, e.g. aws,lambda")
     r.add_argument("--spot", action="store_true")
     rsrc = r.add_mutually_exclusive_group()
     rsrc.add_argument("--history")
     rsrc.add_argument("--fitted")
     r.add_argument("--trusted", action="store_true", help="allow a pickle-based (joblib) model file")
     r.add_argument("--json", action="store_true")
+
+    ll = sub.add_parser("plan-llm", help="plan an LLM training job from its shape: tokens, sequence length, "
+                                          "global batch, devices or nodes, parallelism (time, FLOPs, memory fit)")
+    ll.add_argument("--params", type=float, help="parameter count (or give --n-layers and --d-model)")
+    ll.add_argument("--n-layers", type=_count)
+    ll.add_argument("--d-model", type=_count)
+    ll.add_argument("--vocab", type=_count)
+    ll.add_argument("--n-heads", type=_count, help="attention heads (default d-model / 128)")
+    ll.add_argument("--ffn-mult", type=float, default=4.0, help="MLP width / d-model (default 4)")
+    ll.add_argument("--seq-len", type=_count, required=True, help="tokens per sequence")
+    work = ll.add_mutually_exclusive_group(required=True)
+    work.add_argument("--tokens", type=_count, help="training tokens, e.g. 100e9")
+    work.add_argument("--samples", type=_count, help="training sequences")
+    work.add_argument("--steps", type=_count, help="optimizer steps")
+    ll.add_argument("--global-batch", type=_count, required=True, help="sequences per optimizer step, all devices")
+    ll.add_argument("--gpu-type", required=True, help="device name, e.g. H100, MI300X")
+    ll.add_argument("--gpu-count", type=_count, help="devices in all (or --nodes and --gpus-per-node)")
+    ll.add_argument("--nodes", type=_count)
+    ll.add_argument("--gpus-per-node", type=_count)
+    ll.add_argument("--zero-stage", type=int, default=0, choices=[0, 1, 2, 3],
+                    help="ZeRO / FSDP sharding (3 = FSDP full shard; memory only)")
+    ll.add_argument("--tensor-parallel", type=_count, default=1)
+    ll.add_argument("--pipeline-parallel", type=_count, default=1)
+    ll.add_argument("--micro-batch", type=_count, help="sequences per pass on one replica (default: no accumulation)")
+    ll.add_argument("--activation-checkpointing", action="store_true")
+    ll.add_argument("--flash-attention", action="store_true", help="attention that stores no score matrix")
+    ll.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw")
+    ll.add_argument("--precision", default=None,
+                    help="fp32, tf32, fp16, bf16 or fp8 (default: what most of the history's runs on the device used)")
+    ll.add_argument("--confidence", type=float, default=0.9)
+    ll.add_argument("--method", default="auto", choices=_METHOD_CHOICES)
+    ll.add_argument("--history", action="append", help="run history (default: the bundled public GPU history)")
+    ll.add_argument("--provider", help="price from this provider (default: the cheapest in the table)")
+    ll.add_argument("--prices", help="your price table (CSV)")
+    ll.add_argument("--json", action="store_true", help="print the result as JSON")
 
     rp = sub.add_parser("report", help="write a one-page HTML report (needs matplotlib: perfmodel[plot])")
     rp.add_argument("runs", nargs="?", help="run history (default: the bundled runs)")
@@ -283,7 +326,8 @@ def _cmd_predict(args) -> int:
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, allow_nan=False))
     else:
-        print(result)
+        assumed = " (assumed: not given)" if args.precision is None else ""
+        print(f"{result} in {result.query.get('precision')}{assumed}")
         if result.provenance:
             print(f"learned from: {', '.join(result.provenance)} ({result.query_kind.replace('_', ' ')} query)")
         if result.interval_rule:
@@ -535,8 +579,8 @@ def _cmd_recommend(args) -> int:
                     dataset_size=args.dataset_size, gpu_types=args.gpu_types, gpu_counts=args.gpu_counts,
                     work=args.work, max_device_batch=args.max_device_batch,
                     history=history, deadline=None if args.deadline_hours is None else args.deadline_hours * 3600,
-                    budget=args.budget, confidence=args.confidence, prices=args.prices, provider=args.provider,
-                    spot=args.spot)
+                    budget=args.budget, confidence=args.confidence, prices=args.prices,
+                    provider=args.providers or args.provider, spot=args.spot, precision=args.precision)
     if out.empty:
         print("perfmodel: error: no configuration could be predicted and priced (see the warning above)",
               file=sys.stderr)
@@ -551,9 +595,38 @@ def _cmd_recommend(args) -> int:
         show = out.copy()
         for col in ("seconds", "lower", "upper"):
             show[col] = (show[col] / 3600).round(3)
-        show = show.rename(columns={"seconds": "hours", "lower": "hours_lo", "upper": "hours_hi"})
-        with pd.option_context("display.width", 200, "display.max_columns", 20):
+        show = show.rename(columns={"seconds": "hours", "lower": "hours_lo", "upper": "hours_hi",
+                                    "usd_per_device_hour": "usd_per_h"})
+        with pd.option_context("display.width", 250, "display.max_columns", 40):
             print(show.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    return 0
+
+
+def _cmd_plan_llm(args) -> int:
+    from .plan import plan_llm_job
+    from .exceptions import UnknownPriceError
+
+    history = args.history if not args.history or len(args.history) > 1 else args.history[0]
+    job = plan_llm_job(params=args.params, n_layers=args.n_layers, d_model=args.d_model, vocab=args.vocab,
+                       n_heads=args.n_heads, ffn_mult=args.ffn_mult, seq_len=args.seq_len, tokens=args.tokens,
+                       samples=args.samples, steps=args.steps, global_batch=args.global_batch,
+                       gpu_type=args.gpu_type, gpu_count=args.gpu_count, nodes=args.nodes,
+                       gpus_per_node=args.gpus_per_node, zero_stage=args.zero_stage,
+                       tensor_parallel=args.tensor_parallel, pipeline_parallel=args.pipeline_parallel,
+                       micro_batch=args.micro_batch, activation_checkpointing=args.activation_checkpointing,
+                       flash_attention=args.flash_attention, optimizer=args.optimizer, precision=args.precision,
+                       history=history, confidence=args.confidence, method=args.method)
+    try:
+        cost, no_price = job.cost(provider=args.provider, prices=args.prices), None
+    except UnknownPriceError as exc:
+        cost, no_price = None, " ".join(str(exc).split())
+    if args.json:
+        out = job.to_dict()
+        out["cost"] = None if cost is None else cost.to_dict()
+        print(json.dumps(out, indent=2, allow_nan=False))
+    else:
+        print(job)
+        print(f"cost: {cost}" if cost is not None else f"cost: not priced ({no_price})")
     return 0
 
 
@@ -663,11 +736,41 @@ def _cmd_hardware(args) -> int:
 
 _COMMANDS = {"fit": _cmd_fit, "predict": _cmd_predict, "summary": _cmd_summary, "measure": _cmd_measure,
              "hardware": _cmd_hardware, "evaluate": _cmd_evaluate,
-             "recommend": _cmd_recommend, "report": _cmd_report, "import": _cmd_import, "features": _cmd_features, "cache": _cmd_cache}
+             "recommend": _cmd_recommend, "plan-llm": _cmd_plan_llm, "report": _cmd_report, "import": _cmd_import, "features": _cmd_features, "cache": _cmd_cache}
 
 
 def _one_line_warnings(message, category, filename, lineno, file=None, line=None):
     print(f"perfmodel: warning: {message}", file=sys.stderr)
+
+
+def _check_output_folder(args) -> None:
+    """``-o`` into a folder that does not exist is refused (perfmodel never creates folders it was not asked to)."""
+    output = getattr(args, "output", None)
+    if not output:
+        return
+    parent = Path(output).expanduser().parent
+    if not parent.is_dir():
+        what = "is not a folder" if parent.exists() else "does not exist"
+        raise FileNotFoundError(f"the folder of -o/--output {output!r} {what}: {str(parent)!r}; create it first.")
+
+
+def _os_message(exc: OSError) -> str:
+    """An OSError as a sentence: ``'x.csv': No such file or directory``, not ``[Errno 2] ...``."""
+    text = " ".join(str(exc).split())
+    if exc.strerror and (text.startswith("[Errno") or not text):
+        target = f"{str(exc.filename)!r}: " if exc.filename is not None else ""
+        return f"{target}{exc.strerror}"
+    return text or type(exc).__name__
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader of stdout went away (``perfmodel summary ... | head``): stop quietly, as a piped tool does."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the interpreter's last flush does not fail again
+    except (OSError, ValueError):
+        pass
+    return 141  # 128 + SIGPIPE
 
 
 def main(argv=None) -> int:
@@ -678,19 +781,24 @@ def main(argv=None) -> int:
         os.environ["PERFMODEL_PROGRESS"] = "1" if args.progress else "0"
     elif sys.stderr.isatty():
         os.environ.setdefault("PERFMODEL_PROGRESS", "1")
-    from .exceptions import PerfModelError, UnknownPriceError, UnsupportedQueryError
+    from .exceptions import PerfModelError, PredictionError, UnknownPriceError, UnsupportedQueryError
 
     try:
-        return _COMMANDS[args.command](args)
+        _check_output_folder(args)
+        status = _COMMANDS[args.command](args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler below
+        return status
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
     except KeyboardInterrupt:
         print("perfmodel: interrupted (runs finished so far are saved)", file=sys.stderr)
         return 130
-    except (UnsupportedQueryError, UnknownPriceError) as exc:
-        # a well-formed question the history (or price table) cannot answer
+    except (UnsupportedQueryError, UnknownPriceError, PredictionError) as exc:
+        # a well-formed question the history (or price table) cannot answer, e.g. too few runs for the interval
         print(f"perfmodel: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1
     except (PerfModelError, ValueError, TypeError, OSError, ImportError) as exc:
-        msg = " ".join(str(exc).split()) or type(exc).__name__
+        msg = _os_message(exc) if isinstance(exc, OSError) else " ".join(str(exc).split()) or type(exc).__name__
         print(f"perfmodel: error: {msg}", file=sys.stderr)
         return 2
 

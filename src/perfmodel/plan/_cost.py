@@ -1,26 +1,30 @@
 """Dollars for a job: the price table and :func:`estimate_cost` (the time interval carried through).
 
 The bundled price table (``data/prices.csv``) holds indicative on-demand list prices per device-hour with the
-provider, the date and the source of each row; spot prices there are typical discounts, not quotes. Prices change
+provider, region, date (``as_of``), source text and source ``url`` of each row; spot prices there are typical
+discounts, not quotes. A device with no public list price has a row with an empty price and a ``note`` saying
+why; asking for its price raises :class:`~perfmodel.exceptions.UnknownPriceError` with that note. Prices change
 often: pass your own table (``prices=`` a DataFrame or a CSV/YAML path with the same columns) for real decisions.
 """
 
 from __future__ import annotations
 
-import numbers
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from .._format import to_plain
-from .._validation import check_positive_float, check_positive_int
+from .._validation import check_nonnegative_float, check_positive_float, check_positive_int
 from ..exceptions import UnknownPriceError
 from ..hardware import resolve_gpu_type
 
-__all__ = ["load_prices", "price_per_hour", "estimate_cost", "CostEstimate"]
+__all__ = ["load_prices", "price_per_hour", "price_quote", "estimate_cost", "CostEstimate"]
 
 _PRICE_COLUMNS = ("gpu_type", "provider", "on_demand_usd_per_hour", "spot_usd_per_hour")
+#: Optional columns, empty when a table lacks them.
+_INFO_COLUMNS = ("region", "as_of", "source", "url", "note")
 
 
 def load_prices(prices=None) -> pd.DataFrame:
@@ -31,6 +35,12 @@ def load_prices(prices=None) -> pd.DataFrame:
         from ..datasets import bundled_runs_path
 
         prices = bundled_runs_path("prices.csv")
+    if not isinstance(prices, pd.DataFrame):
+        from pathlib import Path
+
+        if not Path(prices).is_file():
+            what = "is not a file" if Path(prices).exists() else "does not exist"
+            raise FileNotFoundError(f"Price table {str(prices)!r} {what}.")
     if isinstance(prices, pd.DataFrame):
         df = prices.copy()
     elif str(prices).lower().endswith((".yaml", ".yml")):
@@ -51,11 +61,15 @@ def load_prices(prices=None) -> pd.DataFrame:
         raise ValueError(f"The price table is missing column(s) {missing}; needs {', '.join(_PRICE_COLUMNS)}.")
     if "spot_usd_per_hour" not in df.columns:
         df["spot_usd_per_hour"] = np.nan
+    for col in _INFO_COLUMNS:
+        if col not in df.columns:
+            df[col] = None
+    noted = df["note"].notna() & (df["note"].astype(str).str.strip() != "")
     for col in ("on_demand_usd_per_hour", "spot_usd_per_hour"):
         vals = pd.to_numeric(df[col], errors="coerce")
         bad = (vals.isna() & df[col].notna()) | (vals < 0)
         if col == "on_demand_usd_per_hour":
-            bad |= vals.isna()
+            bad |= vals.isna() & ~noted  # an empty price needs a note saying why
         if bad.any():
             raise ValueError(f"The price table's {col!r} must be a non-negative number; rows "
                              f"{', '.join(str(i + 1) for i in np.flatnonzero(bad.to_numpy())[:5])} (counting from 1) are not "
@@ -63,6 +77,7 @@ def load_prices(prices=None) -> pd.DataFrame:
         df[col] = vals.astype(float)
     df["gpu_type"] = [resolve_gpu_type(str(g)) for g in df["gpu_type"]]
     df["provider"] = df["provider"].astype(str)
+    df.attrs["perfmodel_prices"] = True  # checked: price_quote need not read it again
     return df
 
 
@@ -71,19 +86,34 @@ def price_per_hour(gpu_type: str, *, provider: str | None = None, spot: bool = F
 
     Raises ValueError naming the device (and the ones that have prices) when the table has no price for it.
     """
-    table = load_prices(prices)
+    return price_quote(gpu_type, provider=provider, spot=spot, prices=prices)["usd_per_hour"]
+
+
+def price_quote(gpu_type: str, *, provider: str | None = None, spot: bool = False, prices=None) -> dict:
+    """The price row used for ``gpu_type``: ``{gpu_type, provider, usd_per_hour, spot, region, as_of, url}``,
+    the cheapest provider unless ``provider`` is given.
+
+    Raises :class:`~perfmodel.exceptions.UnknownPriceError` (a ValueError) naming the device, the devices that
+    have prices, and the table's note on why this device has none, when it has none.
+    """
+    table = prices if isinstance(prices, pd.DataFrame) and prices.attrs.get("perfmodel_prices") else load_prices(prices)
     g = resolve_gpu_type(gpu_type)
     rows = table[table["gpu_type"] == g]
     if provider is not None:
         rows = rows[rows["provider"] == provider]
     col = "spot_usd_per_hour" if spot else "on_demand_usd_per_hour"
-    rows = rows[rows[col].notna()]
-    if rows.empty:
+    priced = rows[rows[col].notna()]
+    if priced.empty:
         have = sorted(set(table.loc[table[col].notna(), "gpu_type"]))
         where = f" from provider {provider!r}" if provider else ""
-        raise UnknownPriceError(f"No {'spot' if spot else 'on-demand'} price for {g!r}{where} in the price table; it has "
-                         f"prices for: {', '.join(have)}. Pass prices= with your own table.")
-    return float(rows[col].min())
+        notes = [str(n) for n in table.loc[table["gpu_type"] == g, "note"] if isinstance(n, str) and n.strip()]
+        why = f" The table says: {notes[0].rstrip('.')}." if notes else ""
+        raise UnknownPriceError(f"No {'spot' if spot else 'on-demand'} price for {g!r}{where} in the price table.{why} "
+                                f"It has prices for: {', '.join(have)}. Pass prices= with your own table.")
+    row = priced.loc[priced[col].idxmin()]
+    info = lambda k: None if pd.isna(row[k]) else str(row[k])  # noqa: E731
+    return {"gpu_type": g, "provider": str(row["provider"]), "usd_per_hour": float(row[col]), "spot": bool(spot),
+            "region": info("region"), "as_of": info("as_of"), "url": info("url")}
 
 
 @dataclass
@@ -98,6 +128,10 @@ class CostEstimate:
     devices: int
     spot: bool
     overhead_fraction: float = 0.0
+    provider: str | None = None
+    region: str | None = None
+    as_of: str | None = None
+    url: str | None = None
 
     def to_dict(self) -> dict:
         """Plain JSON types only (``json.dumps(..., allow_nan=False)`` accepts it)."""
@@ -105,7 +139,11 @@ class CostEstimate:
 
     def __str__(self) -> str:
         kind = "spot" if self.spot else "on-demand"
-        return (f"${self.dollars:,.2f} ({kind}; interval ${self.lower:,.2f} – ${self.upper:,.2f}; "
+        who = ""
+        if self.provider:
+            who = f" at {self.provider}" + (f" {self.region}" if self.region else "") + \
+                (f", {self.as_of} list price" if self.as_of else "")
+        return (f"${self.dollars:,.2f} ({kind}{who}; interval ${self.lower:,.2f} – ${self.upper:,.2f}; "
                 f"{self.devices} x ${self.usd_per_device_hour:.3g}/h)")
 
 
@@ -133,7 +171,8 @@ def estimate_cost(prediction=None, *, seconds=None, lower=None, upper=None, gpu_
         From :func:`perfmodel.predict_training_time` (gives seconds, interval, device type and count); or pass
         ``seconds`` (and optionally ``lower``/``upper``), ``gpu_type`` and ``gpu_count``.
     provider : str, optional
-        Price from this provider; default the cheapest in the table.
+        Price from this provider; default the cheapest in the table. The result names the provider, region,
+        date and source URL of the price used.
     prices : DataFrame or path, optional
         Your own price table (see :func:`load_prices`).
     spot : bool, default=False
@@ -153,8 +192,8 @@ def estimate_cost(prediction=None, *, seconds=None, lower=None, upper=None, gpu_
         gpu_type = gpu_type or prediction.query.get("gpu_type")
         gpu_count = gpu_count or prediction.query.get("gpu_count")
     seconds = check_positive_float(seconds, "seconds", "estimate_cost")
-    lower = seconds if lower is None else float(lower)
-    upper = seconds if upper is None else float(upper)
+    lower = seconds if lower is None else check_nonnegative_float(lower, "lower", "estimate_cost")
+    upper = seconds if upper is None else check_positive_float(upper, "upper", "estimate_cost")
     if not (0 <= lower <= seconds <= upper) or not np.isfinite(upper):
         raise ValueError(f"estimate_cost needs 0 <= lower <= seconds <= upper (finite). Got lower={lower!r}, "
                          f"seconds={seconds!r}, upper={upper!r}.")
@@ -164,13 +203,19 @@ def estimate_cost(prediction=None, *, seconds=None, lower=None, upper=None, gpu_
     for name, val in (("checkpoint_interval_s", checkpoint_interval_s), ("checkpoint_cost_s", checkpoint_cost_s),
                       ("restart_s", restart_s)):
         check_positive_float(val, name, "estimate_cost")
-    if not isinstance(interruptions_per_hour, numbers.Real) or interruptions_per_hour < 0:
-        raise ValueError(f"The 'interruptions_per_hour' parameter of estimate_cost must be >= 0. "
-                         f"Got {interruptions_per_hour!r} instead.")
-    rate = price_per_hour(gpu_type, provider=provider, spot=spot, prices=prices)
+    interruptions_per_hour = check_nonnegative_float(interruptions_per_hour, "interruptions_per_hour",
+                                                     "estimate_cost")  # NaN and inf are refused, not carried
+    if not isinstance(spot, (bool, np.bool_)):
+        raise TypeError(f"The 'spot' parameter of estimate_cost must be a bool. Got {spot!r}.")
+    quote = price_quote(gpu_type, provider=provider, spot=spot, prices=prices)
+    rate = quote["usd_per_hour"]
     factor = _spot_factor(checkpoint_interval_s=checkpoint_interval_s, checkpoint_cost_s=checkpoint_cost_s,
                           restart_s=restart_s, interruptions_per_hour=interruptions_per_hour) if spot else 1.0
     per_s = rate * gpu_count / 3600 * factor
+    if not all(math.isfinite(v) for v in (seconds * per_s, upper * per_s, seconds * factor)):
+        raise ValueError(f"estimate_cost: the cost of {upper:.3g} s on {gpu_count} x {gpu_type} is beyond the "
+                         "numeric range; check seconds and gpu_count.")
     return CostEstimate(dollars=seconds * per_s, lower=lower * per_s, upper=upper * per_s,
                         hours=seconds * factor / 3600, usd_per_device_hour=rate, devices=gpu_count, spot=spot,
-                        overhead_fraction=factor - 1)
+                        overhead_fraction=factor - 1, provider=quote["provider"], region=quote["region"],
+                        as_of=quote["as_of"], url=quote["url"])

@@ -9,7 +9,7 @@ from statistics import NormalDist
 import numpy as np
 
 from .._format import to_plain
-from .._validation import check_confidence, check_positive_float, check_positive_int
+from .._validation import check_confidence, check_nonnegative_float, check_positive_float, check_positive_int
 
 __all__ = ["OnlineEstimator", "OnlineEstimate", "DEFAULT_STEP_NOISE", "DEFAULT_DRIFT"]
 
@@ -20,6 +20,21 @@ DEFAULT_STEP_NOISE = 0.09
 #: drift_steps on the bundled CPU history's 126 runs with >= 20 steps; was 0.09 on its first 41 runs). For
 #: steadier machines (a dedicated GPU node) pass a smaller one: benchmarks/online_mlperf.py.
 DEFAULT_DRIFT = 0.075
+#: Limits of the parameters (a value outside them is refused with a ValueError): log-sds (``step_noise``,
+#: ``drift``) at most 3 (a factor e³ ≈ 20 per standard deviation), a step from 10⁻⁹ s to 10⁷ s, at most 10¹²
+#: steps.
+MAX_LOG_SD = 3.0
+MIN_STEP_SECONDS = 1e-9
+MAX_STEP_SECONDS = 1e7
+MAX_STEPS = 10**12
+
+
+def _check_step(value, name: str, where: str) -> float:
+    value = check_positive_float(value, name, where, maximum=MAX_STEP_SECONDS)
+    if value < MIN_STEP_SECONDS:
+        raise ValueError(f"The {name!r} parameter of {where} must be a step time of at least {MIN_STEP_SECONDS:g} s. "
+                         f"Got {value!r} instead.")
+    return value
 #: Steps over which the drift builds up: the remaining steps' mean level moves by drift² · m / (m + drift_steps).
 DEFAULT_DRIFT_STEPS = 40.0
 
@@ -81,18 +96,19 @@ class OnlineEstimator:
                  confidence: float = 0.9, prior_confidence: float = 0.9, warmup_steps: int = 0,
                  step_noise: float = DEFAULT_STEP_NOISE, drift: float = DEFAULT_DRIFT,
                  drift_steps: float = DEFAULT_DRIFT_STEPS):
-        self.total_steps = check_positive_int(total_steps, "total_steps", "OnlineEstimator")
-        self.confidence = check_confidence(confidence, "OnlineEstimator")
-        prior_confidence = check_confidence(prior_confidence, "OnlineEstimator")
-        check_positive_float(prior_step_seconds, "prior_step_seconds", "OnlineEstimator")
+        where = "OnlineEstimator"
+        self.total_steps = check_positive_int(total_steps, "total_steps", where, maximum=MAX_STEPS)
+        self.confidence = check_confidence(confidence, where)
+        prior_confidence = check_confidence(prior_confidence, where)
+        prior_step_seconds = _check_step(prior_step_seconds, "prior_step_seconds", where)
+        prior_lower = _check_step(prior_lower, "prior_lower", where)
+        prior_upper = _check_step(prior_upper, "prior_upper", where)
         if not (0 < prior_lower <= prior_step_seconds <= prior_upper):
             raise ValueError("OnlineEstimator needs 0 < prior_lower <= prior_step_seconds <= prior_upper. "
                              f"Got {prior_lower!r}, {prior_step_seconds!r}, {prior_upper!r}.")
-        self.step_noise = check_positive_float(step_noise, "step_noise", "OnlineEstimator")
-        if not (isinstance(drift, (int, float)) and math.isfinite(drift) and drift >= 0):
-            raise ValueError(f"The 'drift' parameter of OnlineEstimator must be >= 0. Got {drift!r} instead.")
-        self.drift = float(drift)
-        self.drift_steps = check_positive_float(drift_steps, "drift_steps", "OnlineEstimator")
+        self.step_noise = check_positive_float(step_noise, "step_noise", where, maximum=MAX_LOG_SD)
+        self.drift = check_nonnegative_float(drift, "drift", where, maximum=MAX_LOG_SD)
+        self.drift_steps = check_positive_float(drift_steps, "drift_steps", where, maximum=float(MAX_STEPS))
         z = NormalDist().inv_cdf((1 + prior_confidence) / 2)
         self.mu0 = math.log(prior_step_seconds)
         self.tau0 = max((math.log(prior_upper) - math.log(prior_lower)) / (2 * z), 1e-6)
@@ -108,9 +124,9 @@ class OnlineEstimator:
         return cls(prediction.step_seconds, prediction.step_lower, prediction.step_upper, prediction.steps, **kwargs)
 
     def update(self, step_seconds: float) -> None:
-        """Record one observed optimizer step (seconds)."""
-        check_positive_float(step_seconds, "step_seconds", "OnlineEstimator.update")
-        self.times.append(float(step_seconds))
+        """Record one observed optimizer step (seconds, from :data:`MIN_STEP_SECONDS` to :data:`MAX_STEP_SECONDS`)."""
+        step_seconds = _check_step(step_seconds, "step_seconds", "OnlineEstimator.update")
+        self.times.append(step_seconds)
 
     def callback(self, recorder) -> None:
         """For :meth:`perfmodel.measure.recorder.Recorder.add_callback`: reads the recorder's last step."""
@@ -158,10 +174,17 @@ class OnlineEstimator:
         # the level drifts over the remaining steps: their mean moves by up to drift², less when few remain
         future_drift2 = self.drift**2 * left / (left + self.drift_steps)
         sd = math.sqrt(post_var + s2 / max(left, 1) + future_drift2)
-        level = math.exp(s2 / 2)  # mean of a log-normal step around exp(mu)
-        rem = left * math.exp(mu) * level
-        lo = left * math.exp(mu - self._z * sd) * level
-        hi = left * math.exp(mu + self._z * sd) * level
+        # in log space: exp(mu + s2/2) is the mean of a log-normal step around exp(mu)
+        if left:
+            log_mid = math.log(left) + mu + s2 / 2
+            if log_mid + self._z * sd > 700:
+                raise ValueError(
+                    f"OnlineEstimator: the upper bound of the remaining time is beyond the numeric range (e^"
+                    f"{log_mid + self._z * sd:.0f} s): the step times seen spread over many orders of magnitude or "
+                    "the prior interval is far too wide. Check the prior and the step times (seconds).")
+            rem, lo, hi = (math.exp(log_mid), math.exp(log_mid - self._z * sd), math.exp(log_mid + self._z * sd))
+        else:
+            rem = lo = hi = 0.0
         return OnlineEstimate(steps_done=len(self.times), elapsed=elapsed, remaining=rem, remaining_lower=lo,
                               remaining_upper=hi, total=elapsed + rem, total_lower=elapsed + lo,
                               total_upper=elapsed + hi, confidence=self.confidence,

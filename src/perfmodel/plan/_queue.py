@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import heapq
 import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from .._format import to_plain
+from scipy import special
+
 from .._validation import check_positive_float, check_positive_int
+
+#: The most servers :func:`erlang_c` and :func:`simulate_queue` take, and the most jobs a simulation runs
+#: (a Python event loop: about a million jobs a few seconds); larger values are refused with a message.
+MAX_SERVERS = 10**9
+MAX_JOBS = 10**7
 
 __all__ = ["erlang_c", "QueueResult", "simulate_queue", "SimulationResult"]
 
@@ -39,7 +47,10 @@ def erlang_c(arrival_rate: float, service_time: float, servers: int) -> QueueRes
     service_time : float
         Mean job duration in the same unit (e.g. the predicted hours).
     servers : int
-        Slots (jobs that can run at once).
+        Slots (jobs that can run at once), at most :data:`MAX_SERVERS`.
+
+    Computed in log space (Erlang B through the incomplete gamma function), so it holds for any number of
+    servers without a loop over them.
 
     Examples
     --------
@@ -49,22 +60,26 @@ def erlang_c(arrival_rate: float, service_time: float, servers: int) -> QueueRes
     """
     arrival_rate = check_positive_float(arrival_rate, "arrival_rate", "erlang_c")
     service_time = check_positive_float(service_time, "service_time", "erlang_c")
-    c = check_positive_int(servers, "servers", "erlang_c")
+    c = check_positive_int(servers, "servers", "erlang_c", maximum=MAX_SERVERS)
     a = arrival_rate * service_time  # offered load (Erlangs)
     rho = a / c
-    if rho >= 1:
+    if not math.isfinite(a) or rho >= 1:
         raise ValueError(f"erlang_c: utilisation arrival_rate * service_time / servers = {rho:.3g} >= 1; the queue "
                          "grows without bound. Add servers or lower the load.")
-    # numerically stable: sum a^k/k! via running terms
-    term, total = 1.0, 1.0
-    for k in range(1, c):
-        term *= a / k
-        total += term
-    last = term * a / c  # a^c / c!
-    top = last / (1 - rho)
-    p_wait = top / (total + top)
+    if a == 0.0:  # an offered load below the float range: nobody waits
+        return QueueResult(0.0, 0.0, service_time, 0.0)
+    # In log space, without a loop over the servers: the Erlang B probability
+    # B = (a^c / c!) / sum_{k<=c} a^k / k!, where sum_{k<=c} a^k / k! = e^a Q(c + 1, a) (Q: the regularised upper
+    # incomplete gamma function); then C = B / (1 - rho (1 - B)).
+    log_b = c * math.log(a) - math.lgamma(c + 1) - a - math.log(float(special.gammaincc(c + 1, a)))
+    b = math.exp(min(log_b, 0.0))
+    p_wait = b / (1 - rho * (1 - b))
     mean_wait = p_wait * service_time / (c - a)
-    return QueueResult(p_wait, mean_wait, mean_wait + service_time, rho)
+    out = QueueResult(p_wait, mean_wait, mean_wait + service_time, rho)
+    if not all(math.isfinite(v) for v in (p_wait, mean_wait, mean_wait + service_time)):
+        raise ValueError(f"erlang_c: arrival_rate={arrival_rate!r}, service_time={service_time!r}, servers={c} "
+                         "are beyond the numeric range of the formula.")
+    return out
 
 
 @dataclass(frozen=True)
@@ -93,31 +108,56 @@ def simulate_queue(arrival_rate=None, service_time=None, servers=1, *, policy="f
     job needs at once; ``servers`` is then the cluster's GPU count). FCFS starts jobs strictly in arrival order;
     SJF starts, whenever capacity frees, the shortest waiting job that fits. ``mean_response`` is the mean time
     from arrival to finish. The first ``warmup_fraction`` of jobs is left out of the averages; ``stderr_wait``
-    is a batch-means standard error of the mean wait.
+    is a batch-means standard error of the mean wait (None with fewer than 20 jobs averaged).
+
+    Limits: ``n_arrivals`` and the number of ``jobs`` at most :data:`MAX_JOBS` (10⁷), ``servers`` at most
+    :data:`MAX_SERVERS`, ``warmup_fraction`` in [0, 1) (at least one job is always averaged); jobs must not be
+    empty.
     """
     if policy not in ("fcfs", "sjf"):
         raise ValueError(f"The 'policy' parameter of simulate_queue must be 'fcfs' or 'sjf'. Got {policy!r}.")
-    servers = check_positive_int(servers, "servers", "simulate_queue")
+    servers = check_positive_int(servers, "servers", "simulate_queue", maximum=MAX_SERVERS)
+    if isinstance(warmup_fraction, bool) or not isinstance(warmup_fraction, numbers.Real) \
+            or not 0 <= warmup_fraction < 1:
+        raise ValueError(f"The 'warmup_fraction' parameter of simulate_queue must be a number in [0, 1). "
+                         f"Got {warmup_fraction!r} instead.")
     if jobs is None:
         arrival_rate = check_positive_float(arrival_rate, "arrival_rate", "simulate_queue")
         service_time = check_positive_float(service_time, "service_time", "simulate_queue")
-        n_arrivals = check_positive_int(n_arrivals, "n_arrivals", "simulate_queue")
+        n_arrivals = check_positive_int(n_arrivals, "n_arrivals", "simulate_queue", maximum=MAX_JOBS)
         rng = np.random.default_rng(seed)
         arrivals = np.cumsum(rng.exponential(1 / arrival_rate, n_arrivals))
         durations = rng.exponential(service_time, n_arrivals)
         sizes = np.ones(n_arrivals, dtype=int)
     else:
         df = pd.DataFrame(jobs) if not isinstance(jobs, pd.DataFrame) else jobs
+        if len(df) == 0:
+            raise ValueError("The 'jobs' parameter of simulate_queue is empty: give at least one job (arrival, "
+                             "duration), or arrival_rate and service_time instead.")
+        if len(df) > MAX_JOBS:
+            raise ValueError(f"The 'jobs' parameter of simulate_queue holds {len(df)} jobs; at most {MAX_JOBS} are "
+                             "simulated. Simulate a sample.")
         if not {"arrival", "duration"} <= set(df.columns):
             raise ValueError("simulate_queue: jobs need 'arrival' and 'duration' (and optionally 'size').")
         df = df.sort_values("arrival", kind="stable")
-        arrivals = df["arrival"].to_numpy(dtype=float)
-        durations = df["duration"].to_numpy(dtype=float)
-        sizes = df["size"].to_numpy(dtype=int) if "size" in df.columns else np.ones(len(df), dtype=int)
+        try:
+            arrivals = df["arrival"].to_numpy(dtype=float)
+            durations = df["duration"].to_numpy(dtype=float)
+            size_f = df["size"].to_numpy(dtype=float) if "size" in df.columns else np.ones(len(df))
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError("simulate_queue: job arrivals, durations and sizes must be numbers.") from None
+        if not (np.isfinite(size_f).all() and (size_f == np.round(size_f)).all()):
+            raise ValueError("simulate_queue: job sizes must be whole numbers of GPUs.")
+        sizes = size_f.astype(np.int64) if (np.abs(size_f) < 2**62).all() else np.full(len(df), servers + 1)
         if not (np.isfinite(durations).all() and np.isfinite(arrivals).all()) or (durations <= 0).any() \
                 or (arrivals < 0).any():
             raise ValueError("simulate_queue: job durations must be finite and positive, arrivals finite and "
                              "non-negative.")
+        with np.errstate(over="ignore"):
+            horizon = float(arrivals.max()) + float(durations.sum())
+        if not horizon <= 1e300:
+            raise ValueError("simulate_queue: the job times are beyond the numeric range (the last arrival plus "
+                             "all durations exceed 1e300); give arrivals and durations in a larger unit.")
         if (sizes < 1).any() or (sizes > servers).any():
             raise ValueError(f"simulate_queue: job sizes must be between 1 and servers={servers}.")
     n = len(arrivals)
@@ -167,9 +207,14 @@ def simulate_queue(arrival_rate=None, service_time=None, servers=1, *, policy="f
                 heapq.heappush(waiting, item)
     wait = start - arrivals
     done = start + durations - arrivals
-    k0 = int(n * warmup_fraction)
+    k0 = min(int(n * warmup_fraction), n - 1)  # at least one job is averaged
     w = wait[k0:]
     batches = np.array_split(w, 20) if len(w) >= 20 else [w]
     se = float(np.std([b.mean() for b in batches], ddof=1) / math.sqrt(len(batches))) if len(batches) > 1 else math.nan
-    return SimulationResult(policy, n, float(w.mean()), float(done[k0:].mean()),
-                            float(busy_area / (servers * now)) if now > 0 else 0.0, se)
+    with np.errstate(over="ignore", invalid="ignore"):
+        result = SimulationResult(policy, n, float(w.mean()), float(done[k0:].mean()),
+                                  float(busy_area / (servers * now)) if now > 0 else 0.0, se)
+    if not all(math.isfinite(v) for v in (result.mean_wait, result.mean_response, result.utilisation)):
+        raise ValueError("simulate_queue: the job times are beyond the numeric range (the mean wait or response "
+                         "is not finite); give arrivals and durations in a unit that keeps them below ~1e300.")
+    return result

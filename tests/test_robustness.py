@@ -1,0 +1,150 @@
+"""Issue 26 #11: numbers outside the documented range are refused with a ValueError/TypeError naming the
+parameter — never an OverflowError, a MemoryError or a NaN result."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perfmodel import plan
+from perfmodel._validation import MAX_INT, check_nonnegative_float, check_positive_float, check_positive_int
+
+
+class TestValidationHelpers:
+    @pytest.mark.parametrize("value", [10**400, 2**63, -(10**5000), 10**5000], ids=["1e400", "2^63", "-1e5000",
+                                                                                  "1e5000"])
+    def test_huge_ints_are_value_errors(self, value):
+        with pytest.raises(ValueError, match="'steps' parameter of f"):
+            check_positive_int(value, "steps", "f")
+        if abs(value) > 1e308:
+            with pytest.raises(ValueError, match="'x' parameter of f must be a finite positive number"):
+                check_positive_float(abs(value), "x", "f")
+
+    def test_int64_range_and_numpy_widths(self):
+        assert check_positive_int(MAX_INT, "n", "f") == MAX_INT
+        for v in (np.uint8(200), np.int16(7), np.uint64(2**63 - 1), np.float32(4.0)):
+            out = check_positive_int(v, "n", "f")
+            assert type(out) is int and out == int(v)
+        with pytest.raises(ValueError, match="at most 9.223e"):
+            check_positive_int(np.uint64(2**63), "n", "f")
+
+    def test_maximum_and_nonnegative(self):
+        with pytest.raises(ValueError, match="at most 3"):
+            check_positive_float(4.0, "x", "f", maximum=3)
+        assert check_nonnegative_float(0, "x", "f") == 0.0
+        for bad in (float("nan"), float("inf"), -1e-9, 10**400):
+            with pytest.raises(ValueError, match="'x' parameter of f"):
+                check_nonnegative_float(bad, "x", "f")
+        with pytest.raises(TypeError, match="'x' parameter of f"):
+            check_nonnegative_float("1", "x", "f")
+
+
+class TestPredictSteps:
+    def test_steps_beyond_int64_is_a_value_error(self):
+        import perfmodel
+
+        with pytest.raises(ValueError, match="'steps' parameter of predict_training_time.*at most"):
+            perfmodel.predict_training_time("gpt-m", batch_size=32, gpu_type="cpu", steps=10**400)
+
+
+class TestErlangC:
+    def test_known_values(self):
+        r = plan.erlang_c(2.0, 1.0, 3)
+        assert r.p_wait == pytest.approx(4 / 9) and r.mean_wait == pytest.approx(4 / 9)
+        assert plan.erlang_c(0.5, 1.0, 1).p_wait == pytest.approx(0.5)  # M/M/1: p_wait = rho
+
+    def test_many_servers_in_log_space(self):
+        """erlang_c(1000, 1, 2000) was NaN (a^c/c! overflowed)."""
+        r = plan.erlang_c(1000, 1, 2000)
+        assert all(math.isfinite(v) for v in r.to_dict().values())
+        assert 0 <= r.p_wait < 1e-100 and r.mean_response == pytest.approx(1.0)
+        r = plan.erlang_c(999, 1, 1000)
+        assert r.p_wait == pytest.approx(0.96123926040846, rel=1e-10)  # log-sum-exp reference
+
+    def test_no_loop_per_server(self):
+        t0 = time.perf_counter()
+        r = plan.erlang_c(9e8, 1.0, 10**9)
+        assert time.perf_counter() - t0 < 0.5 and math.isfinite(r.p_wait)
+        with pytest.raises(ValueError, match="'servers' parameter of erlang_c.*at most"):
+            plan.erlang_c(1.0, 1.0, 10**12)
+
+    def test_overload_and_overflow(self):
+        with pytest.raises(ValueError, match=">= 1"):
+            plan.erlang_c(1e300, 1e300, 3)
+        assert plan.erlang_c(1e-300, 1e-300, 3).p_wait == 0.0
+
+
+class TestSimulateQueue:
+    def test_empty_jobs(self):
+        for jobs in ([], pd.DataFrame(columns=["arrival", "duration"])):
+            with pytest.raises(ValueError, match="'jobs' parameter of simulate_queue is empty"):
+                plan.simulate_queue(servers=2, jobs=jobs)
+
+    @pytest.mark.parametrize("fraction", [1.0, 1.5, -0.1, float("nan")])
+    def test_warmup_fraction_out_of_range(self, fraction):
+        with pytest.raises(ValueError, match="'warmup_fraction' parameter of simulate_queue"):
+            plan.simulate_queue(2.0, 1.0, 3, n_arrivals=100, warmup_fraction=fraction)
+
+    def test_almost_all_warmup_still_averages_one_job(self):
+        r = plan.simulate_queue(2.0, 1.0, 3, n_arrivals=50, warmup_fraction=0.999)
+        assert math.isfinite(r.mean_wait) and math.isfinite(r.mean_response)
+
+    def test_n_arrivals_is_capped_with_a_message(self):
+        """simulate_queue(n_arrivals=10**9) ran out of memory."""
+        with pytest.raises(ValueError, match="'n_arrivals' parameter of simulate_queue.*at most 1e\\+07"):
+            plan.simulate_queue(2.0, 1.0, 3, n_arrivals=10**9)
+
+    def test_bad_job_values(self):
+        with pytest.raises(ValueError, match="must be numbers"):
+            plan.simulate_queue(servers=2, jobs={"arrival": ["a"], "duration": [1.0]})
+        with pytest.raises(ValueError, match="whole numbers"):
+            plan.simulate_queue(servers=2, jobs={"arrival": [0.0], "duration": [1.0], "size": [1.5]})
+        with pytest.raises(ValueError, match="beyond the numeric range"):
+            plan.simulate_queue(servers=1, jobs={"arrival": [0.0, 0.0], "duration": [1e308, 1e308]})
+
+
+class TestCost:
+    @pytest.mark.parametrize("rate", [float("nan"), float("inf"), -0.1])
+    def test_interruptions_per_hour(self, rate):
+        """estimate_cost(..., interruptions_per_hour=nan) returned NaN dollars."""
+        with pytest.raises(ValueError, match="'interruptions_per_hour' parameter of estimate_cost"):
+            plan.estimate_cost(seconds=3600, gpu_type="cpu", gpu_count=1, spot=True, interruptions_per_hour=rate)
+
+    def test_bounds_are_checked(self):
+        with pytest.raises(ValueError, match="'upper' parameter of estimate_cost"):
+            plan.estimate_cost(seconds=3600, upper=float("nan"), gpu_type="cpu")
+        with pytest.raises(ValueError, match="'seconds' parameter"):
+            plan.estimate_cost(seconds=10**400, gpu_type="cpu")
+        with pytest.raises(ValueError, match="beyond the numeric range"):
+            plan.estimate_cost(seconds=1e307, gpu_type="cpu", gpu_count=10**9)
+
+
+class TestOnline:
+    @pytest.mark.parametrize("kwargs, name", [
+        ({"drift": 1e300}, "drift"), ({"drift": float("nan")}, "drift"), ({"step_noise": 1e300}, "step_noise"),
+        ({"drift_steps": float("inf")}, "drift_steps"), ({"total_steps": 10**400}, "total_steps"),
+    ], ids=["drift", "drift-nan", "step_noise", "drift_steps", "total_steps"])
+    def test_out_of_range_parameters(self, kwargs, name):
+        """OnlineEstimator(..., drift=1e300) raised OverflowError."""
+        args = {"prior_step_seconds": 1.0, "prior_lower": 0.5, "prior_upper": 2.0, "total_steps": 100, **kwargs}
+        with pytest.raises(ValueError, match=f"'{name}' parameter of OnlineEstimator"):
+            plan.OnlineEstimator(**args).estimate()
+
+    def test_extremes_inside_the_range_are_finite(self):
+        est = plan.OnlineEstimator(1e7, 1e-9, 1e7, 10**12, drift=3.0, step_noise=3.0)
+        for t in (1e-9, 1e7, 1.0):
+            est.update(t)
+        out = est.estimate()
+        assert all(math.isfinite(v) for v in (out.total, out.total_lower, out.total_upper))
+        for bad in (1e300, 1e-300):
+            with pytest.raises(ValueError, match="'step_seconds' parameter"):
+                est.update(bad)
+
+    def test_an_interval_beyond_floats_is_a_value_error(self):
+        est = plan.OnlineEstimator(1.0, 1e-9, 1e7, 10**12, prior_confidence=1e-6, confidence=0.999999)
+        with pytest.raises(ValueError, match="beyond the numeric range"):
+            est.estimate()
