@@ -109,7 +109,7 @@ class TestTrainingTimeModel:
         assert "<table>" in m.summary()._repr_html_()
         pi = m.predict_interval(history.head(5), 0.9)
         assert list(pi.columns) == ["step_time_s", "step_lower", "step_upper", "nearest_run_distance",
-                                    "query_kind", "interval_rule"]
+                                    "query_kind", "interval_rule", "peak_basis"]
         assert (pi["query_kind"] == "seen").all() and pi["interval_rule"].str.startswith("random 5-fold").all()
         assert (pi["step_lower"] <= pi["step_time_s"]).all() and (pi["step_time_s"] <= pi["step_upper"]).all()
 

@@ -161,7 +161,9 @@ class PeakRatioBaseline:
     """Naive cross-hardware scaling: the nearest training run of the same model (closest device count, then
     per-device batch), scaled by the work per device-step and by the ratio of the devices' peaks at the run's
     precision: ``T = T_ref · (work / work_ref) · (peak_ref / peak)``. No prediction (NaN) where the model has no
-    training run or a device has no datasheet peak (CPU). No interval."""
+    training run or a device has no datasheet peak (CPU). No interval. The method ``ratio``
+    (:class:`perfmodel.models.RatioRegressor`) generalises it: peak and bandwidth ratios, a fallback for unseen
+    models, and intervals."""
 
     def fit(self, runs: pd.DataFrame, y=None):
         q = run_quantities(runs)
@@ -198,8 +200,10 @@ class PeakRatioBaseline:
 REFUSED_NOTE = ("n = 0: the method refused every held-out run (e.g. linear, loglinear and gbm cannot predict a "
                 "device count their training runs never varied)")
 #: Baselines measured beside perfmodel's methods: (a) the seed formula, (b) the analytic estimate, two ways,
-#: (c) naive peak-ratio scaling across devices.
-BASELINES = ("seed-linear", "6ND-util0.4", "6ND-fitted-util", "peak-ratio")
+#: (c) naive peak-ratio scaling across devices, (d) the two baseline *methods* (:mod:`perfmodel.models._baselines`,
+#: intervals from the score book like every method's): ``ratio`` (spec-ratio scaling of the same workload,
+#: peak and bandwidth) and ``mfu`` (pooled median utilisation).
+BASELINES = ("seed-linear", "6ND-util0.4", "6ND-fitted-util", "peak-ratio", "ratio", "mfu")
 
 
 def _make(method: str, host_peak_flops):
@@ -312,7 +316,7 @@ def evaluate(runs, *, methods=DEFAULT_EVAL_METHODS, splits=DEFAULT_SPLITS, basel
     bad = [s for s in splits if s not in SPLITS]
     if bad:
         raise ValueError(f"evaluate: unknown split(s) {bad}; choose from {tuple(SPLITS)}.")
-    all_methods = list(methods) + (list(BASELINES) if baselines else [])
+    all_methods = list(methods) + ([b for b in BASELINES if b not in methods] if baselines else [])
     jobs = []
     for split in splits:
         col = SPLITS[split]

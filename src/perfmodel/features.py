@@ -18,6 +18,10 @@ Feature sets
     of that quantity to ``flops_per_sample`` (per-step quantities: to ``params``; kernels: the median count); if
     no fitted row has op columns, all FLOPs count as matmul, batch-independent bytes are 12 per parameter
     (weights read forward and backward, gradients written, fp32) and there are no per-sample bytes or kernels.
+``"baseline"``
+    :data:`BASELINE_COLUMNS`: log work per device-step, log peak FLOP/s and log memory bandwidth of the device at
+    the run's precision (CPU: the nominal figures), log device count and batch, and model, device-type and
+    precision codes: what the one-line rules of :mod:`perfmodel.models._baselines` (``ratio``, ``mfu``) need.
 ``"log"``
     Logs of the work per device per step (FLOPs), params, per-device batch and device count; an indicator of
     data-parallel runs and the log all-reduce volume; precision indicators; and, when the history spans two or
@@ -26,6 +30,8 @@ Feature sets
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pandas as pd
@@ -36,9 +42,20 @@ from .hardware import get_spec, resolve_gpu_type
 from .schema import OP_TRACED_CLASSES
 
 __all__ = ["run_quantities", "RunFeaturizer", "FEATURE_SETS", "FP32_GRAD_BYTES", "ROOFLINE_COLUMNS", "OPS_COLUMNS",
-           "GPUS_PER_NODE"]
+           "GPUS_PER_NODE", "BASELINE_COLUMNS", "FP32_MODES", "CONV_FAMILIES", "fp32_modes", "conv_share",
+           "fp32_basis", "peak_basis"]
 
-FEATURE_SETS = ("seed", "log", "physics", "roofline", "ops")
+FEATURE_SETS = ("seed", "log", "physics", "roofline", "ops", "baseline")
+#: Canonical values of a history's ``fp32_mode`` column ("" = PyTorch's defaults; module docstring).
+FP32_MODES = ("tf32", "full", "")
+#: Model families whose FLOPs are convolutions when a run has no op-level columns (every other family: matmuls).
+CONV_FAMILIES = ("cnn",)
+#: The columns RunFeaturizer(kind="baseline") produces, in order (see :mod:`perfmodel.models._baselines`).
+BASELINE_COLUMNS = ("log_work", "log_peak", "log_bw", "log_n", "log_batch", "model_code", "device_code",
+                    "precision_code")
+_CONV_OPS = ("op_conv_dense_flops", "op_conv_depthwise_flops", "op_conv_grouped_flops")
+#: GEMM-class ops (cuBLAS): matmuls, attention, recurrent cells.
+_MATMUL_OPS = ("op_matmul_flops", "op_attention_flops", "op_recurrent_flops")
 #: Nominal bandwidths that put CPU optimizer and gloo all-reduce traffic on a seconds scale (fitted factors
 #: absorb them); GPUs use the spec table's memory and interconnect bandwidths.
 CPU_NOMINAL_MEMORY_GBPS = 20.0
@@ -118,18 +135,103 @@ def _spec_columns(gpu_type: pd.Series, precision: pd.Series) -> pd.DataFrame:
     g_codes, g_uniq = pd.factorize(gpu_type)
     p_codes, p_uniq = pd.factorize(precision)
     codes = g_codes * len(p_uniq) + p_codes
-    table = np.full((len(g_uniq) * len(p_uniq), 3), np.nan)
+    table = np.full((len(g_uniq) * len(p_uniq), 4), np.nan)
     for gi, g in enumerate(g_uniq):
         spec = get_spec(str(g))
+        tf32 = spec.peak_tflops("tf32")
         for pi, p in enumerate(p_uniq):
             peak = spec.peak_tflops(str(p))
             table[gi * len(p_uniq) + pi] = (
                 np.nan if peak is None else float(peak),
                 np.nan if spec.memory_bandwidth_gbps is None else float(spec.memory_bandwidth_gbps),
                 np.nan if spec.interconnect_gbps is None else float(spec.interconnect_gbps),
+                np.nan if tf32 is None else float(tf32),
             )
-    return pd.DataFrame(table[codes], columns=["peak_tflops", "memory_bandwidth_gbps", "interconnect_gbps"],
-                        index=gpu_type.index)
+    return pd.DataFrame(table[codes], columns=["peak_tflops", "memory_bandwidth_gbps", "interconnect_gbps",
+                                               "tf32_peak_tflops"], index=gpu_type.index)
+
+
+def fp32_modes(runs: pd.DataFrame) -> np.ndarray:
+    """The canonical ``fp32_mode`` of each row (:data:`FP32_MODES`; ``""`` where the column is absent or empty).
+
+    The first word decides: ``tf32`` -> ``"tf32"``; ``full``, ``fp32`` or ``ieee`` -> ``"full"``; ``default`` or
+    anything else -> ``""`` (PyTorch's defaults)."""
+    if "fp32_mode" not in runs.columns:
+        return np.full(len(runs), "", dtype=object)
+
+    def one(v) -> str:
+        text = "" if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA else str(v)
+        words = re.split(r"[^a-z0-9]+", text.strip().lower())
+        first = words[0] if words else ""
+        if first == "tf32":
+            return "tf32"
+        if first in ("full", "fp32", "ieee", "highest"):
+            return "full"
+        return ""
+
+    return _per_distinct(runs["fp32_mode"].astype("string").fillna("").astype(object), one).astype(object)
+
+
+def conv_share(runs: pd.DataFrame) -> np.ndarray:
+    """Per row, the convolution share of its convolution + matmul FLOPs (0 to 1).
+
+    From the op-level columns where a row has them (convolutions: ``op_conv_*_flops``; matmuls: ``op_matmul``,
+    ``op_attention`` and ``op_recurrent_flops``); else from the family: 1 for :data:`CONV_FAMILIES`, 0 for any
+    other (transformers, decoders, encoders, MLPs, RNNs are matmuls)."""
+    if "family" in runs.columns:
+        fam = runs["family"].astype("string").fillna("").str.lower().to_numpy(dtype=object)
+        share = np.isin(fam, CONV_FAMILIES).astype(float)
+    else:
+        share = np.zeros(len(runs))
+
+    def col(name):
+        return (pd.to_numeric(runs[name], errors="coerce").to_numpy(dtype=float) if name in runs.columns
+                else np.full(len(runs), np.nan))
+
+    if any(c in runs.columns for c in _CONV_OPS):
+        conv = np.nansum(np.column_stack([col(c) for c in _CONV_OPS]), axis=1)
+        mm = np.nansum(np.column_stack([col(c) for c in _MATMUL_OPS]), axis=1)
+        have = np.isfinite(col(_CONV_OPS[0])) & np.isfinite(col(_MATMUL_OPS[0])) & (conv + mm > 0)
+        share = np.where(have, conv / np.where(have, conv + mm, 1.0), share)
+    return share
+
+
+def fp32_basis(runs: pd.DataFrame) -> pd.DataFrame:
+    """How each row's peak is decided (module docstring): ``fp32_mode`` (canonical), ``conv_share`` and
+    ``full_share``, the share of the run's conv + matmul FLOPs at the full-fp32 peak (0 for non-fp32 rows and
+    for ``tf32`` mode; ``1 − conv_share`` under PyTorch's defaults)."""
+    precision = (runs["precision"].astype(str).to_numpy(dtype=object) if "precision" in runs.columns
+                 else np.full(len(runs), "fp32", dtype=object))
+    mode = fp32_modes(runs)
+    conv = conv_share(runs)
+    fp32 = precision == "fp32"
+    full = np.where(~fp32, 0.0, np.where(mode == "tf32", 0.0, np.where(mode == "full", 1.0, 1.0 - conv)))
+    return pd.DataFrame({"fp32_mode": np.where(fp32, mode, ""), "conv_share": conv, "full_share": full},
+                        index=runs.index)
+
+
+def peak_basis(runs: pd.DataFrame) -> np.ndarray:
+    """One line per row naming the peak its prediction assumes, e.g. ``"fp32 full (matmul share 1.00)"``,
+    ``"fp32 PyTorch defaults: conv share 0.95 at TF32, matmul share 0.05 at fp32"``, ``"bf16"``."""
+    basis = fp32_basis(runs)
+    precision = (runs["precision"].astype(str).to_numpy(dtype=object) if "precision" in runs.columns
+                 else np.full(len(runs), "fp32", dtype=object))
+    keys = pd.Series([f"{p}\x1f{m}\x1f{c:.2f}" for p, m, c in zip(precision, basis["fp32_mode"],
+                                                                  basis["conv_share"])], dtype=object)
+
+    def text(key: str) -> str:
+        p, m, c = key.split("\x1f")
+        c = float(c)
+        if p != "fp32":
+            return p
+        if m == "tf32":
+            return "fp32 as TF32 (fp32_mode tf32: matmuls and convolutions at the TF32 peak)"
+        if m == "full":
+            return f"fp32 full (no TF32; matmul share {1 - c:.2f}, conv share {c:.2f})"
+        return (f"fp32 PyTorch defaults (no fp32_mode): conv share {c:.2f} at TF32, matmul share {1 - c:.2f} at "
+                "full fp32")
+
+    return _per_distinct(keys, text).astype(object)
 
 
 def _device_info(gpu_type: str) -> dict:
@@ -176,7 +278,17 @@ def run_quantities(runs: pd.DataFrame) -> pd.DataFrame:
         },
         index=runs.index,
     )
-    out = pd.concat([out, _spec_columns(runs["gpu_type"], precision)], axis=1)
+    spec = _spec_columns(runs["gpu_type"], precision)
+    is_fp32 = np.asarray(precision.astype(str) == "fp32")
+    if is_fp32.any():  # the fp32 peak as the run used it (module docstring: fp32 precision semantics)
+        full = fp32_basis(runs)["full_share"].to_numpy(dtype=float)
+        p32, ptf = spec["peak_tflops"].to_numpy(dtype=float), spec["tf32_peak_tflops"].to_numpy(dtype=float)
+        ptf = np.where(np.isfinite(ptf) & (ptf > p32), ptf, p32)
+        spec["peak_tflops"] = np.where(is_fp32, 1.0 / (full / p32 + (1.0 - full) / ptf), p32)
+        out["fp32_full_share"] = np.where(is_fp32, full, 0.0)
+    else:
+        out["fp32_full_share"] = 0.0
+    out = pd.concat([out, spec.drop(columns="tf32_peak_tflops")], axis=1)
     out["precision"] = precision.array  # keep the dtype: no per-row string conversion
     out["gpu_type"] = runs["gpu_type"].array
     return out
@@ -187,7 +299,7 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
 
     Parameters
     ----------
-    kind : {"log", "seed"}, default="log"
+    kind : {"log", "seed", "physics", "roofline", "ops", "baseline"}, default="log"
         Feature set (see module docstring).
 
     Attributes
@@ -244,7 +356,9 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
         # with allow_tf32, matmuls) in TF32, so the effective peak lies between the two; the fit learns how far
         gpu, prec = q["gpu_type"], q["precision"]
         info = _per_distinct(gpu, lambda g: _device_info(str(g)))
-        gap = np.where(np.asarray(prec.astype(str) == "fp32"), [i["tf32_gap"] for i in info], 0.0)
+        # the share of the run's FLOPs decided to run at full fp32 (fp32_basis) keeps the gap, scaled by it
+        gap = np.where(np.asarray(prec.astype(str) == "fp32"), [i["tf32_gap"] for i in info], 0.0) \
+            * q["fp32_full_share"].to_numpy(dtype=float)
         if "nodes" in X.columns:
             nodes = pd.to_numeric(X["nodes"], errors="coerce").to_numpy(dtype=float)
         else:
@@ -275,6 +389,21 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
             "precision_code": codes(prec, self.precisions_),
             "software_code": codes(_software(X), self.software_),
         }, index=X.index)
+
+    def _baseline_columns(self, X: pd.DataFrame, q: pd.DataFrame) -> pd.DataFrame:
+        cpu, n, peak, mem, link = self._rates(X, q)
+        model = X["model"] if "model" in X.columns else np.full(len(X), "", dtype=object)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return pd.DataFrame({
+                "log_work": np.log(q["flops_per_step_device"].to_numpy(dtype=float)),
+                "log_peak": np.log(peak),
+                "log_bw": np.log(mem),
+                "log_n": np.log(n),
+                "log_batch": np.log(q["batch_size"].to_numpy(dtype=float)),
+                "model_code": _codes(model, self.model_names_),
+                "device_code": _codes(_canonical(q["gpu_type"]), self.gpu_types_),
+                "precision_code": _codes(q["precision"], self.precisions_),
+            }, index=X.index)
 
     @staticmethod
     def _op_frame(X: pd.DataFrame) -> pd.DataFrame:
@@ -375,7 +504,7 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
         q = run_quantities(X)
         self.gpu_types_ = sorted(map(str, pd.unique(_canonical(q["gpu_type"]))))
         self.precisions_ = sorted(map(str, pd.unique(q["precision"])))
-        if self.kind in ("physics", "roofline", "ops"):
+        if self.kind in ("physics", "roofline", "ops", "baseline"):
             fam = X["family"].astype("string").dropna() if "family" in X.columns else pd.Series([], dtype="string")
             self.families_ = sorted(str(f) for f in pd.unique(fam) if f)
             self.model_names_ = sorted(map(str, pd.unique(X["model"])))
@@ -395,6 +524,8 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
             self.feature_names_out_ = np.array(["t_compute_s", "work_gflop", "t_opt_s", "t_comm_s",
                                                 "data_parallel", "family_code", "model_code", "batch_size",
                                                 "gpu_count"], dtype=object)
+            if self.kind == "baseline":
+                self.feature_names_out_ = np.array(BASELINE_COLUMNS, dtype=object)
             if self.kind == "ops":
                 self._fit_op_imputation(X, q)
                 self.feature_names_out_ = np.array(OPS_COLUMNS, dtype=object)
@@ -452,6 +583,8 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
             return self._roofline_columns(X, run_quantities(X)).to_numpy(dtype=float)
         if self.kind == "ops":
             return self._ops_columns(X, run_quantities(X)).to_numpy(dtype=float)
+        if self.kind == "baseline":
+            return self._baseline_columns(X, run_quantities(X)).to_numpy(dtype=float)
         full = self._all_columns(run_quantities(X))
         return full[list(self.feature_names_out_)].to_numpy(dtype=float)
 

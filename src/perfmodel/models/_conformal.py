@@ -21,6 +21,9 @@ The rules, all here (:func:`half_widths`), each named in the prediction's ``inte
 3. **Both new.** A new model on a new device type adds the two kinds' quantiles in quadrature.
 4. **Distance.** Beyond :data:`EXTRAPOLATION_D0` (distance to the nearest run,
    :func:`perfmodel.models._domain.domain_distance`) the half-width grows by ``1 + EXTRAPOLATION_C·(d − d0)``.
+5. **Peak.** No step time, nor an interval's lower end, may imply more than the device's peak at the precision
+   the run used (:func:`clip_at_peak`): both are raised to ``FLOPs per device-step / peak`` (the step at 100%
+   of peak) where that is known (a datasheet peak and counted, not imputed, FLOPs).
 
 Scores of group kinds are *balanced*: every held-out group weighs the same (:func:`balanced_scores`), since a
 query is one draw of a group (one new model, one new device type), not one draw of a run.
@@ -37,7 +40,7 @@ from ..kinds import KIND_NAMES, get_kind
 
 __all__ = ["MIN_GROUPS", "MAX_FOLDS", "MODEL_MIN_DEVICES", "EXTRAPOLATION_D0", "EXTRAPOLATION_C",
            "BALANCED_QUANTILES", "conformal_quantile", "balanced_scores", "folds", "score_set", "half_widths",
-           "widening"]
+           "widening", "clip_at_peak"]
 
 #: A kind's scores are used only when they come from at least this many held-out groups (fewer: rule 1's
 #: fallback). With fewer, the errors of one or two unusual groups would set the interval alone.
@@ -166,3 +169,23 @@ def half_widths(book: dict, kinds: np.ndarray, confidence: float, *, models: np.
 def widening(distance: np.ndarray, d0: float = EXTRAPOLATION_D0, c: float = EXTRAPOLATION_C) -> np.ndarray:
     """Rule 4: the factor on the log half-width at each distance to the runs (1 within ``d0``)."""
     return 1.0 + c * np.maximum(np.asarray(distance, dtype=float) - d0, 0.0)
+
+
+def clip_at_peak(pred: np.ndarray, lower: np.ndarray, upper: np.ndarray, floor: np.ndarray):
+    """Rule 5: the point, lower and upper ends raised to ``floor`` (the step time at 100% of the device's peak,
+    NaN where unknown: no clip). Returns the three arrays and a mask of the rows whose point or lower end moved.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> p, lo, hi, moved = clip_at_peak(np.array([1.0, 1.0]), np.array([0.5, 0.9]), np.array([2.0, 1.1]),
+    ...                                 np.array([0.8, np.nan]))
+    >>> lo.tolist(), moved.tolist()
+    ([0.8, 0.9], [True, False])
+    """
+    pred, lower, upper = (np.asarray(a, dtype=float).copy() for a in (pred, lower, upper))
+    floor = np.asarray(floor, dtype=float)
+    known = np.isfinite(floor) & (floor > 0)
+    f = np.where(known, floor, -np.inf)
+    moved = known & ((lower < f) | (pred < f))
+    return np.maximum(pred, f), np.maximum(lower, f), np.maximum(upper, f), moved

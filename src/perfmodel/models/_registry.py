@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._baselines import MFURegressor, RatioRegressor
 from ._gbm import GBMRegressor
 from ._ols import OLSRegressor
 from ._ops import OpsRegressor
@@ -23,12 +24,18 @@ METHODS = {
     "ops": ("op-level: per op class FLOPs at a fitted compute efficiency + bytes at a fitted memory efficiency "
             "(shared across models, pooled toward a common value), + launch overhead per kernel + all-reduce; "
             "least squares on log time; rows without op columns get an imputed op mix", "ops"),
+    "ratio": ("baseline: the nearest run of the same model on another device (nearest count, then batch), scaled by "
+              "work and sqrt(peak ratio x memory-bandwidth ratio) at the precision used; a model the runs lack "
+              "gets the mfu rule", "baseline"),
+    "mfu": ("baseline: FLOPs per device-step / (peak at the precision used x the median achieved MFU of the runs "
+            "on that device type and precision, else that precision, else all runs)", "baseline"),
 }
 
 #: Methods whose form carries a change of device count that the runs never made: a communication term with a
-#: prior and, on CPU, workers sharing the host. The others cannot move with a device count their runs never
-#: varied, and refuse such a query rather than answer for the runs' count.
-COUNT_FORMS = ("physics", "roofline", "ops")
+#: prior and, on CPU, workers sharing the host; and the two baselines, whose rule is per-device work (ideal
+#: scaling, by definition of the rule). The others cannot move with a device count their runs never varied, and
+#: refuse such a query rather than answer for the runs' count.
+COUNT_FORMS = ("physics", "roofline", "ops", "ratio", "mfu")
 
 
 def feature_set(method: str) -> str:
@@ -46,6 +53,10 @@ def make_regressor(method: str, random_state: int | None = 0):
         return OpsRegressor()
     if method == "roofline":
         return RooflineRegressor()
+    if method == "ratio":
+        return RatioRegressor()
+    if method == "mfu":
+        return MFURegressor()
     if method in ("linear", "loglinear"):
         return OLSRegressor(log_target=(method == "loglinear"))
     raise ValueError(f"Unknown method {method!r}; choose from {', '.join(METHODS)}.")

@@ -14,12 +14,13 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_choice, check_confidence
 from ..exceptions import DataQualityWarning, NotFittedError, UnsupportedQueryError
-from ..features import RunFeaturizer
+from ..features import RunFeaturizer, peak_basis, run_quantities
 from ..history import model_table, precision_by_device
 from ..kinds import KIND_NAMES, canonical_devices, classify, get_kind, group_keys
 from ..metrics import mape, median_ape, r2
 from ..schema import validate_runs
-from ._conformal import folds, half_widths, score_set, widening
+from ._baselines import MFURegressor, RatioRegressor
+from ._conformal import clip_at_peak, folds, half_widths, score_set, widening
 from ._domain import domain_distance, fit_domain
 from ._ols import OLSRegressor
 from ._physics import PhysicsRegressor
@@ -50,7 +51,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
 
     Parameters
     ----------
-    method : {"loglinear", "physics", "roofline", "gbm", "linear", "ops"}, default="loglinear"
+    method : {"loglinear", "physics", "roofline", "gbm", "linear", "ops", "ratio", "mfu"}, default="loglinear"
         One named method (see :data:`METHODS`). Choosing among them (``method="auto"``, the default of
         :func:`perfmodel.fit` and every other entry point) is the fitting policy's job: :mod:`perfmodel.fitting`.
     held_out : str or sequence of str, default=()
@@ -257,13 +258,14 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         """Mean step time of one new run with its prediction interval at ``confidence``.
 
         Every method's interval goes through here: the conformity scores of the query's kind, the model's own
-        transfer scores, the two new-kinds rule and the widening with the distance to the runs, each named in
-        ``interval_rule`` (:mod:`perfmodel.models._conformal`).
+        transfer scores, the two new-kinds rule, the widening with the distance to the runs and the device's
+        peak as a floor, each named in ``interval_rule`` (:mod:`perfmodel.models._conformal`).
 
         Returns
         -------
         DataFrame with columns ``step_time_s``, ``step_lower``, ``step_upper`` (per step, seconds),
-        ``nearest_run_distance``, ``query_kind`` and ``interval_rule``.
+        ``nearest_run_distance``, ``query_kind``, ``interval_rule`` and ``peak_basis`` (the precision and,
+        for fp32, how its matmuls and convolutions are assumed to run: :func:`perfmodel.features.peak_basis`).
         """
         self._check()
         confidence = check_confidence(confidence, "TrainingTimeModel.predict_interval")
@@ -293,8 +295,28 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             ok = pred > 0
             lo = np.where(ok, pred * np.exp(-half), 0.0)
             hi = np.where(ok, pred * np.exp(half), 0.0)
+        pred, lo, hi, rule = self._peak_floor(X, pred, lo, hi, rule)
         return pd.DataFrame({"step_time_s": pred, "step_lower": lo, "step_upper": hi, "nearest_run_distance": dist,
-                             "query_kind": kinds, "interval_rule": rule}, index=X.index)
+                             "query_kind": kinds, "interval_rule": rule, "peak_basis": peak_basis(X)},
+                            index=X.index)
+
+    @staticmethod
+    def _peak_floor(X: pd.DataFrame, pred, lo, hi, rule):
+        """Rule 5 (:func:`~perfmodel.models._conformal.clip_at_peak`): nothing faster than 100% of the peak."""
+        try:
+            q = run_quantities(X)
+        except (KeyError, ValueError, TypeError):  # a query frame without what the floor needs: no floor
+            return pred, lo, hi, rule
+        peak = q["peak_tflops"].to_numpy(dtype=float) * 1e12
+        known = (~q["flops_imputed"].to_numpy(dtype=bool)) & np.isfinite(peak) & (peak > 0)
+        floor = np.where(known, q["flops_per_step_device"].to_numpy(dtype=float) / np.where(known, peak, 1.0),
+                         np.nan)
+        pred, lo, hi, moved = clip_at_peak(pred, lo, hi, floor)
+        if moved.any():
+            rule = np.asarray(rule, dtype=object).copy()
+            rule[moved] = [f"{r}; raised to 100% of peak ({p / 1e12:.4g} TFLOPS)" for r, p in
+                           zip(rule[moved], peak[moved])]
+        return pred, lo, hi, rule
 
     def domain_distance(self, X: pd.DataFrame) -> np.ndarray:
         """Distance of each query to the nearest training run, in training standard deviations of the logs of
@@ -327,6 +349,10 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
                                 "vendor_code": f.vendors_, "arch_code": f.architectures_,
                                 "device_code": f.gpu_types_, "precision_code": f.precisions_,
                                 "software_code": getattr(f, "software_", [])})
+        if isinstance(reg, (MFURegressor, RatioRegressor)):
+            f = self.pipeline_.named_steps["features"]
+            mfu = reg if isinstance(reg, MFURegressor) else reg.fallback_
+            return mfu.utilisation_table(f.gpu_types_, f.precisions_)
         return pd.DataFrame({"importance": reg.feature_importances_}, index=self.feature_names_)
 
     def summary(self) -> "Summary":

@@ -1,0 +1,183 @@
+"""The one-line rules a careful user applies in a spreadsheet, as methods (``ratio``, ``mfu``).
+
+Both are point regressors on the columns of ``RunFeaturizer(kind="baseline")`` (:data:`BASELINE_COLUMNS`: log
+work per device-step, log peak FLOP/s and log memory bandwidth at the precision the run used, log device count,
+log per-device batch, model, device-type and precision codes). Their prediction intervals come from
+:class:`~perfmodel.models.TrainingTimeModel`'s conformity scores like every method's
+(:mod:`perfmodel.models._conformal`).
+
+``mfu``
+    ``T = work / (peak · u)``: FLOPs per device-step over the device's peak at the run's precision times a pooled
+    utilisation ``u``, the median achieved MFU (``work / (peak · T)``) of the training runs on the same device
+    type at the same precision (the median of the logs: with an even count, the geometric mean of the middle
+    two); failing that (a device type the runs lack), of the runs at that precision;
+    failing that, of all runs.
+``ratio``
+    A workload seen on other devices, scaled: the nearest training run of the same model (distance
+    ``10·|Δlog n| + |Δlog batch| + 0.5·[other device type] + 0.5·[other precision]``; ties: the median over them)
+    scaled by the work per device-step and by the devices' spec ratios at the precisions used,
+    ``T = T_ref · (work / work_ref) · sqrt(peak_ref / peak · bw_ref / bw)``. A model the runs lack gets the
+    ``mfu`` rule, so the method always answers.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils.validation import check_is_fitted
+
+from .._validation import check_fit_arrays
+from ..features import BASELINE_COLUMNS
+from ..metrics import r2
+
+__all__ = ["MFURegressor", "RatioRegressor", "RATIO_COUNT_WEIGHT", "RATIO_MISMATCH_COST"]
+
+_COL = {name: i for i, name in enumerate(BASELINE_COLUMNS)}
+#: ``ratio``: weight of a device-count difference (log) against a batch difference (log) in the nearest-run
+#: distance: the same count first, then the nearest batch.
+RATIO_COUNT_WEIGHT = 10.0
+#: ``ratio``: distance added for a reference on another device type or at another precision (a same-device run
+#: at a nearby batch beats another device's run at the same batch).
+RATIO_MISMATCH_COST = 0.5
+
+
+def _in_sample(reg, X, y) -> None:
+    logy = np.log(y)
+    pred = reg.predict(X)
+    ok = np.isfinite(pred) & (pred > 0)
+    resid = logy[ok] - np.log(pred[ok])
+    reg.resid_std_ = float(np.std(resid, ddof=1)) if len(resid) > 1 else 0.0
+    reg.rsquared_ = r2(logy[ok], logy[ok] - resid) if len(resid) > 1 else float("nan")
+
+
+class MFURegressor(RegressorMixin, BaseEstimator):
+    """``T = FLOPs per device-step / (peak at the run's precision × pooled median utilisation)`` (module
+    docstring), on the columns of ``RunFeaturizer(kind="baseline")``.
+
+    Attributes
+    ----------
+    log_u_by_pair_ : dict
+        ``(device code, precision code) -> log median utilisation`` of the training runs.
+    log_u_by_precision_ : dict
+        ``precision code -> log median utilisation``.
+    log_u_ : float
+        Log median utilisation of all training runs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[np.log(4e12), np.log(1e13), 0, 0, 0, 0, 0, 0]] * 3)  # 4 TFLOP at 10 TFLOP/s peak
+    >>> MFURegressor().fit(X, [0.8, 1.0, 2.0]).predict(X[:1]).round(3)  # median MFU 0.4 -> 1 s
+    array([1.])
+    """
+
+    def fit(self, X, y):
+        X, y = check_fit_arrays(X, y, BASELINE_COLUMNS, type(self).__name__)
+        self.n_features_in_ = X.shape[1]
+        log_u = X[:, _COL["log_work"]] - X[:, _COL["log_peak"]] - np.log(y)
+        ok = np.isfinite(log_u)
+        if not ok.any():
+            raise ValueError("MFURegressor needs runs with a finite work and peak (FLOPs and a datasheet peak).")
+        dev, prec = X[:, _COL["device_code"]], X[:, _COL["precision_code"]]
+        frame = pd.DataFrame({"dev": dev[ok], "prec": prec[ok], "log_u": log_u[ok]})
+        self.log_u_by_pair_ = {(float(d), float(p)): float(v)
+                               for (d, p), v in frame.groupby(["dev", "prec"])["log_u"].median().items()}
+        self.log_u_by_precision_ = {float(p): float(v) for p, v in frame.groupby("prec")["log_u"].median().items()}
+        self.log_u_ = float(np.median(log_u[ok]))
+        _in_sample(self, X, y)
+        return self
+
+    def log_utilisation(self, X) -> np.ndarray:
+        """The pooled log utilisation of each row (its (device, precision) pool, else precision, else all)."""
+        check_is_fitted(self, "log_u_")
+        X = np.asarray(X, dtype=float)
+        out = np.full(len(X), self.log_u_)
+        for i, (d, p) in enumerate(zip(X[:, _COL["device_code"]], X[:, _COL["precision_code"]])):
+            key = (float(d), float(p))
+            if d >= 0 and key in self.log_u_by_pair_:
+                out[i] = self.log_u_by_pair_[key]
+            elif float(p) in self.log_u_by_precision_:
+                out[i] = self.log_u_by_precision_[float(p)]
+        return out
+
+    def predict(self, X):
+        check_is_fitted(self, "log_u_")
+        X = np.asarray(X, dtype=float)
+        return np.exp(X[:, _COL["log_work"]] - X[:, _COL["log_peak"]] - self.log_utilisation(X))
+
+    def utilisation_table(self, device_names=None, precision_names=None) -> pd.DataFrame:
+        """The pooled utilisations (median achieved MFU) by device type and precision, by precision, and all."""
+        check_is_fitted(self, "log_u_")
+
+        def name(names, code):
+            return names[int(code)] if names is not None and 0 <= code < len(names) else f"code {code:g}"
+
+        idx = [f"utilisation[{name(device_names, d)}, {name(precision_names, p)}]" for d, p in self.log_u_by_pair_]
+        idx += [f"utilisation[{name(precision_names, p)}]" for p in self.log_u_by_precision_]
+        vals = [math.exp(v) for v in self.log_u_by_pair_.values()] + \
+            [math.exp(v) for v in self.log_u_by_precision_.values()]
+        return pd.DataFrame({"value": vals + [math.exp(self.log_u_)]}, index=idx + ["utilisation[all runs]"])
+
+
+class RatioRegressor(RegressorMixin, BaseEstimator):
+    """The nearest run of the same model scaled by work and the devices' spec ratios (module docstring), on the
+    columns of ``RunFeaturizer(kind="baseline")``; a model the runs lack gets :class:`MFURegressor`'s answer.
+
+    Attributes
+    ----------
+    ref_ : ndarray, shape (n_runs, 8)
+        The training design matrix (the reference runs).
+    ref_y_ : ndarray, shape (n_runs,)
+        Their step times.
+    fallback_ : MFURegressor
+        The ``mfu`` rule for models without a reference run.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ref = [np.log(1e12), np.log(1e14), np.log(1e12), 0.0, np.log(8), 0, 0, 0]  # peak 100, bw 1000 GB/s
+    >>> X = np.array([ref] * 3)
+    >>> q = np.array([[np.log(2e12), np.log(4e14), np.log(4e12), 0.0, np.log(16), 0, 1, 0]])  # 2x work, 4x specs
+    >>> RatioRegressor().fit(X, [1.0, 1.0, 1.0]).predict(q).round(3)  # 1 s x 2 x sqrt(1/4 x 1/4)
+    array([0.5])
+    """
+
+    def fit(self, X, y):
+        X, y = check_fit_arrays(X, y, BASELINE_COLUMNS, type(self).__name__)
+        self.n_features_in_ = X.shape[1]
+        self.fallback_ = MFURegressor().fit(X, y)
+        ok = np.isfinite(X[:, [_COL["log_work"], _COL["log_peak"], _COL["log_bw"]]]).all(axis=1) & \
+            (X[:, _COL["model_code"]] >= 0)
+        self.ref_, self.ref_y_ = X[ok], y[ok]
+        _in_sample(self, X, y)
+        return self
+
+    def predict(self, X):
+        check_is_fitted(self, "ref_")
+        X = np.asarray(X, dtype=float)
+        out = self.fallback_.predict(X)
+        ref, ref_y = self.ref_, self.ref_y_
+        codes = X[:, _COL["model_code"]]
+        for code in np.unique(codes[codes >= 0]):
+            rows = np.flatnonzero(codes == code)
+            r = ref[ref[:, _COL["model_code"]] == code]
+            if not len(r):
+                continue
+            t = ref_y[ref[:, _COL["model_code"]] == code]
+            q = X[rows]
+            dist = (RATIO_COUNT_WEIGHT * np.abs(q[:, None, _COL["log_n"]] - r[None, :, _COL["log_n"]])
+                    + np.abs(q[:, None, _COL["log_batch"]] - r[None, :, _COL["log_batch"]])
+                    + RATIO_MISMATCH_COST * (q[:, None, _COL["device_code"]] != r[None, :, _COL["device_code"]])
+                    + RATIO_MISMATCH_COST * (q[:, None, _COL["precision_code"]]
+                                             != r[None, :, _COL["precision_code"]]))
+            log_t = (np.log(t)[None, :] + q[:, None, _COL["log_work"]] - r[None, :, _COL["log_work"]]
+                     + 0.5 * (r[None, :, _COL["log_peak"]] - q[:, None, _COL["log_peak"]]
+                              + r[None, :, _COL["log_bw"]] - q[:, None, _COL["log_bw"]]))
+            near = dist <= dist.min(axis=1, keepdims=True) + 1e-9
+            med = np.array([np.median(lt[m]) for lt, m in zip(log_t, near)])
+            good = np.isfinite(med)
+            out[rows[good]] = np.exp(med[good])
+        return out

@@ -1,0 +1,201 @@
+"""The baseline methods (ratio, mfu) against closed forms, fp32 precision semantics, and the peak floor."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.base import clone
+
+from perfmodel.features import conv_share, fp32_modes, peak_basis, run_quantities
+from perfmodel.fitting import AUTO_CANDIDATES, fit_history
+from perfmodel.hardware import get_spec
+from perfmodel.models import METHODS, MFURegressor, RatioRegressor, TrainingTimeModel
+from perfmodel.models._conformal import clip_at_peak
+
+ROOT = Path(__file__).resolve().parents[1]
+A100, H100 = "A100-SXM4-80GB", "H100-SXM5-80GB"
+
+
+def _row(model, gpu, t, *, b=8, n=1, fps=1e12, precision="bf16", family="decoder", **extra):
+    return {"model": model, "family": family, "params": 1e8, "flops_per_sample": fps, "batch_size": b,
+            "gpu_count": n, "gpu_type": gpu, "precision": precision, "step_time_s": t, **extra}
+
+
+def _peak(gpu, precision="bf16"):
+    return get_spec(gpu).peak_tflops(precision) * 1e12
+
+
+def _mfu_history():
+    """Model a on the A100 at MFU 0.5, 0.4, 0.3 (median 0.4); model b on the H100 at MFU 0.2."""
+    work = 8e12
+    rows = [_row("a", A100, work / (_peak(A100) * u), b=8) for u in (0.5, 0.4, 0.3)]
+    rows.append(_row("b", H100, work / (_peak(H100) * 0.2), b=8))
+    return pd.DataFrame(rows), work
+
+
+class TestRegistry:
+    def test_baselines_are_methods_auto_may_choose(self):
+        assert {"ratio", "mfu"} <= set(METHODS) and {"ratio", "mfu"} <= set(AUTO_CANDIDATES)
+
+    @pytest.mark.parametrize("reg", [MFURegressor(), RatioRegressor()])
+    def test_sklearn_contract(self, reg):
+        assert clone(reg).get_params() == {}
+        X = np.array([[np.log(1e12), np.log(1e14), np.log(1e12), 0.0, np.log(8), 0, 0, 0]] * 3)
+        assert reg.fit(X, [1.0, 1.0, 1.0]) is reg
+        with pytest.raises(ValueError, match="8 columns"):
+            clone(reg).fit(X[:, :3], [1.0, 1.0, 1.0])
+
+
+class TestMFU:
+    def test_pooled_median_by_device_and_precision(self):
+        runs, work = _mfu_history()
+        m = TrainingTimeModel(method="mfu").fit(runs)
+        q = pd.DataFrame([_row("new", A100, np.nan, b=16)])
+        assert m.predict(q)[0] == pytest.approx(2 * work / (_peak(A100) * 0.4))
+        q = pd.DataFrame([_row("new", H100, np.nan, b=8)])
+        assert m.predict(q)[0] == pytest.approx(work / (_peak(H100) * 0.2))
+
+    def test_new_device_falls_back_to_precision_then_all(self):
+        runs, work = _mfu_history()
+        m = TrainingTimeModel(method="mfu").fit(runs)
+        # bf16 pool: MFU 0.5, 0.4, 0.3, 0.2 -> median (of logs) sqrt(0.4 * 0.3)
+        q = pd.DataFrame([_row("x", "H200-SXM-141GB", np.nan)])
+        assert m.predict(q)[0] == pytest.approx(work / (_peak("H200-SXM-141GB") * math.sqrt(0.12)))
+        # fp16: no run at that precision -> all runs (the same four here)
+        q = pd.DataFrame([_row("x", A100, np.nan, precision="fp16")])
+        assert m.predict(q)[0] == pytest.approx(work / (_peak(A100, "fp16") * math.sqrt(0.12)))
+
+    def test_utilisation_table(self):
+        runs, _ = _mfu_history()
+        table = TrainingTimeModel(method="mfu").fit(runs).coef_table()
+        assert table.loc[f"utilisation[{A100}, bf16]", "value"] == pytest.approx(0.4)
+        assert table.loc["utilisation[all runs]", "value"] == pytest.approx(math.sqrt(0.12))
+
+
+class TestRatio:
+    def test_spec_ratio_scaling_closed_form(self):
+        runs = pd.DataFrame([_row("a", A100, 1.0, b=8), _row("a", A100, 3.0, b=8, n=8),
+                             _row("z", A100, 2.0, b=8)])
+        m = TrainingTimeModel(method="ratio").fit(runs)
+        q = pd.DataFrame([_row("a", H100, np.nan, b=16)])
+        a, h = get_spec(A100), get_spec(H100)
+        expected = 1.0 * 2 * math.sqrt(a.bf16_tflops / h.bf16_tflops * a.memory_bandwidth_gbps
+                                       / h.memory_bandwidth_gbps)
+        assert m.predict(q)[0] == pytest.approx(expected)
+
+    def test_nearest_count_first_and_same_device_preferred(self):
+        runs = pd.DataFrame([_row("a", A100, 1.0, b=8, n=1), _row("a", A100, 5.0, b=8, n=8),
+                             _row("a", H100, 0.7, b=16, n=8)])
+        m = TrainingTimeModel(method="ratio").fit(runs)
+        # at 8 devices, batch 8 on the A100: its own 8-device run, not the H100's (another device)
+        assert m.predict(pd.DataFrame([_row("a", A100, np.nan, b=8, n=8)]))[0] == pytest.approx(5.0)
+        # at 1 device: the 1-device run, scaled by batch
+        assert m.predict(pd.DataFrame([_row("a", A100, np.nan, b=16, n=1)]))[0] == pytest.approx(2.0)
+
+    def test_unseen_model_gets_the_mfu_rule(self):
+        runs, _ = _mfu_history()
+        q = pd.DataFrame([_row("unseen", A100, np.nan, b=32)])
+        ratio = TrainingTimeModel(method="ratio").fit(runs).predict(q)[0]
+        mfu = TrainingTimeModel(method="mfu").fit(runs).predict(q)[0]
+        assert ratio == pytest.approx(mfu)
+
+    def test_intervals_come_from_the_score_book(self):
+        from conftest import make_history
+
+        runs = make_history()
+        m = fit_history(runs, "ratio", kind="new_model")
+        pi = m.predict_interval(runs.head(3).assign(model="unseen"))
+        assert (pi["query_kind"] == "new_model").all()
+        assert pi["interval_rule"].str.startswith("leave-one-model-out").all()
+        assert (pi["step_lower"] < pi["step_time_s"]).all() and (pi["step_time_s"] < pi["step_upper"]).all()
+
+
+class TestPrecisionSemantics:
+    def test_fp32_mode_texts(self):
+        frame = pd.DataFrame({"fp32_mode": [
+            "full fp32: matmul TF32 off (PyTorch default), cuDNN TF32 off (set by trace.py)",
+            "fp32 (ROCm; CDNA has no TF32)", "tf32 (assumed: NGC PyTorch container sets ...)", "", None,
+            "default", "TF32", "full"]})
+        assert fp32_modes(frame).tolist() == ["full", "full", "tf32", "", "", "", "tf32", "full"]
+        assert fp32_modes(pd.DataFrame({"x": [1]})).tolist() == [""]
+
+    def test_conv_share_from_ops_else_family(self):
+        frame = pd.DataFrame({"family": ["cnn", "transformer", "cnn", "mlp"],
+                              "op_conv_dense_flops": [np.nan, np.nan, 3.0, 0.0],
+                              "op_matmul_flops": [np.nan, np.nan, 1.0, 5.0]})
+        np.testing.assert_allclose(conv_share(frame), [1.0, 0.0, 0.75, 0.0])
+
+    @pytest.mark.parametrize("family, mode, expected", [
+        ("cnn", "", "tf32"),           # PyTorch defaults: cuDNN convolutions in TF32
+        ("decoder", "", "fp32"),       # matmuls in full fp32 (allow_tf32 False since 1.12)
+        ("decoder", "tf32", "tf32"),
+        ("cnn", "full fp32", "fp32"),
+    ])
+    def test_peak_an_fp32_run_uses(self, family, mode, expected):
+        runs = pd.DataFrame([_row("a", A100, 1.0, precision="fp32", family=family, fp32_mode=mode)])
+        peak = run_quantities(runs)["peak_tflops"].iloc[0]
+        assert peak == pytest.approx(get_spec(A100).peak_tflops(expected))
+
+    def test_mixed_share_is_time_weighted(self):
+        runs = pd.DataFrame([_row("a", A100, 1.0, precision="fp32", family="cnn", op_conv_dense_flops=1.0,
+                                  op_matmul_flops=1.0)])
+        s = get_spec(A100)
+        expected = 1 / (0.5 / s.peak_tflops("tf32") + 0.5 / s.peak_tflops("fp32"))
+        assert run_quantities(runs)["peak_tflops"].iloc[0] == pytest.approx(expected)
+
+    def test_other_precisions_unchanged_and_device_without_tf32(self):
+        runs = pd.DataFrame([_row("a", A100, 1.0, precision="bf16", family="cnn"),
+                             _row("a", "V100-PCIE-32GB", 1.0, precision="fp32", family="cnn")])
+        q = run_quantities(runs)
+        assert q["peak_tflops"].tolist() == pytest.approx([312.0, get_spec("V100-PCIE-32GB").fp32_tflops])
+
+    def test_prediction_states_the_assumption(self):
+        runs = pd.DataFrame([_row(m, A100, t, precision="fp32", family=f)
+                             for m, t, f in (("a", 1.0, "decoder"), ("b", 2.0, "cnn"), ("c", 3.0, "decoder"))])
+        pi = TrainingTimeModel(method="mfu").fit(runs).predict_interval(runs)
+        assert pi["peak_basis"].iloc[0] == ("fp32 PyTorch defaults (no fp32_mode): conv share 0.00 at TF32, "
+                                            "matmul share 1.00 at full fp32")
+        assert "conv share 1.00 at TF32" in pi["peak_basis"].iloc[1]
+        full = peak_basis(runs.assign(fp32_mode="full fp32"))
+        assert full[0] == "fp32 full (no TF32; matmul share 1.00, conv share 0.00)"
+        assert peak_basis(runs.assign(precision="bf16")).tolist() == ["bf16"] * 3
+
+
+class TestPeakFloor:
+    def test_clip_closed_form(self):
+        p, lo, hi, moved = clip_at_peak(np.array([0.5, 2.0]), np.array([0.2, 1.5]), np.array([0.9, 3.0]),
+                                        np.array([1.0, 1.0]))
+        assert p.tolist() == [1.0, 2.0] and lo.tolist() == [1.0, 1.5] and hi.tolist() == [1.0, 3.0]
+        assert moved.tolist() == [True, False]
+
+    def test_no_prediction_beyond_peak(self):
+        # runs faster than the datasheet allows (MFU 1.5): the point and lower end stop at 100% of peak
+        work = 8e12
+        runs = pd.DataFrame([_row(m, A100, work / (_peak(A100) * 1.5) * k, b=8) for m, k in
+                             (("a", 1.0), ("b", 1.02), ("c", 0.98))])
+        pi = TrainingTimeModel(method="mfu").fit(runs).predict_interval(runs)
+        floor = work / _peak(A100)
+        assert pi["step_time_s"].to_numpy() == pytest.approx(np.full(3, floor))
+        assert (pi["step_lower"] >= floor * (1 - 1e-12)).all()
+        assert pi["interval_rule"].str.contains("raised to 100% of peak").all()
+
+    def test_imputed_flops_and_cpu_are_not_clipped(self):
+        runs = pd.DataFrame([_row(m, A100, 1e-6, b=8) for m in "abc"]).drop(columns="flops_per_sample")
+        pi = TrainingTimeModel(method="mfu").fit(runs).predict_interval(runs)
+        assert not pi["interval_rule"].str.contains("peak").any()
+
+
+@pytest.mark.slow
+def test_generalisation_quick_smoke(tmp_path):
+    out = tmp_path / "gen"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "generalisation.py"), "--quick",
+                           "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "confirmation" in proc.stdout and "skipped" in proc.stdout
+    assert (out.with_suffix(".json")).exists() and (out.with_suffix(".md")).exists()
