@@ -15,6 +15,15 @@ Figures (each must be 0 failures):
    arguments; any exception other than ``ValueError``/``TypeError`` (the documented ones) counts, and so does a
    returned NaN, infinity, negative time or an interval that does not contain its prediction.
 
+6. history and model file integrity (issue 26): every cut inside the last rows of sealed CSV histories (must be
+   refused, or load exactly the original values; recover_runs must drop exactly the cut row); appends through a
+   symbolic link from several processes (no lost record, the link kept); unknown text columns appended and
+   re-appended in CSV and Parquet (no value changed); every numeric schema column given out-of-range values (none
+   accepted, each a SchemaError naming the column); Parquet reads while another process rewrites the file (no
+   spurious error); attack model files (a huge JSON list, deep nesting, a size lie, a large declared array in a
+   small file), each loaded in a fresh process with its CPU time and peak memory measured; CSV and the Parquet
+   error without pyarrow.
+
 Only counts are reported (no timings: they depend on the machine). Usage::
 
     python benchmarks/faults.py            # full: >= 10,000 round trips and API calls, 100 + 100 kills, 5 sweeps
@@ -374,19 +383,343 @@ def api_fuzz(n: int, parts=("load_runs", "predict_training_time", "predict_many"
     return stats
 
 
+# ------------------------------------------------------------------------------ integrity (issue 26)
+def _random_records(rng: random.Random, n: int, tag: str) -> list[dict]:
+    texts = ["nan", "-0", "007", "1e5", "NA", "", "a,b", 'q"', "x\ny", "+1", "ü", "1.50"]
+    return [{**BASE, "model": f"m{rng.randrange(5)}", "run_id": f"{tag}-{i}", "step_time_s": rng.uniform(1e-4, 1e3),
+             "startup_s": round(rng.uniform(0, 100), rng.randrange(1, 6)), "params": rng.randrange(1, 10**12),
+             "note": rng.choice(texts) + rng.choice(["", "z"]), "tag": rng.choice(texts),
+             "seq_len": rng.choice([None, 128, 2048])} for i in range(n)]
+
+
+def _same(got: pd.DataFrame, want: pd.DataFrame) -> bool:
+    cols = list(want.columns)
+    if list(got["run_id"]) != list(want["run_id"]):
+        return False
+    a, b = got[cols].astype(object), want[cols].astype(object)
+    return all((pd.isna(x) and pd.isna(y)) or x == y for x, y in zip(a.to_numpy().ravel(), b.to_numpy().ravel()))
+
+
+def cut_trials(n_files: int, workdir: Path) -> dict:
+    from perfmodel.exceptions import SchemaError
+    from perfmodel.io import read_history, recover_runs, save_runs
+    from perfmodel.schema import coerce_dtypes
+
+    rng = random.Random(1)
+    st_ = {"cuts": 0, "refused": 0, "loaded_intact": 0, "changed": 0, "tracebacks": 0, "recover_wrong": 0,
+           "row_boundary_cuts": 0}
+    for k in range(n_files):
+        path, cut = workdir / f"h{k}.csv", workdir / f"cut{k}.csv"
+        save_runs(pd.DataFrame(_random_records(rng, 6, f"f{k}")), path)
+        full = read_history(path)
+        data = path.read_bytes()
+        # record ends: a line end outside quotes (an even number of '"' before it; quotes in text are doubled)
+        quotes = np.cumsum(np.frombuffer(data, dtype=np.uint8) == ord('"'))
+        ends = [i + 1 for i in range(len(data)) if data[i:i + 1] == b"\n" and quotes[i] % 2 == 0]
+        start = ends[-3]  # the last two rows
+        for end in range(start, len(data)):
+            cut.write_bytes(data[:end])
+            rows_whole = sum(e <= end for e in ends) - 1  # complete rows left
+            if end in ends:
+                st_["row_boundary_cuts"] += 1  # a valid shorter file: no per-row check can tell
+                continue
+            st_["cuts"] += 1
+            try:
+                got = read_history(cut)
+            except SchemaError:
+                st_["refused"] += 1
+                try:
+                    good, problems = recover_runs(cut)
+                    if not (_same(coerce_dtypes(good), full.head(rows_whole)) and len(problems) == 1):
+                        st_["recover_wrong"] += 1
+                except Exception as exc:  # noqa: BLE001 - counted
+                    st_["tracebacks"] += 1
+                    print(f"  recover_runs: {type(exc).__name__}: {exc}"[:200], file=sys.stderr)
+                continue
+            except Exception as exc:  # noqa: BLE001 - counted
+                st_["tracebacks"] += 1
+                print(f"  cut load: {type(exc).__name__}: {exc}"[:200], file=sys.stderr)
+                continue
+            if _same(got, full.head(len(got))) and len(got) in (rows_whole, rows_whole + 1):
+                st_["loaded_intact"] += 1
+            else:
+                st_["changed"] += 1
+                print(f"  cut at byte {end} of {path.name} loaded changed values", file=sys.stderr)
+    return st_
+
+
+def _link_appender(link: str, tag: str, n: int) -> None:
+    for i in range(n):
+        append_runs({**BASE, "model": "m", "step_time_s": 0.5, "run_id": f"{tag}-{i}"}, link)
+
+
+def symlink_trials(n: int, workdir: Path) -> dict:
+    ctx = mp.get_context("fork")
+    st_ = {"appends": 0, "lost": 0, "links_replaced": 0}
+    for suffix in (".csv", ".parquet"):
+        real = workdir / "shared" / f"runs{suffix}"
+        real.parent.mkdir(exist_ok=True)
+        append_runs({**BASE, "model": "m", "step_time_s": 0.5, "run_id": "seed"}, real)
+        links = []
+        for j in range(2):
+            link = workdir / f"link{j}{suffix}"
+            link.symlink_to(real)
+            links.append(link)
+        targets = [str(links[0]), str(links[1]), str(real), str(links[0])]
+        procs = [ctx.Process(target=_link_appender, args=(t, f"p{j}", n)) for j, t in enumerate(targets)]
+        for p_ in procs:
+            p_.start()
+        for p_ in procs:
+            p_.join()
+        ids = set(load_runs(real)["run_id"])
+        st_["appends"] += len(targets) * n
+        st_["lost"] += sum(f"p{j}-{i}" not in ids for j in range(len(targets)) for i in range(n))
+        st_["links_replaced"] += sum(not link.is_symlink() for link in links)
+    return st_
+
+
+def unknown_text_trials(n: int, workdir: Path) -> dict:
+    from perfmodel.io import read_history
+
+    rng = random.Random(2)
+    st_ = {"values": 0, "changed": 0, "errors": 0}
+    for suffix in (".csv", ".parquet"):
+        path = workdir / f"text{suffix}"
+        sent: dict = {}
+        for i in range(n):
+            recs = _random_records(rng, 3, f"t{i}")
+            try:
+                append_runs(recs, path)
+            except Exception as exc:  # noqa: BLE001 - counted
+                st_["errors"] += 1
+                print(f"  unknown text append: {type(exc).__name__}: {exc}"[:200], file=sys.stderr)
+                continue
+            for r in recs:
+                sent[r["run_id"]] = (r["note"], r["tag"])
+        back = read_history(path).set_index("run_id")
+        for rid, (note, tag) in sent.items():
+            for want, got in ((note, back.at[rid, "note"]), (tag, back.at[rid, "tag"])):
+                st_["values"] += 1
+                # CSV keeps empty and missing alike (documented); anything else must come back as written
+                if not ((want == "" and (pd.isna(got) or got == "")) or (not pd.isna(got) and got == want)):
+                    st_["changed"] += 1
+                    print(f"  unknown column: sent {want!r}, got {got!r} ({suffix})", file=sys.stderr)
+    return st_
+
+
+def range_trials() -> dict:
+    from perfmodel.exceptions import SchemaError
+    from perfmodel.schema import COLUMNS as SCHEMA, LIMITS
+
+    st_ = {"columns": 0, "values": 0, "accepted": 0, "wrong_error": 0, "unnamed": 0, "no_range": 0}
+    for c in SCHEMA:
+        if c.kind == "str":
+            continue
+        st_["columns"] += 1
+        if c.name not in LIMITS:
+            st_["no_range"] += 1
+            continue
+        lo, inclusive, hi = LIMITS[c.name]
+        bad = [math.inf, -math.inf, -1e308, -3, hi * 10] + ([] if inclusive else [lo]) + ([lo - 1] if inclusive else [])
+        if c.kind == "int" and hi <= 1:
+            bad += [7, 2]
+        for v in bad:
+            st_["values"] += 1
+            row = {**BASE, "model": "m", "step_time_s": 0.5, c.name: v}
+            try:
+                load_runs(pd.DataFrame([row]))
+            except SchemaError as exc:
+                st_["unnamed"] += repr(c.name) not in str(exc)
+                continue
+            except Exception as exc:  # noqa: BLE001 - counted
+                st_["wrong_error"] += 1
+                print(f"  range {c.name}={v!r}: {type(exc).__name__}: {exc}"[:200], file=sys.stderr)
+                continue
+            st_["accepted"] += 1
+            print(f"  range {c.name}={v!r} accepted", file=sys.stderr)
+    return st_
+
+
+def _parquet_rewriter(path: str, stop) -> None:
+    r = np.random.default_rng(0)
+    while not stop.is_set():
+        k = int(r.integers(1, 400))
+        perfmodel.save_runs(pd.DataFrame([{**BASE, "model": "m", "step_time_s": 0.5,
+                                           "note": "x" * int(r.integers(1, 50))}] * k), path)
+
+
+def parquet_race(seconds: float, workdir: Path) -> dict:
+    from perfmodel.io import read_history
+
+    path = workdir / "race.parquet"
+    perfmodel.save_runs(pd.DataFrame([{**BASE, "model": "m", "step_time_s": 0.5}]), path)
+    ctx = mp.get_context("fork")
+    stop = ctx.Event()
+    writer = ctx.Process(target=_parquet_rewriter, args=(str(path), stop))
+    writer.start()
+    reads = errors = 0
+    deadline = time.time() + seconds
+    try:
+        while time.time() < deadline:
+            try:
+                read_history(path)
+            except Exception as exc:  # noqa: BLE001 - counted
+                errors += 1
+                print(f"  parquet read: {type(exc).__name__}: {exc}"[:200], file=sys.stderr)
+            reads += 1
+    finally:
+        stop.set()
+        writer.join(30)
+    return {"reads": reads, "errors": errors}
+
+
+_LOAD_ONE = """
+import resource, sys, time
+from perfmodel.persistence import load_model
+t = time.process_time()
+try:
+    load_model(sys.argv[1])
+    what = "loaded"
+except ValueError as exc:
+    what = "refused"
+print(what, time.process_time() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+"""
+
+
+def _zip_member_stream(zf, name: str, header: bytes, chunks) -> None:
+    info = zipfile.ZipInfo(name)
+    info.compress_type = zipfile.ZIP_DEFLATED
+    with zf.open(info, "w", force_zip64=True) as fh:
+        fh.write(header)
+        for c in chunks:
+            fh.write(c)
+
+
+def model_file_trials(scale: int, workdir: Path) -> dict:
+    """Attack files built from a real model file; each is loaded in a fresh process (CPU time, peak RSS)."""
+    global zipfile
+    import zipfile
+
+    base = workdir / "base.perfmodel"
+    save_model(perfmodel.fit(history(3), method="loglinear"), base)
+    with zipfile.ZipFile(base) as zf:
+        members = {i.filename: zf.read(i) for i in zf.infolist()}
+    meta = json.loads(str(np.load(__import__("io").BytesIO(members["__meta__.npy"]))[()]))
+
+    def npy_header(descr: str, shape) -> bytes:
+        buf = __import__("io").BytesIO()
+        np.lib.format.write_array_header_2_0(buf, {"descr": descr, "fortran_order": False, "shape": shape})
+        return buf.getvalue()
+
+    def write(name: str, meta_text=None, extra=()) -> Path:
+        out = workdir / name
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
+            for n, data in members.items():
+                if n == "__meta__.npy" and meta_text is not None:
+                    if isinstance(meta_text, str):
+                        buf = __import__("io").BytesIO()
+                        np.save(buf, np.array(meta_text))
+                        zf.writestr(n, buf.getvalue())
+                    else:  # (n_chars, chunk generator): streamed, never held in memory
+                        n_chars, gen = meta_text
+                        _zip_member_stream(zf, n, npy_header(f"<U{n_chars}", ()), gen)
+                    continue
+                zf.writestr(n, data)
+            for n, header, gen in extra:
+                _zip_member_stream(zf, n, header, gen)
+        return out
+
+    n_list = scale  # characters of the JSON list
+    prefix = json.dumps(meta)[:-1] + ', "junk": ['
+    body = n_list - len(prefix) - 2
+
+    def list_chunks():
+        yield prefix.encode("utf-32-le")
+        left = body // 2
+        piece = ("0," * 65536).encode("utf-32-le")
+        while left > 65536:
+            yield piece
+            left -= 65536
+        yield ("0," * left + "0" * (body - 2 * (body // 2)) + "0]}").encode("utf-32-le")
+
+    big_array = scale * 4  # bytes of a declared float64 array, zeros, in a small file
+    meta2 = json.loads(json.dumps(meta))
+    meta2["model"]["state"]["n_runs_"] = {"__array__": "a9999"}
+    zeros = bytes(1 << 20)
+
+    def zero_chunks():
+        left = big_array
+        while left > 0:
+            yield zeros[:min(len(zeros), left)]
+            left -= len(zeros)
+
+    attacks = {
+        "huge JSON list": write("list.perfmodel", (n_list + 1, list_chunks())),
+        "deep nesting": write("deep.perfmodel", '{"format": "perfmodel-safe/1", "model": ' + "[" * 10**6
+                              + "]" * 10**6 + "}"),
+        "large declared array": write("array.perfmodel", json.dumps(meta2),
+                                      [("a9999.npy", npy_header("<f8", (big_array // 8,)), zero_chunks())]),
+    }
+    st_ = {"files": 0, "tracebacks": 0, "over_cpu_budget": 0, "over_memory_budget": 0, "details": []}
+    baseline = None
+    for label, path in [("real model", base)] + list(attacks.items()):
+        out = subprocess.run([sys.executable, "-c", _LOAD_ONE, str(path)], capture_output=True, text=True,
+                             env={**os.environ, "PYTHONPATH": SRC}, timeout=900)
+        st_["files"] += 1
+        if out.returncode != 0 or not out.stdout.strip():
+            st_["tracebacks"] += 1
+            print(f"  model file {label}: {out.stderr[-300:]}", file=sys.stderr)
+            continue
+        what, cpu, rss = out.stdout.split()
+        cpu, rss = float(cpu), int(rss)
+        if baseline is None:
+            baseline = rss
+        # budget: 10 s of CPU, and memory of the process that loads a real model plus 1.25x what the file's
+        # arrays declare (the large declared array is within the default max_bytes and is read, once)
+        allowed = baseline + 1.25 * (big_array if label == "large declared array" else 0) + 64 * 2**20
+        st_["over_cpu_budget"] += cpu > 10
+        st_["over_memory_budget"] += rss > allowed
+        st_["details"].append(f"{label} ({path.stat().st_size / 2**20:.1f} MiB file): {what}, "
+                              f"{cpu:.1f} s CPU, peak {rss / 2**20:.0f} MiB")
+    return st_
+
+
+def no_pyarrow() -> dict:
+    code = """
+import sys, tempfile, os
+sys.modules["pyarrow"] = None
+import perfmodel
+from perfmodel.io import append_runs, load_runs
+d = tempfile.mkdtemp()
+rec = {"model": "m", "params": 1000, "batch_size": 8, "gpu_count": 1, "gpu_type": "cpu", "step_time_s": 0.5}
+append_runs(rec, os.path.join(d, "r.csv")); assert len(load_runs(os.path.join(d, "r.csv"))) == 1
+try:
+    append_runs(rec, os.path.join(d, "r.parquet"))
+except ImportError as exc:
+    assert 'pip install "perfmodel[parquet]"' in str(exc)
+    print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": SRC}, timeout=300)
+    return {"failures": int(out.stdout.strip() != "ok")}
+
+
 # ----------------------------------------------------------------------------------------------- main
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="CI scale (hundreds instead of tens of thousands)")
     p.add_argument("--output", help="also write the report to this file")
-    p.add_argument("--skip", default="", help="comma-separated parts to skip: roundtrip,kill,concurrent,orphans,api")
+    p.add_argument("--skip", default="", help="comma-separated parts to skip: "
+                   "roundtrip,kill,concurrent,orphans,api,integrity")
     p.add_argument("--api-functions", default="load_runs,predict_training_time,predict_many",
                    help="which public functions the API fuzz calls (its calls are split evenly between them)")
     args = p.parse_args(argv)
     q = args.quick
     skip = set(filter(None, args.skip.split(",")))
     sizes = {"roundtrip": 300 if q else 10_000, "kill": 10 if q else 100, "concurrent": 10 if q else 60,
-             "orphans": 1 if q else 5, "api": 600 if q else 10_500}
+             "orphans": 1 if q else 5, "api": 600 if q else 10_500, "cut": 4 if q else 40,
+             "link": 10 if q else 50, "text": 10 if q else 100, "race_s": 5 if q else 30,
+             "model_scale": 2**25 if q else 2**28}  # the full run: the issue's 268M-character list, a 1 GiB array
     lines = [f"perfmodel {perfmodel.__version__} fault benchmark ({'quick' if q else 'full'}), "
              f"python {sys.version.split()[0]}, {sys.platform}"]
 
@@ -418,6 +751,37 @@ def main(argv=None) -> int:
             extra = f" (skipped: {s['skipped']})" if s["skipped"] else ""
             report(f"process-group kills of a measuring sweep: {s['group_kills']}; orphaned workers "
                    f"{s['orphaned_workers']}; resumes refused afterwards {s['resume_refused']}{extra}")
+        if "integrity" not in skip:
+            (work / "cut").mkdir()
+            s = cut_trials(sizes["cut"], work / "cut")
+            report(f"cut histories (every cut inside the last 2 rows of {sizes['cut']} sealed CSV files): {s['cuts']} "
+                   f"cuts, {s['refused']} refused, {s['loaded_intact']} loaded with every value intact; {s['changed']} "
+                   f"loaded changed values, {s['tracebacks']} tracebacks, {s['recover_wrong']} recover_runs results "
+                   f"not exactly the whole rows ({s['row_boundary_cuts']} cuts at a row boundary left a valid "
+                   "shorter file, not counted)")
+            (work / "link").mkdir()
+            s = symlink_trials(sizes["link"], work / "link")
+            report(f"appends through symbolic links (CSV + Parquet, 4 processes, 2 links + the real path): "
+                   f"{s['appends']} appends, {s['lost']} lost, {s['links_replaced']} links replaced by a copy")
+            (work / "text").mkdir()
+            s = unknown_text_trials(sizes["text"], work / "text")
+            report(f"unknown text columns (CSV + Parquet, appended and re-appended): {s['values']} values, "
+                   f"{s['changed']} changed, {s['errors']} errors")
+            s = range_trials()
+            report(f"schema ranges: {s['columns']} numeric columns, {s['no_range']} without a documented range; "
+                   f"{s['values']} out-of-range values, {s['accepted']} accepted, {s['wrong_error']} not a "
+                   f"SchemaError, {s['unnamed']} errors not naming the column")
+            (work / "race").mkdir()
+            s = parquet_race(sizes["race_s"], work / "race")
+            report(f"Parquet reads during rewrites by another process: {s['reads']} reads, {s['errors']} errors")
+            (work / "model").mkdir()
+            s = model_file_trials(sizes["model_scale"], work / "model")
+            report(f"model files (each loaded in a fresh process): {s['files']} files, {s['tracebacks']} tracebacks, "
+                   f"{s['over_cpu_budget']} over 10 s CPU, {s['over_memory_budget']} over the memory budget")
+            for d in s["details"]:
+                report(f"  {d}")
+            s = no_pyarrow()
+            report(f"without pyarrow: CSV append/load and the Parquet error message, {s['failures']} failures")
         if "api" not in skip:
             funcs = tuple(filter(None, args.api_functions.split(",")))
             s = api_fuzz(sizes["api"] * len(funcs) // 3, funcs)

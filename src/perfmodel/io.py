@@ -127,6 +127,14 @@ def _lossless_column(values: list) -> pd.Series:
     return pd.array([v if v != "" else None for v in values], dtype="string")
 
 
+def _is_utf8(row: list) -> bool:
+    try:
+        _SEP.join(row).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _read_csv_text(path: Path, *, skip_bad: list | None = None) -> pd.DataFrame:
     """Read a CSV history field by field, keeping every value as text ('' -> missing).
 
@@ -142,7 +150,10 @@ def _read_csv_text(path: Path, *, skip_bad: list | None = None) -> pd.DataFrame:
                 ends_with_newline = raw.read(1) in (b"\n", b"\r")
             else:
                 ends_with_newline = True
-        with open(path, newline="", encoding="utf-8-sig") as fh:
+        # recovering: bytes that are not UTF-8 (a file cut inside a character) become lone surrogates, and their
+        # row is dropped below
+        errors = "strict" if skip_bad is None else "surrogateescape"
+        with open(path, newline="", encoding="utf-8-sig", errors=errors) as fh:
             reader = csv.reader(fh, strict=skip_bad is None)
             try:
                 header = next(reader)
@@ -173,6 +184,8 @@ def _read_csv_text(path: Path, *, skip_bad: list | None = None) -> pd.DataFrame:
                     if check_at is not None and len(row) < n:
                         hint = " (cut short?)"
                     why = f"has {len(row)} fields but the header has {n}{hint}"
+                elif skip_bad is not None and not _is_utf8(row):
+                    why = "is not valid UTF-8 text (cut inside a character?)"
                 elif check_at is not None and row[check_at] != "":
                     others = row[:check_at] + row[check_at + 1:]
                     if row[check_at] != row_check(others):
