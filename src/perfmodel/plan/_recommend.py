@@ -15,6 +15,7 @@ from ..hardware import PRECISIONS, resolve_gpu_type
 from ..models import METHODS
 from ..predict import BasePredictor, default_precision, model_spec, predict_many, resolve_history
 from ._cost import estimate_cost, load_prices
+from ._memory import OPTIMIZERS, estimate_memory
 
 __all__ = ["recommend", "scaling_from_model", "WORK_MODES"]
 
@@ -28,6 +29,36 @@ def _first_sentence(text: str) -> str:
     cut = text.find(". ")
     text = text if cut < 0 else text[: cut + 1]
     return text[:1].lower() + text[1:]
+
+
+def _price_reason(exc) -> str:
+    """The reason a device has no price: the price table's note when it has one, else the first sentence."""
+    text = " ".join(str(exc).split())
+    at = text.find("The table says: ")
+    if at >= 0:
+        note = text[at + len("The table says: "):].split(" It has prices for:")[0]
+        return f"no price in the table: {note.rstrip('.')}"
+    return _first_sentence(text)
+
+
+_MEMORY_KEYS = ("seq_len", "n_layers", "d_model", "n_heads", "vocab", "optimizer", "zero_stage",
+                "activation_checkpointing", "flash_attention", "overhead_bytes", "tensor_parallel",
+                "pipeline_parallel")
+
+
+def _check_memory(memory) -> dict:
+    if memory is None:
+        return {}
+    if not isinstance(memory, dict):
+        raise TypeError(f"The 'memory' parameter of recommend must be a dict of estimate_memory arguments "
+                        f"({', '.join(_MEMORY_KEYS)}). Got {type(memory).__name__}.")
+    unknown = sorted(set(memory) - set(_MEMORY_KEYS))
+    if unknown:
+        raise ValueError(f"The 'memory' parameter of recommend has unknown keys {unknown}; allowed: "
+                         f"{', '.join(_MEMORY_KEYS)}.")
+    if "optimizer" in memory:
+        check_choice(memory["optimizer"], "memory['optimizer']", "recommend", OPTIMIZERS)
+    return dict(memory)
 
 
 def _split_batch(global_batch: int, n: int, max_device_batch: int) -> tuple[int, int] | None:
@@ -45,7 +76,7 @@ def _split_batch(global_batch: int, n: int, max_device_batch: int) -> tuple[int,
 def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, gpu_types=("cpu",),
               gpu_counts=(1, 2, 4, 8), work="global_batch", max_device_batch=None, history=None, deadline=None,
               budget=None, confidence=0.9, precision=None, provider=None, prices=None, spot=False,
-              method=DEFAULT_METHOD) -> pd.DataFrame:
+              method=DEFAULT_METHOD, memory=None) -> pd.DataFrame:
     """Rank configurations (device type × count) for the same work by cost, with time and cost intervals.
 
     Every configuration does **the same work**: the same number of samples, and by default the same global batch
@@ -68,16 +99,33 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
     (:class:`~perfmodel.exceptions.UnknownPriceError`) are left out with one warning giving one reason per kind;
     any other error (bad input) is raised. Rows are sorted feasible first, then by cost.
 
+    Every row carries a per-device memory estimate (:func:`~perfmodel.plan.estimate_memory`, with the row's
+    ``device_batch`` and precision): ``memory_gb`` against the device's ``device_memory_gb``, and ``fits_memory``
+    (None where the device memory is unknown, e.g. ``cpu``). Without ``memory=`` it is the model state (16-bit
+    weights and gradients and AdamW state, 16 bytes per parameter, unsharded) plus the fixed overhead, a lower
+    bound (``memory_lower_bound`` True): a row that does not fit then certainly does not. A row that does not
+    fit is kept, flagged, sorted after those that fit, and named in one warning with its estimate.
+
     Parameters
     ----------
     max_device_batch : int, optional
         Largest per-device batch that fits (memory). Default: the largest per-device batch in the history's runs.
+    provider : str or list of str, optional
+        Price from this provider; a list compares them (one row per provider and configuration). Default: the
+        cheapest provider in the table for each device. Each row names its ``provider`` and ``usd_per_device_hour``.
+    memory : dict, optional
+        The job's shape for the memory estimate: keyword arguments of :func:`~perfmodel.plan.estimate_memory`
+        (``seq_len``, ``n_layers``, ``d_model``, ``n_heads``, ``vocab``, ``optimizer``, ``zero_stage``,
+        ``activation_checkpointing``, ``flash_attention``, ``overhead_bytes``, ``tensor_parallel``,
+        ``pipeline_parallel``); ``params``, the device, precision and micro-batch come from each row.
 
     Returns
     -------
     DataFrame
         ``gpu_type, gpu_count, device_batch, accumulation, global_batch, steps, samples, seconds, lower, upper,
-        cost, cost_lower, cost_upper, useful_pflop_per_dollar, meets_deadline, within_budget, inside_domain``.
+        provider, usd_per_device_hour, cost, cost_lower, cost_upper, useful_pflop_per_dollar, memory_gb,
+        device_memory_gb, fits_memory, memory_lower_bound, precision, meets_deadline, within_budget,
+        inside_domain``.
     """
     confidence = check_confidence(confidence, "recommend")
     batch_size = check_positive_int(batch_size, "batch_size", "recommend")
@@ -110,11 +158,19 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
     if max_device_batch is not None:
         max_device_batch = check_positive_int(max_device_batch, "max_device_batch", "recommend")
     check_choice(method, "method", "recommend", (*METHODS, "auto"))
+    if provider is None or isinstance(provider, str):
+        providers = [provider]
+    elif isinstance(provider, (list, tuple)) and provider and all(isinstance(x, str) for x in provider):
+        providers = list(dict.fromkeys(provider))
+    else:
+        raise TypeError(f"The 'provider' parameter of recommend must be a provider name or a list of them. "
+                        f"Got {provider!r}.")
+    memory = _check_memory(memory)
     # each configuration as predict_training_time answers it alone: the fit for its own kind of query
     fits = history if isinstance(history, BasePredictor) else BasePredictor(history, method=method,
                                                                              confidence=confidence)
     prices = load_prices(prices)  # read and check once, not once per configuration
-    rows, skipped, notes = [], {}, {}
+    rows, skipped, notes, unfit = [], {}, {}, []
     for g, g_name in zip(types, gpu_types):
         for n in counts:
             if work == "global_batch":
@@ -138,33 +194,52 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
                 for w in caught:  # per-configuration notes, said once for the whole table below
                     if not issubclass(w.category, ExtrapolationWarning):
                         notes.setdefault(str(w.message), w.category)
-                cost = estimate_cost(r, provider=provider, prices=prices, spot=spot)
-            except (UnsupportedQueryError, UnknownPriceError) as exc:
+            except UnsupportedQueryError as exc:
                 skipped.setdefault(_first_sentence(exc), []).append(f"{g_name} x{n}")
                 continue
-            fps = r.query.get("flops_per_sample")
-            useful = (fps or 6 * r.query["params"]) * micro * n * accum * n_steps
-            rows.append({
-                "gpu_type": r.query["gpu_type"], "gpu_count": n, "device_batch": micro, "accumulation": accum,
-                "global_batch": micro * n * accum, "steps": n_steps, "samples": micro * n * accum * n_steps,
-                "seconds": r.seconds, "lower": r.lower, "upper": r.upper, "cost": cost.dollars,
-                "cost_lower": cost.lower, "cost_upper": cost.upper,
-                "useful_pflop_per_dollar": useful / 1e15 / cost.dollars if cost.dollars > 0 else np.inf,
-                "meets_deadline": True if deadline is None else bool(r.upper <= deadline),
-                "within_budget": True if budget is None else bool(cost.upper <= budget),
-                "inside_domain": r.inside_domain,
-            })
+            mem = estimate_memory(params=float(r.query["params"]), gpu_type=r.query["gpu_type"],
+                                  precision=str(r.query["precision"]), micro_batch=micro,
+                                  data_parallel=max(1, n // (memory.get("tensor_parallel", 1)
+                                                             * memory.get("pipeline_parallel", 1))), **memory)
+            if mem.fits is False:
+                unfit.append(f"{g_name} x{n} ({mem.short()})")
+            for prov in providers:
+                try:
+                    cost = estimate_cost(r, provider=prov, prices=prices, spot=spot)
+                except UnknownPriceError as exc:
+                    where = f"{g_name} x{n}" + (f" at {prov}" if prov else "")
+                    skipped.setdefault(_price_reason(exc), []).append(where)
+                    continue
+                fps = r.query.get("flops_per_sample")
+                useful = (fps or 6 * r.query["params"]) * micro * n * accum * n_steps
+                rows.append({
+                    "gpu_type": r.query["gpu_type"], "gpu_count": n, "device_batch": micro, "accumulation": accum,
+                    "global_batch": micro * n * accum, "steps": n_steps, "samples": micro * n * accum * n_steps,
+                    "seconds": r.seconds, "lower": r.lower, "upper": r.upper, "provider": cost.provider,
+                    "usd_per_device_hour": cost.usd_per_device_hour, "cost": cost.dollars,
+                    "cost_lower": cost.lower, "cost_upper": cost.upper,
+                    "useful_pflop_per_dollar": useful / 1e15 / cost.dollars if cost.dollars > 0 else np.inf,
+                    "memory_gb": mem.total_gb, "device_memory_gb": mem.device_gb, "fits_memory": mem.fits,
+                    "memory_lower_bound": mem.lower_bound, "precision": str(r.query["precision"]),
+                    "meets_deadline": True if deadline is None else bool(r.upper <= deadline),
+                    "within_budget": True if budget is None else bool(cost.upper <= budget),
+                    "inside_domain": r.inside_domain,
+                })
     if skipped:
         parts = [f"{', '.join(where)} ({reason.rstrip('.')})" for reason, where in skipped.items()]
         warnings.warn("recommend left out: " + "; ".join(parts), ExtrapolationWarning, stacklevel=2)
+    if unfit:
+        warnings.warn("recommend: these configurations do not fit in device memory (kept, flagged fits_memory="
+                      "False): " + "; ".join(unfit), ExtrapolationWarning, stacklevel=2)
     for message, category in notes.items():
         warnings.warn(message, category, stacklevel=2)
     cols = ["gpu_type", "gpu_count", "device_batch", "accumulation", "global_batch", "steps", "samples", "seconds",
-            "lower", "upper", "cost", "cost_lower", "cost_upper", "useful_pflop_per_dollar", "meets_deadline",
-            "within_budget", "inside_domain"]
+            "lower", "upper", "provider", "usd_per_device_hour", "cost", "cost_lower", "cost_upper",
+            "useful_pflop_per_dollar", "memory_gb", "device_memory_gb", "fits_memory", "memory_lower_bound",
+            "precision", "meets_deadline", "within_budget", "inside_domain"]
     out = pd.DataFrame(rows, columns=cols)
     if len(out):
-        out["_feasible"] = out["meets_deadline"] & out["within_budget"]
+        out["_feasible"] = out["meets_deadline"] & out["within_budget"] & (out["fits_memory"] != False)  # noqa: E712
         out = out.sort_values(["_feasible", "cost", "seconds"], ascending=[False, True, True]).drop(columns="_feasible")
     return out.reset_index(drop=True)
 
