@@ -8,6 +8,14 @@ that chose it become the conformity scores of its intervals for that kind (no se
 candidate is scored on the same folds; nothing falls back silently: the choice and the scores are kept on the
 fitted model (``auto_scores_``, ``auto_split_``, ``auto_kind_``).
 
+**The cost of ``auto``, bounded.** With ``c`` candidates (:data:`AUTO_CANDIDATES`), ``auto`` makes at most
+``c * (1 + f)`` fits on at most 2,000 runs (a larger history is scored on a random subsample of 2,000,
+``_MAX_CV_ROWS``), where ``f`` is the number of folds: ``cv`` (5) for ``seen``, one per group up to
+:data:`perfmodel.models._conformal.MAX_FOLDS` (10) for the other kinds; then the winner is fitted once on every
+run, and, when the history was subsampled, refitted ``cv`` + ``f`` times on every run for its conformity scores
+(otherwise the selection's out-of-fold predictions are reused). Every fit runs with one BLAS thread. Measured:
+``auto`` on 5,000 runs in benchmarks/results/latency.txt (``python benchmarks/latency.py``).
+
 Fitted models are cached on disk by the history's content digest, the method and the kind
 (:mod:`perfmodel.cache`).
 
