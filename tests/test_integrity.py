@@ -107,6 +107,17 @@ class TestCutLastField:
         append_runs({**REC, "step_time_s": 0.5}, path)
         assert path.read_text().splitlines()[0].endswith(f'"{ROW_CHECK}"')  # upgraded on the next write
 
+    def test_cut_inside_a_character_is_dropped_by_recover(self, tmp_path):
+        path = tmp_path / "runs.csv"
+        save_runs(pd.DataFrame([{**REC, "run_id": f"r{i}", "step_time_s": 0.5, "note": "ü" * 3} for i in range(2)]),
+                  path)
+        data = path.read_bytes()
+        path.write_bytes(data[:data.rindex("ü".encode()) + 1])  # half of the last row's last 'ü'
+        with pytest.raises(SchemaError, match="not UTF-8"):
+            load_runs(path)
+        good, problems = recover_runs(path)
+        assert list(good["run_id"]) == ["r0"] and len(problems) == 1 and "line 3" in problems[0]
+
     def test_double_bom_refused(self, tmp_path):
         path = tmp_path / "bom.csv"
         path.write_bytes("\ufeff\ufeffrun_id,model,params,batch_size,gpu_count,gpu_type,step_time_s\n"
