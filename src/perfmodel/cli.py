@@ -326,7 +326,7 @@ def _cmd_predict(args) -> int:
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, allow_nan=False))
     else:
-        assumed = " (assumed: not given)" if args.precision is None else ""
+        assumed = " (assumed: --precision not given)" if args.precision is None else ""
         print(f"{result} in {result.query.get('precision')}{assumed}")
         if result.provenance:
             print(f"learned from: {', '.join(result.provenance)} ({result.query_kind.replace('_', ' ')} query)")

@@ -16,14 +16,14 @@ estimates. Every figure carries the prediction's interval through.
 from __future__ import annotations
 
 from ..analysis import DEFAULT_EFFICIENCY_THRESHOLD, Diagnosis, Finding, diagnose, scaling
-from ._cost import CostEstimate, estimate_cost, load_prices, price_per_hour
+from ._cost import CostEstimate, estimate_cost, load_prices, price_per_hour, price_quote
 from ._llm import LLMJobPlan, decoder_flops_per_sample, decoder_params, plan_llm_job
 from ._memory import MemoryEstimate, estimate_memory
 from ._online import OnlineEstimate, OnlineEstimator
 from ._queue import QueueResult, SimulationResult, erlang_c, simulate_queue
 from ._recommend import recommend, scaling_from_model
 
-__all__ = ["load_prices", "price_per_hour", "estimate_cost", "CostEstimate", "recommend", "scaling",
+__all__ = ["load_prices", "price_per_hour", "price_quote", "estimate_cost", "CostEstimate", "recommend", "scaling",
            "scaling_from_model", "diagnose", "Diagnosis", "Finding", "erlang_c", "QueueResult", "simulate_queue",
            "SimulationResult", "OnlineEstimator", "OnlineEstimate", "DEFAULT_EFFICIENCY_THRESHOLD",
            "plan_llm_job", "LLMJobPlan", "decoder_params", "decoder_flops_per_sample", "estimate_memory",

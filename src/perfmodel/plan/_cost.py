@@ -141,8 +141,8 @@ class CostEstimate:
         kind = "spot" if self.spot else "on-demand"
         who = ""
         if self.provider:
-            who = f" at {self.provider}" + (f" {self.region}" if self.region else "") + \
-                (f", {self.as_of} list price" if self.as_of else "")
+            info = ", ".join(x for x in (self.region, f"{self.as_of} list price" if self.as_of else None) if x)
+            who = f" at {self.provider}" + (f" ({info})" if info else "")
         return (f"${self.dollars:,.2f} ({kind}{who}; interval ${self.lower:,.2f} – ${self.upper:,.2f}; "
                 f"{self.devices} x ${self.usd_per_device_hour:.3g}/h)")
 
