@@ -319,3 +319,59 @@ def test_recommend_refuses_a_method_the_fitted_history_does_not_use_even_if_noth
     with pytest.raises(ValueError, match="uses 'loglinear'"):
         recommend("m1", batch_size=16, steps=10, gpu_types=["A100"], gpu_counts=[3], history=fitted,
                   method="physics", prices=PRICES)
+
+
+class TestProviders:
+    def test_cost_names_provider_region_date_and_url(self):
+        c = estimate_cost(seconds=3600, gpu_type="H100", gpu_count=8)
+        assert (c.provider, c.usd_per_device_hour, c.as_of) == ("lambda", pytest.approx(2.99), "2025-01")
+        assert c.url.startswith("https://") and "at lambda" in str(c)
+        d = c.to_dict()
+        assert d["provider"] == "lambda" and d["url"] == c.url and d["region"] == c.region
+        aws = estimate_cost(seconds=3600, gpu_type="H100", gpu_count=8, provider="aws")
+        assert aws.region == "us-east-1" and aws.usd_per_device_hour == pytest.approx(12.29)
+
+    def test_bundled_rows_have_a_price_or_a_reason(self):
+        t = load_prices()
+        assert {"region", "as_of", "url", "note", "source"} <= set(t.columns)
+        priced = t["on_demand_usd_per_hour"].notna()
+        assert t.loc[priced, "url"].str.startswith("https://").all() and t.loc[priced, "as_of"].notna().all()
+        assert t.loc[~priced, "note"].str.len().min() > 40
+        assert {"MI250X", "MI300X", "B200"} <= set(t.loc[~priced, "gpu_type"])
+
+    def test_no_price_says_why(self):
+        with pytest.raises(ValueError, match="No on-demand price for 'MI300X'.*The table says: .*could not be verified"):
+            price_per_hour("MI300X")
+
+    def test_an_empty_price_needs_a_note(self):
+        bad = pd.DataFrame({"gpu_type": ["A100"], "provider": ["x"], "on_demand_usd_per_hour": [None]})
+        with pytest.raises(ValueError, match="on_demand_usd_per_hour"):
+            load_prices(bad)
+        ok = load_prices(bad.assign(note=["no public price"]))
+        assert ok["on_demand_usd_per_hour"].isna().all()
+
+    def test_recommend_compares_providers(self):
+        from perfmodel.plan import recommend
+
+        model = {"params": 1.3e9, "flops_per_sample": 6 * 1.3e9 * 2048}
+        with pytest.warns(Warning, match="MI300X x8 .*no price in the table"):
+            out = recommend(model, batch_size=64, steps=100, gpu_types=["H100", "MI300X"], gpu_counts=[8],
+                            provider=["aws", "lambda"])
+        assert sorted(out["provider"]) == ["aws", "lambda"] and set(out["gpu_type"]) == {"H100-SXM5-80GB"}
+        by = dict(zip(out["provider"], out["usd_per_device_hour"]))
+        assert by == {"aws": pytest.approx(12.29), "lambda": pytest.approx(2.99)}
+        assert out["seconds"].nunique() == 1 and out["provider"].iloc[0] == "lambda"  # cheapest first
+
+    def test_cli_recommend_precision_and_providers(self):
+        import json
+        import subprocess
+        import sys
+
+        p = subprocess.run([sys.executable, "-m", "perfmodel", "recommend", "--params", "1.3e9", "--flops-per-sample",
+                            "1.6e13", "--batch-size", "64", "--gpu-types", "H100", "--gpu-counts", "8", "--steps",
+                            "100", "--precision", "bf16", "--providers", "aws,lambda", "--json"],
+                           capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr
+        rows = json.loads(p.stdout)
+        assert {r["provider"] for r in rows} == {"aws", "lambda"} and all(r["precision"] == "bf16" for r in rows)
+        assert all(r["usd_per_device_hour"] > 0 and r["memory_gb"] > 0 for r in rows)

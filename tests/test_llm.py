@@ -1,0 +1,226 @@
+"""Job-shaped LLM queries (perfmodel.plan.plan_llm_job) and the memory estimate (perfmodel.plan.estimate_memory):
+closed-form checks of parameters, FLOPs, steps and bytes on known configurations, and the CLI's plan-llm."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from perfmodel.plan import (decoder_flops_per_sample, decoder_params, estimate_memory, plan_llm_job,
+                            recommend)
+
+pytestmark = pytest.mark.filterwarnings("ignore::perfmodel.exceptions.DataQualityWarning")
+
+LLAMA2_7B = {"n_layers": 32, "d_model": 4096, "vocab": 32000, "n_heads": 32}
+
+
+class TestClosedForms:
+    def test_llama2_7b_params(self):
+        # 12·L·d² + V·d = 12·32·4096² + 32000·4096; Llama-2 7B has 6.74e9 (untied head, SwiGLU): within 3%
+        n = decoder_params(32, 4096, 32000)
+        assert n == 12 * 32 * 4096**2 + 32000 * 4096 == 6_573_522_944
+        assert abs(n / 6.74e9 - 1) < 0.03
+
+    def test_ffn_mult(self):
+        assert decoder_params(2, 8, 0, ffn_mult=8) == (4 + 16) * 2 * 64
+
+    def test_flops_per_sample(self):
+        n, s, L, d = 7e9, 4096, 32, 4096
+        assert decoder_flops_per_sample(n, s) == 6 * n * s
+        assert decoder_flops_per_sample(n, s, L, d) == 6 * n * s + 12 * L * d * s * s
+        assert decoder_flops_per_sample(n, s, L, d, activation_checkpointing=True) == pytest.approx(
+            8 * n * s + 16 * L * d * s * s)
+
+    def test_model_state_bytes(self):
+        m = estimate_memory(params=1e9, precision="bf16")
+        assert (m.weights_bytes, m.gradients_bytes, m.optimizer_bytes) == (2e9, 2e9, 12e9)
+        m = estimate_memory(params=1e9, precision="fp32", optimizer="sgd")
+        assert (m.weights_bytes, m.gradients_bytes, m.optimizer_bytes) == (4e9, 4e9, 4e9)
+        assert m.activations_bytes is None and m.lower_bound
+
+    @pytest.mark.parametrize("stage, expected", [(0, (2, 2, 12)), (1, (2, 2, 1.5)), (2, (2, 0.25, 1.5)),
+                                                 (3, (0.25, 0.25, 1.5))])
+    def test_zero_stages_divide_by_dp(self, stage, expected):
+        m = estimate_memory(params=1e9, precision="bf16", zero_stage=stage, data_parallel=8)
+        assert (m.weights_bytes / 1e9, m.gradients_bytes / 1e9, m.optimizer_bytes / 1e9) == expected
+
+    def test_tp_pp_divide_model_state(self):
+        m = estimate_memory(params=8e9, precision="bf16", tensor_parallel=2, pipeline_parallel=4)
+        assert m.weights_bytes + m.gradients_bytes + m.optimizer_bytes == 16e9
+
+    def test_activations_korthikanti(self):
+        s, b, h, a, L = 2048, 4, 2048, 16, 24
+        m = estimate_memory(params=1e9, micro_batch=b, seq_len=s, n_layers=L, d_model=h, n_heads=a,
+                            overhead_bytes=0)
+        assert m.activations_bytes == pytest.approx(L * s * b * h * (34 + 5 * a * s / h))
+        ck = estimate_memory(params=1e9, micro_batch=b, seq_len=s, n_layers=L, d_model=h, n_heads=a,
+                             activation_checkpointing=True)
+        assert ck.activations_bytes == pytest.approx(L * 2 * s * b * h + s * b * h * (34 + 5 * a * s / h))
+        fa = estimate_memory(params=1e9, micro_batch=b, seq_len=s, n_layers=L, d_model=h, n_heads=a,
+                             flash_attention=True)
+        assert fa.activations_bytes == pytest.approx(L * s * b * h * 34)
+        tp = estimate_memory(params=1e9, micro_batch=b, seq_len=s, n_layers=L, d_model=h, n_heads=a,
+                             tensor_parallel=4)
+        assert tp.activations_bytes == pytest.approx(L * s * b * h * (10 + 24 / 4 + 5 * a * s / (h * 4)))
+
+    def test_1p3b_adamw_on_l4_does_not_fit(self):
+        m = estimate_memory(params=1.3e9, gpu_type="L4", precision="fp16", micro_batch=16, seq_len=2048,
+                            n_layers=24, d_model=2048)
+        assert m.weights_bytes + m.gradients_bytes + m.optimizer_bytes == pytest.approx(20.8e9)
+        assert m.device_bytes == 24e9 and m.fits is False
+        assert "does NOT fit" in str(m) and "of 24 GB" in m.short()
+
+    def test_device_without_memory_figure(self):
+        assert estimate_memory(params=1e6, gpu_type="cpu").fits is None
+
+    @pytest.mark.parametrize("kwargs, err, match", [
+        ({"params": 0}, ValueError, "'params'"),
+        ({"params": 1e9, "zero_stage": 4}, ValueError, "'zero_stage'.*0, 1, 2 or 3"),
+        ({"params": 1e9, "precision": "fp33"}, ValueError, "'precision'"),
+        ({"params": 1e9, "optimizer": "lion"}, ValueError, "'optimizer'"),
+        ({"params": 1e9, "micro_batch": 0}, ValueError, "'micro_batch'"),
+        ({"params": 1e9, "activation_checkpointing": "yes"}, TypeError, "activation_checkpointing"),
+    ])
+    def test_bad_input(self, kwargs, err, match):
+        with pytest.raises(err, match=match):
+            estimate_memory(**kwargs)
+
+
+@pytest.fixture(scope="module")
+def llama_job():
+    with pytest.warns(Warning, match="precision not given|bundled public GPU history"):
+        return plan_llm_job(**LLAMA2_7B, seq_len=4096, tokens=100e9, global_batch=1024, gpu_type="H100",
+                            nodes=8, gpus_per_node=8)
+
+
+class TestPlanLLMJob:
+    def test_derivation(self, llama_job):
+        j = llama_job
+        assert j.params == 6_573_522_944 and "12·L·d² + vocab·d" in j.params_formula
+        assert j.flops_per_sample == 6 * j.params * 4096 + 12 * 32 * 4096 * 4096**2
+        assert j.flops_formula == "6·N·seq + 12·L·d·seq²"
+        assert j.steps == -(-100_000_000_000 // (1024 * 4096)) == 23_842
+        assert (j.devices, j.data_parallel, j.batch_size_per_device, j.micro_batch, j.accumulation) == \
+            (64, 64, 16, 16, 1)
+        assert j.prediction.query["flops_per_sample"] == j.flops_per_sample
+        assert j.prediction.query["batch_size"] == 16 and j.prediction.query["gpu_count"] == 64
+        assert j.prediction.steps == j.steps and (j.seconds, j.lower, j.upper) == (
+            j.prediction.seconds, j.prediction.lower, j.prediction.upper)
+
+    def test_precision_memory_and_text(self, llama_job):
+        j = llama_job
+        assert j.precision == "bf16" and j.precision_assumed
+        assert j.fits is False  # 16 sequences of 4096 tokens without checkpointing: far above 80 GB
+        text = str(j)
+        assert "in bf16 (assumed)" in text and "6·N·seq + 12·L·d·seq²" in text and "does NOT fit" in text
+        d = json.loads(json.dumps(j.to_dict(), allow_nan=False))
+        assert d["memory"]["fits"] is False and d["steps"] == 23_842 and d["prediction"]["seconds"] > 0
+
+    def test_sharded_checkpointed_fits(self):
+        j = plan_llm_job(**LLAMA2_7B, seq_len=4096, steps=10, global_batch=1024, gpu_type="H100", gpu_count=64,
+                         zero_stage=3, micro_batch=1, activation_checkpointing=True, precision="bf16")
+        assert j.fits is True and j.accumulation == 16 and not j.precision_assumed
+        assert j.flops_formula.startswith("8·N·seq + 16·L·d·seq²")
+
+    def test_tensor_pipeline_estimate(self):
+        base = plan_llm_job(**LLAMA2_7B, seq_len=4096, steps=100, global_batch=512, gpu_type="H100",
+                            nodes=4, gpus_per_node=8, micro_batch=1, precision="bf16")
+        j = plan_llm_job(**LLAMA2_7B, seq_len=4096, steps=100, global_batch=512, gpu_type="H100", nodes=4,
+                         gpus_per_node=8, tensor_parallel=4, pipeline_parallel=2, micro_batch=1, precision="bf16")
+        assert j.data_parallel == 4 and j.accumulation == 128
+        # 4 all-reduces per layer and micro-batch, L/pp layers, ring 2(t-1)/t, 16-bit, half of NVLink's 900 GB/s
+        comm = 128 * 4 * 16 * 2 * 3 / 4 * 4096 * 1 * 4096 * 2 / 450e9
+        assert j.tp_pp["tp_comm_s_per_step"] == pytest.approx(comm)
+        assert j.tp_pp["pp_bubble_factor"] == pytest.approx(1 + 1 / 128)
+        assert "data-parallel work only" in j.tp_pp["note"] and "data-parallel work only" in str(j)
+        step = base.prediction.step_seconds
+        assert j.seconds == pytest.approx(j.prediction.startup_seconds + 100 * (step * (1 + 1 / 128) + comm))
+
+    def test_1p3b_on_8_l4_flagged(self):
+        j = plan_llm_job(n_layers=24, d_model=2048, vocab=50257, seq_len=2048, steps=1000, global_batch=128,
+                         gpu_type="L4", gpu_count=8)
+        assert j.fits is False and j.precision == "fp16"
+        assert any("does not fit" in n for n in j.notes)
+
+    @pytest.mark.parametrize("kwargs, match", [
+        ({}, "needs the model"),
+        ({"params": 1e9, "tokens": 1e9, "steps": 10}, "exactly one of 'tokens', 'samples' or 'steps'"),
+        ({"params": 1e9, "tokens": 1e9, "global_batch": 1001}, "multiple of the data-parallel degree 8"),
+        ({"params": 1e9, "tokens": 1e9, "tensor_parallel": 3}, "do not divide"),
+        ({"params": 1e9, "tokens": 1.5, "seq_len": 1}, "'tokens'.*whole number"),
+        ({"params": 1e9, "tokens": 1e9, "nodes": 2}, "'nodes' and 'gpus_per_node' together"),
+        ({"params": 1e9, "tokens": 1e9, "nodes": 2, "gpus_per_node": 2}, "not nodes x gpus_per_node"),
+        ({"params": 1e9, "tokens": 1e9, "zero_stage": 5}, "'zero_stage'"),
+        ({"params": 1e9, "tokens": 1e9, "precision": "int4"}, "'precision'"),
+        ({"params": 1e9, "tokens": 1e9, "micro_batch": 3}, "'micro_batch'.*must divide"),
+    ])
+    def test_bad_input(self, kwargs, match):
+        base = {"seq_len": 2048, "global_batch": 64, "gpu_type": "H100", "gpu_count": 8}
+        args = {**base, **kwargs}
+        if not {"tokens", "samples", "steps"} & set(args):
+            args["steps"] = 10
+        with pytest.raises((ValueError, TypeError), match=match):
+            plan_llm_job(**args)
+
+
+class TestRecommendMemory:
+    def test_rows_that_do_not_fit_are_flagged(self):
+        with pytest.warns(Warning, match="do not fit in device memory.*L4 x8"):
+            out = recommend({"params": 1.3e9, "flops_per_sample": 6 * 1.3e9 * 2048}, batch_size=128, steps=100,
+                            gpu_types=["L4"], gpu_counts=[8],
+                            memory={"seq_len": 2048, "n_layers": 24, "d_model": 2048})
+        row = out.iloc[0]
+        assert not row["fits_memory"] and row["memory_gb"] > row["device_memory_gb"] == 24
+        assert row["provider"] == "gcp" and row["usd_per_device_hour"] == pytest.approx(0.71)
+
+    def test_model_state_alone_is_a_lower_bound(self):
+        out = recommend({"params": 1.3e9, "flops_per_sample": 6 * 1.3e9 * 2048}, batch_size=8, steps=100,
+                        gpu_types=["H100"], gpu_counts=[8])
+        assert out["memory_lower_bound"].all() and out["fits_memory"].all()
+        assert out["memory_gb"].iloc[0] == pytest.approx(1.3e9 * 16 / 1e9 + 2)
+
+    def test_bad_memory_keys(self):
+        with pytest.raises(ValueError, match="unknown keys"):
+            recommend("gpt-s", batch_size=8, steps=10, gpu_types=["cpu"], gpu_counts=[1], memory={"seqlen": 1})
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "perfmodel", *args], capture_output=True, text=True, timeout=600)
+
+
+class TestCLI:
+    def test_plan_llm(self):
+        p = _cli("plan-llm", "--params", "7e9", "--tokens", "100e9", "--seq-len", "4096", "--global-batch", "1024",
+                 "--gpu-type", "H100", "--gpu-count", "64")
+        assert p.returncode == 0, p.stderr
+        first = p.stdout.splitlines()[0]
+        assert "90% PI" in first and "in bf16 (assumed)" in first
+        assert "23,842 steps" in p.stdout and "6·N·seq = 1.72e+14" in p.stdout and "cost: $" in p.stdout
+        assert "at lambda" in p.stdout
+
+    def test_plan_llm_json(self):
+        p = _cli("plan-llm", "--n-layers", "24", "--d-model", "2048", "--seq-len", "2048", "--steps", "10",
+                 "--global-batch", "128", "--gpu-type", "L4", "--gpu-count", "8", "--json")
+        d = json.loads(p.stdout)
+        assert d["memory"]["fits"] is False and d["cost"]["provider"] == "gcp"
+
+    @pytest.mark.parametrize("args, match", [
+        (["--params", "7e9", "--tokens", "1e9", "--seq-len", "4096", "--global-batch", "1000", "--gpu-type", "H100",
+          "--gpu-count", "64"], "multiple of the data-parallel degree"),
+        (["--params", "-1", "--tokens", "1e9", "--seq-len", "4096", "--global-batch", "64", "--gpu-type", "H100",
+          "--gpu-count", "64"], "'params'"),
+        (["--params", "7e9", "--tokens", "1e9", "--seq-len", "4096", "--global-batch", "64", "--gpu-type", "H100"],
+         "needs the devices"),
+        (["--params", "7e9", "--seq-len", "4096", "--global-batch", "64", "--gpu-type", "H100", "--gpu-count", "8"],
+         "one of the arguments --tokens --samples --steps is required"),
+        (["--params", "7e9", "--tokens", "1e9", "--seq-len", "4096", "--global-batch", "64", "--gpu-type", "H999",
+          "--gpu-count", "8"], "H999"),
+    ])
+    def test_bad_input_is_one_line(self, args, match):
+        p = _cli("plan-llm", *args)
+        assert p.returncode == 2 and "Traceback" not in p.stderr
+        err = [ln for ln in p.stderr.splitlines() if ln.startswith("perfmodel: error:")]
+        assert len(err) == 1 and __import__("re").search(match, err[0]), p.stderr
