@@ -91,7 +91,7 @@ class TestBadInput:
         ({"model": "resnet-9000"}, ValueError, r"names 'resnet-9000', which is not in the history"),
         ({"model": 3.5}, TypeError, r"'model' parameter .* Got float"),
         ({"model": {"flops_per_sample": 1e9}}, ValueError, r"needs 'params'"),
-        ({"model": {"params": -5}}, ValueError, r"'params' must be a positive number. Got -5"),
+        ({"model": {"params": -5}}, ValueError, r"'params' parameter of the model spec of predict_training_time must be a finite positive number. Got -5"),
         ({"method": "magic"}, ValueError, r"'method' parameter of predict_training_time must be one of"),
         ({"history": 12}, TypeError, r"'history' parameter .* Got int"),
     ])

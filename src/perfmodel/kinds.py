@@ -77,8 +77,9 @@ KINDS: tuple[QueryKind, ...] = (
     QueryKind("new_device", "gpu_type", "a device type no run used"),
 )
 KIND_NAMES: tuple[str, ...] = tuple(k.name for k in KINDS)
-#: Kinds of a query about a (model, device type) pair the runs have: the runs of that pair answer it.
-LOCAL_KINDS: tuple[str, ...] = KIND_NAMES[:KIND_NAMES.index("new_count") + 1]
+#: Kinds of a query whose model and device type the runs both have (together or not): the runs can answer it
+#: from themselves; a new model or a new device type asks for what they lack.
+LOCAL_KINDS: tuple[str, ...] = KIND_NAMES[:KIND_NAMES.index("new_pair") + 1]
 _BY_NAME = {k.name: k for k in KINDS}
 
 

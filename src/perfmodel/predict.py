@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import difflib
 import math
-import numbers
 import os
 import warnings
 from collections import OrderedDict
@@ -23,10 +22,11 @@ import pandas as pd
 
 from ._format import format_duration, to_plain
 from ._rows import distinct_rows
-from ._validation import check_choice, check_confidence, check_positive_int, check_prediction_frame
+from ._validation import (check_choice, check_confidence, check_positive_float, check_positive_int,
+                          check_prediction_frame)
 from .exceptions import DataQualityWarning, ExtrapolationWarning, SchemaError, UnsupportedQueryError
 from .fitting import DEFAULT_METHOD, fit_cached, fit_history
-from .hardware import PRECISIONS, get_spec, resolve_gpu_type
+from .hardware import PRECISIONS, get_spec, resolve_gpu_type, table_digest
 from .history import (BUNDLED_PREFIX, LoadedHistory, default_history, file_digest, frame_digest, history_parts,
                       model_table, precision_by_device, read_history)
 from .kinds import KIND_NAMES, LOCAL_KINDS, classify
@@ -37,8 +37,8 @@ __all__ = ["BasePredictor", "predict_training_time", "predict_many", "fit", "Tra
            "model_spec", "default_precision", "PREDICTION_COLUMNS"]
 
 _WHERE = "predict_training_time"
-#: In a history of the caller's own runs beside perfmodel's bundled ones, a query about one of the caller's own
-#: (model, device type) pairs is answered from the caller's runs alone once there are at least this many of them
+#: In a history of the caller's own runs beside perfmodel's bundled ones, a query whose model and device type the
+#: caller's runs both have is answered from the caller's runs alone once there are at least this many of them
 #: (9: the fewest whose 90% split-conformal quantile is finite, ceil(0.9 (n + 1)) <= n).
 MIN_OWN_RUNS = 9
 #: The columns :func:`predict_many` returns, in order.
@@ -138,16 +138,10 @@ def model_spec(model, example_input, fitted) -> dict:
         if "params" not in model:
             raise ValueError(f"A model spec given to {_WHERE} needs 'params' (and optionally 'flops_per_sample'). "
                              f"Got keys {sorted(model)}.")
-        params = model["params"]
-        if isinstance(params, bool) or not isinstance(params, numbers.Real) or not params > 0 \
-                or not math.isfinite(params):
-            raise ValueError(f"The model spec's 'params' must be a positive number. Got {params!r}.")
-        fps = model.get("flops_per_sample")
-        if fps is not None and (isinstance(fps, bool) or not isinstance(fps, numbers.Real) or not fps > 0
-                                or not math.isfinite(fps)):
-            raise ValueError(f"The model spec's 'flops_per_sample' must be a positive number. Got {fps!r}.")
-        return {"model": str(model.get("name", "custom")), "params": float(params),
-                "flops_per_sample": None if fps is None else float(fps)}
+        where = f"the model spec of {_WHERE}"
+        params = check_positive_float(model["params"], "params", where)
+        fps = check_positive_float(model.get("flops_per_sample"), "flops_per_sample", where, allow_none=True)
+        return {"model": str(model.get("name", "custom")), "params": params, "flops_per_sample": fps}
     if _is_torch_module(model):
         if example_input is None:
             raise ValueError(
@@ -372,8 +366,9 @@ class BasePredictor:
         return self._loaded[("own", source)]
 
     def _answered_by_own(self, rows: pd.DataFrame, source) -> tuple[np.ndarray, np.ndarray | None]:
-        """Per row: whether the caller's own runs answer it alone (one of their own (model, device type) pairs,
-        with at least :data:`MIN_OWN_RUNS` own runs), and its kind with respect to the own runs."""
+        """Per row: whether the caller's own runs answer it alone (its model and device type are both in them,
+        :data:`perfmodel.kinds.LOCAL_KINDS`, and there are at least :data:`MIN_OWN_RUNS`), and its kind with
+        respect to the own runs."""
         own = self.own(source)
         if own is None:
             return np.zeros(len(rows), dtype=bool), None
@@ -682,7 +677,7 @@ def _predictor(history, method: str, confidence: float, where: str) -> BasePredi
     key = _history_key(history)
     if key is None:
         return BasePredictor(history, method=method, confidence=confidence)
-    key = (key, method)
+    key = (key, method, table_digest())  # a device registered or replaced meanwhile is another answer
     cached = _PREDICTORS.get(key)
     if cached is None:
         cached = _PREDICTORS[key] = BasePredictor(history, method=method)
