@@ -1,0 +1,221 @@
+"""Generalisation: every public set × method × split, with the one-line baselines side by side (issue #23).
+
+Sets (``data/``; see data/README.md):
+
+* ``mlperf_steps`` (development): MLPerf Training step times, repeats of one submission collapsed to their median
+  (one row per round, submitter, system, benchmark, device type, precision, count and batch).
+* ``public_llmfoundry`` (development): MosaicML MPT 125M–70B pre-training on 8–512 A100/H100, bf16/fp8.
+* ``public_neusight`` (development): fp32 (no TF32) transformer forward+backward on 8 NVIDIA/AMD device types.
+* ``public_lambda`` (confirmation): Lambda's cross-GPU CNN/BERT table, only with ``--lambda PATH`` (a CSV built by
+  scripts/derive_public_lambda.py from one's own clone; not committed: no licence). Run once, when the design is
+  settled; nothing is chosen on it.
+
+Splits: ``new device type`` (every set: device types held out, at most ``--folds`` refits, several device types
+per refit beyond that; kind ``new_device``), ``new model size`` (llmfoundry: each model held out; kind
+``new_model``), ``small→large`` (llmfoundry: fit on models ≤ 3B parameters, predict the 7B–70B models; kind
+``new_model``). Every method is fitted as ``perfmodel.fit`` fits it for that kind of query
+(:func:`perfmodel.fitting.fit_history`), intervals at 90%.
+
+Methods: ``auto`` (the default), ``roofline``, ``physics``, ``loglinear``, ``gbm``, and the baseline methods
+``ratio`` and ``mfu`` (:mod:`perfmodel.models._baselines`); ``6ND-util0.4`` (the calculators' rule, point only).
+Printed per cell: rows, median APE, 90% coverage, mean relative width, and the targets of issue #23 for the
+default method: new device type median APE ≤ 0.8× ``ratio`` and ≤ 12%; new model size and small→large ≤ 0.8×
+``mfu``; coverage 0.85–0.95.
+
+Usage::
+
+    python benchmarks/generalisation.py [--quick] [--lambda PATH] [--folds 10] [--jobs 1]
+                                         [--out benchmarks/results/generalisation]
+
+``--quick`` (a smoke test, not a result) runs one refit of a 2-way split per split, the methods auto, ratio, mfu
+and 6ND-util0.4, and MLPerf subsampled to 150 rows. Writes ``<out>.json`` and ``<out>.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from joblib import Parallel, delayed
+from sklearn.model_selection import GroupKFold
+
+from perfmodel.evaluate import AnalyticBaseline
+from perfmodel.exceptions import UnsupportedQueryError
+from perfmodel.fitting import fit_history
+from perfmodel.io import load_runs
+from perfmodel.kinds import canonical_devices
+from perfmodel.metrics import coverage, mean_relative_width
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "data"
+METHODS = ("auto", "roofline", "physics", "loglinear", "gbm", "ratio", "mfu", "6ND-util0.4")
+QUICK_METHODS = ("auto", "ratio", "mfu", "6ND-util0.4")
+CONFIDENCE = 0.9
+#: small→large: fit on models with at most this many parameters, predict those with at least LARGE.
+SMALL, LARGE = 3.5e9, 6e9
+_MLPERF_KEYS = ["round", "submitter", "system", "model", "gpu_type", "precision", "gpu_count", "batch_size"]
+
+
+def load_sets(lambda_path: Path | None, quick: bool) -> list[dict]:
+    sets = []
+    ml = load_runs(DATA / "mlperf_steps.csv")
+    keys = [k for k in _MLPERF_KEYS if k in ml.columns]
+    med = ml.groupby(keys, dropna=False)["step_time_s"].transform("median")
+    ml = ml.assign(step_time_s=med).drop_duplicates(subset=keys).reset_index(drop=True)
+    if quick:
+        ml = ml.sample(150, random_state=0).reset_index(drop=True)
+    sets.append({"name": "mlperf_steps", "role": "dev", "runs": ml, "splits": ("new device type",)})
+    sets.append({"name": "public_llmfoundry", "role": "dev", "runs": load_runs(DATA / "public_llmfoundry.csv"),
+                 "splits": ("new device type", "new model size", "small→large")})
+    sets.append({"name": "public_neusight", "role": "dev", "runs": load_runs(DATA / "public_neusight.csv"),
+                 "splits": ("new device type",)})
+    if lambda_path is not None:
+        sets.append({"name": "public_lambda", "role": "confirmation", "runs": load_runs(lambda_path),
+                     "splits": ("new device type",)})
+    return sets
+
+
+def split_folds(runs: pd.DataFrame, split: str, max_folds: int) -> tuple[str, list]:
+    """The kind of query a split scores and its (train, test) index pairs."""
+    if split == "small→large":
+        params = runs["params"].to_numpy(dtype=float)
+        train, test = np.flatnonzero(params <= SMALL), np.flatnonzero(params >= LARGE)
+        return "new_model", [(train, test)] if len(train) and len(test) else []
+    kind, groups = ("new_device", canonical_devices(runs["gpu_type"])) if split == "new device type" else \
+        ("new_model", runs["model"].astype(str).to_numpy())
+    k = min(len(np.unique(groups)), max_folds)
+    if k < 2:
+        return kind, []
+    return kind, list(GroupKFold(k).split(np.zeros(len(runs)), groups=groups))
+
+
+def fit_predict(method: str, runs: pd.DataFrame, train, test, kind: str) -> dict:
+    tr, te = runs.iloc[train].reset_index(drop=True), runs.iloc[test].reset_index(drop=True)
+    out = {"pred": np.full(len(te), np.nan), "lower": np.full(len(te), np.nan), "upper": np.full(len(te), np.nan),
+           "chosen": method, "error": ""}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if method == "6ND-util0.4":
+                pi = AnalyticBaseline(0.4).fit(tr).predict_interval(te, CONFIDENCE)
+            else:
+                model = fit_history(tr, method, kind=kind)
+                out["chosen"] = model.method
+                pi = model.predict_interval(te, CONFIDENCE)
+        out["pred"] = pi["step_time_s"].to_numpy(dtype=float)
+        out["lower"] = pi["step_lower"].to_numpy(dtype=float)
+        out["upper"] = pi["step_upper"].to_numpy(dtype=float)
+    except (ValueError, UnsupportedQueryError, np.linalg.LinAlgError) as exc:
+        out["error"] = f"{type(exc).__name__}: {str(exc)[:120]}"
+    out["y"] = te["step_time_s"].to_numpy(dtype=float)
+    return out
+
+
+def summarise(res: list[dict]) -> dict:
+    y = np.concatenate([r["y"] for r in res])
+    p = np.concatenate([r["pred"] for r in res])
+    lo = np.concatenate([r["lower"] for r in res])
+    hi = np.concatenate([r["upper"] for r in res])
+    ok = np.isfinite(p) & (p > 0)
+    cell = {"rows": int(len(y)), "answered": int(ok.sum()), "median_ape": None, "coverage": None, "rel_width": None,
+            "chosen": sorted({r["chosen"] for r in res}), "errors": sorted({r["error"] for r in res if r["error"]})}
+    if ok.any():
+        cell["median_ape"] = float(np.median(np.abs(p[ok] / y[ok] - 1)) * 100)
+        pi = ok & np.isfinite(lo) & np.isfinite(hi)
+        if pi.sum() == ok.sum():
+            cell["coverage"] = float(coverage(y[pi], lo[pi], hi[pi]))
+            cell["rel_width"] = float(mean_relative_width(p[pi], lo[pi], hi[pi]))
+    return cell
+
+
+def verdicts(split: str, cells: dict) -> list[str]:
+    auto = cells.get("auto", {})
+    out = []
+    a = auto.get("median_ape")
+    if a is None:
+        return ["auto: no answer"]
+    base = "ratio" if split == "new device type" else "mfu"
+    b = cells.get(base, {}).get("median_ape")
+    if b is not None:
+        out.append(f"auto {a:.1f}% vs {base} {b:.1f}% = {a / b:.2f}x (target <= 0.8x): "
+                   f"{'met' if a <= 0.8 * b else 'NOT met'}")
+    if split == "new device type":
+        out.append(f"auto {a:.1f}% (target <= 12%): {'met' if a <= 12 else 'NOT met'}")
+    c = auto.get("coverage")
+    if c is not None:
+        out.append(f"auto 90% coverage {c:.2f} (target 0.85-0.95): {'met' if 0.85 <= c <= 0.95 else 'NOT met'}")
+    return out
+
+
+def _fmt(v, spec):
+    return "—" if v is None else format(v, spec)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--lambda", dest="lambda_path", type=Path, default=None,
+                    help="a public_lambda.csv built by scripts/derive_public_lambda.py (confirmation set)")
+    ap.add_argument("--folds", type=int, default=10, help="most refits per split (default 10)")
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "generalisation")
+    args = ap.parse_args(argv)
+    methods = QUICK_METHODS if args.quick else METHODS
+    max_folds = 2 if args.quick else args.folds  # quick: 2-way splits, the first refit of each only
+    start = time.time()
+    sets = load_sets(args.lambda_path, args.quick)
+    if args.lambda_path is None:
+        print("public_lambda (confirmation): skipped (no --lambda PATH)", flush=True)
+    lines = [f"# Generalisation (benchmarks/generalisation.py{' --quick' if args.quick else ''})", "",
+             f"90% intervals; median APE over held-out rows; width = mean (upper − lower) / predicted; at most "
+             f"{max_folds} refits per split. dev = development set (methods and rules chosen on it); "
+             "confirmation = run once, nothing chosen on it.", ""]
+    if args.lambda_path is None:
+        lines.append("public_lambda (confirmation): skipped — no --lambda PATH given (build it with "
+                     "scripts/derive_public_lambda.py from a clone; it is not committed).")
+        lines.append("")
+    results = []
+    for s in sets:
+        runs = s["runs"]
+        for split in s["splits"]:
+            kind, fold_list = split_folds(runs, split, max_folds)
+            if args.quick:
+                fold_list = fold_list[:1]
+            if not fold_list:
+                continue
+            jobs = [(m, tr, te) for tr, te in fold_list for m in methods]
+            outs = Parallel(n_jobs=args.jobs)(delayed(fit_predict)(m, runs, tr, te, kind) for m, tr, te in jobs)
+            cells = {m: summarise([o for (mm, _, _), o in zip(jobs, outs) if mm == m]) for m in methods}
+            entry = {"set": s["name"], "role": s["role"], "split": split, "kind": kind, "folds": len(fold_list),
+                     "runs": int(len(runs)), "methods": cells, "verdicts": verdicts(split, cells)}
+            results.append(entry)
+            lines += [f"## {s['name']} ({s['role']}) — {split} (kind {kind}; {len(fold_list)} refits, "
+                      f"{len(runs)} runs)", "",
+                      "| method | rows answered | median APE % | 90% coverage | width |", "|---|---|---|---|---|"]
+            for m in methods:
+                c = cells[m]
+                name = m if m != "auto" else f"auto ({', '.join(c['chosen'])})"
+                lines.append(f"| {name} | {c['answered']}/{c['rows']} | {_fmt(c['median_ape'], '.1f')} | "
+                             f"{_fmt(c['coverage'], '.2f')} | {_fmt(c['rel_width'], '.2f')} |")
+            lines += [""] + [f"- {v}" for v in entry["verdicts"]] + [""]
+            print("\n".join(lines[-(len(methods) + 6 + len(entry["verdicts"])):]), flush=True)
+    lines.append(f"Wall time {time.time() - start:.0f} s.")
+    text = "\n".join(lines) + "\n"
+    print(lines[-1])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".md").write_text(text, encoding="utf-8")
+    args.out.with_suffix(".json").write_text(json.dumps({
+        "quick": args.quick, "confidence": CONFIDENCE, "max_folds": max_folds,
+        "lambda": "skipped" if args.lambda_path is None else str(args.lambda_path), "results": results,
+    }, indent=1, allow_nan=False), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
