@@ -224,3 +224,16 @@ class TestCLI:
         assert p.returncode == 2 and "Traceback" not in p.stderr
         err = [ln for ln in p.stderr.splitlines() if ln.startswith("perfmodel: error:")]
         assert len(err) == 1 and __import__("re").search(match, err[0]), p.stderr
+
+
+def test_docs_page_quotes_what_the_example_prints():
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    p = subprocess.run([sys.executable, str(root / "examples" / "plan_llm_job.py")], capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr
+    page = (root / "docs" / "guide" / "llm.md").read_text(encoding="utf-8")
+    quoted = re.search(r"```text\n(.*?)\n```", page, re.S).group(1)
+    assert quoted == p.stdout.rstrip(), "docs/guide/llm.md is stale: paste the output of examples/plan_llm_job.py"

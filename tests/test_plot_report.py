@@ -64,7 +64,8 @@ class TestPlots:
         assert len(ax.patches) == 1 and any("noise floor" in l.get_label() for l in ax.lines)
 
 
-@pytest.mark.parametrize("script", ["plan_training.py", "fit_own_history.py", "record_training.py"])
+@pytest.mark.parametrize("script", ["plan_training.py", "fit_own_history.py", "record_training.py",
+                                    "plan_llm_job.py"])
 def test_examples_run(script, tmp_path):
     if script == "record_training.py":
         pytest.importorskip("torch")
@@ -84,6 +85,20 @@ def test_notebook_executes_headless(tmp_path):
                             resources={"metadata": {"path": str(tmp_path)}}).execute()
     images = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if "image/png" in o.get("data", {})]
     assert len(images) >= 5
+
+
+def test_llm_notebook_executes_headless(tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("matplotlib")
+    nb = nbformat.read(ROOT / "notebooks" / "plan_llm_job.ipynb", as_version=4)
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), "outputs must be stripped in git"
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 2
+    assert "6·N·seq + 12·L·d·seq²" in text and "per device: fits" in text and "cheapest within" in text
 
 
 @pytest.fixture(scope="module")
