@@ -65,9 +65,11 @@ def build(names, force: bool, check: bool) -> int:
         print(f"warning: perfmodel is imported from {perfmodel.__file__}, whose shipped folder is {shipped_dir()}; "
               f"writing to {OUT} (install the checkout editable: pip install -e .)", file=sys.stderr)
     names = names or list(SHIPPED_HISTORIES)
-    old_index = {}
+    old_index, unsaveable = {}, {}
     if (OUT / INDEX).is_file():
-        old_index = {(e["history"], e["kind"]): e for e in json.loads((OUT / INDEX).read_text()).get("models", [])}
+        old = json.loads((OUT / INDEX).read_text())
+        old_index = {(e["history"], e["kind"]): e for e in old.get("models", [])}
+        unsaveable = {(e["history"], e["kind"]): e for e in old.get("skipped", []) if e.get("unsaveable")}
     models, skipped, expected, todo = [], [], set(), []
     t_start = time.perf_counter()
     for name in SHIPPED_HISTORIES:
@@ -78,6 +80,9 @@ def build(names, force: bool, check: bool) -> int:
                 continue
             key = shipped_key(loaded.digest, METHOD, kind)
             path = OUT / f"{key}.perfmodel"
+            if not force and unsaveable.get((name, kind), {}).get("key") == key:
+                skipped.append(unsaveable[(name, kind)])  # fitted with this very code before: still unsaveable
+                continue
             entry = {"history": name, "kind": kind, "method": METHOD, "key": key, "file": path.name,
                      "digest": loaded.digest, "runs": len(loaded.runs)}
             current = path.is_file() and not force and _loads(load_model, path)
@@ -100,6 +105,7 @@ def build(names, force: bool, check: bool) -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     fitted = 0
     for name, kind, loaded, path, entry in todo:
+        key = entry["key"]
         t = time.perf_counter()
         model = fit_history(loaded, METHOD, kind=kind)
         fit_s = time.perf_counter() - t
@@ -108,7 +114,7 @@ def build(names, force: bool, check: bool) -> int:
         except TypeError as exc:  # a method the safe format cannot hold yet: not shipped, fitted on first use
             reason = (f"auto chose {model.method}, which the safe model format cannot hold yet "
                       f"({' '.join(str(exc).split())}; perfmodel.persistence): fitted on first use instead")
-            skipped.append({"history": name, "kind": kind, "reason": reason, "unsaveable": True})
+            skipped.append({"history": name, "kind": kind, "reason": reason, "unsaveable": True, "key": key})
             models.remove(entry)
             expected.discard(path.name)
             print(f"{name:4s} {kind:10s} {model.method:9s} fitted in {fit_s:6.1f} s, NOT SHIPPED: {reason}",
