@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["BUNDLED_HISTORIES", "LoadedHistory", "read_history", "history_parts", "default_history",
-           "model_table", "precision_by_device", "file_digest", "frame_digest", "BUNDLED_PREFIX"]
+           "model_table", "model_columns", "precision_by_device", "file_digest", "frame_digest", "BUNDLED_PREFIX"]
 
 #: Names of the bundled histories accepted in ``history=`` (alone or in a list with your own runs).
 #: ``gpu`` is the public MLPerf table plus every GPU history perfmodel measured itself (``data/runs_<device>.csv``).
@@ -199,17 +199,25 @@ def default_history(query: pd.DataFrame) -> str:
     return "cpu" if set(map(str, query["gpu_type"])) <= {"cpu"} else "gpu"
 
 
+def model_columns(runs: pd.DataFrame) -> list[str]:
+    """The columns of a history that describe a model rather than a run: ``family`` and the op-level counts
+    (``op_*``, per sample or per step of that model): a query naming a model of the history takes them from it."""
+    return [c for c in runs.columns if c == "family" or c.startswith("op_")]
+
+
 def model_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per model name in a history: median params and FLOPs per sample, family, number of runs."""
+    """Per model name in a history: median params and FLOPs per sample, number of runs, and the model's
+    :func:`model_columns` (family: the first; op counts: the median)."""
     fps = runs["flops_per_sample"] if "flops_per_sample" in runs.columns else pd.Series(np.nan, index=runs.index)
     fam = runs["family"] if "family" in runs.columns else pd.Series(pd.NA, index=runs.index, dtype="string")
-    return (
-        pd.DataFrame({"model": runs["model"].astype(str), "params": runs["params"].astype(float),
-                      "flops_per_sample": pd.to_numeric(fps, errors="coerce"), "family": fam.astype("string")})
-        .groupby("model")
-        .agg(params=("params", "median"), flops_per_sample=("flops_per_sample", "median"),
-             family=("family", "first"), runs=("params", "size"))
-    )
+    frame = pd.DataFrame({"model": runs["model"].astype(str), "params": runs["params"].astype(float),
+                          "flops_per_sample": pd.to_numeric(fps, errors="coerce"), "family": fam.astype("string")})
+    ops = [c for c in model_columns(runs) if c != "family"]
+    for c in ops:
+        frame[c] = pd.to_numeric(runs[c], errors="coerce").to_numpy(dtype=float)
+    return frame.groupby("model").agg(params=("params", "median"), flops_per_sample=("flops_per_sample", "median"),
+                                      family=("family", "first"), runs=("params", "size"),
+                                      **{c: (c, "median") for c in ops})
 
 
 def precision_by_device(runs: pd.DataFrame) -> dict:

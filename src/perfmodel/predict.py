@@ -132,8 +132,10 @@ def model_spec(model, example_input, fitted) -> dict:
             )
         row = table.loc[model]
         fps = row["flops_per_sample"]
+        described = {c: row[c] for c in table.columns if c not in ("params", "flops_per_sample", "runs")
+                     and not pd.isna(row[c])}  # the model's family and op counts, as its runs had them
         return {"model": model, "params": float(row["params"]),
-                "flops_per_sample": None if pd.isna(fps) else float(fps)}
+                "flops_per_sample": None if pd.isna(fps) else float(fps), **described}
     if isinstance(model, Mapping):
         if "params" not in model:
             raise ValueError(f"A model spec given to {_WHERE} needs 'params' (and optionally 'flops_per_sample'). "
@@ -293,6 +295,16 @@ def _check_model_sizes(q: pd.DataFrame, table: pd.DataFrame, positions: np.ndarr
             q["flops_per_sample"] = q["flops_per_sample"].mask(own_size & fps_empty, hist_fps)
     elif own_size.any():
         q["flops_per_sample"] = np.where(own_size, hist_fps, np.nan)
+    # the model's family and op counts, as its runs had them, where the row does not give its own
+    for col in (c for c in table.columns if c not in ("params", "flops_per_sample", "runs")):
+        ref_col = hist[col].to_numpy()
+        if col not in q.columns:
+            if own_size.any() and pd.notna(ref_col[own_size]).any():
+                q[col] = pd.Series(np.where(own_size, ref_col, None), index=q.index).astype(table[col].dtype)
+            continue
+        empty_cell = q[col].isna().to_numpy()
+        if (own_size & empty_cell).any():
+            q[col] = q[col].mask(own_size & empty_cell, pd.Series(ref_col, index=q.index))
 
 
 # ------------------------------------------------------------------------------------------- predictor
@@ -537,8 +549,9 @@ class BasePredictor:
                 raise UnsupportedQueryError(f"predict_many: models not in the history: {', '.join(unknown[:5])}.")
             codes, uniq = pd.factorize(q["model"].astype(str))
             rows = table.loc[[str(u) for u in uniq]]
-            q["params"] = rows["params"].to_numpy(dtype=float)[codes]
-            q["flops_per_sample"] = rows["flops_per_sample"].to_numpy(dtype=float)[codes]
+            for col in (c for c in rows.columns if c != "runs" and (c in ("params", "flops_per_sample")
+                                                                    or c not in q.columns)):
+                q[col] = rows[col].to_numpy()[codes]
         elif "model" in q.columns:
             _check_model_sizes(q, table, positions)
         q["gpu_count"] = q["gpu_count"] if "gpu_count" in q.columns else 1
