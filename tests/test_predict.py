@@ -460,3 +460,20 @@ class TestOwnRunsWin:
         assert "your own runs have no L4" in _prior_note(prov, q, {"A100-SXM4-80GB"})[0]
         assert _prior_note(prov, q, {"L4"}) == []
         assert "Calibrate with a few runs of your own" in _prior_note(["bundled:mlperf_steps.csv"], q)[0]
+
+
+def test_a_known_model_is_predicted_with_its_runs_family_and_op_counts():
+    """The row cross-validation scored and the query naming that model see the same model-level columns."""
+    runs = perfmodel.load_bundled_runs()
+    fitted = perfmodel.fit(runs, method="ops")
+    row = runs[(runs["model"] == "gpt-m") & (runs["batch_size"] == 32) & (runs["gpu_count"] == 2)].head(1)
+    direct = float(fitted.predict_interval(row)["step_time_s"].iloc[0])
+    r = predict_training_time("gpt-m", batch_size=32, gpu_count=2, gpu_type="cpu", steps=1, history=fitted)
+    assert r.step_seconds == pytest.approx(direct, rel=1e-9)
+    many = predict_many(pd.DataFrame({"model": ["gpt-m"], "batch_size": [32], "gpu_count": [2], "gpu_type": ["cpu"],
+                                      "steps": [1]}), history=fitted)
+    assert many["step_time_s"].iloc[0] == pytest.approx(direct, rel=1e-9)
+    # a row with params (the model's own) and no family takes the family too
+    many = predict_many(pd.DataFrame({"model": ["gpt-m"], "params": [float(row["params"].iloc[0])], "batch_size": [32],
+                                      "gpu_count": [2], "gpu_type": ["cpu"], "steps": [1]}), history=fitted)
+    assert many["step_time_s"].iloc[0] == pytest.approx(direct, rel=1e-9)
