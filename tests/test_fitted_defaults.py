@@ -3,6 +3,7 @@ fitting, never used when stale, and used with the disk cache off."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -85,7 +86,7 @@ class TestShippedUsed:
             raise AssertionError(f"fit_history was called: the shipped model was not used ({REBUILD})")
 
         monkeypatch.setattr(fitting, "fit_history", no_fit)
-        monkeypatch.setattr(perfmodel.predict, "fit_history", no_fit)
+        monkeypatch.setattr(importlib.import_module("perfmodel.predict"), "fit_history", no_fit)
         p = perfmodel.Predictor()
         r = p.predict("gpt-m", batch_size=32, gpu_count=2, gpu_type="cpu", steps=20_000)
         assert r.lower < r.seconds < r.upper
@@ -127,7 +128,7 @@ class TestShippedUsed:
         monkeypatch.setattr(fitting, "_FINGERPRINT", ["1" * 64])
         assert fitting.shipped_key("d" * 64, "auto", "seen") != base
         monkeypatch.setattr(fitting, "_FINGERPRINT", [])
-        monkeypatch.setattr(perfmodel.cache, "__version__", "999.0")
+        monkeypatch.setattr(importlib.import_module("perfmodel.cache"), "__version__", "999.0")
         assert fitting.shipped_key("d" * 64, "auto", "seen") != base
 
     def test_own_history_still_fits_and_caches(self, monkeypatch, tmp_path, history):
