@@ -20,6 +20,8 @@ Conventions
 
 from __future__ import annotations
 
+import math
+
 import logging
 import re
 from dataclasses import dataclass
@@ -336,6 +338,9 @@ def _numeric(out: pd.DataFrame, name: str, kind: str) -> tuple[np.ndarray, pd.Se
         raise SchemaError(f"Column {name!r} must be numeric ({kind}); it holds {dtype} values. Store plain "
                           "numbers (seconds for times).")
     if pd.api.types.is_integer_dtype(dtype):
+        as_float = col.to_numpy(dtype=float, na_value=np.nan)
+        if np.nanmax(np.abs(as_float), initial=0.0) > 2**62:  # uint64 beyond int64: too large, said below
+            return as_float, None
         exact = col.astype("Int64")
         return exact.to_numpy(dtype=float, na_value=np.nan), exact
     if pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_complex_dtype(dtype):
@@ -351,8 +356,8 @@ def _numeric(out: pd.DataFrame, name: str, kind: str) -> tuple[np.ndarray, pd.Se
         if isinstance(v, (bool, np.bool_)):
             bad[i] = True
         elif isinstance(v, (int, np.integer)):
-            result[i] = float(v)
-            if kind == "int":
+            result[i] = float(v) if abs(int(v)) < 2**1023 else (math.inf if v > 0 else -math.inf)
+            if kind == "int" and abs(int(v)) <= 2**62:
                 exact[i] = int(v)
         elif isinstance(v, (float, np.floating)):
             result[i] = float(v)
@@ -360,7 +365,11 @@ def _numeric(out: pd.DataFrame, name: str, kind: str) -> tuple[np.ndarray, pd.Se
             if v.strip() == "":
                 continue
             if not pattern.fullmatch(v):
-                bad[i] = True
+                # an integer column also takes a whole number in scientific notation ("25.6e6")
+                if kind == "int" and _NUMBER_TEXT.fullmatch(v) and float(v).is_integer():
+                    result[i] = float(v)
+                else:
+                    bad[i] = True
             elif kind == "int":
                 exact[i] = int(v.strip().split(".")[0].lstrip("+") or "0")
                 result[i] = float(exact[i])
