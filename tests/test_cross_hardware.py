@@ -14,7 +14,7 @@ import pytest
 
 import perfmodel
 from perfmodel.exceptions import ExtrapolationWarning
-from perfmodel.fitting import choose_method, fit_history
+from perfmodel.fitting import AUTO_CANDIDATES, choose_method, fit_history
 from perfmodel.history import read_history
 from perfmodel.kinds import KIND_NAMES, classify
 from perfmodel.models import conformal_quantile
@@ -126,7 +126,7 @@ def test_classify_a_query(xhw):
 def test_auto_chooses_on_the_split_matching_the_query(xhw):
     model = fit_history(xhw, "auto", kind="new_device")
     assert model.auto_split_ == "leave-one-gpu-type-out" and model.auto_kind_ == "new_device"
-    assert set(model.auto_scores_) == {"physics", "roofline", "loglinear", "gbm", "ops"}
+    assert set(model.auto_scores_) == set(AUTO_CANDIDATES)
     finite = {m: s for m, s in model.auto_scores_.items() if np.isfinite(s)}
     assert model.method == min(finite, key=finite.get)
     # the winner's out-of-fold predictions are its new-device conformity scores (no second round of refits)
@@ -296,7 +296,8 @@ def test_leave_one_device_out_on_a_small_real_subset():
     assert row["folds"] == 4 and row["n"] == len(sub)
     p = ev.predictions
     lo, hi = p["step_lower"], p["step_upper"]
-    assert np.isfinite(p["pred"]).all() and (lo < p["pred"]).all() and (p["pred"] < hi).all()
+    # (a point that would beat the device's peak is raised to it, with the interval's lower end: lo <= pred)
+    assert np.isfinite(p["pred"]).all() and (lo <= p["pred"]).all() and (p["pred"] < hi).all() and (lo < hi).all()
     assert set(p["held_out"]) == set(sub["gpu_type"]) and 0.0 <= row["coverage"] <= 1.0
 
 
@@ -321,7 +322,7 @@ def _transfer_history(spreads, seed):
     for m, spread in spreads:
         params = int(10 ** rng.uniform(7, 9))
         for d in DEVICES_11:
-            eff = 0.3 * float(np.exp(rng.normal(0, spread)))
+            eff = 0.1 * float(np.exp(rng.normal(0, spread)))  # well below peak: no run nears the peak floor
             for b in (4, 8, 16):
                 t = 6.0 * params * 512 * b / (get_spec(d).peak_tflops("fp16") * 1e12 * eff)
                 t *= float(np.exp(rng.normal(0, .02)))

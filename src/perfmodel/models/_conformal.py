@@ -172,8 +172,9 @@ def widening(distance: np.ndarray, d0: float = EXTRAPOLATION_D0, c: float = EXTR
 
 
 def clip_at_peak(pred: np.ndarray, lower: np.ndarray, upper: np.ndarray, floor: np.ndarray):
-    """Rule 5: the point, lower and upper ends raised to ``floor`` (the step time at 100% of the device's peak,
-    NaN where unknown: no clip). Returns the three arrays and a mask of the rows whose point or lower end moved.
+    """Rule 5: the point and lower end raised to ``floor`` (the step time at 100% of the device's peak, NaN where
+    unknown: no clip); a raised point keeps its upper half-width (``upper / pred``), so the interval stays an
+    interval. Returns the three arrays and a mask of the rows whose point or lower end moved.
 
     Examples
     --------
@@ -188,4 +189,9 @@ def clip_at_peak(pred: np.ndarray, lower: np.ndarray, upper: np.ndarray, floor: 
     known = np.isfinite(floor) & (floor > 0)
     f = np.where(known, floor, -np.inf)
     moved = known & ((lower < f) | (pred < f))
-    return np.maximum(pred, f), np.maximum(lower, f), np.maximum(upper, f), moved
+    new_pred = np.maximum(pred, f)
+    # a point raised to the floor keeps its upper half-width (ratio), so the interval never collapses to a point
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(pred > 0, upper / pred, 1.0)
+    new_upper = np.where(new_pred > pred, np.maximum(upper, new_pred * ratio), np.maximum(upper, f))
+    return new_pred, np.maximum(lower, f), new_upper, moved
