@@ -57,7 +57,7 @@ class _OneLineParser(argparse.ArgumentParser):
 
 
 #: perfmodel.models.METHODS plus "auto" (kept literal so that --help does not import the models; a test checks it).
-_METHOD_CHOICES = ["auto", "physics", "roofline", "loglinear", "gbm", "linear", "ops"]
+_METHOD_CHOICES = ["auto", "physics", "roofline", "loglinear", "gbm", "linear", "ops", "ratio", "mfu"]
 
 
 def _parser() -> argparse.ArgumentParser:
