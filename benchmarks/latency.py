@@ -2,8 +2,9 @@
 
 Usage: python benchmarks/latency.py [--repeats 3] [--skip-report] [--skip-fit]
 
-The unit is ``python -c "import pandas, sklearn, statsmodels"``, timed in the same run (median of ``--repeats``).
-Then, each as a fresh process and each the median of ``--repeats`` (a cold case that takes over 20 s is timed
+The unit is ``python -c "import pandas, sklearn, statsmodels"``, timed in the same run: once beside every timed
+call, and each line's ratio is to the median of the imports timed beside it (the load on shared cores drifts during
+a run; a ratio to one import at the start would drift with it). Then, each as a fresh process and each the median of ``--repeats`` (a cold case that takes over 20 s is timed
 once):
 
 * ``perfmodel predict`` for every kind of query the bundled histories answer (CPU seen / new batch / new count /
@@ -104,6 +105,11 @@ def timed(cmd, env=None, timeout=None) -> tuple[float, subprocess.CompletedProce
     return time.perf_counter() - t, res
 
 
+def unit() -> float:
+    """One timed ``python -c "import pandas, sklearn, statsmodels"``."""
+    return timed([PY, "-c", "import pandas, sklearn, statsmodels"])[0]
+
+
 def env_with(cache: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("PERFMODEL_DATA", "PERFMODEL_DEVICES")}
     env.update(PERFMODEL_CACHE_DIR=cache, PERFMODEL_PROGRESS="0", PYTHONWARNINGS="ignore")
@@ -145,27 +151,32 @@ def main() -> None:
     stale = [line for line in check.stdout.splitlines() if line.strip()]
     print("shipped fitted defaults: " + ("current" if check.returncode == 0 else
                                          f"NOT current ({len(stale)} missing or stale: cold cases fit)"))
-    base = statistics.median(timed([PY, "-c", "import pandas, sklearn, statsmodels"])[0] for _ in range(r))
-    print(f"import pandas, sklearn, statsmodels: {base:.2f} s (median of {r}) = 1.00x\n")
-    print(f"{'case':32s} {'kind':10s} {'cold s':>7s} {'cold x':>7s} {'warm s':>7s} {'warm x':>7s}  targets "
-          "(cold <= 3x, warm <= 1.5x)")
+    units = [unit() for _ in range(r)]
+    base = statistics.median(units)
+    print(f"import pandas, sklearn, statsmodels: {base:.2f} s (median of {r} at the start) = 1.00x; each line's "
+          "ratio is to the imports timed beside it (unit s)\n")
+    print(f"{'case':32s} {'kind':10s} {'unit s':>6s} {'cold s':>7s} {'cold x':>7s} {'warm s':>7s} {'warm x':>7s}"
+          "  targets (cold <= 3x, warm <= 1.5x)")
     met = []
     for label, cmd, want in CASES:
         cmd = cmd if cmd is not None else new_pair_case()
-        colds, warms, kind = [], [], "?"
+        colds, warms, kind, units = [], [], "?", []
         for i in range(r):
             with tempfile.TemporaryDirectory() as cache:
+                units.append(unit())
                 s, kind = predict(cmd, cache)
                 colds.append(s)
                 if i == 0:
-                    warms = [predict(cmd, cache)[0] for _ in range(r)]
+                    for _ in range(r):
+                        units.append(unit())
+                        warms.append(predict(cmd, cache)[0])
             if s > SLOW:
                 break
-        cold, warm = statistics.median(colds), statistics.median(warms)
+        cold, warm, base = statistics.median(colds), statistics.median(warms), statistics.median(units)
         ok = cold <= 3 * base and warm <= 1.5 * base
         met.append(ok)
         note = "" if kind == want else f"  (expected {want})"
-        print(f"{label:32s} {kind:10s} {cold:7.2f} {cold / base:6.2f}x {warm:7.2f} {warm / base:6.2f}x  "
+        print(f"{label:32s} {kind:10s} {base:6.2f} {cold:7.2f} {cold / base:6.2f}x {warm:7.2f} {warm / base:6.2f}x  "
               f"{'met' if ok else 'NOT met'}{note}" + (f"  [cold timed {len(colds)}x]" if len(colds) < r else ""),
               flush=True)
     print(f"\npredict targets met: {sum(met)}/{len(met)}")
@@ -175,7 +186,9 @@ def main() -> None:
         print()
         for n, reps in ((300, r), (5000, 1)):
             secs, chosen = [], "?"
+            units = []
             for _ in range(reps):
+                units.append(unit())
                 _, res = timed([PY, "-c", FIT_SNIPPET, str(n)], env_with("off"))
                 if res.returncode != 0:
                     print(f"fit auto {n} runs: error {res.stderr.strip().splitlines()[-1:]}")
@@ -183,11 +196,12 @@ def main() -> None:
                 s, chosen = res.stdout.split()
                 secs.append(float(s))
             if secs:
-                s = statistics.median(secs)
+                s, base = statistics.median(secs), statistics.median(units)
                 target = "  target <= 30 s: " + ("met" if s <= 30 else "NOT met") if n == 5000 else ""
                 print(f"fit(method='auto') on {n:5d} runs: {s:6.1f} s = {s / base:6.1f}x (median of {len(secs)}; "
                       f"chose {chosen}){target}", flush=True)
     if not args.skip_report:
+        base = unit()
         with tempfile.TemporaryDirectory() as tmp:
             s, res = timed([PY, "-m", "perfmodel", "report", "--quick", "-o", os.path.join(tmp, "r.html")],
                            env_with(tmp), timeout=REPORT_TIMEOUT)
