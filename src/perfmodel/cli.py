@@ -328,6 +328,8 @@ def _cmd_predict(args) -> int:
     else:
         assumed = " (assumed: --precision not given)" if args.precision is None else ""
         print(f"{result} in {result.query.get('precision')}{assumed}")
+        if result.peak_basis and result.peak_basis != result.query.get("precision"):
+            print(f"peak: {result.peak_basis}")
         if result.provenance:
             print(f"learned from: {', '.join(result.provenance)} ({result.query_kind.replace('_', ' ')} query)")
         if result.interval_rule:

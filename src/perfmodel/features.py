@@ -212,17 +212,27 @@ def fp32_basis(runs: pd.DataFrame) -> pd.DataFrame:
 
 def peak_basis(runs: pd.DataFrame) -> np.ndarray:
     """One line per row naming the peak its prediction assumes, e.g. ``"fp32 full (matmul share 1.00)"``,
-    ``"fp32 PyTorch defaults: conv share 0.95 at TF32, matmul share 0.05 at fp32"``, ``"bf16"``."""
+    ``"fp32 PyTorch defaults: conv share 0.95 at TF32, matmul share 0.05 at fp32"``, ``"bf16"``; plain ``"fp32"``
+    on a device without a TF32 peak above its fp32 one (CPU, V100, most AMD parts)."""
     basis = fp32_basis(runs)
     precision = (runs["precision"].astype(str).to_numpy(dtype=object) if "precision" in runs.columns
                  else np.full(len(runs), "fp32", dtype=object))
-    keys = pd.Series([f"{p}\x1f{m}\x1f{c:.2f}" for p, m, c in zip(precision, basis["fp32_mode"],
-                                                                  basis["conv_share"])], dtype=object)
+    devices = (runs["gpu_type"].astype(str).to_numpy(dtype=object) if "gpu_type" in runs.columns
+               else np.full(len(runs), "", dtype=object))
+    keys = pd.Series([f"{p}\x1f{m}\x1f{c:.2f}\x1f{g}" for p, m, c, g in zip(precision, basis["fp32_mode"],
+                                                                           basis["conv_share"], devices)],
+                     dtype=object)
+
+    def tf32_capable(device: str) -> bool:
+        try:
+            return _device_info(device)["tf32_gap"] > 0
+        except (ValueError, TypeError):
+            return True
 
     def text(key: str) -> str:
-        p, m, c = key.split("\x1f")
+        p, m, c, g = key.split("\x1f")
         c = float(c)
-        if p != "fp32":
+        if p != "fp32" or not tf32_capable(g):  # a device with no TF32 peak above fp32 has one fp32 peak
             return p
         if m == "tf32":
             return "fp32 as TF32 (fp32_mode tf32: matmuls and convolutions at the TF32 peak)"

@@ -78,6 +78,9 @@ class TrainingTimePrediction:
         ``new_device``; its interval uses the conformity scores of that kind.
     interval_rule : str
         Which conformity scores set the interval's width, and any widening (:mod:`perfmodel.models._conformal`).
+    peak_basis : str
+        The peak the query's speed is measured against: its precision and, for fp32, how its matmuls and
+        convolutions are assumed to run (:func:`perfmodel.features.peak_basis`).
     """
 
     seconds: float
@@ -101,6 +104,7 @@ class TrainingTimePrediction:
     provenance: list = field(default_factory=list)
     query_kind: str = "seen"
     interval_rule: str = ""
+    peak_basis: str = ""
 
     def to_dict(self) -> dict:
         """Plain Python types only (``json.dumps`` accepts it); NaN and inf become None."""
@@ -492,6 +496,7 @@ class BasePredictor:
             nearest_run_distance=float(res["nearest_run_distance"]),
             query={k: v for k, v in q.iloc[0].items()}, warnings=assumed + notes + prior_note,
             provenance=provenance, query_kind=str(res["query_kind"]), interval_rule=str(res["interval_rule"]),
+            peak_basis=str(res.get("peak_basis", "")),
         )
 
     def _own_devices(self, source) -> set | None:
