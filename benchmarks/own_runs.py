@@ -1,0 +1,140 @@
+"""Own runs beside the bundled prior: are the caller's own configurations predicted at least as well as from the
+own runs alone, with honest intervals? (issue 23, "own runs win")
+
+A public set from another publisher stands in for "your own runs" (another stack, other models, measured by
+someone else): its runs are split into K folds (by configuration); each fold's runs are predicted, through
+:class:`perfmodel.Predictor` exactly as a user gets them, from
+
+* ``own only``      — the other folds' runs alone (``history=own_train``),
+* ``own + bundled`` — the other folds' runs beside perfmodel's bundled GPU history (``history=[own_train, "gpu"]``),
+* ``bundled only``  — the bundled GPU history alone (no own runs: what a user gets before measuring anything),
+
+and each line prints the median APE, the 90% interval coverage and mean width (upper/lower), and the kinds of
+query the held-out runs were. Rows the own runs cannot answer alone (a device or model they lack) are where the
+bundled prior can help; rows they can (a known model on a known device) must come out the same as ``own only``.
+
+Usage::
+
+    python benchmarks/own_runs.py                      # auto and roofline, every set
+    python benchmarks/own_runs.py --methods roofline   # quicker
+    python benchmarks/own_runs.py --output benchmarks/results/own_runs.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import perfmodel
+from perfmodel.datasets import bundled_runs_path
+from perfmodel.metrics import coverage, median_ape
+
+#: (name, bundled file, row filter) of the sets that stand in for a user's own runs.
+SETS = {
+    "neusight": ("public_neusight.csv", None),
+    "llmfoundry-a100-40gb": ("public_llmfoundry.csv", ("gpu_type", "A100-SXM4-40GB")),
+}
+
+
+#: What a user states of a job when asking for it (its size, shape, layout and precision), never what was measured.
+QUERY_COLUMNS = ("model", "family", "params", "flops_per_sample", "batch_size", "gpu_count", "gpu_type", "precision",
+                 "fp32_mode", "grad_accum", "seq_len", "nodes")
+
+
+def own_set(name: str) -> pd.DataFrame:
+    file, keep = SETS[name]
+    runs = perfmodel.load_runs(bundled_runs_path(file))
+    if keep is not None:
+        runs = runs[runs[keep[0]] == keep[1]]
+    if "seq_len" in runs.columns and runs["seq_len"].notna().any():  # another sequence length, another workload
+        runs["model"] = runs["model"].astype(str) + "@" + runs["seq_len"].astype("Int64").astype(str)
+    return runs.reset_index(drop=True)
+
+
+def config_folds(runs: pd.DataFrame, k: int, seed: int = 0) -> np.ndarray:
+    """A fold number per run; the runs of one configuration (model, device, batch, count) share a fold."""
+    key = runs[["model", "gpu_type", "batch_size", "gpu_count"]].astype(str).agg("|".join, axis=1)
+    uniq = key.unique()
+    rng = np.random.default_rng(seed)
+    fold_of = dict(zip(uniq, rng.permutation(len(uniq)) % k))
+    return key.map(fold_of).to_numpy()
+
+
+def predict(history, test: pd.DataFrame, method: str) -> pd.DataFrame:
+    q = test[[c for c in QUERY_COLUMNS if c in test.columns]].copy()
+    q["steps"] = 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            out = perfmodel.Predictor(history, method=method).predict_many(q)
+        except (ValueError, TypeError) as exc:  # the history cannot answer these rows (e.g. a precision it lacks)
+            return pd.DataFrame({"y": test["step_time_s"].to_numpy(float), "pred": np.nan, "lo": np.nan,
+                                 "hi": np.nan, "kind": f"refused: {type(exc).__name__}"})
+    return pd.DataFrame({"y": test["step_time_s"].to_numpy(float), "pred": out["step_time_s"].to_numpy(float),
+                         "lo": out["step_lower"].to_numpy(float), "hi": out["step_upper"].to_numpy(float),
+                         "kind": out["query_kind"].astype(str).to_numpy()})
+
+
+def score(rows: pd.DataFrame) -> dict:
+    ok = np.isfinite(rows["pred"].to_numpy(float))
+    r = rows[ok]
+    kinds = rows["kind"].value_counts().to_dict()
+    if r.empty:
+        return {"n": 0, "median_ape": np.nan, "coverage": np.nan, "width": np.nan, "kinds": kinds}
+    return {"n": int(len(r)), "median_ape": median_ape(r["y"], r["pred"]),
+            "coverage": coverage(r["y"], r["lo"], r["hi"]),
+            "width": float(np.exp(np.mean(np.log(r["hi"] / r["lo"])))), "kinds": kinds}
+
+
+def run(name: str, methods, k: int) -> list[dict]:
+    own = own_set(name)
+    folds = config_folds(own, k)
+    out = []
+    for method in methods:
+        parts: dict[str, list] = {"own only": [], "own + bundled": [], "bundled only": []}
+        for f in range(k):
+            train, test = own[folds != f].reset_index(drop=True), own[folds == f].reset_index(drop=True)
+            if test.empty:
+                continue
+            parts["own only"].append(predict(train, test, method))
+            parts["own + bundled"].append(predict([train, "gpu"], test, method))
+            parts["bundled only"].append(predict("gpu", test, method))
+        for training, rows in parts.items():
+            s = score(pd.concat(rows, ignore_index=True))
+            out.append({"set": name, "own_runs": len(own), "training": training, "method": method, **s})
+            print(f"  {name:<22} {training:<14} {method:<9} n={s['n']:<4} median APE {s['median_ape']:6.1f}%  "
+                  f"coverage {s['coverage']:.2f}  width x{s['width']:.2f}  kinds {s['kinds']}", flush=True)
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--methods", default="auto,roofline")
+    ap.add_argument("--sets", default=",".join(SETS))
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--output", default=None)
+    args = ap.parse_args(argv)
+    t0 = time.time()
+    rows = []
+    for name in args.sets.split(","):
+        rows += run(name, args.methods.split(","), args.folds)
+    table = pd.DataFrame(rows)
+    text = (f"# python benchmarks/own_runs.py --methods {args.methods} --sets {args.sets} --folds {args.folds}\n"
+            f"# {args.folds}-fold over each set's configurations; 90% intervals; per-step time; "
+            f"{time.time() - t0:.0f} s\n"
+            + table.drop(columns="kinds").to_string(index=False, float_format=lambda v: f"{v:.3g}") + "\n"
+            + "\n".join(f"{r['set']} / {r['training']} / {r['method']}: kinds {r['kinds']}" for r in rows) + "\n")
+    print(text)
+    if args.output:
+        Path(args.output).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
