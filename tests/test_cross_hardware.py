@@ -411,3 +411,20 @@ def test_per_benchmark_coverage_interval_resamples_device_types():
     assert bench.coverage_verdict(0.8, lo, hi, 50) == "miss"
     assert bench.coverage_verdict(0.8, 0.6, 0.95, 10) == "outside, within sampling"
     assert bench.coverage_verdict(0.9, 0.5, 1.0, 2) == "ok"
+
+
+def test_a_kind_scored_on_too_few_groups_still_bounds_its_interval_below():
+    from perfmodel.models._conformal import half_widths
+
+    book = {"seen": {"scores": np.linspace(0, 0.1, 100), "groups": 100, "split": "random 5-fold", "by_model": {}},
+            "new_device": {"scores": np.linspace(0, 0.5, 600), "groups": 3, "split": "leave-one-gpu-type-out",
+                           "by_model": {}}}
+    half, rule = half_widths(book, np.array(["new_device", "seen"], dtype=object), 0.9)
+    assert half[0] == pytest.approx(conformal_quantile(book["new_device"]["scores"], 0.9))
+    assert half[1] == pytest.approx(conformal_quantile(book["seen"]["scores"], 0.9))
+    assert rule[0].startswith("leave-one-gpu-type-out (3 groups, too few to stand alone")
+    # one group is no bound at all: the seen scores
+    book["new_device"]["groups"] = 1
+    half, rule = half_widths(book, np.array(["new_device"], dtype=object), 0.9)
+    assert half[0] == pytest.approx(conformal_quantile(book["seen"]["scores"], 0.9))
+    assert "new_device scores too few" in rule[0]

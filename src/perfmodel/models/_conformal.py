@@ -14,7 +14,8 @@ The rules, all here (:func:`half_widths`), each named in the prediction's ``inte
 
 1. **Kind.** A row takes the scores of its own kind. A kind whose scores come from fewer than
    :data:`MIN_GROUPS` held-out groups (or that the model was not calibrated for) takes the next more demanding
-   kind that has enough; failing that, the widest set the book has. Never narrower than the ``seen`` scores.
+   kind that has enough; failing that, the widest set the book has. Never narrower than the ``seen`` scores, nor
+   than its own kind's scores from 2 or more groups (too few to stand alone, not too few to bound it below).
 2. **The model's own transfer.** On a new device type (or a known device type it never ran on), a known model
    whose own runs were scored on at least :data:`MODEL_MIN_DEVICES` held-out device types takes its own
    scores: how well one workload's speed carries across devices differs between workloads.
@@ -150,6 +151,15 @@ def half_widths(book: dict, kinds: np.ndarray, confidence: float, *, models: np.
         text = f"{get_kind(used).split if used != 'seen' else entry['split']} ({entry['groups']} " \
                f"{'runs' if used == 'seen' else 'groups'})"
         rule[rows] = text if used == kind else f"{text}: {kind} scores too few"
+        thin = book.get(kind)
+        if used != kind and thin is not None and thin["groups"] >= 2 and len(thin["scores"]):
+            # the query's own kind, scored on too few groups to stand alone, still bounds it from below: a
+            # fallback narrower than what those groups showed would be known to be too narrow
+            q_thin = conformal_quantile(thin["scores"], confidence)
+            if np.isfinite(q_thin) and q_thin > half[rows][0]:
+                half[rows] = q_thin
+                rule[rows] = f"{get_kind(kind).split} ({thin['groups']} groups, too few to stand alone: at least " \
+                             f"their quantile, above the {text})"
         if used in ("new_device", "new_pair") and models is not None and entry["by_model"]:
             names = np.asarray(models, dtype=object).astype(str)
             for name in set(names[rows].tolist()) & set(entry["by_model"]):
