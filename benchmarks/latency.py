@@ -156,7 +156,7 @@ def main() -> None:
     print(f"import pandas, sklearn, statsmodels: {base:.2f} s (median of {r} at the start) = 1.00x; each line's "
           "ratio is to the imports timed beside it (unit s)\n")
     print(f"{'case':32s} {'kind':10s} {'unit s':>6s} {'cold s':>7s} {'cold x':>7s} {'warm s':>7s} {'warm x':>7s}"
-          "  targets (cold <= 3x, warm <= 1.5x)")
+          "  cold <= 3x  warm <= 1.5x")
     met = []
     for label, cmd, want in CASES:
         cmd = cmd if cmd is not None else new_pair_case()
@@ -173,13 +173,14 @@ def main() -> None:
             if s > SLOW:
                 break
         cold, warm, base = statistics.median(colds), statistics.median(warms), statistics.median(units)
-        ok = cold <= 3 * base and warm <= 1.5 * base
-        met.append(ok)
+        ok_cold, ok_warm = cold <= 3 * base, warm <= 1.5 * base
+        met.append((ok_cold, ok_warm))
         note = "" if kind == want else f"  (expected {want})"
         print(f"{label:32s} {kind:10s} {base:6.2f} {cold:7.2f} {cold / base:6.2f}x {warm:7.2f} {warm / base:6.2f}x  "
-              f"{'met' if ok else 'NOT met'}{note}" + (f"  [cold timed {len(colds)}x]" if len(colds) < r else ""),
+              f"{'met' if ok_cold else 'NOT met':>10s}  {'met' if ok_warm else 'NOT met':>11s}{note}" + (f"  [cold timed {len(colds)}x]" if len(colds) < r else ""),
               flush=True)
-    print(f"\npredict targets met: {sum(met)}/{len(met)}")
+    print(f"\ncold <= 3x met by {sum(c for c, _ in met)}/{len(met)} kinds (the first, the README's main job: "
+          f"{'met' if met[0][0] else 'NOT met'}); warm <= 1.5x met by {sum(w for _, w in met)}/{len(met)}")
     _, res = timed([PY, "-c", LOAD_SNIPPET], env_with("off"))
     print(res.stdout.strip() or f"shipped model load: error {res.stderr.strip().splitlines()[-1:]}", flush=True)
     if not args.skip_fit:
