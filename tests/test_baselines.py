@@ -46,13 +46,25 @@ class TestRegistry:
     @pytest.mark.parametrize("reg", [MFURegressor(), RatioRegressor()])
     def test_sklearn_contract(self, reg):
         assert clone(reg).get_params() == {}
-        X = np.array([[np.log(1e12), np.log(1e14), np.log(1e12), 0.0, np.log(8), 0, 0, 0]] * 3)
+        X = np.array([[np.log(1e12), np.log(1e14), np.log(1e12), 0.0, np.log(8), 0, 0, 0, 0]] * 3)
         assert reg.fit(X, [1.0, 1.0, 1.0]) is reg
-        with pytest.raises(ValueError, match="8 columns"):
+        with pytest.raises(ValueError, match="9 columns"):
             clone(reg).fit(X[:, :3], [1.0, 1.0, 1.0])
 
 
 class TestMFU:
+    def test_imputed_flops_stay_out_of_the_pools_and_take_their_models_own(self):
+        # columns: log work, log peak, log bw, log n, log batch, model, device, precision, flops imputed
+        counted = [np.log(4e12), np.log(1e13), 0, 0, 0, 0, 0, 0, 0]   # model 0, counted: MFU 0.4 at 1 s
+        imputed = [np.log(8e12), np.log(1e13), 0, 0, 0, 1, 0, 0, 1]   # model 1, imputed: "MFU" 8.0 at 0.1 s
+        X = np.array([counted] * 3 + [imputed] * 3)
+        reg = MFURegressor().fit(X, [1.0] * 3 + [0.1] * 3)
+        assert np.exp(reg.log_u_) == pytest.approx(0.4)  # the pools hold counted runs only
+        assert reg.predict(np.array([imputed]))[0] == pytest.approx(0.1)  # its own model's utilisation
+        new_model = list(counted)
+        new_model[5] = 2
+        assert reg.predict(np.array([new_model]))[0] == pytest.approx(1.0)
+
     def test_pooled_median_by_device_and_precision(self):
         runs, work = _mfu_history()
         m = TrainingTimeModel(method="mfu").fit(runs)

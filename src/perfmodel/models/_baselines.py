@@ -65,11 +65,14 @@ class MFURegressor(RegressorMixin, BaseEstimator):
         ``precision code -> log median utilisation``.
     log_u_ : float
         Log median utilisation of all training runs.
+    log_u_by_model_ : dict
+        ``model code -> log median utilisation`` of the runs whose FLOPs were imputed (not counted): they are
+        left out of the pools above, and a query of such a model takes its own.
 
     Examples
     --------
     >>> import numpy as np
-    >>> X = np.array([[np.log(4e12), np.log(1e13), 0, 0, 0, 0, 0, 0]] * 3)  # 4 TFLOP at 10 TFLOP/s peak
+    >>> X = np.array([[np.log(4e12), np.log(1e13), 0, 0, 0, 0, 0, 0, 0]] * 3)  # 4 TFLOP at 10 TFLOP/s peak
     >>> MFURegressor().fit(X, [0.8, 1.0, 2.0]).predict(X[:1]).round(3)  # median MFU 0.4 -> 1 s
     array([1.])
     """
@@ -81,6 +84,13 @@ class MFURegressor(RegressorMixin, BaseEstimator):
         ok = np.isfinite(log_u)
         if not ok.any():
             raise ValueError("MFURegressor needs runs with a finite work and peak (FLOPs and a datasheet peak).")
+        # a run whose FLOPs were imputed (none counted) has no utilisation to pool with the others'; its own
+        # model's runs, imputed alike, still share one
+        imputed = X[:, _COL["flops_imputed"]] > 0
+        self.log_u_by_model_ = {float(m): float(v) for m, v in pd.Series(log_u[ok & imputed]).groupby(
+            X[ok & imputed, _COL["model_code"]]).median().items() if m >= 0}
+        if (ok & ~imputed).any():
+            ok &= ~imputed
         dev, prec = X[:, _COL["device_code"]], X[:, _COL["precision_code"]]
         frame = pd.DataFrame({"dev": dev[ok], "prec": prec[ok], "log_u": log_u[ok]})
         self.log_u_by_pair_ = {(float(d), float(p)): float(v)
@@ -95,9 +105,13 @@ class MFURegressor(RegressorMixin, BaseEstimator):
         check_is_fitted(self, "log_u_")
         X = np.asarray(X, dtype=float)
         out = np.full(len(X), self.log_u_)
-        for i, (d, p) in enumerate(zip(X[:, _COL["device_code"]], X[:, _COL["precision_code"]])):
+        by_model = getattr(self, "log_u_by_model_", {})
+        for i, (d, p, m, imp) in enumerate(zip(X[:, _COL["device_code"]], X[:, _COL["precision_code"]],
+                                               X[:, _COL["model_code"]], X[:, _COL["flops_imputed"]])):
             key = (float(d), float(p))
-            if d >= 0 and key in self.log_u_by_pair_:
+            if imp > 0 and float(m) in by_model:  # imputed FLOPs: the model's own runs' utilisation
+                out[i] = by_model[float(m)]
+            elif d >= 0 and key in self.log_u_by_pair_:
                 out[i] = self.log_u_by_pair_[key]
             elif float(p) in self.log_u_by_precision_:
                 out[i] = self.log_u_by_precision_[float(p)]
@@ -138,9 +152,9 @@ class RatioRegressor(RegressorMixin, BaseEstimator):
     Examples
     --------
     >>> import numpy as np
-    >>> ref = [np.log(1e12), np.log(1e14), np.log(1e12), 0.0, np.log(8), 0, 0, 0]  # peak 100, bw 1000 GB/s
+    >>> ref = [np.log(1e12), np.log(1e14), np.log(1e12), 0.0, np.log(8), 0, 0, 0, 0]  # peak 100, bw 1000 GB/s
     >>> X = np.array([ref] * 3)
-    >>> q = np.array([[np.log(2e12), np.log(4e14), np.log(4e12), 0.0, np.log(16), 0, 1, 0]])  # 2x work, 4x specs
+    >>> q = np.array([[np.log(2e12), np.log(4e14), np.log(4e12), 0.0, np.log(16), 0, 1, 0, 0]])  # 2x work, 4x specs
     >>> RatioRegressor().fit(X, [1.0, 1.0, 1.0]).predict(q).round(3)  # 1 s x 2 x sqrt(1/4 x 1/4)
     array([0.5])
     """
