@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+import perfmodel
 import pytest
 from sklearn.base import clone
 
@@ -212,3 +214,12 @@ def test_generalisation_quick_smoke(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "confirmation" in proc.stdout and "skipped" in proc.stdout
     assert (out.with_suffix(".json")).exists() and (out.with_suffix(".md")).exists()
+
+
+@pytest.mark.parametrize("method", ["ratio", "mfu"])
+def test_baselines_round_trip_through_a_safe_model_file(method, tmp_path):
+    runs, _ = _mfu_history()
+    fit = TrainingTimeModel(method=method).fit(runs)
+    perfmodel.save_model(fit, tmp_path / "m.perfmodel")
+    back = perfmodel.load_model(tmp_path / "m.perfmodel")
+    pd.testing.assert_frame_equal(back.predict_interval(runs), fit.predict_interval(runs))

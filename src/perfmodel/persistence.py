@@ -82,11 +82,11 @@ def _semver_major(version: str) -> tuple:
 
 def _safe_classes() -> dict:
     from .features import RunFeaturizer
-    from .models import (GBMRegressor, OLSRegressor, OpsRegressor, PhysicsRegressor, RooflineRegressor,
-                         TrainingTimeModel)
+    from .models import (GBMRegressor, MFURegressor, OLSRegressor, OpsRegressor, PhysicsRegressor, RatioRegressor,
+                         RooflineRegressor, TrainingTimeModel)
 
     return {c.__name__: c for c in (TrainingTimeModel, RunFeaturizer, OLSRegressor, GBMRegressor, PhysicsRegressor,
-                                    RooflineRegressor, OpsRegressor)}
+                                    RooflineRegressor, OpsRegressor, MFURegressor, RatioRegressor)}
 
 
 class _Encoder:
@@ -375,7 +375,7 @@ def _check_model(model, meta: dict) -> None:
     from sklearn.pipeline import Pipeline
 
     from .features import RunFeaturizer
-    from .models import GBMRegressor, OLSRegressor, PhysicsRegressor, RooflineRegressor, TrainingTimeModel
+    from .models import TrainingTimeModel
 
     if type(model) is not TrainingTimeModel:
         raise ValueError(f"it holds a {type(model).__name__}, not a TrainingTimeModel")
@@ -383,7 +383,7 @@ def _check_model(model, meta: dict) -> None:
     if not isinstance(pipe, Pipeline) or [n for n, _ in pipe.steps] != ["features", "regressor"]:
         raise ValueError("its pipeline is not features -> regressor")
     if not isinstance(pipe.named_steps["features"], RunFeaturizer) or not isinstance(
-            pipe.named_steps["regressor"], (OLSRegressor, GBMRegressor, PhysicsRegressor, RooflineRegressor)):
+            pipe.named_steps["regressor"], tuple(c for n, c in _safe_classes().items() if n.endswith("Regressor"))):
         raise ValueError("its pipeline steps are not perfmodel's")
     if model.feature_names_ != meta.get("features"):
         raise ValueError("the stored feature schema does not match the model")
