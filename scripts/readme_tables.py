@@ -6,7 +6,8 @@
 Every generated block sits between ``<!-- generated:NAME start -->`` and ``<!-- generated:NAME end -->``; the text
 outside the markers is left alone. The figures come from the JSON files the benchmarks write (``accuracy.json``
 from ``benchmarks/accuracy.py``, ``cross_hardware.json`` from ``benchmarks/cross_hardware.py``,
-``new_architectures.json`` from ``benchmarks/new_architectures.py``), never typed in: after a benchmark is rerun,
+``new_architectures.json`` from ``benchmarks/new_architectures.py``, ``generalisation.json`` from
+``benchmarks/generalisation.py``), never typed in: after a benchmark is rerun,
 run this script and commit both. ``tests/test_docs.py`` checks that the committed blocks are up to date.
 
 The docs build (``docs/hooks.py``) fills the same blocks, and the CLI reference (:func:`cli_reference`, from the
@@ -27,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 
 #: The methods of the benchmarks that are baselines, not perfmodel methods.
-BASELINES = ("seed-linear", "6ND-util0.4", "6ND-fitted-util", "peak-ratio")
+BASELINES = ("seed-linear", "6ND-util0.4", "6ND-fitted-util", "peak-ratio", "ratio", "mfu")
 #: What each split holds out, in the words of a user's query.
 SPLIT_WORDS = {
     "leave-one-model-out": "a new model",
@@ -105,6 +106,29 @@ def readme_results() -> str:
                      f"{_pct(b['median_ape'])} ({b['method']})" if b else "—"])
     return _table(["history", "the query is", "median error (`auto`)", "90% interval coverage",
                    "best baseline, median error"], rows)
+
+
+def generalisation_results() -> str:
+    """Every set x split of ``benchmarks/generalisation.py``: ``auto`` beside the one-line rules, each set marked
+    development (methods and rules chosen on it) or confirmation (run once, nothing chosen on it)."""
+    gen = _load("generalisation.json")
+    rows = []
+    for r in gen["results"]:
+        m = r["methods"]
+
+        def cell(name, cov=False):
+            v = m.get(name) or {}
+            if _missing(v.get("median_ape")):
+                return "—"
+            return f"{_pct(v['median_ape'])} / {_num(v.get('coverage'))}" if cov else _pct(v["median_ape"])
+
+        rows.append([f"{r['set']} ({'confirmation' if r['role'] != 'dev' else 'development'})", r["split"],
+                     str(r["runs"]), cell("auto", cov=True), cell("roofline", cov=True), cell("ratio", cov=True),
+                     cell("mfu", cov=True), cell("6ND-util0.4")])
+    if gen.get("lambda") == "skipped":
+        rows.append(["public_lambda (confirmation)", "not run: `--lambda PATH` not given", "", "", "", "", "", ""])
+    return _table(["set", "the query is", "runs", "`auto` median error / 90% coverage", "`roofline`", "`ratio`",
+                   "`mfu`", "6ND at 40% of peak"], rows)
 
 
 # ---------------------------------------------------------------------------------------------------- docs
@@ -230,6 +254,7 @@ def api_reference() -> str:
 #: build time only (they follow the code, which others edit).
 BLOCKS = {
     "results": (readme_results, ["README.md", "docs/benchmarks/index.md", "docs/index.md"]),
+    "generalisation": (generalisation_results, ["README.md", "docs/benchmarks/index.md"]),
     "accuracy": (accuracy_tables, ["docs/benchmarks/accuracy.md"]),
     "cross-hardware": (cross_hardware_tables, ["docs/benchmarks/cross-hardware.md"]),
     "new-architectures": (new_architectures_tables, ["docs/benchmarks/new-architectures.md"]),
