@@ -512,7 +512,7 @@ def load_model(path, *, trusted: bool = False, max_bytes: int = MAX_BYTES):
     if not _looks_like_pickle(magic):
         raise NotAModelFileError(
             f"{str(path)!r} is not a perfmodel model file (write one with 'perfmodel fit RUNS -o MODEL' or "
-            "model.save(path)); a run history goes in --history / history=, not --fitted."
+            "perfmodel.save_model(model, path)); a run history goes in --history / history=, not --fitted."
         )
     if not trusted:
         if magic[:1] != b"\x80":
@@ -520,7 +520,7 @@ def load_model(path, *, trusted: bool = False, max_bytes: int = MAX_BYTES):
         raise ValueError(
             f"{str(path)!r} is a pickle-based (joblib) file. Loading it can run arbitrary code, so perfmodel "
             "refuses by default. If you made this file yourself, pass trusted=True (CLI: --trusted); otherwise "
-            "ask for the model in perfmodel's safe format (model.save(path), the default)."
+            "ask for the model in perfmodel's safe format (perfmodel.save_model(model, path), the default)."
         )
     import joblib
 
