@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import statsmodels.api as sm
 from scipy import stats
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -51,7 +50,9 @@ class OLSRegressor(RegressorMixin, BaseEstimator):
         self.feature_names = feature_names
 
     def _design(self, X):
-        return sm.add_constant(np.asarray(X, dtype=float), has_constant="add")
+        from statsmodels.tools.tools import add_constant  # statsmodels only when an OLS method is used
+
+        return add_constant(np.asarray(X, dtype=float), has_constant="add")
 
     def fit(self, X, y):
         X, y = validate_data(self, X, y, y_numeric=True, ensure_min_samples=2)
@@ -61,7 +62,9 @@ class OLSRegressor(RegressorMixin, BaseEstimator):
                 raise ValueError("OLSRegressor(log_target=True) needs a positive target; got values <= 0.")
             y = np.log(y)
         self._X_fit_, self._y_fit_ = np.asarray(X, dtype=float), y  # kept so a safe model file can rebuild results_
-        self.results_ = sm.OLS(y, self._design(X)).fit()
+        from statsmodels.regression.linear_model import OLS
+
+        self.results_ = OLS(y, self._design(X)).fit()
         m = self.results_.model
         # the fitted state as plain arrays: enough to rebuild results_ from a model file without fitting
         self._fit_state_ = {"params": np.asarray(self.results_.params, dtype=float),
@@ -95,7 +98,9 @@ class OLSRegressor(RegressorMixin, BaseEstimator):
         if not (np.all(np.isfinite(params)) and np.all(np.isfinite(ncp)) and np.all(np.isfinite(X))
                 and np.all(np.isfinite(y))):
             raise ValueError("the stored OLS state holds non-finite numbers")
-        model = sm.OLS(y, self._design(X))
+        from statsmodels.regression.linear_model import OLS
+
+        model = OLS(y, self._design(X))
         model.rank, model.df_model, model.df_resid = int(st["rank"]), float(st["df_model"]), float(st["df_resid"])
         sv = np.asarray(st["wexog_singular_values"], dtype=float)
         if sv.size:
