@@ -413,11 +413,30 @@ class TestOwnRunsWin:
         assert pooled.seconds == pytest.approx(alone.seconds) and pooled.upper == pytest.approx(alone.upper)
         assert pooled.step_seconds > 1.5 * bundled.step_seconds  # not pulled toward the bundled gpt-s
 
-    def test_what_the_own_runs_lack_is_answered_by_the_pooled_fit(self, own):
+    def test_a_new_model_is_answered_by_the_own_runs_when_they_hold_enough_models(self, own):
+        # one own model cannot score a new one: the pooled fit answers
         r = predict_training_time("gpt-m", batch_size=16, gpu_type="cpu", steps=1000, history=[own, "cpu"],
                                   method="loglinear")
-        assert r.provenance == [f"DataFrame ({len(own)} runs)", "bundled:runs_cpu.csv"]
-        assert r.n_runs == len(own) + len(perfmodel.load_bundled_runs())
+        assert len(r.provenance) == 2
+        runs = perfmodel.load_bundled_runs()
+        many = runs[runs["model"].isin(sorted(set(runs["model"]))[:6]) & (runs["model"] != "gpt-m")].copy()
+        many["run_id"] = "own-" + many["run_id"].astype(str)
+        r = predict_training_time("gpt-m", batch_size=16, gpu_type="cpu", steps=1000, history=[many, "cpu"],
+                                  method="loglinear")
+        assert r.provenance == [f"DataFrame ({len(many)} runs)"] and r.query_kind == "new_model"
+
+    def test_a_device_the_own_runs_lack_is_answered_by_the_pooled_fit(self):
+        from perfmodel.datasets import bundled_runs_path
+
+        mine = perfmodel.load_runs(bundled_runs_path("public_neusight.csv"))  # another publisher's runs as "own"
+        assert "B200" not in set(mine["gpu_type"])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            r = predict_training_time(str(mine["model"].iloc[0]), batch_size=2, gpu_type="B200", steps=100,
+                                      precision="fp32", history=[mine, "mlperf"], method="roofline")
+        assert r.provenance == [f"DataFrame ({len(mine)} runs)", "bundled:mlperf_steps.csv"]
+        assert r.query_kind == "new_pair" and r.n_runs > len(mine)
+        assert any("your own runs have no B200" in str(w.message) for w in caught)
 
     def test_too_few_own_runs_are_pooled(self, own):
         few = own.head(4)

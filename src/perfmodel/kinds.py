@@ -28,7 +28,7 @@ import pandas as pd
 
 from .hardware import resolve_gpu_type
 
-__all__ = ["QueryKind", "KINDS", "KIND_NAMES", "LOCAL_KINDS", "get_kind", "classify", "group_keys", "most_demanding",
+__all__ = ["QueryKind", "KINDS", "KIND_NAMES", "get_kind", "classify", "group_keys", "most_demanding",
            "canonical_devices", "split_name"]
 
 
@@ -77,9 +77,6 @@ KINDS: tuple[QueryKind, ...] = (
     QueryKind("new_device", "gpu_type", "a device type no run used"),
 )
 KIND_NAMES: tuple[str, ...] = tuple(k.name for k in KINDS)
-#: Kinds of a query whose model and device type the runs both have (together or not): the runs can answer it
-#: from themselves; a new model or a new device type asks for what they lack.
-LOCAL_KINDS: tuple[str, ...] = KIND_NAMES[:KIND_NAMES.index("new_pair") + 1]
 _BY_NAME = {k.name: k for k in KINDS}
 
 

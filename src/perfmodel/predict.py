@@ -29,16 +29,18 @@ from .fitting import DEFAULT_METHOD, fit_cached, fit_history
 from .hardware import PRECISIONS, get_spec, resolve_gpu_type, table_digest
 from .history import (BUNDLED_PREFIX, LoadedHistory, default_history, file_digest, frame_digest, history_parts,
                       model_table, precision_by_device, read_history)
-from .kinds import KIND_NAMES, LOCAL_KINDS, classify
+from .kinds import KIND_NAMES, classify
 from .models import METHODS, TrainingTimeModel
+from .models._conformal import MIN_GROUPS
 from .schema import check_queries
 
 __all__ = ["BasePredictor", "predict_training_time", "predict_many", "fit", "TrainingTimePrediction", "resolve_history",
            "model_spec", "default_precision", "PREDICTION_COLUMNS"]
 
 _WHERE = "predict_training_time"
-#: In a history of the caller's own runs beside perfmodel's bundled ones, a query whose model and device type the
-#: caller's runs both have is answered from the caller's runs alone once there are at least this many of them
+#: In a history of the caller's own runs beside perfmodel's bundled ones, a query on a device type the caller's
+#: runs have is answered from the caller's runs alone (a model they lack: when they hold enough models) once
+#: there are at least this many of them
 #: (9: the fewest whose 90% split-conformal quantile is finite, ceil(0.9 (n + 1)) <= n).
 MIN_OWN_RUNS = 9
 #: The columns :func:`predict_many` returns, in order.
@@ -382,14 +384,17 @@ class BasePredictor:
         return self._loaded[("own", source)]
 
     def _answered_by_own(self, rows: pd.DataFrame, source) -> tuple[np.ndarray, np.ndarray | None]:
-        """Per row: whether the caller's own runs answer it alone (its model and device type are both in them,
-        :data:`perfmodel.kinds.LOCAL_KINDS`, and there are at least :data:`MIN_OWN_RUNS`), and its kind with
-        respect to the own runs."""
+        """Per row: whether the caller's own runs answer it alone, and its kind with respect to them. They do when
+        there are at least :data:`MIN_OWN_RUNS` and the row's device type is in them — the bundled runs inform only
+        a device the caller has not run on — and, for a model they lack, when they hold enough models to score
+        a new one (:data:`perfmodel.models._conformal.MIN_GROUPS`)."""
         own = self.own(source)
         if own is None:
             return np.zeros(len(rows), dtype=bool), None
         kinds = classify(own.runs, rows)
-        return np.isin(kinds, LOCAL_KINDS) & (len(own.runs) >= MIN_OWN_RUNS), kinds
+        models_enough = own.runs["model"].nunique() >= MIN_GROUPS
+        answer = (kinds != "new_device") & ((kinds != "new_model") | models_enough)
+        return answer & (len(own.runs) >= MIN_OWN_RUNS), kinds
 
     def model(self, kind: str = "seen", source: str | None = None, *, own: bool = False) -> TrainingTimeModel:
         """The model fitted for queries of ``kind`` (fitted on first use, through the disk cache for files);
