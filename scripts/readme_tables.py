@@ -36,6 +36,7 @@ SPLIT_WORDS = {
     "leave-one-batch-size-out": "a new batch size",
     "leave-one-gpu-count-out": "a new device count",
     "leave-one-gpu-type-out": "a new device type",
+    "leave-one-pair-out": "a known model on a known device type, never together",
 }
 
 
