@@ -149,8 +149,9 @@ def check_prediction_frame(out, *, confidence: float, n_runs: int, method: str, 
         most = n_runs / (n_runs + 1)
         raise PredictionError(
             f"{where}: the {confidence:g} prediction interval of query row {i} is unbounded with this history "
-            f"({n_runs} runs, {method} fit): a conformal interval needs confidence <= n/(n+1) = {most:.4g}, and an "
-            "OLS interval needs more runs than coefficients. Lower the confidence or add runs.")
+            f"({n_runs} runs, {method} fit): its split-conformal interval needs confidence <= n/(n+1) = {most:.4g} "
+            "for n conformity scores, one per run whose refit without it succeeded (a 90% interval needs at least 9). "
+            "Lower the confidence or add runs.")
     lo, hi = bounds[:, [0, 2]], bounds[:, [1, 3]]
     tol = 1e-12 * np.abs(point)
     inverted = ((lo > point + tol) | (point > hi + tol) | (lo < 0)).any(axis=1)
