@@ -337,7 +337,7 @@ def test_example_hf_mlflow_history(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "examples" / "hf_mlflow_history.py")], capture_output=True,
                           text=True, timeout=900, cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "imported 4 runs (4 new, 0 already in the history); skipped 0" in proc.stdout
+    assert "imported 10 runs (10 new, 0 already in the history); skipped 0" in proc.stdout
     assert proc.stdout.count("90% PI") == 2 and "logged 11 metrics and 8 tags" in proc.stdout
 
 
