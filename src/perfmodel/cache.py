@@ -29,7 +29,7 @@ from ._version import __version__
 from .exceptions import CacheWarning
 from .hardware import table_digest
 
-__all__ = ["cache_dir", "cache_key", "load_cached", "store", "clear", "info"]
+__all__ = ["cache_dir", "cache_key", "load_cached", "load_if_readable", "store", "clear", "info"]
 
 _SUFFIX = ".perfmodel"
 #: Bumped when fitted state changes meaning within one perfmodel version (part of every key).
@@ -72,15 +72,20 @@ def _warn_unwritable(where: Path, exc: BaseException) -> None:
 def load_cached(key: str):
     """The cached model for ``key``, or None (absent, cache off, or unreadable — never an error)."""
     where = cache_dir()
-    path = None if where is None else where / f"{key}{_SUFFIX}"
-    if path is None or not path.is_file():
+    return None if where is None else load_if_readable(where / f"{key}{_SUFFIX}", "cached")
+
+
+def load_if_readable(path: Path, what: str = "cached"):
+    """The model in ``path`` (safe format only: never unpickles), or None when it is absent or unreadable (logged
+    as an ignored ``what`` model, never an error)."""
+    if not path.is_file():
         return None
     from .persistence import load_model
 
     try:
-        return load_model(path)  # safe format only: never unpickles
+        return load_model(path)
     except (ValueError, TypeError, OSError, KeyError) as exc:
-        log.info("ignoring unreadable cached model %s (%s)", path, exc)
+        log.info("ignoring unreadable %s model %s (%s)", what, path, exc)
         return None
 
 

@@ -33,7 +33,6 @@ a fit (:func:`code_fingerprint`), so a model fitted by other code or on other da
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 import sys
 import warnings
@@ -53,7 +52,6 @@ from .schema import validate_runs
 __all__ = ["DEFAULT_METHOD", "AUTO_CANDIDATES", "fit_history", "choose_method", "fit_cached", "Choice",
            "shipped_dir", "shipped_key", "code_fingerprint", "load_shipped", "SHIPPED_HISTORIES"]
 
-log = logging.getLogger("perfmodel")
 
 #: The default ``method`` of every public entry point.
 DEFAULT_METHOD = "auto"
@@ -239,16 +237,9 @@ def shipped_key(digest: str, method: str, kind: str) -> str:
 
 def load_shipped(digest: str, method: str, kind: str) -> TrainingTimeModel | None:
     """The shipped model for this history digest, method and kind, or None (none current, or unreadable)."""
-    path = shipped_dir() / f"{shipped_key(digest, method, kind)}.perfmodel"
-    if not path.is_file():
-        return None
-    from .persistence import load_model
+    from .cache import load_if_readable
 
-    try:
-        return load_model(path)  # safe format only: never unpickles
-    except (ValueError, TypeError, OSError, KeyError) as exc:
-        log.info("ignoring unreadable shipped model %s (%s)", path, exc)
-        return None
+    return load_if_readable(shipped_dir() / f"{shipped_key(digest, method, kind)}.perfmodel", "shipped")
 
 
 # ------------------------------------------------------------------------------------------------ progress
