@@ -49,6 +49,8 @@ def erlang_c(arrival_rate: float, service_time: float, servers: int) -> QueueRes
     servers : int
         Slots (jobs that can run at once), at most :data:`MAX_SERVERS`.
 
+    Notes
+    -----
     Computed in log space (Erlang B through the incomplete gamma function), so it holds for any number of
     servers without a loop over them.
 
