@@ -63,7 +63,18 @@ class QueryKind:
 
 
 def split_name(column: str | None) -> str:
-    """``leave-one-<column>-out`` (underscores as hyphens: ``leave-one-gpu-type-out``), or ``random K-fold``."""
+    """The name of the cross-validation split that holds out ``column``.
+
+    Parameters
+    ----------
+    column : str or None
+        A run column (or ``"pair"``), or None for random K-fold.
+
+    Returns
+    -------
+    str
+        ``leave-one-<column>-out`` (underscores as hyphens: ``leave-one-gpu-type-out``), or ``random K-fold``.
+    """
     return "random K-fold" if column is None else f"leave-one-{column.replace('_', '-')}-out"
 
 
@@ -81,7 +92,23 @@ _BY_NAME = {k.name: k for k in KINDS}
 
 
 def get_kind(name: str) -> QueryKind:
-    """The :class:`QueryKind` called ``name``; a ``ValueError`` naming the kinds for anything else."""
+    """The :class:`QueryKind` called ``name``.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`KIND_NAMES`.
+
+    Returns
+    -------
+    QueryKind
+        The kind of that name.
+
+    Raises
+    ------
+    ValueError
+        For any other name (the message lists the kinds).
+    """
     try:
         return _BY_NAME[name]
     except (KeyError, TypeError):
@@ -89,14 +116,36 @@ def get_kind(name: str) -> QueryKind:
 
 
 def most_demanding(kinds) -> str:
-    """The most demanding of ``kinds`` (names); ``seen`` for none."""
+    """The most demanding of some kinds of query.
+
+    Parameters
+    ----------
+    kinds : array-like of str
+        Kind names (from :data:`KIND_NAMES`); repeats are fine.
+
+    Returns
+    -------
+    str
+        The one furthest down :data:`KIND_NAMES`; ``seen`` when ``kinds`` is empty.
+    """
     names = set(np.asarray(kinds, dtype=object).tolist())
     return max(names, key=KIND_NAMES.index) if names else "seen"
 
 
 def canonical_devices(values) -> np.ndarray:
-    """Device names as the spec table spells them (one lookup per distinct name); an unknown name stays as
-    given (a device no run has, however it is spelled)."""
+    """Device names as the spec table spells them (one lookup per distinct name).
+
+    Parameters
+    ----------
+    values : array-like
+        Device names as written in runs or queries (read as text).
+
+    Returns
+    -------
+    numpy.ndarray of object, same length as ``values``
+        The canonical name of each (:func:`perfmodel.hardware.resolve_gpu_type`); a name the spec table does
+        not know stays as given (a device no run has, however it is spelled).
+    """
     codes, uniq = pd.factorize(pd.Series(np.asarray(values, dtype=object)).astype(str))
     names = []
     for u in uniq:
@@ -121,9 +170,24 @@ def _text(frame: pd.DataFrame, column: str) -> np.ndarray:
 
 
 def group_keys(runs: pd.DataFrame, kind: str | QueryKind) -> np.ndarray:
-    """The group of each run that a refit scoring ``kind`` holds out together (one value per run).
+    """The group of each run that a refit scoring ``kind`` holds out together.
 
-    ``seen`` has no groups (random K-fold): each run is its own. ``new_pair`` groups by model and device type."""
+    ``seen`` has no groups (random K-fold): each run is its own. ``new_pair`` groups by model and device type;
+    device types are compared by canonical name, batch sizes and device counts as numbers (2 and 2.0 are one).
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        The runs; needs ``gpu_type`` and the column the kind holds out (``model`` may be absent: every run then
+        counts as the same model).
+    kind : str or QueryKind
+        The kind being scored (a name from :data:`KIND_NAMES` or the kind itself).
+
+    Returns
+    -------
+    numpy.ndarray of object, shape (len(runs),)
+        One group key per run.
+    """
     kind = kind if isinstance(kind, QueryKind) else get_kind(kind)
     if kind.column is None:
         return np.arange(len(runs)).astype(str).astype(object)
@@ -142,10 +206,23 @@ def _pair(frame: pd.DataFrame) -> np.ndarray:
 
 
 def classify(runs: pd.DataFrame, query: pd.DataFrame) -> np.ndarray:
-    """The kind of each row of ``query`` with respect to ``runs`` (names from :data:`KIND_NAMES`).
+    """The kind of each row of ``query`` with respect to ``runs``.
 
     Device types are compared by their canonical names, models by name (a query without a ``model`` column asks
-    for a new model), batch sizes and device counts within the query's (model, device type) pair."""
+    for a new model), batch sizes and device counts within the query's (model, device type) pair.
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        The runs a model learned from (``gpu_type``, and ``model``, ``batch_size``, ``gpu_count`` where known).
+    query : pandas.DataFrame
+        The configurations to predict, same columns.
+
+    Returns
+    -------
+    numpy.ndarray of object, shape (len(query),)
+        The name of each row's kind (from :data:`KIND_NAMES`): the first that applies from ``new_device`` down.
+    """
     if len(query) == 0:
         return np.empty(0, dtype=object)
     q_dev, r_dev = canonical_devices(query["gpu_type"]), canonical_devices(runs["gpu_type"])
