@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -91,6 +92,21 @@ class TestTable:
 
     def test_uncertain_figures_say_so(self):
         assert "UNCERTAIN" in get_spec("A10G").source and "UNCERTAIN" in get_spec("Gaudi2").source
+
+    def test_network_only_where_a_source_states_it(self):
+        table = spec_table()
+        assert "network_gbps" in table.columns and list(table.columns)[-2:] == ["network_gbps", "source"]
+        known = table[table["network_gbps"].notna()]
+        # every figure is cited in the row's source text, with the per-device figure it states
+        for name, row in known.iterrows():
+            assert "scale-out network:" in row["source"], name
+            assert re.search(rf"(?<![\d.]){re.escape(f'{row.network_gbps:g}')} GB/s per ", row["source"]), name
+        # the reference systems named in the issue: DGX A100 8x 200 Gb/s HDR, DGX H100 8x 400 Gb/s NDR
+        assert get_spec("A100").network_gbps == 25.0 and get_spec("A100-SXM4-40GB").network_gbps == 25.0
+        assert get_spec("H100").network_gbps == 50.0
+        # left empty where no reference system's network is stated (PCIe cards, TPUs, the CPU)
+        assert get_spec("H100 PCIe").network_gbps is None and get_spec("TPU v5p").network_gbps is None
+        assert get_spec("cpu").network_gbps is None and len(known) < len(table) / 2
 
 
 REQUIRED_NEW = ["P100", "P100-SXM2-16GB", "V100-SXM2-16GB", "V100-PCIE-16GB", "A10G", "A30", "L40", "H100 NVL",
@@ -263,6 +279,8 @@ class TestRegistration:
         ("source", "  ", DeviceSpecError, "'source' field .* non-empty"),
         ("release_year", 26, DeviceSpecError, "between 1990 and 2100"),
         ("release_year", 2026.5, TypeError, "'release_year' field .* int"),
+        ("network_gbps", -25.0, DeviceSpecError, "'network_gbps' field .* positive finite"),
+        ("network_gbps", "25", TypeError, "'network_gbps' field .* positive number or None"),
     ])
     def test_validation(self, field, value, exc, match):
         with pytest.raises(exc, match=match):
@@ -370,6 +388,21 @@ class TestDeviceFiles:
         with pytest.raises(DeviceSpecError, match=match):
             load_devices(p)
         assert "X4" not in known_gpu_types()
+
+    def test_csv_network_column_is_optional(self, tmp_path):
+        p = tmp_path / "dev.csv"
+        p.write_text("name,vendor,bf16_tflops,network_gbps,source\n"
+                     "X5,acme,400,25,ACME X5 pod: one 200 Gb/s NIC per device\nX6,acme,400,,ACME X6 datasheet\n")
+        assert load_devices(p) == ["X5", "X6"]
+        assert get_spec("X5").network_gbps == 25.0 and get_spec("X6").network_gbps is None
+        q = tmp_path / "old.csv"  # a file written before the column existed still loads
+        q.write_text("name,vendor,bf16_tflops,source\nX7,acme,400,ACME X7 datasheet\n")
+        assert load_devices(q) == ["X7"] and get_spec("X7").network_gbps is None
+        r = tmp_path / "bad.csv"
+        r.write_text("name,vendor,network_gbps,source\nX8,acme,fast,s\n")
+        with pytest.raises(DeviceSpecError, match="'network_gbps' must be a number"):
+            load_devices(r)
+        assert register_device(**ROW, network_gbps=50.0).network_gbps == 50.0
 
     def test_replace_column(self, tmp_path):
         p = tmp_path / "dev.csv"

@@ -6,6 +6,13 @@ for NVLink / Infinity Fabric / ICI / Gaudi RoCE, both directions of a x16 link f
 device has no such mode or the vendor publishes no figure for it (e.g. no TF32 on V100, no BF16 on T4, no FP32
 matrix peak for TPUs). Every row cites its source; figures that are uncertain say so in the source text.
 
+``network_gbps`` is a property of the system a device is deployed in, not of the chip: the scale-out (inter-node)
+network per device of the vendor's **reference system**, in GB/s **in one direction** (the NICs' line rate / 8,
+divided by the devices they serve), e.g. the DGX A100's 8x 200 Gb/s HDR InfiniBand = 25 GB/s per GPU and the DGX
+H100's 8x 400 Gb/s NDR = 50 GB/s per GPU. It is filled only where a named public source states the reference
+system's network (cited in the row's source text) and is None elsewhere; pass your cluster's own figure where it
+differs (``inter_node_gbps=`` of :func:`perfmodel.plan.plan_llm_job`).
+
 Names resolve case- and punctuation-insensitively: canonical names, family names (``"A100"`` → the most-rented
 variant), what NVML / ``torch.cuda.get_device_name`` / rocm-smi / hl-smi report, MLPerf system descriptions, and
 cloud instance types (``"p4d.24xlarge"``, ``"a3-highgpu-8g"``, ``"Standard_ND96isr_H100_v5"``, ``"v5litepod-16"``).
@@ -58,15 +65,20 @@ PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 DEVICES_ENV = "PERFMODEL_DEVICES"
 
 _PEAK_FIELDS = ("fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops", "fp8_tflops")
-_NUMBER_FIELDS = _PEAK_FIELDS + ("memory_gb", "memory_bandwidth_gbps", "interconnect_gbps")
+_NUMBER_FIELDS = _PEAK_FIELDS + ("memory_gb", "memory_bandwidth_gbps", "interconnect_gbps", "network_gbps")
 _TABLE_COLUMNS = ("vendor", "architecture", "release_year", "fp32_tflops", "tf32_tflops", "fp16_tflops",
                   "bf16_tflops", "fp8_tflops", "memory_gb", "memory_bandwidth_gbps", "interconnect_gbps",
-                  "interconnect", "source")
+                  "interconnect", "network_gbps", "source")
 
 
 @dataclass(frozen=True)
 class HardwareSpec:
-    """One accelerator's datasheet figures (dense peaks, TFLOPS; memory GB; bandwidths GB/s)."""
+    """One accelerator's datasheet figures (dense peaks, TFLOPS; memory GB; bandwidths GB/s).
+
+    ``interconnect_gbps`` is the device-to-device link within a node (bidirectional aggregate, as vendors quote
+    it); ``network_gbps`` the scale-out network per device of the reference system (GB/s in one direction; None
+    where no named source states it). See the module docstring.
+    """
 
     name: str
     vendor: str
@@ -82,6 +94,7 @@ class HardwareSpec:
     fp8_tflops: float | None = None
     architecture: str | None = None
     release_year: int | None = None
+    network_gbps: float | None = None
 
     def __post_init__(self):
         _validate(self)
@@ -140,23 +153,28 @@ def _validate(spec: HardwareSpec) -> None:
                                   f"Got {year!r} instead.")
 
 
-def _s(name, vendor, arch, year, fp32, tf32, fp16, bf16, fp8, mem, bw, link, link_kind, source):
+def _s(name, vendor, arch, year, fp32, tf32, fp16, bf16, fp8, mem, bw, link, link_kind, source, net=None):
     return HardwareSpec(name, vendor, fp32, tf32, fp16, bf16, mem, bw, link, link_kind, source,
-                        fp8_tflops=fp8, architecture=arch, release_year=year)
+                        fp8_tflops=fp8, architecture=arch, release_year=year, network_gbps=net)
 
 
 # fmt: off
 _BUILTIN: tuple[HardwareSpec, ...] = (
     # name                 vendor    arch         year  fp32   tf32    fp16    bf16    fp8     memGB  GB/s   link  kind
+    # (net=: the reference system's scale-out network per device, GB/s one way, only where the source states it)
     # --- NVIDIA Pascal / Volta / Turing ---
     _s("P100-PCIE-16GB",   "nvidia", "pascal",    2016, 9.3,   None,   18.7,   None,   None,   16,    732,   32,   "pcie3",
        "NVIDIA Tesla P100 datasheet (2016): PCIe 16GB 9.3 FP32, 18.7 FP16, 732 GB/s, PCIe Gen3 32 GB/s"),
     _s("P100-SXM2-16GB",   "nvidia", "pascal",    2016, 10.6,  None,   21.2,   None,   None,   16,    732,   160,  "nvlink1",
        "NVIDIA Tesla P100 datasheet (2016): SXM2 10.6 FP32, 21.2 FP16, 732 GB/s, NVLink 160 GB/s"),
     _s("V100-SXM2-16GB",   "nvidia", "volta",     2017, 15.7,  None,   125.0,  None,   None,   16,    900,   300,  "nvlink2",
-       "NVIDIA Tesla V100 datasheet (2020): SXM2 15.7 FP32, 125 tensor FP16, 16 GB, 900 GB/s, NVLink 300 GB/s"),
+       "NVIDIA Tesla V100 datasheet (2020): SXM2 15.7 FP32, 125 tensor FP16, 16 GB, 900 GB/s, NVLink 300 GB/s; "
+       "scale-out network: NVIDIA DGX-1 with Tesla V100 datasheet: 4x 100 Gb/s EDR InfiniBand for 8 GPUs (6.25 "
+       "GB/s per GPU)", net=6.25),
     _s("V100-SXM2-32GB",   "nvidia", "volta",     2018, 15.7,  None,   125.0,  None,   None,   32,    900,   300,  "nvlink2",
-       "NVIDIA Tesla V100 datasheet (2020): 15.7 FP32, 125 tensor FP16, 900 GB/s, NVLink 300 GB/s"),
+       "NVIDIA Tesla V100 datasheet (2020): 15.7 FP32, 125 tensor FP16, 900 GB/s, NVLink 300 GB/s; scale-out "
+       "network: NVIDIA DGX-1 with Tesla V100 datasheet: 4x 100 Gb/s EDR InfiniBand for 8 GPUs (6.25 GB/s per "
+       "GPU)", net=6.25),
     _s("V100-PCIE-16GB",   "nvidia", "volta",     2017, 14.0,  None,   112.0,  None,   None,   16,    900,   32,   "pcie3",
        "NVIDIA Tesla V100 datasheet (2020): PCIe 14 FP32, 112 tensor FP16, 16 GB, 900 GB/s, PCIe Gen3 32 GB/s"),
     _s("V100-PCIE-32GB",   "nvidia", "volta",     2018, 14.0,  None,   112.0,  None,   None,   32,    900,   32,   "pcie3",
@@ -176,9 +194,12 @@ _BUILTIN: tuple[HardwareSpec, ...] = (
        "NVIDIA Quadro RTX 8000 datasheet: 16.3 FP32, 130.5 tensor TFLOPS, 48 GB 672 GB/s, NVLink 100 GB/s"),
     # --- NVIDIA Ampere ---
     _s("A100-SXM4-40GB",   "nvidia", "ampere",    2020, 19.5,  156.0,  312.0,  312.0,  None,   40,    1555,  600,  "nvlink3",
-       "NVIDIA A100 datasheet (2021): 19.5 FP32, 156 TF32, 312 BF16/FP16 dense, 1,555 GB/s, NVLink 600 GB/s"),
+       "NVIDIA A100 datasheet (2021): 19.5 FP32, 156 TF32, 312 BF16/FP16 dense, 1,555 GB/s, NVLink 600 GB/s; "
+       "scale-out network: NVIDIA DGX A100 datasheet: 8x single-port ConnectX-6 200 Gb/s HDR InfiniBand for 8 "
+       "GPUs (25 GB/s per GPU)", net=25.0),
     _s("A100-SXM4-80GB",   "nvidia", "ampere",    2020, 19.5,  156.0,  312.0,  312.0,  None,   80,    2039,  600,  "nvlink3",
-       "NVIDIA A100 datasheet (2021): A100 80GB SXM 2,039 GB/s, NVLink 600 GB/s"),
+       "NVIDIA A100 datasheet (2021): A100 80GB SXM 2,039 GB/s, NVLink 600 GB/s; scale-out network: NVIDIA DGX "
+       "A100 datasheet: 8x single-port ConnectX-6 200 Gb/s HDR InfiniBand for 8 GPUs (25 GB/s per GPU)", net=25.0),
     _s("A100-PCIE-40GB",   "nvidia", "ampere",    2020, 19.5,  156.0,  312.0,  312.0,  None,   40,    1555,  64,   "pcie4",
        "NVIDIA A100 datasheet (2021): A100 40GB PCIe 1,555 GB/s, PCIe Gen4 64 GB/s"),
     _s("A100-PCIE-80GB",   "nvidia", "ampere",    2021, 19.5,  156.0,  312.0,  312.0,  None,   80,    1935,  64,   "pcie4",
@@ -235,7 +256,8 @@ _BUILTIN: tuple[HardwareSpec, ...] = (
     # --- NVIDIA Hopper ---
     _s("H100-SXM5-80GB",   "nvidia", "hopper",    2022, 67.0,  494.7,  989.4,  989.4,  1978.9, 80,    3350,  900,  "nvlink4",
        "NVIDIA H100 datasheet: SXM 67 FP32, 989 TF32 / 1,979 BF16 / 3,958 FP8 with sparsity (halved here), "
-       "3.35 TB/s, NVLink 900 GB/s"),
+       "3.35 TB/s, NVLink 900 GB/s; scale-out network: NVIDIA DGX H100 datasheet: 8x single-port ConnectX-7 400 "
+       "Gb/s InfiniBand/Ethernet for 8 GPUs (50 GB/s per GPU)", net=50.0),
     _s("H100-PCIE-80GB",   "nvidia", "hopper",    2022, 51.0,  378.0,  756.0,  756.0,  1513.0, 80,    2000,  128,  "pcie5",
        "NVIDIA H100 datasheet: PCIe 51 FP32, 756 TF32 / 1,513 BF16 / 3,026 FP8 with sparsity (halved here), 2 TB/s, "
        "PCIe Gen5 128 GB/s"),
@@ -244,7 +266,8 @@ _BUILTIN: tuple[HardwareSpec, ...] = (
        "94 GB 3.9 TB/s, NVLink bridge 600 GB/s"),
     _s("H200-SXM-141GB",   "nvidia", "hopper",    2024, 67.0,  494.7,  989.4,  989.4,  1978.9, 141,   4800,  900,  "nvlink4",
        "NVIDIA H200 datasheet: SXM 67 FP32, 989 TF32 / 1,979 BF16 / 3,958 FP8 with sparsity (halved here), 141 GB, "
-       "4.8 TB/s"),
+       "4.8 TB/s; scale-out network: NVIDIA DGX H200 datasheet: 8x single-port ConnectX-7 400 Gb/s "
+       "InfiniBand/Ethernet for 8 GPUs (50 GB/s per GPU)", net=50.0),
     _s("H200-NVL-141GB",   "nvidia", "hopper",    2024, 60.0,  417.5,  835.5,  835.5,  1670.5, 141,   4800,  900,  "nvlink-bridge",
        "NVIDIA H200 NVL datasheet: 60 FP32, 835 TF32 / 1,671 BF16 / 3,341 FP8 with sparsity (halved here), 141 GB, "
        "4.8 TB/s, NVLink bridge 900 GB/s"),
@@ -257,7 +280,8 @@ _BUILTIN: tuple[HardwareSpec, ...] = (
     # --- NVIDIA Blackwell ---
     _s("B200",             "nvidia", "blackwell", 2024, 75.0,  1125.0, 2250.0, 2250.0, 4500.0, 180,   8000,  1800, "nvlink5",
        "NVIDIA HGX B200 datasheet (per GPU, 1/8 of 8-GPU figures): 18 PF TF32 / 36 PF FP16 / 72 PF FP8 sparse, "
-       "600 TF FP32, 1.44 TB, 64 TB/s, NVLink 1.8 TB/s"),
+       "600 TF FP32, 1.44 TB, 64 TB/s, NVLink 1.8 TB/s; scale-out network: NVIDIA DGX B200 datasheet: 8x "
+       "single-port ConnectX-7 400 Gb/s InfiniBand/Ethernet for 8 GPUs (50 GB/s per GPU)", net=50.0),
     _s("GB200",            "nvidia", "blackwell", 2024, 80.0,  1250.0, 2500.0, 2500.0, 5000.0, 186,   8000,  1800, "nvlink5",
        "NVIDIA GB200 NVL72 datasheet (per GPU, 1/72 of rack figures): 180 PF TF32 / 360 PF FP16 / 720 PF FP8 "
        "sparse, 5,760 TF FP32, 13.4 TB HBM3e at 576 TB/s, NVLink 1.8 TB/s"),
@@ -275,10 +299,14 @@ _BUILTIN: tuple[HardwareSpec, ...] = (
        "one GCD (what ROCm shows as a device) of the AMD Instinct MI250: half the datasheet package figures "
        "(90.5 FP32 matrix, 362.1 FP16/BF16, 128 GB, 3.2768 TB/s); interconnect = half of the 600 GB/s (derived)"),
     _s("MI250X",           "amd",    "cdna2",     2021, 95.7,  None,   383.0,  383.0,  None,   128,   3277,  800,  "infinity-fabric",
-       "AMD Instinct MI250X datasheet: 95.7 FP32 matrix, 383 FP16/BF16, 128 GB HBM2e 3.2 TB/s, 8 IF links 800 GB/s"),
+       "AMD Instinct MI250X datasheet: 95.7 FP32 matrix, 383 FP16/BF16, 128 GB HBM2e 3.2 TB/s, 8 IF links 800 "
+       "GB/s; scale-out network: OLCF Frontier user guide: each node's 4 MI250X have 4 HPE Slingshot 200 Gb/s "
+       "NICs, one per package (25 GB/s per device)", net=25.0),
     _s("MI250X-GCD",       "amd",    "cdna2",     2021, 47.85, None,   191.5,  191.5,  None,   64,    1638.4, 400, "infinity-fabric",
        "one GCD (what ROCm shows as a device) of the AMD Instinct MI250X: half the datasheet package figures "
-       "(95.7 FP32 matrix, 383 FP16/BF16, 128 GB, 3.2768 TB/s); interconnect = half of the 800 GB/s (derived)"),
+       "(95.7 FP32 matrix, 383 FP16/BF16, 128 GB, 3.2768 TB/s); interconnect = half of the 800 GB/s (derived); "
+       "scale-out network: OLCF Frontier user guide: 4 HPE Slingshot 200 Gb/s (25 GB/s) NICs per node of 4 "
+       "MI250X = 8 GCDs (12.5 GB/s per GCD, derived)", net=12.5),
     _s("MI300X",           "amd",    "cdna3",     2023, 163.4, 653.7,  1307.4, 1307.4, 2614.9, 192,   5300,  896,  "infinity-fabric",
        "AMD Instinct MI300X datasheet: 163.4 FP32 matrix, 653.7 TF32, 1,307.4 FP16/BF16, 2,614.9 FP8 dense, "
        "5.3 TB/s, IF 896 GB/s"),
@@ -292,10 +320,13 @@ _BUILTIN: tuple[HardwareSpec, ...] = (
     _s("Gaudi2",           "intel",  "gaudi2",    2022, None,  None,   None,   432.0,  865.0,  96,    2460,  600,  "roce-ethernet",
        "Intel Gaudi 3 white paper / Hot Chips 2024 product table: Gaudi 2 432 BF16 TFLOPS, 96 GB HBM2e 2.46 TB/s, "
        "24x100GbE 4.8 Tb/s bidirectional (600 GB/s); FP8 865 from Intel's Gaudi 3 launch comparison (UNCERTAIN: "
-       "some reports quote 835)"),
+       "some reports quote 835); scale-out network: Habana Gaudi 2 white paper, HLS-Gaudi2 server: 3 of each "
+       "Gaudi 2's 24x 100 GbE ports go to scale-out (300 Gb/s = 37.5 GB/s per device)", net=37.5),
     _s("Gaudi3",           "intel",  "gaudi3",    2024, None,  None,   None,   1835.0, 1835.0, 128,   3670,  1200, "roce-ethernet",
        "Intel Gaudi 3 AI accelerator white paper: 1,835 BF16 / 1,835 FP8 matrix TFLOPS, 128 GB HBM2e 3.67 TB/s, "
-       "24x200GbE 1,200 GB/s bidirectional (OAM HL-325L)"),
+       "24x200GbE 1,200 GB/s bidirectional (OAM HL-325L); scale-out network: Intel Gaudi 3 AI accelerator white "
+       "paper, HLS-Gaudi3 baseboard: 3 of each Gaudi 3's 24x 200 GbE ports go to scale-out (600 Gb/s = 75 GB/s "
+       "per device)", net=75.0),
     # --- Google TPU, per chip (no FP32/FP16 MXU peaks published) ---
     _s("TPU-v4",           "google", "tpu-v4",    2021, None,  None,   None,   275.0,  None,   32,    1200,  None, "ici",
        "Cloud TPU v4 docs (System architecture): 275 bf16 TFLOPS per chip, 32 GiB HBM2 1,200 GBps; per-chip ICI "
@@ -667,6 +698,7 @@ def register_device(*, name: str, vendor: str, source: str, fp32_tflops: float |
                     memory_gb: float | None = None, memory_bandwidth_gbps: float | None = None,
                     interconnect_gbps: float | None = None, interconnect: str = "unknown",
                     architecture: str | None = None, release_year: int | None = None,
+                    network_gbps: float | None = None,
                     aliases: Iterable[str] = (), replace: bool = False) -> HardwareSpec:
     """Add a device to the spec table for this process, validated exactly like the built-in rows.
 
@@ -684,6 +716,9 @@ def register_device(*, name: str, vendor: str, source: str, fp32_tflops: float |
         Architecture as the built-in rows name it (``"hopper"``, ``"cdna3"``, ...): models that pool devices by
         architecture share information with those rows. None: unknown, pooled with no other device.
     release_year : int or None, default=None
+    network_gbps : float or None, default=None
+        Scale-out (inter-node) network per device in the system it is deployed in, GB/s in one direction (e.g.
+        25 for one 200 Gb/s HDR InfiniBand NIC per GPU). None: unknown.
     aliases : sequence of str, default=()
         Other names that resolve to this device (matched case- and punctuation-insensitively).
     replace : bool, default=False
@@ -709,7 +744,7 @@ def register_device(*, name: str, vendor: str, source: str, fp32_tflops: float |
                         fp16_tflops=fp16_tflops, bf16_tflops=bf16_tflops, memory_gb=memory_gb,
                         memory_bandwidth_gbps=memory_bandwidth_gbps, interconnect_gbps=interconnect_gbps,
                         interconnect=interconnect, source=source, fp8_tflops=fp8_tflops,
-                        architecture=architecture, release_year=release_year)
+                        architecture=architecture, release_year=release_year, network_gbps=network_gbps)
     _install(spec, alias_tuple, replace)
     return spec
 
@@ -818,8 +853,9 @@ def load_devices(path: str | os.PathLike, *, replace: bool = False) -> list[str]
     """Register every device listed in a YAML or CSV file; returns their names.
 
     YAML: a list of mappings, or ``{devices: [...]}``. CSV: a header of field names, one device per line,
-    aliases separated by ``;`` or ``|``. Fields are those of :func:`register_device`; a row may set
-    ``replace: true``. The whole file is checked before any device is registered.
+    aliases separated by ``;`` or ``|``. Fields are those of :func:`register_device` (optional ones, such as
+    ``network_gbps``, may be left out of the header or empty); a row may set ``replace: true``. The whole file is
+    checked before any device is registered.
     """
     path = Path(path)
     if not path.is_file():
