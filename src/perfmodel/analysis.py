@@ -30,7 +30,29 @@ def scaling(runs, *, mode: str = "weak", threshold: float = DEFAULT_EFFICIENCY_T
     ``mode="strong"``: fixed global batch B; compares 1 device at batch B with n devices at B/n per device;
     speedup = step_time(1, B) / step_time(n, B/n).
     Efficiency = speedup / n; ``below_threshold`` flags efficiency under ``threshold`` (default 7/8).
-    Repeats are averaged (mean step time) first.
+    Repeats are averaged (mean step time) first. Only configurations whose 1-device baseline was measured (same
+    model, device type and precision) get a row.
+
+    Parameters
+    ----------
+    runs : path or pandas.DataFrame
+        A run history (read and validated with :func:`perfmodel.io.load_runs`).
+    mode : {"weak", "strong"}, default="weak"
+        Weak scaling (fixed per-device batch) or strong scaling (fixed global batch).
+    threshold : float, default=DEFAULT_EFFICIENCY_THRESHOLD
+        The efficiency below which ``below_threshold`` is True.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (model, gpu_type, precision, per-device batch, device count > 1): ``model``, ``gpu_type``,
+        ``precision``, ``gpu_count``, ``batch_size`` (per device), ``global_batch``, ``speedup``, ``efficiency``
+        and ``below_threshold``.
+
+    Raises
+    ------
+    ValueError
+        For a ``mode`` other than ``weak`` or ``strong``.
     """
     if mode not in ("weak", "strong"):
         raise ValueError(f"The 'mode' parameter of scaling must be 'weak' or 'strong'. Got {mode!r} instead.")
@@ -63,26 +85,59 @@ def scaling(runs, *, mode: str = "weak", threshold: float = DEFAULT_EFFICIENCY_T
 # ---------------------------------------------------------------------------------------------- diagnose
 @dataclass(frozen=True)
 class Finding:
-    """One rule that fired: what it says, its threshold, and the runs that triggered it."""
+    """One rule that fired: what it says, its threshold, and the runs that triggered it.
+
+    Attributes
+    ----------
+    rule : str
+        What the rule concludes (e.g. "GPU utilisation low: input pipeline or I/O bottleneck likely").
+    threshold : str
+        The threshold it applied, as text (``utilisation < 60%``).
+    evidence : str
+        How many runs triggered it, with an example.
+    """
 
     rule: str
     threshold: str
     evidence: str
 
     def to_dict(self) -> dict:
+        """The fields as plain JSON types.
+
+        Returns
+        -------
+        dict
+            ``{"rule", "threshold", "evidence"}``.
+        """
         return to_plain(self)
 
 
 @dataclass
 class Diagnosis:
-    """Utilisation diagnostics of one run (or each run of a history): MFU, telemetry and findings."""
+    """Utilisation diagnostics of one run (or each run of a history): MFU, telemetry and findings.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        One row per run: ``run_id``, ``model``, ``gpu_type``, ``gpu_count``, ``batch_size``,
+        ``achieved_tflops`` (per device), ``mfu`` (a fraction; NaN without a peak), ``gpu_util_mean_pct`` and
+        ``mem_util_mean_pct`` (NaN where not recorded).
+    findings : list of Finding
+        The rules that fired (empty when none did).
+    """
 
     table: pd.DataFrame
     findings: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        """``{"runs": [...per-run rows...], "findings": [{"rule", "threshold", "evidence"}, ...]}``, plain JSON
-        types only (NaN becomes None)."""
+        """The table and the findings in plain JSON types.
+
+        Returns
+        -------
+        dict
+            ``{"runs": [...per-run rows...], "findings": [{"rule", "threshold", "evidence"}, ...]}`` (NaN becomes
+            None).
+        """
         return {"runs": to_plain(self.table), "findings": [to_plain(f) for f in self.findings]}
 
     def __str__(self) -> str:
@@ -101,6 +156,27 @@ def diagnose(runs, *, host_peak_flops: float | None = None, util_threshold: floa
     * GPU utilisation under ``util_threshold`` (60%) suggests an input/I-O bottleneck.
     * A gap over ``gap_threshold`` (20) points between compute and memory utilisation.
     * Weak-scaling efficiency under ``efficiency_threshold`` (7/8).
+
+    Parameters
+    ----------
+    runs : path, pandas.DataFrame, pandas.Series or dict
+        A run history, or one run (a Series or a dict of its fields); validated with
+        :func:`perfmodel.io.load_runs`.
+    host_peak_flops : float, optional
+        Measured FLOP/s of the whole host, the peak of ``cpu`` runs (split over their workers); without it
+        their MFU is NaN.
+    util_threshold : float, default=60.0
+        Mean GPU utilisation (percent) under which a run counts as input- or I/O-bound.
+    gap_threshold : float, default=20.0
+        Gap (percentage points) between mean compute and memory utilisation above which a run counts as
+        compute- or memory-bound.
+    efficiency_threshold : float, default=DEFAULT_EFFICIENCY_THRESHOLD
+        Weak-scaling efficiency under which a configuration counts as scaling poorly (see :func:`scaling`).
+
+    Returns
+    -------
+    Diagnosis
+        The per-run table and the findings.
     """
     if isinstance(runs, pd.Series):
         runs = runs.to_frame().T

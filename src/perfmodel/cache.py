@@ -38,7 +38,14 @@ log = logging.getLogger("perfmodel")
 
 
 def cache_dir() -> Path | None:
-    """The cache directory, or None when the cache is off (``PERFMODEL_CACHE_DIR=off``)."""
+    """Where the cache is (it need not exist yet).
+
+    Returns
+    -------
+    pathlib.Path or None
+        ``$PERFMODEL_CACHE_DIR`` (with ``~`` expanded) if set, else the platform's user cache directory; None
+        when the cache is off (``PERFMODEL_CACHE_DIR`` empty, ``off``, ``0`` or ``none``).
+    """
     env = os.environ.get("PERFMODEL_CACHE_DIR")
     if env is not None:
         return None if env.strip().lower() in ("", "off", "0", "none") else Path(env).expanduser()
@@ -48,9 +55,23 @@ def cache_dir() -> Path | None:
 
 
 def cache_key(digest: str, method: str, kind: str) -> str:
-    """SHA-256 of the history's content digest (:attr:`perfmodel.history.LoadedHistory.digest`), perfmodel's
-    version, the method, the query kind and the hardware spec table in effect
-    (:func:`perfmodel.hardware.table_digest`)."""
+    """The cache key of one fit.
+
+    Parameters
+    ----------
+    digest : str
+        The history's content digest (:attr:`perfmodel.history.LoadedHistory.digest`).
+    method : str
+        The method fitted (``auto`` included).
+    kind : str
+        The kind of query the method was chosen for (:data:`perfmodel.kinds.KIND_NAMES`).
+
+    Returns
+    -------
+    str
+        32 hex digits of a SHA-256 of those, perfmodel's version, the cache layout and the hardware spec table
+        in effect (:func:`perfmodel.hardware.table_digest`).
+    """
     h = hashlib.sha256(f"perfmodel {__version__}/{_LAYOUT}\n{method}\n{kind}\n{digest}\n"
                        f"devices {table_digest()}\n".encode())
     return h.hexdigest()[:32]
@@ -70,14 +91,37 @@ def _warn_unwritable(where: Path, exc: BaseException) -> None:
 
 
 def load_cached(key: str):
-    """The cached model for ``key``, or None (absent, cache off, or unreadable — never an error)."""
+    """The cached model for ``key``.
+
+    Parameters
+    ----------
+    key : str
+        A key from :func:`cache_key`.
+
+    Returns
+    -------
+    TrainingTimeModel or None
+        The model, or None when it is absent, the cache is off, or the file is unreadable (never an error).
+    """
     where = cache_dir()
     return None if where is None else load_if_readable(where / f"{key}{_SUFFIX}", "cached")
 
 
 def load_if_readable(path: Path, what: str = "cached"):
-    """The model in ``path`` (safe format only: never unpickles), or None when it is absent or unreadable (logged
-    as an ignored ``what`` model, never an error)."""
+    """The model in a file that may be absent or unreadable (safe format only: never unpickles).
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The model file.
+    what : str, default="cached"
+        What the file is, for the log message when it is ignored (``cached``, ``shipped``...).
+
+    Returns
+    -------
+    TrainingTimeModel or None
+        The model, or None when the file is absent or cannot be loaded (logged at INFO, never an error).
+    """
     if not path.is_file():
         return None
     from .persistence import load_model
@@ -90,7 +134,23 @@ def load_if_readable(path: Path, what: str = "cached"):
 
 
 def store(key: str, model) -> Path | None:
-    """Save ``model`` under ``key`` (atomically, safe format); failures (read-only disk...) are only logged."""
+    """Save ``model`` under ``key`` (atomically, safe format); a failure is never an error.
+
+    A cache directory that cannot be created or written warns once per process
+    (:class:`~perfmodel.exceptions.CacheWarning`); a model the safe format cannot hold is only logged.
+
+    Parameters
+    ----------
+    key : str
+        A key from :func:`cache_key`.
+    model : TrainingTimeModel
+        A fitted model.
+
+    Returns
+    -------
+    pathlib.Path or None
+        The file written, or None when the cache is off or the model could not be saved.
+    """
     where = cache_dir()
     if where is None:
         return None
@@ -112,7 +172,14 @@ def store(key: str, model) -> Path | None:
 
 
 def info() -> dict:
-    """``{"directory", "enabled", "models", "bytes"}``."""
+    """What the cache holds.
+
+    Returns
+    -------
+    dict
+        ``directory`` (str, or None when the cache is off), ``enabled`` (bool), ``models`` (how many cached
+        files) and ``bytes`` (their total size).
+    """
     where = cache_dir()
     files = _entries(where)
     sizes = []
@@ -133,7 +200,13 @@ def _entries(where: Path | None) -> list[Path]:
 
 
 def clear() -> int:
-    """Delete the cached models; returns how many were removed."""
+    """Delete the cached models (``*.perfmodel`` files in :func:`cache_dir`; nothing else there).
+
+    Returns
+    -------
+    int
+        How many were removed (0 when the cache is off or empty).
+    """
     n = 0
     for f in _entries(cache_dir()):
         try:

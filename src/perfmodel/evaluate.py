@@ -50,7 +50,20 @@ DEFAULT_EVAL_METHODS = ("linear", "loglinear", "gbm", "physics", "roofline", "au
 
 @dataclass(frozen=True)
 class NoiseFloor:
-    """Leave-one-repeat-out error of repeated configurations, in percent."""
+    """Leave-one-repeat-out error of repeated configurations, in percent (what :func:`noise_floor` returns).
+
+    Attributes
+    ----------
+    median_ape : float
+        Median absolute percentage error of each repeat predicted by the mean of the other repeats of its
+        configuration; nan when no configuration is repeated.
+    mean_ape : float
+        The mean of the same errors; nan when no configuration is repeated.
+    n_configs : int
+        Configurations with two or more runs.
+    n_runs : int
+        Runs in those configurations.
+    """
 
     median_ape: float
     mean_ape: float
@@ -64,12 +77,30 @@ class NoiseFloor:
                 f"the mean of its repeats; {self.n_configs} configurations, {self.n_runs} runs")
 
     def to_dict(self) -> dict:
-        """Plain JSON types (NaN becomes None)."""
+        """The fields as plain JSON types.
+
+        Returns
+        -------
+        dict
+            ``{"median_ape", "mean_ape", "n_configs", "n_runs"}``; NaN becomes None.
+        """
         return to_plain(self)
 
 
 def noise_floor(runs: pd.DataFrame, keys=CONFIG_KEYS) -> NoiseFloor:
     """Run-to-run noise: each repeat predicted by the mean of the other repeats of its configuration.
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        A run history (validated with :func:`perfmodel.schema.validate_runs`).
+    keys : sequence of str, default=CONFIG_KEYS
+        The columns whose values identify one configuration; those the history lacks are left out.
+
+    Returns
+    -------
+    NoiseFloor
+        The errors over every configuration with two or more runs (nan and zero counts when there is none).
 
     Examples
     --------
@@ -96,8 +127,24 @@ def noise_floor(runs: pd.DataFrame, keys=CONFIG_KEYS) -> NoiseFloor:
 
 
 def grouped_folds(runs: pd.DataFrame, column: str):
-    """``(held_out_value, train_index, test_index)`` for each group of ``column`` (LeaveOneGroupOut; ``pair``:
-    each model and device type together)."""
+    """The folds of a leave-one-group-out split (scikit-learn ``LeaveOneGroupOut``).
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        A run history.
+    column : str
+        What one fold holds out: a value of :data:`SPLITS` (``model``, ``batch_size``, ``gpu_count``,
+        ``gpu_type``, or ``pair``: each model and device type together), grouped as
+        :func:`perfmodel.kinds.group_keys` groups it.
+
+    Yields
+    ------
+    held_out : str
+        The group key of the held-out runs.
+    train_index, test_index : numpy.ndarray of int
+        Positions (not labels) of the training and held-out runs.
+    """
     kind = next(k for k in KINDS if k.column == column)
     groups = group_keys(runs, kind).astype(str)
     for train, test in LeaveOneGroupOut().split(runs, groups=groups):
@@ -108,11 +155,19 @@ def grouped_folds(runs: pd.DataFrame, column: str):
 class AnalyticBaseline:
     """The "6·N·D"-style estimate: ``T = FLOPs per device-step / (peak FLOP/s × utilisation)``.
 
-    With ``utilisation`` a number, it is the calculators' assumption (0.4); with ``utilisation="fit"`` a single
-    constant is fitted on the training runs (geometric mean of achieved/peak). ``peak_flops`` maps a
-    ``gpu_type`` to FLOP/s per device; by default the spec table's dense peak for the run's precision, and
-    ``host_peak_flops`` (a measured CPU matmul peak for the whole host) split over the worker processes for
-    ``cpu``. Intervals: for the fitted variant, the empirical spread of training log-ratios; none for the fixed.
+    The peak of a device is the spec table's dense peak for the run's precision (through
+    :func:`perfmodel.features.run_quantities`); for ``cpu`` it is ``host_peak_flops`` split over the worker
+    processes. Intervals: for the fitted variant, a conformal quantile of the training runs' absolute
+    log-utilisation residuals; none (NaN) for the fixed one.
+
+    Parameters
+    ----------
+    utilisation : float or "fit", default=0.4
+        A number is the fraction of peak assumed achieved (0.4 is the calculators' assumption); ``"fit"`` fits
+        one constant on the training runs (the geometric mean of achieved / peak).
+    host_peak_flops : float, optional
+        Measured FLOP/s of the whole host (a CPU matmul peak), the peak of ``cpu`` runs. Without it a fixed
+        utilisation predicts NaN for them; the fitted one needs no absolute peak (its constant absorbs it).
     """
 
     def __init__(self, utilisation=0.4, host_peak_flops: float | None = None):
@@ -132,6 +187,20 @@ class AnalyticBaseline:
         return q["flops_per_step_device"].to_numpy(dtype=float), peak
 
     def fit(self, runs: pd.DataFrame, y=None):
+        """Fit the utilisation constant (``"fit"``) or take the fixed one.
+
+        Parameters
+        ----------
+        runs : pandas.DataFrame
+            Training runs (their FLOPs, devices and precisions).
+        y : array-like of float, optional
+            Step times in seconds; by default ``runs["step_time_s"]``.
+
+        Returns
+        -------
+        AnalyticBaseline
+            ``self``, with ``log_u_`` (log utilisation) and ``resid_`` (sorted absolute residuals, or None).
+        """
         flops, peak = self._peak(runs)
         y = runs["step_time_s"].to_numpy(dtype=float) if y is None else np.asarray(y, float)
         log_u = np.log(flops / (peak * y))
@@ -145,6 +214,21 @@ class AnalyticBaseline:
         return self
 
     def predict_interval(self, runs: pd.DataFrame, confidence: float = 0.9) -> pd.DataFrame:
+        """Predicted step time of each run, with an interval for the fitted variant.
+
+        Parameters
+        ----------
+        runs : pandas.DataFrame
+            The configurations to predict.
+        confidence : float, default=0.9
+            Level of the interval (the fitted variant only).
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``step_time_s``, ``step_lower``, ``step_upper`` (seconds; the bounds NaN for a fixed utilisation),
+            indexed like ``runs``.
+        """
         flops, peak = self._peak(runs)
         pred = flops / (peak * math.exp(self.log_u_))
         if self.resid_ is None:
@@ -163,9 +247,24 @@ class PeakRatioBaseline:
     precision: ``T = T_ref · (work / work_ref) · (peak_ref / peak)``. No prediction (NaN) where the model has no
     training run or a device has no datasheet peak (CPU). No interval. The method ``ratio``
     (:class:`perfmodel.models.RatioRegressor`) generalises it: peak and bandwidth ratios, a fallback for unseen
-    models, and intervals."""
+    models, and intervals. It takes no parameters.
+    """
 
     def fit(self, runs: pd.DataFrame, y=None):
+        """Keep the training runs as references.
+
+        Parameters
+        ----------
+        runs : pandas.DataFrame
+            Training runs (model, device count, batch, FLOPs, device and precision).
+        y : array-like of float, optional
+            Step times in seconds; by default ``runs["step_time_s"]``.
+
+        Returns
+        -------
+        PeakRatioBaseline
+            ``self``, with the references in ``ref_``.
+        """
         q = run_quantities(runs)
         self.ref_ = pd.DataFrame({
             "model": runs["model"].astype(str).to_numpy(),
@@ -178,6 +277,21 @@ class PeakRatioBaseline:
         return self
 
     def predict_interval(self, runs: pd.DataFrame, confidence: float = 0.9) -> pd.DataFrame:
+        """Predicted step time of each run, scaled from its nearest reference run.
+
+        Parameters
+        ----------
+        runs : pandas.DataFrame
+            The configurations to predict.
+        confidence : float, default=0.9
+            Accepted for the common interface and ignored: this baseline has no interval.
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``step_time_s`` (NaN where the model has no reference run or a device no peak), and ``step_lower``,
+            ``step_upper`` all NaN; indexed like ``runs``.
+        """
         q = run_quantities(runs)
         pred = np.full(len(runs), np.nan)
         by_model = {m: g for m, g in self.ref_.groupby("model")}
@@ -258,7 +372,24 @@ def _fit_predict_inner(method, runs, train, test, confidence, host_peak_flops, k
 
 @dataclass
 class Evaluation:
-    """Results of :func:`evaluate`: per-row predictions, the metric table and the noise floor."""
+    """Results of :func:`evaluate`: per-row predictions, the metric table and the noise floor.
+
+    Attributes
+    ----------
+    predictions : pandas.DataFrame
+        One row per held-out run, split and method: ``pred``, ``step_lower``, ``step_upper`` (seconds), ``y``
+        (the measured step time), ``row`` (its position in the history), ``method``, ``chosen`` (the method
+        ``auto`` chose on that fold), ``split`` and ``held_out`` (the fold's group), and whatever else the
+        method's ``predict_interval`` returns.
+    table : pandas.DataFrame
+        One row per split and method: ``split``, ``method``, ``folds``, ``n`` (held-out runs predicted),
+        ``mape``, ``median_ape`` (percent), ``r2_log``, ``coverage`` and ``rel_width`` (NaN for a method
+        without intervals).
+    noise : NoiseFloor
+        The noise floor of the same history.
+    confidence : float
+        The level of the intervals scored.
+    """
 
     predictions: pd.DataFrame
     table: pd.DataFrame
@@ -266,12 +397,29 @@ class Evaluation:
     confidence: float
 
     def to_dict(self) -> dict:
-        """``{"confidence", "noise_floor", "table"}`` in plain JSON types (NaN becomes None); the per-row
-        predictions stay in :attr:`predictions`."""
+        """The level, the noise floor and the metric table in plain JSON types.
+
+        Returns
+        -------
+        dict
+            ``{"confidence", "noise_floor", "table"}`` (the table as a list of row dicts; NaN becomes None);
+            the per-row predictions stay in :attr:`predictions`.
+        """
         return to_plain({"confidence": self.confidence, "noise_floor": self.noise, "table": self.table})
 
     def to_json(self, **kwargs) -> str:
-        """:meth:`to_dict` as JSON (strict: no NaN)."""
+        """:meth:`to_dict` as JSON (strict: no NaN).
+
+        Parameters
+        ----------
+        **kwargs
+            Passed to :func:`json.dumps` (``indent=2``, ...).
+
+        Returns
+        -------
+        str
+            The JSON text.
+        """
         return json.dumps(self.to_dict(), allow_nan=False, **kwargs)
 
     def __str__(self) -> str:
@@ -297,6 +445,7 @@ def evaluate(runs, *, methods=DEFAULT_EVAL_METHODS, splits=DEFAULT_SPLITS, basel
     baselines : bool, default=True
         Also score :data:`BASELINES`.
     confidence : float, default=0.9
+        Level of the prediction intervals whose coverage and width are scored.
     n_jobs : int, default=1
         Folds × methods run in parallel with joblib.
     host_peak_flops : float, optional
@@ -305,6 +454,7 @@ def evaluate(runs, *, methods=DEFAULT_EVAL_METHODS, splits=DEFAULT_SPLITS, basel
     Returns
     -------
     Evaluation
+        The per-row predictions, the metric table and the noise floor.
     """
     from .io import load_runs
 

@@ -423,9 +423,27 @@ def save_model(model, path, *, format: str = "safe") -> Path:
 
     Parameters
     ----------
+    model : TrainingTimeModel
+        A fitted model.
+    path : str or path-like
+        The file to write (replaced atomically if it exists; its directory must exist).
     format : {"safe", "joblib"}, default="safe"
         ``safe``: the pickle-free format (loads without running code). ``joblib``: a pickle, only loadable with
         ``load_model(path, trusted=True)``.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    TypeError
+        If ``model`` is not a :class:`~perfmodel.models.TrainingTimeModel`.
+    ValueError
+        For another ``format``.
+    NotFittedError
+        If ``model`` is not fitted.
     """
     from .models import TrainingTimeModel
 
@@ -471,12 +489,19 @@ def load_model(path, *, trusted: bool = False, max_bytes: int = MAX_BYTES):
 
     Parameters
     ----------
+    path : str or path-like
+        A file written by :func:`save_model`.
     trusted : bool, default=False
         Allow a pickle-based (joblib) file. Unpickling runs whatever code the file carries: pass True only for
         files you made yourself. Safe-format files never need it.
     max_bytes : int, default=MAX_BYTES (1 GiB)
         Refuse a safe-format file whose members would take more than this uncompressed (checked from the zip
         directory before anything is decompressed).
+
+    Returns
+    -------
+    TrainingTimeModel
+        The fitted model, ready to predict.
 
     Raises
     ------
