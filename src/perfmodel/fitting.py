@@ -64,15 +64,56 @@ _MAX_CV_ROWS = 2000  # model selection on a random subsample of larger histories
 
 
 class Choice(dict):
-    """What ``auto`` found: ``best``, ``scores`` ({method: median APE %}), ``split`` and, when model selection
-    saw every run, ``oof`` (the winner's out-of-fold predictions, aligned with the runs)."""
+    """What ``auto`` found (what :func:`choose_method` returns): a dict with the keys below.
+
+    Attributes
+    ----------
+    best : str
+        The chosen method: the lowest median APE on the split.
+    scores : dict of str to float
+        Median APE (percent) of each candidate on the split; nan for one that could not be fitted, inf for one
+        that predicted a non-positive or non-finite time.
+    split : str
+        The split that scored them (``leave-one-model-out``, ``random 5-fold``...).
+    oof : numpy.ndarray of float
+        Present only when model selection saw every run on the kind's own folds: the winner's out-of-fold
+        predictions, aligned with the runs.
+    """
 
 
 def choose_method(runs: pd.DataFrame, kind: str = "seen", *, cv: int = 5, candidates=AUTO_CANDIDATES,
                   random_state: int = 0, progress=None) -> Choice:
-    """Score each candidate method on the split matching ``kind``; returns a :class:`Choice`.
+    """Score each candidate method on the split matching ``kind``.
 
-    ``progress``: called with each candidate's name once it is scored (a progress bar's step)."""
+    A history of more than 2,000 runs is scored on a random subsample of 2,000. When the kind's split has one
+    group only (e.g. one device count), the candidates are scored on random folds instead, and for ``new_count``
+    only ``physics`` and ``roofline`` compete. Every fit runs with one BLAS thread.
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        Validated runs (:func:`perfmodel.schema.validate_runs`).
+    kind : str, default="seen"
+        The kind of query to choose for (:data:`perfmodel.kinds.KIND_NAMES`): it picks the split.
+    cv : int, default=5
+        Folds of the random K-fold split (kind ``seen``, or a split with one group).
+    candidates : sequence of str, default=AUTO_CANDIDATES
+        The methods compared.
+    random_state : int, default=0
+        Seed of the subsample and of the folds.
+    progress : callable, optional
+        Called with each candidate's name once it is scored (a progress bar's step).
+
+    Returns
+    -------
+    Choice
+        The winner, every candidate's score and the split.
+
+    Raises
+    ------
+    ValueError
+        If no candidate could be fitted and scored, or ``kind`` is unknown.
+    """
     with _one_blas_thread():
         return _choose_method(runs, kind, cv=cv, candidates=candidates, random_state=random_state,
                               progress=progress)
@@ -136,8 +177,36 @@ def _choose_method(runs, kind, *, cv, candidates, random_state, progress) -> Cho
 
 def fit_history(history, method: str = DEFAULT_METHOD, *, kind: str = "seen", cv: int | None = 5,
                 random_state: int = 0) -> TrainingTimeModel:
-    """Fit ``method`` on a history (a :class:`~perfmodel.history.LoadedHistory`, or runs to validate) for queries
-    of ``kind``; ``auto`` chooses by the split matching ``kind`` (module docstring)."""
+    """Fit ``method`` on a history for queries of ``kind`` (no cache: see :func:`fit_cached`).
+
+    Parameters
+    ----------
+    history : LoadedHistory, pandas.DataFrame, path, bundled name or list of these
+        The runs to learn from: a :class:`~perfmodel.history.LoadedHistory` as it is, a DataFrame validated
+        with :func:`perfmodel.schema.validate_runs`, anything else read with
+        :func:`perfmodel.history.read_history`.
+    method : str, default=DEFAULT_METHOD
+        A method of :data:`perfmodel.models.METHODS`, or ``"auto"``: chosen by :func:`choose_method` on the
+        split matching ``kind`` (module docstring).
+    kind : str, default="seen"
+        The kind of query the model is fitted for: its conformity scores are those of this kind (held out
+        group by group) besides the random K-fold ones.
+    cv : int or None, default=5
+        Folds of the random K-fold scores (:class:`~perfmodel.models.TrainingTimeModel`'s ``cv``).
+    random_state : int, default=0
+        Seed of the folds (and of ``auto``'s subsample).
+
+    Returns
+    -------
+    TrainingTimeModel
+        The fitted model; ``provenance_`` holds the history's part labels when it was read from one, and an
+        ``auto`` fit keeps ``auto_scores_``, ``auto_split_`` and ``auto_kind_``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``method`` or ``kind``, or runs that fail validation.
+    """
     check_choice(method, "method", "fit", (*METHODS, "auto"))
     get_kind(kind)
     if isinstance(history, LoadedHistory):
@@ -174,9 +243,26 @@ def _fit_runs(runs, method, kind, cv, random_state) -> TrainingTimeModel:
 
 
 def fit_cached(loaded: LoadedHistory, method: str, kind: str) -> TrainingTimeModel:
-    """:func:`fit_history` on a loaded history: the shipped model for its key if there is one
-    (:func:`load_shipped`), else through the disk cache (:mod:`perfmodel.cache`) keyed by the history's content
-    digest, the method and the kind."""
+    """:func:`fit_history` on a loaded history, through the shipped models and the disk cache.
+
+    The shipped model for its key if there is one (:func:`load_shipped`), else the disk cache's
+    (:mod:`perfmodel.cache`, keyed by the history's content digest, the method and the kind), else a fresh fit,
+    which is then stored in the cache.
+
+    Parameters
+    ----------
+    loaded : LoadedHistory
+        The history (its ``digest`` is the key).
+    method : str
+        A method of :data:`perfmodel.models.METHODS`, or ``"auto"``.
+    kind : str
+        The kind of query to fit for (:data:`perfmodel.kinds.KIND_NAMES`).
+
+    Returns
+    -------
+    TrainingTimeModel
+        The fitted model.
+    """
     from . import cache
 
     model = load_shipped(loaded.digest, method, kind)
@@ -201,8 +287,14 @@ _FINGERPRINT: list = []  # computed once per process
 
 
 def code_fingerprint() -> str:
-    """SHA-256 over the source files that shape a fit (:data:`_FIT_SOURCES`: models/, features, fitting, kinds,
-    hardware, history, schema, io, metrics, validation), read once per process."""
+    """A digest of the source code that shapes a fit, read once per process.
+
+    Returns
+    -------
+    str
+        Hex SHA-256 over the names and bytes of the source files in ``_FIT_SOURCES`` (models/, features,
+        fitting, kinds, hardware, history, schema, io, metrics, validation).
+    """
     if not _FINGERPRINT:
         root = Path(__file__).resolve().parent
         h = hashlib.sha256()
@@ -219,16 +311,36 @@ def code_fingerprint() -> str:
 
 
 def shipped_dir() -> Path:
-    """The folder of the shipped fitted models: ``perfmodel/data/fitted``."""
+    """The folder of the shipped fitted models.
+
+    Returns
+    -------
+    pathlib.Path
+        ``perfmodel/data/fitted`` inside the installed package.
+    """
     from .datasets import bundled_data_dir
 
     return bundled_data_dir() / "fitted"
 
 
 def shipped_key(digest: str, method: str, kind: str) -> str:
-    """The name (without ``.perfmodel``) of the shipped model fitted on runs of content ``digest`` with
-    ``method`` for queries of ``kind``: :func:`perfmodel.cache.cache_key` (history digest, perfmodel version,
-    method, kind, device table) and :func:`code_fingerprint`."""
+    """The name of the shipped model fitted on some runs with a method for a kind of query.
+
+    Parameters
+    ----------
+    digest : str
+        The history's content digest (:attr:`perfmodel.history.LoadedHistory.digest`).
+    method : str
+        The method.
+    kind : str
+        The kind of query.
+
+    Returns
+    -------
+    str
+        32 hex digits (the file name without ``.perfmodel``): a SHA-256 of :func:`perfmodel.cache.cache_key`
+        (history digest, perfmodel version, method, kind, device table) and :func:`code_fingerprint`.
+    """
     from . import cache
 
     base = cache.cache_key(digest, method, kind)
@@ -236,7 +348,22 @@ def shipped_key(digest: str, method: str, kind: str) -> str:
 
 
 def load_shipped(digest: str, method: str, kind: str) -> TrainingTimeModel | None:
-    """The shipped model for this history digest, method and kind, or None (none current, or unreadable)."""
+    """The shipped model for a history digest, method and kind.
+
+    Parameters
+    ----------
+    digest : str
+        The history's content digest (:attr:`perfmodel.history.LoadedHistory.digest`).
+    method : str
+        The method.
+    kind : str
+        The kind of query.
+
+    Returns
+    -------
+    TrainingTimeModel or None
+        The model, or None when none ships for that key (with this code) or its file is unreadable.
+    """
     from .cache import load_if_readable
 
     return load_if_readable(shipped_dir() / f"{shipped_key(digest, method, kind)}.perfmodel", "shipped")

@@ -53,7 +53,26 @@ def _bundled_paths(name: str) -> list[Path]:
 
 
 def history_parts(history) -> list:
-    """The parts of ``history``: paths (bundled names expanded) and DataFrames, in order."""
+    """The parts of a history, in order.
+
+    Parameters
+    ----------
+    history : str, path-like, pandas.DataFrame, or list or tuple of these
+        A path, a DataFrame, the name of a bundled history (:data:`BUNDLED_HISTORIES`), or a list of these
+        (not nested).
+
+    Returns
+    -------
+    list
+        Paths (a bundled name expanded to the paths of its files, as str) and DataFrames.
+
+    Raises
+    ------
+    ValueError
+        For an empty list.
+    TypeError
+        For a nested list or anything else.
+    """
     if isinstance(history, (list, tuple)):
         if not history:
             raise ValueError("history is an empty list; give at least one path, DataFrame or bundled name.")
@@ -88,7 +107,18 @@ def _label(part) -> str:
 
 
 def file_digest(path) -> str:
-    """SHA-256 of a file's bytes."""
+    """SHA-256 of a file's bytes.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file.
+
+    Returns
+    -------
+    str
+        The hex digest.
+    """
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
@@ -97,7 +127,18 @@ def file_digest(path) -> str:
 
 
 def frame_digest(frame: pd.DataFrame) -> str:
-    """SHA-256 of a DataFrame's content (values, column names and dtypes; not its index)."""
+    """SHA-256 of a DataFrame's content (values, column names and dtypes; not its index).
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        The frame; cells pandas cannot hash (lists, dicts) are digested as their CSV text.
+
+    Returns
+    -------
+    str
+        The hex digest.
+    """
     h = hashlib.sha256(repr([(str(c), str(t)) for c, t in frame.dtypes.items()]).encode())
     try:
         h.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
@@ -132,7 +173,14 @@ class LoadedHistory(NamedTuple):
         return bool(self.own.any() and not self.own.all())
 
     def own_runs(self) -> "LoadedHistory":
-        """The caller's own runs alone (a history of their own, with its own digest)."""
+        """The caller's own runs alone.
+
+        Returns
+        -------
+        LoadedHistory
+            The runs of the parts that are not bundled, their labels, and a digest of their own (derived from
+            this history's).
+        """
         runs = self.runs[self.own].reset_index(drop=True)
         labels = [lab for lab in self.labels if not lab.startswith(BUNDLED_PREFIX)]
         digest = hashlib.sha256(f"own runs of {self.digest}".encode()).hexdigest()
@@ -140,10 +188,30 @@ class LoadedHistory(NamedTuple):
 
 
 def read_history(history) -> LoadedHistory:
-    """Read and validate a history (see the module docstring) once: a :class:`LoadedHistory`.
+    """Read and validate a history (see the module docstring) once.
 
     A file's digest is taken from the bytes read, so a file rewritten between reading and fitting is never fitted
-    under the old content's key."""
+    under the old content's key. Where the caller's own runs and bundled runs share a model name, the bundled
+    model is renamed ``bundled:<name>``.
+
+    Parameters
+    ----------
+    history : str, path-like, pandas.DataFrame, LoadedHistory, or list of these
+        What :func:`history_parts` accepts; a :class:`LoadedHistory` is returned as it is.
+
+    Returns
+    -------
+    LoadedHistory
+        The validated runs (with a ``history_source`` column), their labels, which are the caller's own, and
+        the content digest.
+
+    Raises
+    ------
+    SchemaError
+        If a part fails validation (:func:`perfmodel.io.load_runs`).
+    OSError
+        If a file kept changing while it was read.
+    """
     from .io import load_runs
 
     if isinstance(history, LoadedHistory):
@@ -195,19 +263,54 @@ def _load_file(path, load_runs) -> tuple[pd.DataFrame, str]:
 
 
 def default_history(query: pd.DataFrame) -> str:
-    """The bundled history a query's devices are predicted from: ``cpu`` for CPU rows only, else ``gpu``."""
+    """The bundled history a query's devices are predicted from.
+
+    Parameters
+    ----------
+    query : pandas.DataFrame
+        The configurations to predict (its ``gpu_type`` column).
+
+    Returns
+    -------
+    str
+        ``"cpu"`` when every row is on ``cpu``, else ``"gpu"``.
+    """
     return "cpu" if set(map(str, query["gpu_type"])) <= {"cpu"} else "gpu"
 
 
 def model_columns(runs: pd.DataFrame) -> list[str]:
-    """The columns of a history that describe a model rather than a run: ``family`` and the op-level counts
-    (``op_*``, per sample or per step of that model): a query naming a model of the history takes them from it."""
+    """The columns of a history that describe a model rather than a run.
+
+    A query naming a model of the history takes these from it.
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        A run history.
+
+    Returns
+    -------
+    list of str
+        ``family`` and the op-level counts (``op_*``, per sample or per step of that model) that ``runs`` has,
+        in column order.
+    """
     return [c for c in runs.columns if c == "family" or c.startswith("op_")]
 
 
 def model_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per model name in a history: median params and FLOPs per sample, number of runs, and the model's
-    :func:`model_columns` (family: the first; op counts: the median)."""
+    """Per model name in a history: its size, work and description.
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        A run history (``model`` and ``params`` at least).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by model name: ``params`` and ``flops_per_sample`` (medians; NaN FLOPs where not recorded),
+        ``family`` (the first), ``runs`` (how many), and the median of each op count of :func:`model_columns`.
+    """
     fps = runs["flops_per_sample"] if "flops_per_sample" in runs.columns else pd.Series(np.nan, index=runs.index)
     fam = runs["family"] if "family" in runs.columns else pd.Series(pd.NA, index=runs.index, dtype="string")
     frame = pd.DataFrame({"model": runs["model"].astype(str), "params": runs["params"].astype(float),
@@ -221,7 +324,19 @@ def model_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def precision_by_device(runs: pd.DataFrame) -> dict:
-    """Per device type in a history: (the precision most of its runs used, whether all of them used it)."""
+    """Per device type in a history, the precision its runs used.
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        A run history (a missing ``precision`` column counts as ``fp32`` throughout).
+
+    Returns
+    -------
+    dict of str to (str, bool)
+        ``gpu_type`` (as written in the runs) -> (the precision most of its runs used, whether all of them used
+        it).
+    """
     prec = runs["precision"] if "precision" in runs.columns else pd.Series("fp32", index=runs.index)
     frame = pd.DataFrame({"g": runs["gpu_type"].astype(str).to_numpy(), "p": prec.astype(str).to_numpy()})
     return {g: (str(grp["p"].mode().iloc[0]), bool(grp["p"].nunique() == 1)) for g, grp in frame.groupby("g")}

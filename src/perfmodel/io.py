@@ -89,7 +89,18 @@ def _parquet():
 
 
 def row_check(fields) -> str:
-    """The ``row_crc32`` value of a row: CRC-32 of its other fields (text, in file order) joined by ``\\x1f``."""
+    """The ``row_crc32`` value of a row.
+
+    Parameters
+    ----------
+    fields : iterable of str
+        The row's other fields, as the text written, in file order.
+
+    Returns
+    -------
+    str
+        The CRC-32 of the fields joined by ``\\x1f`` and encoded as UTF-8, as a decimal integer.
+    """
     return str(zlib.crc32(_SEP.join(fields).encode("utf-8", "surrogatepass")))
 
 _FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
@@ -226,6 +237,17 @@ def _read_csv_text(path: Path, *, skip_bad: list | None = None) -> pd.DataFrame:
 
 def read_history(path: str | os.PathLike) -> pd.DataFrame:
     """Read a history file as it is (CSV or Parquet by suffix), with the schema's dtypes but no validation.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A ``.csv``, ``.parquet`` or ``.pq`` file.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Every row (failed runs included), known columns with the schema's dtypes; a CSV's ``row_crc32`` column
+        is checked and dropped.
 
     Raises
     ------
@@ -416,7 +438,19 @@ def write_history(runs: pd.DataFrame, path: str | os.PathLike) -> Path:
     """Write a history frame as it is (no validation; columns in schema order), atomically under the file lock.
 
     For tools that rewrite a file they read with :func:`read_history` and must change nothing but what they add
-    (``perfmodel features add-ops``). Returns the path written.
+    (``perfmodel features add-ops``).
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        The frame to write.
+    path : str or path-like
+        A ``.csv`` or ``.parquet`` file (a symbolic link is followed: the file it points to is rewritten).
+
+    Returns
+    -------
+    pathlib.Path
+        The path written (the link's target, for a link).
     """
     path = real_target(path)
     with FileLock(lock_path(path)):
@@ -425,9 +459,26 @@ def write_history(runs: pd.DataFrame, path: str | os.PathLike) -> Path:
 
 
 def save_runs(runs: pd.DataFrame, path: str | os.PathLike) -> Path:
-    """Write a whole history atomically (temp file + rename). Failed runs are kept.
+    """Write a whole history atomically (temp file + rename), under the file lock. Failed runs are kept.
 
-    Returns the path written.
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        The runs; validated first (failed runs allowed).
+    path : str or path-like
+        A ``.csv`` or ``.parquet`` file (a symbolic link is followed: the file it points to is replaced).
+
+    Returns
+    -------
+    pathlib.Path
+        The path written (the link's target, for a link).
+
+    Raises
+    ------
+    ValueError
+        If ``path`` does not end in ``.csv``, ``.parquet`` or ``.pq``.
+    SchemaError
+        If the runs fail validation.
     """
     path = real_target(path)
     _format(path)
@@ -475,6 +526,11 @@ def append_runs(records, path: str | os.PathLike, *, validate: bool = True) -> P
         ``.csv`` or ``.parquet`` history.
     validate : bool, default=True
         Validate the new records (failed runs allowed) before writing.
+
+    Returns
+    -------
+    pathlib.Path
+        The path written (the link's target, for a symbolic link).
     """
     path = real_target(path)
     _format(path)
@@ -498,10 +554,26 @@ def append_new_runs(records, path: str | os.PathLike, *, key: str = "source_id")
     Under the same lock and atomic rewrite as :func:`append_runs`: importing one source twice, or from two
     processes at once, stores each run once. Records without a ``key`` value are always appended.
 
+    Parameters
+    ----------
+    records : dict, list of dict or DataFrame
+        New runs (validated, failed runs allowed).
+    path : str or path-like
+        ``.csv`` or ``.parquet`` history, created if needed.
+    key : str, default="source_id"
+        The column that identifies a run across imports; the records must have it.
+
     Returns
     -------
-    (added, skipped) : records written, and records left out because their ``key`` was already there (or
-    appeared twice in ``records``).
+    added : int
+        Records written.
+    skipped : int
+        Records left out because their ``key`` was already in the history (or appeared earlier in ``records``).
+
+    Raises
+    ------
+    ValueError
+        If the records have no ``key`` column.
     """
     path = real_target(path)
     _format(path)
@@ -532,9 +604,24 @@ def recover_runs(path: str | os.PathLike) -> tuple[pd.DataFrame, list[str]]:
     row without a line end is kept and reported as possibly cut.
     Parquet: row groups that read are kept; a file whose footer is gone has no readable row groups and raises.
 
+    Parameters
+    ----------
+    path : str or path-like
+        A ``.csv`` or ``.parquet`` history.
+
     Returns
     -------
-    (runs, problems) : the readable rows (unvalidated; pass them to :func:`load_runs`) and a list of messages.
+    runs : pandas.DataFrame
+        The readable rows, unvalidated (pass them to :func:`load_runs`).
+    problems : list of str
+        One message per dropped row or row group (or row kept but possibly cut).
+
+    Raises
+    ------
+    FileNotFoundError
+        If the file does not exist.
+    SchemaError
+        If a Parquet file's footer is unreadable.
 
     Examples
     --------
