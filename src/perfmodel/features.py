@@ -154,8 +154,19 @@ def _spec_columns(gpu_type: pd.Series, precision: pd.Series) -> pd.DataFrame:
 def fp32_modes(runs: pd.DataFrame) -> np.ndarray:
     """The canonical ``fp32_mode`` of each row (:data:`FP32_MODES`; ``""`` where the column is absent or empty).
 
-    The first word decides: ``tf32`` -> ``"tf32"``; ``full``, ``fp32`` or ``ieee`` -> ``"full"``; ``default`` or
-    anything else -> ``""`` (PyTorch's defaults)."""
+    The first word decides: ``tf32`` -> ``"tf32"``; ``full``, ``fp32``, ``ieee`` or ``highest`` -> ``"full"``;
+    ``default`` or anything else -> ``""`` (PyTorch's defaults).
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        Runs or query rows (its ``fp32_mode`` column, if any; case and punctuation are ignored).
+
+    Returns
+    -------
+    numpy.ndarray of object, shape (len(runs),)
+        ``"tf32"``, ``"full"`` or ``""`` per row.
+    """
     if "fp32_mode" not in runs.columns:
         return np.full(len(runs), "", dtype=object)
 
@@ -177,7 +188,18 @@ def conv_share(runs: pd.DataFrame) -> np.ndarray:
 
     From the op-level columns where a row has them (convolutions: ``op_conv_*_flops``; matmuls: ``op_matmul``,
     ``op_attention`` and ``op_recurrent_flops``); else from the family: 1 for :data:`CONV_FAMILIES`, 0 for any
-    other (transformers, decoders, encoders, MLPs, RNNs are matmuls)."""
+    other (transformers, decoders, encoders, MLPs, RNNs are matmuls).
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        Runs or query rows (``family`` and the ``op_*_flops`` columns where known).
+
+    Returns
+    -------
+    numpy.ndarray of float, shape (len(runs),)
+        The share per row, 0 to 1.
+    """
     if "family" in runs.columns:
         fam = runs["family"].astype("string").fillna("").str.lower().to_numpy(dtype=object)
         share = np.isin(fam, CONV_FAMILIES).astype(float)
@@ -197,9 +219,20 @@ def conv_share(runs: pd.DataFrame) -> np.ndarray:
 
 
 def fp32_basis(runs: pd.DataFrame) -> pd.DataFrame:
-    """How each row's peak is decided (module docstring): ``fp32_mode`` (canonical), ``conv_share`` and
-    ``full_share``, the share of the run's conv + matmul FLOPs at the full-fp32 peak (0 for non-fp32 rows and
-    for ``tf32`` mode; ``1 − conv_share`` under PyTorch's defaults)."""
+    """How each row's peak is decided (module docstring).
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        Runs or query rows (``precision``, default fp32; ``fp32_mode``, ``family`` and op columns where known).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed like ``runs``: ``fp32_mode`` (canonical; ``""`` for non-fp32 rows), ``conv_share``
+        (:func:`conv_share`) and ``full_share``, the share of the run's conv + matmul FLOPs at the full-fp32 peak
+        (0 for non-fp32 rows and for ``tf32`` mode, 1 for ``full``, ``1 − conv_share`` under PyTorch's defaults).
+    """
     precision = (runs["precision"].astype(str).to_numpy(dtype=object) if "precision" in runs.columns
                  else np.full(len(runs), "fp32", dtype=object))
     mode = fp32_modes(runs)
@@ -211,9 +244,20 @@ def fp32_basis(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def peak_basis(runs: pd.DataFrame) -> np.ndarray:
-    """One line per row naming the peak its prediction assumes, e.g. ``"fp32 full (matmul share 1.00)"``,
-    ``"fp32 PyTorch defaults: conv share 0.95 at TF32, matmul share 0.05 at fp32"``, ``"bf16"``; plain ``"fp32"``
-    on a device without a TF32 peak above its fp32 one (CPU, V100, most AMD parts)."""
+    """One line per row naming the peak its prediction assumes.
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        Runs or query rows (``precision``, ``gpu_type``, and what :func:`fp32_basis` reads).
+
+    Returns
+    -------
+    numpy.ndarray of object, shape (len(runs),)
+        E.g. ``"fp32 full (no TF32; matmul share 1.00, conv share 0.00)"``, ``"fp32 PyTorch defaults (no
+        fp32_mode): conv share 0.95 at TF32, matmul share 0.05 at full fp32"``, ``"bf16"``; plain ``"fp32"`` on
+        a device without a TF32 peak above its fp32 one (CPU, V100, most AMD parts).
+    """
     basis = fp32_basis(runs)
     precision = (runs["precision"].astype(str).to_numpy(dtype=object) if "precision" in runs.columns
                  else np.full(len(runs), "fp32", dtype=object))
@@ -259,6 +303,26 @@ def run_quantities(runs: pd.DataFrame) -> pd.DataFrame:
     ``flops_per_sample`` falls back to ``6 * params`` (the "6·N" rule per sample-token) where it is missing;
     ``flops_imputed`` says where. With gradient accumulation (``grad_accum`` k, default 1) one optimizer step
     computes k micro-batches: the step's FLOPs and global batch are k times larger, its all-reduce is not.
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        Runs or query rows: ``params``, ``batch_size``, ``gpu_count``, ``gpu_type``, and ``flops_per_sample``,
+        ``precision`` (default fp32), ``grad_accum`` where known.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed like ``runs``: ``params``, ``batch_size``, ``gpu_count``, ``global_batch``,
+        ``flops_per_sample``, ``flops_imputed``, ``flops_per_step_device``, ``allreduce_bytes`` (ring all-reduce
+        bytes per device of fp32 gradients), ``fp32_full_share``, the device's ``peak_tflops`` (at the run's
+        precision; for fp32 the mix of TF32 and full-fp32 peaks :func:`fp32_basis` describes),
+        ``memory_bandwidth_gbps`` and ``interconnect_gbps``, and ``precision`` and ``gpu_type`` as given.
+
+    Raises
+    ------
+    UnknownHardwareError
+        For a ``gpu_type`` the spec table does not know.
     """
     params = runs["params"].to_numpy(dtype=float)
     batch = runs["batch_size"].to_numpy(dtype=float)
@@ -508,6 +572,27 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
         return pd.DataFrame(cols, index=q.index)
 
     def fit(self, X: pd.DataFrame, y=None):
+        """Learn what the feature set needs from the training runs (devices, precisions, codes, kept columns).
+
+        Parameters
+        ----------
+        X : pandas.DataFrame
+            Training runs.
+        y : None
+            Ignored (scikit-learn's transformer interface).
+
+        Returns
+        -------
+        RunFeaturizer
+            ``self``, fitted.
+
+        Raises
+        ------
+        ValueError
+            For an unknown ``kind``.
+        TypeError
+            If ``X`` is not a DataFrame.
+        """
         if self.kind not in FEATURE_SETS:
             raise ValueError(f"The 'kind' parameter of RunFeaturizer must be one of {FEATURE_SETS}. Got {self.kind!r}.")
         if not isinstance(X, pd.DataFrame):
@@ -587,6 +672,18 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
         return out
 
     def transform(self, X: pd.DataFrame) -> np.ndarray:
+        """The design matrix of some runs.
+
+        Parameters
+        ----------
+        X : pandas.DataFrame
+            Runs or query rows, with the columns the training runs had.
+
+        Returns
+        -------
+        numpy.ndarray of float, shape (len(X), len(feature_names_out_))
+            One column per :meth:`get_feature_names_out` name.
+        """
         check_is_fitted(self, "feature_names_out_")
         if self.kind == "physics":
             return self._physics_columns(X, run_quantities(X)).to_numpy(dtype=float)
@@ -600,5 +697,17 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
         return full[list(self.feature_names_out_)].to_numpy(dtype=float)
 
     def get_feature_names_out(self, input_features=None) -> np.ndarray:
+        """The names of the columns :meth:`transform` produces.
+
+        Parameters
+        ----------
+        input_features : None
+            Ignored (scikit-learn's interface: the names do not depend on the input's).
+
+        Returns
+        -------
+        numpy.ndarray of str
+            A copy of ``feature_names_out_``.
+        """
         check_is_fitted(self, "feature_names_out_")
         return self.feature_names_out_.copy()
