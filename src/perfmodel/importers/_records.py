@@ -43,7 +43,13 @@ class ImportResult:
     duplicates: int | None = None
 
     def summary(self) -> str:
-        """One line of counts, then one line per skipped run with its reason."""
+        """What the import did, as text.
+
+        Returns
+        -------
+        str
+            One line of counts, then one line per skipped run with its reason.
+        """
         head = f"imported {len(self.runs)} runs"
         if self.added is not None:
             head += f" ({self.added} new, {self.duplicates} already in the history)"

@@ -72,7 +72,29 @@ def _is_run_dir(path: Path) -> bool:
 
 
 def find_output_dirs(paths) -> list[Path]:
-    """The run dirs in ``paths``: each path that is one, else the run dirs below it (``checkpoint-*`` excluded)."""
+    """The Hugging Face Trainer run dirs in ``paths``.
+
+    A run dir holds ``trainer_state.json``, ``all_results.json`` or ``train_results.json``, or a
+    ``checkpoint-*/trainer_state.json``.
+
+    Parameters
+    ----------
+    paths : iterable of str or path-like
+        Directories: each that is a run dir is taken as it is, else the run dirs below it are found (the
+        search does not descend into ``checkpoint-*`` or hidden folders, nor below a run dir).
+
+    Returns
+    -------
+    list of pathlib.Path
+        The run dirs, in the order found, each once.
+
+    Raises
+    ------
+    FileNotFoundError
+        For a path that does not exist.
+    ValueError
+        For a path that is not a directory.
+    """
     found = []
     for raw in paths:
         path = Path(raw)

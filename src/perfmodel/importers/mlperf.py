@@ -90,6 +90,33 @@ class Benchmark:
     ``position_unit`` says what ``epoch_num`` counts in the benchmark's logs: ``samples``, ``tokens`` (divided
     by ``max_sequence_length`` to get sequences) or ``epochs`` (multiplied by ``samples_per_epoch`` or
     ``train_samples``). ``params``/``flops_per_sample`` are ``None`` where no figure could be sourced.
+
+    Attributes
+    ----------
+    model : str
+        The ``model`` name the records get (e.g. ``resnet50-v1.5``).
+    family : str
+        The records' ``family`` (``cnn``, ``transformer``...).
+    params : float or None
+        Parameter count; None where none could be sourced (the run is then marked ``excluded_reason``).
+    flops_per_sample : float or None
+        Training FLOPs (forward + backward) per sample; None where none could be sourced (likewise excluded).
+    position_unit : {"samples", "tokens", "epochs"}
+        What ``epoch_num`` counts in the benchmark's logs.
+    sample : str
+        What one sample is, in words ("one 224x224 ImageNet image").
+    source : str
+        Where ``params`` and ``flops_per_sample`` come from (the citation).
+    timing : tuple of str, default=()
+        The step-time methods to try, in order (module docstring); empty means the default order.
+    seq_len : int, optional
+        Tokens per sample, where the logs count tokens and may not say ``max_sequence_length``.
+    samples_per_epoch : int, optional
+        The dataset size, where the logs' ``train_samples`` is not it.
+    throughput_unit : str, default="samples"
+        What a logged ``tracked_stats`` throughput counts per second (``tokens``: divided by the sequence length).
+    run_average : bool, default=False
+        Allow the whole-run average (``train_samples`` logged at the end) as a last resort.
     """
 
     model: str
@@ -228,6 +255,18 @@ def parse_mllog(text: str, keys: Iterable[str] | None = None) -> list[dict]:
     Lines that are not valid JSON after the marker are skipped (logs from many ranks sometimes interleave).
     With ``keys``, only events with those keys (or a key naming a dtype/precision) are decoded: faster on
     logs of many megabytes.
+
+    Parameters
+    ----------
+    text : str
+        The log's text (a ``result_<n>.txt``).
+    keys : iterable of str, optional
+        Decode only events with these keys (and precision-like ones); by default every event.
+
+    Returns
+    -------
+    list of dict
+        The events; each has a float ``time_ms`` and a dict ``metadata`` (empty where the log gave none).
 
     Raises
     ------
@@ -662,6 +701,16 @@ def epoch_times(text: str) -> list[tuple[int, float]]:
     From the log's ``epoch_start`` / ``epoch_stop`` events of the same ``epoch_num`` (MLPerf logs evaluations
     outside them); only the leading stretch of consecutive epochs with positive times is returned (a gap or a
     missing event ends it). Empty for a log that does not time its epochs.
+
+    Parameters
+    ----------
+    text : str
+        The log's text.
+
+    Returns
+    -------
+    list of (int, float)
+        ``(epoch_num, seconds)`` pairs.
     """
     starts, stops = {}, {}
     for e in parse_mllog(text, keys=("epoch_start", "epoch_stop")):
@@ -680,6 +729,16 @@ def epoch_times(text: str) -> list[tuple[int, float]]:
 
 def find_result_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
     """Every ``result_<n>.txt`` under the given files/folders (sorted), or the files themselves.
+
+    Parameters
+    ----------
+    paths : iterable of str or path-like
+        Result files (taken as they are, whatever their name) and folders (searched recursively).
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files, in the order of ``paths``; each folder's logs sorted.
 
     Raises
     ------
@@ -843,6 +902,17 @@ def _frame(rows: list[dict]) -> pd.DataFrame:
 
 
 def loadable(runs: pd.DataFrame) -> pd.DataFrame:
-    """The rows of :func:`from_mlperf`'s table that :func:`perfmodel.load_runs` accepts (no ``excluded_reason``)."""
+    """The rows of :func:`from_mlperf`'s table that :func:`perfmodel.load_runs` accepts.
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        A table from :func:`from_mlperf`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The rows without an ``excluded_reason`` (every row when the column is absent), re-indexed from 0.
+    """
     keep = runs["excluded_reason"].isna() if "excluded_reason" in runs.columns else pd.Series(True, runs.index)
     return runs.loc[keep].reset_index(drop=True)

@@ -58,6 +58,21 @@ class PerfModelCallback(CallbackState, TrainerCallback):
                                family=family)
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
+        """Start a record: write a run that never ended as interrupted, read the setup, start the recorder.
+
+        Parameters
+        ----------
+        args : transformers.TrainingArguments
+            The Trainer's arguments: batch, accumulation, world size, device, precision flags.
+        state : transformers.TrainerState
+            The Trainer's state (which process writes).
+        control : transformers.TrainerControl
+            Ignored (nothing here changes the training loop).
+        model : torch.nn.Module, optional
+            The model being trained: its config names it, its trainable parameters are counted.
+        **kwargs
+            The other objects the Trainer passes (ignored).
+        """
         self._finish_unended()  # an earlier train() that never ended
         cfg = model.config.to_dict() if hasattr(model, "config") and hasattr(model.config, "to_dict") else {}
         name = self.model_name or model_name_from_config(cfg) or type(model).__name__
@@ -78,14 +93,55 @@ class PerfModelCallback(CallbackState, TrainerCallback):
         self._session = RecordingSession(recorder, self.history, writer=bool(state.is_world_process_zero))
 
     def on_step_begin(self, args, state, control, **kwargs):
+        """Mark the start of an optimizer step.
+
+        Parameters
+        ----------
+        args : transformers.TrainingArguments
+            The Trainer's arguments.
+        state : transformers.TrainerState
+            The Trainer's state.
+        control : transformers.TrainerControl
+            Ignored (nothing here changes the training loop).
+        **kwargs
+            The other objects the Trainer passes (ignored).
+        """
         if self._session is not None and not self._session.done:
             self._session.recorder.mark()
 
     def on_step_end(self, args, state, control, **kwargs):
+        """Time the optimizer step that :meth:`on_step_begin` marked.
+
+        Parameters
+        ----------
+        args : transformers.TrainingArguments
+            The Trainer's arguments.
+        state : transformers.TrainerState
+            The Trainer's state.
+        control : transformers.TrainerControl
+            Ignored (nothing here changes the training loop).
+        **kwargs
+            The other objects the Trainer passes (ignored).
+        """
         if self._session is not None and not self._session.done:
             self._session.recorder.step()
 
     def on_train_end(self, args, state, control, **kwargs):
+        """Finish the record and append it to ``history`` (main process only); it is kept in :attr:`result`.
+
+        ``flops_per_sample`` is the Trainer's ``total_flos`` over the samples trained, where it is reported.
+
+        Parameters
+        ----------
+        args : transformers.TrainingArguments
+            The Trainer's arguments.
+        state : transformers.TrainerState
+            The Trainer's state (``total_flos`` and ``global_step``).
+        control : transformers.TrainerControl
+            Ignored (nothing here changes the training loop).
+        **kwargs
+            The other objects the Trainer passes (ignored).
+        """
         if self._session is None or self._session.done:
             return
         flops = None

@@ -84,6 +84,21 @@ class PerfModelCallback(CallbackState, Callback):
         self.flops_per_sample = flops_per_sample
 
     def on_train_start(self, trainer, pl_module):
+        """Start a record: write a run that never ended as interrupted, read the setup, start the recorder.
+
+        Parameters
+        ----------
+        trainer : lightning.Trainer
+            The trainer: its device, accumulation, world size, precision and rank.
+        pl_module : lightning.LightningModule
+            The module being trained: it names the record (without ``model_name``); its trainable parameters
+            are counted.
+
+        Raises
+        ------
+        ValueError
+            For a trainer precision perfmodel does not record.
+        """
         self._finish_unended()
         gpu_type, cuda = device_gpu_type(trainer.strategy.root_device, self.gpu_type)
         self._accum = int(trainer.accumulate_grad_batches)
@@ -103,6 +118,24 @@ class PerfModelCallback(CallbackState, Callback):
         self._session = RecordingSession(recorder, self.history, writer=bool(trainer.is_global_zero))
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        """Mark the start of an optimizer step at its first micro-batch (and read the batch size once).
+
+        Parameters
+        ----------
+        trainer : lightning.Trainer
+            The trainer.
+        pl_module : lightning.LightningModule
+            The module being trained.
+        batch : object
+            The training batch; without ``batch_size`` the first one gives the per-device batch size.
+        batch_idx : int
+            Ignored.
+
+        Raises
+        ------
+        ValueError
+            If no ``batch_size`` was given and Lightning cannot size the batch.
+        """
         session = self._session
         if session is None or session.done:
             return
@@ -118,6 +151,21 @@ class PerfModelCallback(CallbackState, Callback):
             self._in_step = True
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        """Time the optimizer step if this batch advanced ``trainer.global_step``.
+
+        Parameters
+        ----------
+        trainer : lightning.Trainer
+            The trainer (its ``global_step``).
+        pl_module : lightning.LightningModule
+            Ignored.
+        outputs : object
+            Ignored.
+        batch : object
+            Ignored.
+        batch_idx : int
+            Ignored.
+        """
         session = self._session
         if session is None or session.done or trainer.global_step == self._last_global_step:
             return
@@ -126,8 +174,28 @@ class PerfModelCallback(CallbackState, Callback):
         session.recorder.step()
 
     def on_train_end(self, trainer, pl_module):
+        """Finish the record and append it to ``history`` (global rank 0 only); it is kept in :attr:`result`.
+
+        Parameters
+        ----------
+        trainer : lightning.Trainer
+            The trainer.
+        pl_module : lightning.LightningModule
+            The module being trained.
+        """
         if self._session is not None and not self._session.done:
             self.result = self._session.finish()
 
     def on_exception(self, trainer, pl_module, exception):
+        """Write the run in progress as interrupted (``stop_reason="interrupted"``).
+
+        Parameters
+        ----------
+        trainer : lightning.Trainer
+            The trainer.
+        pl_module : lightning.LightningModule
+            The module being trained.
+        exception : BaseException
+            What was raised (not recorded).
+        """
         self._finish_unended()
