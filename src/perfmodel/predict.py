@@ -58,20 +58,34 @@ class TrainingTimePrediction:
         Predicted wall-clock seconds: ``startup_seconds + steps * step_seconds``.
     lower, upper : float
         Prediction interval for one new run at ``confidence`` (not a CI of the mean).
+    confidence : float
+        The level of the intervals.
     step_seconds, step_lower, step_upper : float
         The same for one optimizer step (the run's mean step time).
     steps : int
+        Optimizer steps of the job (given, or from ``epochs`` and ``dataset_size``).
     startup_seconds : float
         Time to first step, the median of the history's ``startup_s`` (0 when it has none).
     r2 : float
         In-sample R² of the fit on step time.
-    method, n_runs, confidence
+    r2_log : float
+        In-sample R² of the fit on log step time.
+    cv_mape : float
+        The fit's k-fold cross-validated MAPE of step time, in percent.
+    method : str
+        The method that answered (what ``auto`` chose).
+    n_runs : int
+        Runs the answering model was fitted on.
     inside_domain : bool
         False when the query lies outside the range of the fitted runs (see ``warnings``).
     nearest_run_distance : float
         Distance to the nearest training run in training standard deviations of the log quantities
         (:meth:`TrainingTimeModel.domain_distance`); 0 for a configuration the fit has seen.
+    query : dict
+        The query as predicted: the model's ``params`` and ``flops_per_sample`` (and family, op counts of a
+        named model), ``batch_size``, ``gpu_count``, ``gpu_type`` (canonical), ``precision`` and ``steps``.
     warnings : list of str
+        What was assumed (e.g. the precision) and why the query is outside the fitted domain, if it is.
     provenance : list of str
         The histories the prediction learned from (``bundled:<file>`` for perfmodel's own, else the path).
     query_kind : str
@@ -109,7 +123,13 @@ class TrainingTimePrediction:
     peak_basis: str = ""
 
     def to_dict(self) -> dict:
-        """Plain Python types only (``json.dumps`` accepts it); NaN and inf become None."""
+        """The fields in plain Python types.
+
+        Returns
+        -------
+        dict
+            One entry per field, ``json.dumps``-able; NaN and inf become None.
+        """
         return to_plain(self)
 
     def __str__(self) -> str:
@@ -125,7 +145,34 @@ def _is_torch_module(obj) -> bool:
 
 
 def model_spec(model, example_input, fitted) -> dict:
-    """The query's model as {model, params, flops_per_sample}; ``fitted`` is a fitted model or a model table."""
+    """The query's model as the columns of a query row.
+
+    Parameters
+    ----------
+    model : str, dict or torch.nn.Module
+        A model name in the history; a dict with ``params`` (and optionally ``flops_per_sample`` and ``name``);
+        or a ``torch.nn.Module`` (its parameters and FLOPs counted with :func:`perfmodel.measure.flops.count_module`).
+    example_input : torch.Tensor or None
+        One sample without the batch dimension; needed when ``model`` is a module, ignored otherwise.
+    fitted : TrainingTimeModel or pandas.DataFrame
+        Where a named model is looked up: a fitted model (its ``models_``) or a
+        :func:`~perfmodel.history.model_table`.
+
+    Returns
+    -------
+    dict
+        ``model``, ``params``, ``flops_per_sample`` (None where unknown), and for a named model its family and
+        op counts as its runs had them.
+
+    Raises
+    ------
+    UnsupportedQueryError
+        For a name the history lacks (the message gives the closest).
+    ValueError
+        For a dict without ``params``, bad sizes, or a module without ``example_input``.
+    TypeError
+        For anything else.
+    """
     table = fitted.models_ if isinstance(fitted, TrainingTimeModel) else fitted
     if isinstance(model, str):
         if model not in table.index:
@@ -235,9 +282,25 @@ def _check_support(fitted: TrainingTimeModel, q: pd.DataFrame) -> list[str]:
 
 
 def default_precision(by_device: dict, gpu_type: str) -> tuple[str, str | None]:
-    """The precision most runs on ``gpu_type`` used; on a device the history lacks, most GPU runs (the caller's
-    own GPU runs' usual precision, ``"*gpu*"``, where given); else fp32. The second item says what was assumed,
-    or is None when every run on that device used that precision."""
+    """The precision a query on ``gpu_type`` that names none is predicted at.
+
+    Parameters
+    ----------
+    by_device : dict
+        :func:`~perfmodel.history.precision_by_device` of the history, optionally with a ``"*gpu*"`` entry (the
+        caller's own GPU runs' usual precision).
+    gpu_type : str
+        The query's device (canonical name).
+
+    Returns
+    -------
+    precision : str
+        What most runs on ``gpu_type`` used; on a device the history lacks, ``"*gpu*"``'s precision where given,
+        else what most of the history's GPU device types used; else (CPU, or no GPU runs) ``fp32``.
+    note : str or None
+        What was assumed, for the prediction's warnings; None when every run on that device used that precision
+        or nothing was assumed.
+    """
     if gpu_type in by_device:
         p, unanimous = by_device[gpu_type]
         return p, None if unanimous else f"precision not given: assumed {p!r}, what most runs on {gpu_type} used"
@@ -364,7 +427,23 @@ class BasePredictor:
 
     # ------------------------------------------------------------------------------------------ history
     def runs(self, source: str | None = None) -> LoadedHistory:
-        """The history (for ``history=None``: the bundled ``source``, ``"cpu"`` or ``"gpu"``), read once."""
+        """The history, read and validated once.
+
+        Parameters
+        ----------
+        source : {"cpu", "gpu"}, optional
+            With ``history=None``, which bundled history; ignored otherwise.
+
+        Returns
+        -------
+        LoadedHistory
+            The runs and their provenance.
+
+        Raises
+        ------
+        TypeError
+            When this Predictor answers from a fitted model (it has no runs).
+        """
         if isinstance(self.history, TrainingTimeModel):
             raise TypeError("This Predictor answers from a fitted model; it has no runs.")
         key = source if self.history is None else None
@@ -373,7 +452,19 @@ class BasePredictor:
         return self._loaded[key]
 
     def own(self, source: str | None = None) -> LoadedHistory | None:
-        """The caller's own runs, when the history mixes them with perfmodel's bundled runs; else None."""
+        """The caller's own runs, when the history mixes them with perfmodel's bundled runs.
+
+        Parameters
+        ----------
+        source : {"cpu", "gpu"}, optional
+            As in :meth:`runs`.
+
+        Returns
+        -------
+        LoadedHistory or None
+            The caller's runs alone (:meth:`~perfmodel.history.LoadedHistory.own_runs`); None when the history
+            does not mix them, is None or is a fitted model.
+        """
         if isinstance(self.history, TrainingTimeModel) or self.history is None:
             return None
         loaded = self.runs(source)
@@ -397,8 +488,23 @@ class BasePredictor:
         return answer & (len(own.runs) >= MIN_OWN_RUNS), kinds
 
     def model(self, kind: str = "seen", source: str | None = None, *, own: bool = False) -> TrainingTimeModel:
-        """The model fitted for queries of ``kind`` (fitted on first use, through the disk cache for files);
-        ``own``: fitted on the caller's own runs alone (a history that mixes them with bundled runs)."""
+        """The model fitted for queries of ``kind``, fitted on first use (through the disk cache for files).
+
+        Parameters
+        ----------
+        kind : str, default="seen"
+            The kind of query (:data:`~perfmodel.kinds.KIND_NAMES`).
+        source : {"cpu", "gpu"}, optional
+            As in :meth:`runs`.
+        own : bool, default=False
+            Fit on the caller's own runs alone (a history that mixes them with bundled runs; ValueError
+            otherwise).
+
+        Returns
+        -------
+        TrainingTimeModel
+            The fitted model (the given one, when this Predictor answers from a fitted model).
+        """
         if isinstance(self.history, TrainingTimeModel):
             return self.history
         check_choice(kind, "kind", "Predictor.model", KIND_NAMES)
@@ -419,7 +525,18 @@ class BasePredictor:
         return self._fits[key]
 
     def fit(self, kind: str = "seen") -> TrainingTimeModel:
-        """The model for queries of ``kind`` on this history (``history=None``: the bundled CPU runs)."""
+        """The model for queries of ``kind`` on this history.
+
+        Parameters
+        ----------
+        kind : str, default="seen"
+            The kind of query (:data:`~perfmodel.kinds.KIND_NAMES`).
+
+        Returns
+        -------
+        TrainingTimeModel
+            :meth:`model` for that kind (``history=None``: on the bundled CPU runs).
+        """
         return self.model(kind, "cpu" if self.history is None else None)
 
     def _table(self, source) -> pd.DataFrame:
@@ -450,7 +567,18 @@ class BasePredictor:
         return self._fits[key]
 
     def max_batch(self, gpu_type: str) -> int:
-        """The largest per-device batch in the runs a query on ``gpu_type`` is predicted from."""
+        """The largest per-device batch in the runs a query on ``gpu_type`` is predicted from.
+
+        Parameters
+        ----------
+        gpu_type : str
+            The device (any alias).
+
+        Returns
+        -------
+        int
+            The largest ``batch_size`` of those runs (of the fitted model's domain, for a fitted model).
+        """
         if isinstance(self.history, TrainingTimeModel):
             return int(self.history.domain_.loc["batch_size", "max"])
         source = self._source_of(resolve_gpu_type(gpu_type))
@@ -464,7 +592,33 @@ class BasePredictor:
     # ------------------------------------------------------------------------------------------ predict
     def predict(self, model, *, batch_size, gpu_count=1, gpu_type, steps=None, epochs=None, dataset_size=None,
                 precision=None, example_input=None) -> "TrainingTimePrediction":
-        """Predict the wall-clock time of one training job (see :func:`predict_training_time`)."""
+        """Predict the wall-clock time of one training job (as :func:`predict_training_time`).
+
+        Parameters
+        ----------
+        model : str, dict or torch.nn.Module
+            A model name in the history, a dict with ``params`` (and optionally ``flops_per_sample``), or a module
+            with ``example_input``.
+        batch_size : int
+            Per-device batch size.
+        gpu_count : int, default=1
+            Data-parallel devices (on CPU, worker processes).
+        gpu_type : str
+            Device name (any alias in :mod:`perfmodel.hardware`).
+        steps : int, optional
+            Optimizer steps; or give ``epochs`` and ``dataset_size``.
+        epochs, dataset_size : int, optional
+            The amount of work instead of ``steps``.
+        precision : {"fp32", "tf32", "fp16", "bf16", "fp8"}, optional
+            Default: what most of the history's runs on this device type used (:func:`default_precision`).
+        example_input : torch.Tensor, optional
+            One sample, without the batch dimension, when ``model`` is a module.
+
+        Returns
+        -------
+        TrainingTimePrediction
+            The predicted time, its interval and what it rests on.
+        """
         batch_size = check_positive_int(batch_size, "batch_size", _WHERE)
         gpu_count = check_positive_int(gpu_count, "gpu_count", _WHERE)
         if precision is not None and (not isinstance(precision, str) or precision.lower() not in PRECISIONS):
@@ -521,7 +675,18 @@ class BasePredictor:
         return self.model(kind, source), kind
 
     def predict_many(self, queries: pd.DataFrame, *, _positions=None) -> pd.DataFrame:
-        """Predict many configurations at once (see :func:`predict_many`)."""
+        """Predict many configurations at once (as :func:`predict_many`).
+
+        Parameters
+        ----------
+        queries : pandas.DataFrame
+            One row per configuration (the columns :func:`predict_many` describes).
+
+        Returns
+        -------
+        pandas.DataFrame
+            :data:`PREDICTION_COLUMNS`, aligned with ``queries``.
+        """
         if not isinstance(queries, pd.DataFrame):
             raise TypeError(f"predict_many expects a DataFrame of queries. Got {type(queries).__name__}.")
         if len(queries) == 0:
@@ -735,6 +900,7 @@ def fit(runs, method: str = DEFAULT_METHOD, *, cv: int | None = 5, kind: str = "
     Returns
     -------
     TrainingTimeModel
+        The fitted model.
     """
     check_choice(method, "method", "fit", (*METHODS, "auto"))
     check_choice(kind, "kind", "fit", KIND_NAMES)
@@ -743,8 +909,26 @@ def fit(runs, method: str = DEFAULT_METHOD, *, cv: int | None = 5, kind: str = "
 
 def resolve_history(history, method: str = DEFAULT_METHOD, query: pd.DataFrame | None = None,
                     where: str = "predict_training_time") -> TrainingTimeModel:
-    """The fitted model that answers ``query`` from ``history`` (see :class:`BasePredictor`): for its most demanding
-    row's kind of query, or ``seen`` without a query."""
+    """The fitted model that answers ``query`` from ``history`` (see :class:`BasePredictor`).
+
+    Parameters
+    ----------
+    history : None, path, DataFrame, bundled name, list of these, or TrainingTimeModel
+        The runs to learn from; a fitted model is returned as it is. None: the bundled history of the query's
+        devices (:func:`~perfmodel.history.default_history`; ``cpu`` without a query).
+    method : str, default=DEFAULT_METHOD
+        A method of :data:`~perfmodel.models.METHODS`, or ``"auto"``.
+    query : pandas.DataFrame, optional
+        The configurations to answer; the model is the one fitted for its most demanding row's kind of query.
+        Without it: the ``seen`` fit.
+    where : str, default="predict_training_time"
+        The caller's name, for error messages.
+
+    Returns
+    -------
+    TrainingTimeModel
+        The fitted model (shared with other calls on the same history content and method).
+    """
     p = _predictor(history, method, 0.9, where)
     if isinstance(history, TrainingTimeModel):
         return history
@@ -794,6 +978,7 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
     Returns
     -------
     TrainingTimePrediction
+        The predicted time, its interval and what it rests on.
 
     Examples
     --------

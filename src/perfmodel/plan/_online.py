@@ -44,6 +44,22 @@ class OnlineEstimate:
     """Remaining and total time of a running job after ``steps_done`` steps, with its interval (seconds).
 
     Dict-style access (``est["total"]``) works as well as attributes.
+
+    Attributes
+    ----------
+    steps_done : int
+        Steps observed (warm-up steps included).
+    elapsed : float
+        Their total time.
+    remaining, remaining_lower, remaining_upper : float
+        Time left for the remaining steps, and its interval at ``confidence`` (0 when no step is left).
+    total, total_lower, total_upper : float
+        ``elapsed`` plus the remaining time and its bounds.
+    confidence : float
+        The level of the intervals.
+    changepoint : int or None
+        Index (0-based, warm-up steps counted) of the first step after a detected change of level, whose steps
+        alone then inform the level; None when no change was detected.
     """
 
     steps_done: int
@@ -63,10 +79,23 @@ class OnlineEstimate:
         return getattr(self, key)
 
     def keys(self):
+        """The field names, for dict-style use (``dict(est)``, ``est["total"]``).
+
+        Returns
+        -------
+        KeysView of str
+            ``steps_done``, ``elapsed``, ``remaining``... in field order.
+        """
         return self.__dataclass_fields__.keys()
 
     def to_dict(self) -> dict:
-        """Plain JSON types only."""
+        """The fields in plain JSON types.
+
+        Returns
+        -------
+        dict
+            One entry per field.
+        """
         return to_plain(self)
 
 
@@ -90,6 +119,35 @@ class OnlineEstimator:
 
     Use it directly (``update(step_seconds)``, ``estimate()``), or as a recorder callback:
     ``rec.add_callback(estimator.callback)``.
+
+    Parameters
+    ----------
+    prior_step_seconds : float
+        The predicted step time (seconds): the centre of the prior on the level.
+    prior_lower, prior_upper : float
+        The predicted step time's interval at ``prior_confidence``: its width sets the prior's spread. Needs
+        ``0 < prior_lower <= prior_step_seconds <= prior_upper``; every step time is between
+        :data:`MIN_STEP_SECONDS` and :data:`MAX_STEP_SECONDS`.
+    total_steps : int
+        Steps the job will run in all (at most :data:`MAX_STEPS`).
+    confidence : float, default=0.9
+        Level of the intervals of the estimates.
+    prior_confidence : float, default=0.9
+        Level of ``[prior_lower, prior_upper]``.
+    warmup_steps : int, default=0
+        Steps observed first that count in ``elapsed`` but do not inform the level (compilation, caches).
+    step_noise : float, default=DEFAULT_STEP_NOISE
+        Prior log-sd of one step around the level (worth 4 pseudo-steps), at most :data:`MAX_LOG_SD`.
+    drift : float, default=DEFAULT_DRIFT
+        Log-sd of the level's drift over the run; 0 for none. At most :data:`MAX_LOG_SD`.
+    drift_steps : float, default=DEFAULT_DRIFT_STEPS
+        Steps over which the drift builds up: over ``m`` remaining steps the level moves by
+        ``drift² · m / (m + drift_steps)`` (as a variance).
+
+    Raises
+    ------
+    ValueError
+        For a value outside these limits, or prior bounds out of order.
     """
 
     def __init__(self, prior_step_seconds: float, prior_lower: float, prior_upper: float, total_steps: int, *,
@@ -118,18 +176,45 @@ class OnlineEstimator:
 
     @classmethod
     def from_prediction(cls, prediction, **kwargs) -> "OnlineEstimator":
-        """From a :class:`~perfmodel.predict.TrainingTimePrediction` (its step time and interval, and steps)."""
+        """An estimator whose prior is a prediction.
+
+        Parameters
+        ----------
+        prediction : TrainingTimePrediction
+            Its ``step_seconds``, ``step_lower``, ``step_upper`` and ``steps`` give the prior and the total
+            steps; its ``confidence`` is the default ``confidence`` and ``prior_confidence``.
+        **kwargs
+            Other parameters of :class:`OnlineEstimator` (``warmup_steps``, ``drift``...).
+
+        Returns
+        -------
+        OnlineEstimator
+            The estimator, with no step observed yet.
+        """
         kwargs.setdefault("confidence", prediction.confidence)
         kwargs.setdefault("prior_confidence", prediction.confidence)
         return cls(prediction.step_seconds, prediction.step_lower, prediction.step_upper, prediction.steps, **kwargs)
 
     def update(self, step_seconds: float) -> None:
-        """Record one observed optimizer step (seconds, from :data:`MIN_STEP_SECONDS` to :data:`MAX_STEP_SECONDS`)."""
+        """Record one observed optimizer step.
+
+        Parameters
+        ----------
+        step_seconds : float
+            Its duration in seconds, from :data:`MIN_STEP_SECONDS` to :data:`MAX_STEP_SECONDS` (ValueError
+            otherwise).
+        """
         step_seconds = _check_step(step_seconds, "step_seconds", "OnlineEstimator.update")
         self.times.append(step_seconds)
 
     def callback(self, recorder) -> None:
-        """For :meth:`perfmodel.measure.recorder.Recorder.add_callback`: reads the recorder's last step."""
+        """Record the recorder's last step: for :meth:`perfmodel.measure.recorder.Recorder.add_callback`.
+
+        Parameters
+        ----------
+        recorder : Recorder
+            The recorder that just timed a step (its ``times[-1]``).
+        """
         self.update(recorder.times[-1])
 
     @staticmethod
@@ -147,7 +232,19 @@ class OnlineEstimator:
         return where if best > 4.0 else None
 
     def estimate(self) -> OnlineEstimate:
-        """The current :class:`OnlineEstimate` (seconds): steps done, elapsed, remaining and total with intervals."""
+        """The estimate from the steps observed so far (the prior alone before any).
+
+        Returns
+        -------
+        OnlineEstimate
+            Steps done, elapsed, remaining and total time with intervals (seconds).
+
+        Raises
+        ------
+        ValueError
+            If the upper bound of the remaining time is beyond the float range (step times or a prior that
+            spread over many orders of magnitude).
+        """
         seen = np.asarray(self.times[self.warmup_steps:], dtype=float)
         elapsed = float(sum(self.times))
         logs = np.log(seen) if len(seen) else np.array([])

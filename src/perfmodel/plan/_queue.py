@@ -25,7 +25,19 @@ __all__ = ["erlang_c", "QueueResult", "simulate_queue", "SimulationResult"]
 
 @dataclass(frozen=True)
 class QueueResult:
-    """M/M/c steady state: probability of waiting, mean wait, mean response (wait + service), utilisation."""
+    """M/M/c steady state (what :func:`erlang_c` returns), times in the unit of its inputs.
+
+    Attributes
+    ----------
+    p_wait : float
+        Probability that an arriving job waits (Erlang C).
+    mean_wait : float
+        Mean time a job waits before it starts.
+    mean_response : float
+        Mean wait plus the mean service time.
+    utilisation : float
+        Offered load per server, ``arrival_rate * service_time / servers`` (below 1).
+    """
 
     p_wait: float
     mean_wait: float
@@ -33,7 +45,13 @@ class QueueResult:
     utilisation: float
 
     def to_dict(self) -> dict:
-        """Plain JSON types only."""
+        """The fields in plain JSON types.
+
+        Returns
+        -------
+        dict
+            ``{"p_wait", "mean_wait", "mean_response", "utilisation"}``.
+        """
         return to_plain(self)
 
 
@@ -48,6 +66,17 @@ def erlang_c(arrival_rate: float, service_time: float, servers: int) -> QueueRes
         Mean job duration in the same unit (e.g. the predicted hours).
     servers : int
         Slots (jobs that can run at once), at most :data:`MAX_SERVERS`.
+
+    Returns
+    -------
+    QueueResult
+        Probability of waiting, mean wait, mean response and utilisation.
+
+    Raises
+    ------
+    ValueError
+        If the utilisation ``arrival_rate * service_time / servers`` is 1 or more (the queue grows without
+        bound), or the inputs are beyond the formula's numeric range.
 
     Notes
     -----
@@ -86,8 +115,24 @@ def erlang_c(arrival_rate: float, service_time: float, servers: int) -> QueueRes
 
 @dataclass(frozen=True)
 class SimulationResult:
-    """A simulated queue: mean wait, mean response (arrival to finish, as in :class:`QueueResult`), utilisation
-    and the batch-means standard error of the mean wait, over ``n_arrivals`` simulated jobs."""
+    """A simulated queue (what :func:`simulate_queue` returns), times in the unit of its inputs.
+
+    Attributes
+    ----------
+    policy : {"fcfs", "sjf"}
+        The scheduling policy simulated.
+    n_arrivals : int
+        Jobs simulated (the warm-up jobs left out of the averages included).
+    mean_wait : float
+        Mean time from arrival to start.
+    mean_response : float
+        Mean time from arrival to finish, as in :class:`QueueResult`.
+    utilisation : float
+        Busy server-time over the servers times the simulated time span.
+    stderr_wait : float
+        Batch-means standard error of ``mean_wait``; nan (None in :meth:`to_dict`) with fewer than 20 jobs
+        averaged.
+    """
 
     policy: str
     n_arrivals: int
@@ -97,7 +142,13 @@ class SimulationResult:
     stderr_wait: float
 
     def to_dict(self) -> dict:
-        """Plain JSON types only (an undefined standard error is None)."""
+        """The fields in plain JSON types.
+
+        Returns
+        -------
+        dict
+            One entry per field (an undefined standard error is None).
+        """
         return to_plain(self)
 
 
@@ -115,6 +166,37 @@ def simulate_queue(arrival_rate=None, service_time=None, servers=1, *, policy="f
     Limits: ``n_arrivals`` and the number of ``jobs`` at most :data:`MAX_JOBS` (10⁷), ``servers`` at most
     :data:`MAX_SERVERS`, ``warmup_fraction`` in [0, 1) (at least one job is always averaged); jobs must not be
     empty.
+
+    Parameters
+    ----------
+    arrival_rate : float, optional
+        Jobs per unit time of the exponential arrivals; needed without ``jobs``, ignored with them.
+    service_time : float, optional
+        Mean of the exponential job durations, same unit; needed without ``jobs``, ignored with them.
+    servers : int, default=1
+        Slots, or with sized ``jobs`` the cluster's GPU count.
+    policy : {"fcfs", "sjf"}, default="fcfs"
+        First come first served, or shortest job first (non-preemptive).
+    jobs : pandas.DataFrame or list of dict, optional
+        Jobs to replay: ``arrival`` (non-negative), ``duration`` (positive) and optionally ``size`` (whole GPUs,
+        1 to ``servers``); sorted by arrival.
+    n_arrivals : int, default=20000
+        Jobs to draw without ``jobs``.
+    seed : int, default=0
+        Seed of the drawn arrivals and durations.
+    warmup_fraction : float, default=0.1
+        Fraction of the first jobs left out of the averages, in [0, 1).
+
+    Returns
+    -------
+    SimulationResult
+        Mean wait, mean response, utilisation and the standard error of the mean wait.
+
+    Raises
+    ------
+    ValueError
+        For a value outside the limits, jobs without ``arrival``/``duration`` or with bad values, or times
+        beyond the numeric range.
     """
     if policy not in ("fcfs", "sjf"):
         raise ValueError(f"The 'policy' parameter of simulate_queue must be 'fcfs' or 'sjf'. Got {policy!r}.")
