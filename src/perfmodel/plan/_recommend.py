@@ -108,11 +108,46 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
 
     Parameters
     ----------
+    model : str or dict
+        A model name in the history, or a dict with ``params`` (and optionally ``flops_per_sample``), as
+        :func:`~perfmodel.predict.predict_training_time` takes them (a module needs an ``example_input``, which
+        recommend does not take: count it first, :func:`perfmodel.measure.flops.count_module`).
+    batch_size : int
+        The global batch (``work="global_batch"``) or the per-device batch (``work="per_device_batch"``).
+    steps : int, optional
+        Optimizer steps at ``batch_size``; or give ``epochs`` and ``dataset_size``.
+    epochs, dataset_size : int, optional
+        The amount of work as ``epochs × dataset_size`` samples, instead of ``steps``.
+    gpu_types : sequence of str, default=("cpu",)
+        Device types to compare (any alias); a list, not a str.
+    gpu_counts : sequence of int, default=(1, 2, 4, 8)
+        Device counts to compare; a list, not an int.
+    work : {"global_batch", "per_device_batch"}, default="global_batch"
+        How the work is kept fixed across configurations (above).
     max_device_batch : int, optional
         Largest per-device batch that fits (memory). Default: the largest per-device batch in the history's runs.
+    history : None, path, DataFrame, bundled name, list of these, TrainingTimeModel or BasePredictor, optional
+        The runs to learn from, as in :func:`~perfmodel.predict.predict_training_time`; a
+        :class:`~perfmodel.predict.BasePredictor` (e.g. a :class:`perfmodel.Predictor`) is used as it is, with
+        its own method and confidence.
+    deadline : float, optional
+        Seconds; ``meets_deadline`` is whether the time interval's upper bound is within it (True without one).
+    budget : float, optional
+        Dollars; ``within_budget`` is whether the cost interval's upper bound is within it (True without one).
+    confidence : float, default=0.9
+        Level of the time and cost intervals.
+    precision : {"fp32", "tf32", "fp16", "bf16", "fp8"}, optional
+        What the job runs in; default per device type, as :func:`~perfmodel.predict.predict_training_time`
+        assumes it.
     provider : str or list of str, optional
         Price from this provider; a list compares them (one row per provider and configuration). Default: the
         cheapest provider in the table for each device. Each row names its ``provider`` and ``usd_per_device_hour``.
+    prices : DataFrame or path, optional
+        Your own price table (:func:`~perfmodel.plan.load_prices`); default the bundled one.
+    spot : bool, default=False
+        Spot prices, with the interruption overhead of :func:`~perfmodel.plan.estimate_cost` added to the time.
+    method : str, default=DEFAULT_METHOD
+        A method of :data:`~perfmodel.models.METHODS`, or ``"auto"`` (chosen per configuration's kind of query).
     memory : dict, optional
         The job's shape for the memory estimate: keyword arguments of :func:`~perfmodel.plan.estimate_memory`
         (``seq_len``, ``n_layers``, ``d_model``, ``n_heads``, ``vocab``, ``optimizer``, ``zero_stage``,
@@ -125,7 +160,15 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
         ``gpu_type, gpu_count, device_batch, accumulation, global_batch, steps, samples, seconds, lower, upper,
         provider, usd_per_device_hour, cost, cost_lower, cost_upper, useful_pflop_per_dollar, memory_gb,
         device_memory_gb, fits_memory, memory_lower_bound, precision, meets_deadline, within_budget,
-        inside_domain``.
+        inside_domain``, one row per configuration and provider, feasible first, then by cost.
+
+    Raises
+    ------
+    ValueError
+        For bad values (no amount of work, both ``steps`` and ``epochs``, an unknown ``work``, precision or
+        method, empty lists, unknown ``memory`` keys).
+    TypeError
+        For a str ``gpu_types``, an int ``gpu_counts``, or a ``provider`` or ``memory`` of the wrong type.
     """
     confidence = check_confidence(confidence, "recommend")
     batch_size = check_positive_int(batch_size, "batch_size", "recommend")
@@ -247,7 +290,38 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
 def scaling_from_model(model, *, batch_size, gpu_type, gpu_counts=(1, 2, 4, 8), mode="weak", history=None,
                        threshold=DEFAULT_EFFICIENCY_THRESHOLD, precision=None) -> pd.DataFrame:
     """Predicted speedup and efficiency vs device count (with the interval of the step time), and, for the
-    physics method, the communication share of each step."""
+    physics and ops methods, the communication share of each step.
+
+    The model is the ``auto`` fit for the most demanding kind of query among the counts asked (1 is always
+    added: it is the baseline).
+
+    Parameters
+    ----------
+    model : str or dict
+        A model name in the history, or a dict with ``params`` (and optionally ``flops_per_sample``).
+    batch_size : int
+        The per-device batch (``mode="weak"``) or the global batch, split over the devices (``mode="strong"``:
+        ``max(1, batch_size // n)`` per device).
+    gpu_type : str
+        The device (any alias).
+    gpu_counts : sequence of int, default=(1, 2, 4, 8)
+        Device counts to predict.
+    mode : {"weak", "strong"}, default="weak"
+        Weak scaling (fixed per-device batch) or strong scaling (fixed global batch).
+    history : None, path, DataFrame, bundled name, list of these, or TrainingTimeModel, optional
+        The runs to learn from; default the bundled ``cpu`` or ``gpu`` history, by ``gpu_type``.
+    threshold : float, default=DEFAULT_EFFICIENCY_THRESHOLD
+        The efficiency below which ``below_threshold`` is True.
+    precision : str, optional
+        Default: what most of the history's runs on ``gpu_type`` used.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per count: ``gpu_count``, ``batch_size`` (per device), ``global_batch``, ``step_time_s``,
+        ``step_lower``, ``step_upper``, ``speedup`` (against 1 device), ``efficiency``, ``below_threshold``,
+        ``comm_share`` (only for a fit that decomposes a step) and ``inside_domain``.
+    """
     if history is None:
         history = "cpu" if resolve_gpu_type(gpu_type) == "cpu" else "gpu"
     counts = [check_positive_int(n, "gpu_counts", "scaling_from_model") for n in gpu_counts]
