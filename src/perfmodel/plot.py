@@ -28,7 +28,24 @@ def _groups(runs: pd.DataFrame) -> pd.Series:
 
 def plot_predicted_vs_measured(fitted, runs, *, confidence: float = 0.9, ax=None):
     """Measured vs predicted step time (log-log) with prediction-interval bars, the identity line, and points
-    coloured by model family. Returns the Axes."""
+    coloured by model family (by model when the runs have no family).
+
+    Parameters
+    ----------
+    fitted : TrainingTimeModel
+        A fitted model.
+    runs : path or pandas.DataFrame
+        The runs to plot (read with :func:`perfmodel.io.load_runs`).
+    confidence : float, default=0.9
+        Level of the interval bars.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; default a new figure.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The Axes drawn on.
+    """
     from .io import load_runs
 
     plt = _plt()
@@ -53,7 +70,22 @@ def plot_predicted_vs_measured(fitted, runs, *, confidence: float = 0.9, ax=None
 
 def plot_residuals(fitted, runs, *, features=_RESIDUAL_FEATURES):
     """Log residual (log measured − log predicted) against each feature; finds where a model is wrong.
-    Returns the Figure."""
+
+    Parameters
+    ----------
+    fitted : TrainingTimeModel
+        A fitted model.
+    runs : path or pandas.DataFrame
+        The runs to plot (read with :func:`perfmodel.io.load_runs`).
+    features : sequence of str, default=("params", "flops_per_sample", "batch_size", "gpu_count")
+        Run columns to plot against, one panel each (log x axis); those the runs lack or leave empty are
+        skipped.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure, one panel per feature.
+    """
     from .io import load_runs
 
     plt = _plt()
@@ -78,7 +110,22 @@ def plot_residuals(fitted, runs, *, features=_RESIDUAL_FEATURES):
 
 def plot_scaling(runs, *, mode: str = "weak", ax=None):
     """Speedup vs device count per model (measured runs), with the ideal line; the legend gives the parallel
-    efficiency at the largest count. Returns the Axes."""
+    efficiency at the largest count.
+
+    Parameters
+    ----------
+    runs : path or pandas.DataFrame
+        A run history (:func:`perfmodel.analysis.scaling` reads it; the median over batch sizes is drawn).
+    mode : {"weak", "strong"}, default="weak"
+        As in :func:`perfmodel.analysis.scaling`.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; default a new figure.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The Axes drawn on (with a note when no device counts can be compared).
+    """
     from .analysis import scaling
 
     plt = _plt()
@@ -102,7 +149,28 @@ def plot_scaling(runs, *, mode: str = "weak", ax=None):
 
 def plot_batch_curves(fitted, runs, *, models=None, gpu_count: int = 1, confidence: float = 0.9, ax=None):
     """Step time vs per-device batch size per model: measured points and the fitted curve with its band.
-    Returns the Axes."""
+
+    Parameters
+    ----------
+    fitted : TrainingTimeModel
+        A fitted model.
+    runs : path or pandas.DataFrame
+        The runs to plot (read with :func:`perfmodel.io.load_runs`).
+    models : sequence of str, optional
+        The models to draw; default the first six names in sorted order. A name without runs at ``gpu_count``
+        is skipped.
+    gpu_count : int, default=1
+        Only runs on this many devices are drawn.
+    confidence : float, default=0.9
+        Level of the band.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; default a new figure.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The Axes drawn on.
+    """
     from .io import load_runs
 
     plt = _plt()
@@ -131,7 +199,20 @@ def plot_batch_curves(fitted, runs, *, models=None, gpu_count: int = 1, confiden
 
 
 def plot_cv_summary(evaluation, *, ax=None):
-    """Median APE per split and method, with the noise floor as a line. Returns the Axes."""
+    """Median APE per split and method, with the noise floor as a line.
+
+    Parameters
+    ----------
+    evaluation : Evaluation
+        From :func:`perfmodel.evaluate.evaluate`.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; default a new figure.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The Axes drawn on.
+    """
     plt = _plt()
     table = evaluation.table
     if ax is None:

@@ -42,14 +42,49 @@ class Predictor(BasePredictor):
 
     def recommend(self, model, **kwargs):
         """Rank device types and counts for the same work by cost (:func:`perfmodel.plan.recommend`, on this
-        Predictor's history, method and confidence)."""
+        Predictor's history, method and confidence).
+
+        Parameters
+        ----------
+        model : str or dict
+            A model name in the history, or a dict with ``params`` (and optionally ``flops_per_sample``).
+        **kwargs
+            The other arguments of :func:`perfmodel.plan.recommend` (``batch_size``, ``steps``, ``gpu_types``...),
+            but not ``history``, ``method`` or ``confidence`` (TypeError): the Predictor's own are used.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per configuration, as :func:`perfmodel.plan.recommend` returns it.
+        """
         for name in ("history", "method", "confidence"):
             if name in kwargs:
                 raise TypeError(f"Predictor.recommend takes no {name!r}: it uses the Predictor's own.")
         return recommend(model, history=self, method=self.method, confidence=self.confidence, **kwargs)
 
     def evaluate(self, *, methods=DEFAULT_EVAL_METHODS, splits=DEFAULT_SPLITS, **kwargs) -> Evaluation:
-        """Grouped cross-validation of ``methods`` on this Predictor's runs (:func:`perfmodel.evaluate.evaluate`)."""
+        """Grouped cross-validation of ``methods`` on this Predictor's runs (:func:`perfmodel.evaluate.evaluate`).
+
+        Parameters
+        ----------
+        methods : sequence of str, default=DEFAULT_EVAL_METHODS
+            Methods to compare (:data:`~perfmodel.models.METHODS` and ``"auto"``).
+        splits : sequence of str, default=DEFAULT_SPLITS
+            Splits to run (:data:`perfmodel.evaluate.SPLITS`).
+        **kwargs
+            The other arguments of :func:`perfmodel.evaluate.evaluate` (``baselines``, ``n_jobs``,
+            ``host_peak_flops``, ``confidence``: by default the Predictor's).
+
+        Returns
+        -------
+        Evaluation
+            The per-row predictions, the metric table and the noise floor.
+
+        Raises
+        ------
+        TypeError
+            When the Predictor has no runs of its own (``history=None`` or a fitted model).
+        """
         if isinstance(self.history, TrainingTimeModel) or self.history is None:
             raise TypeError("Predictor.evaluate needs the runs: give the Predictor a history (a path, DataFrame or "
                             "bundled name), not None or a fitted model.")

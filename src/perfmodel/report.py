@@ -30,10 +30,29 @@ REPORT_METHODS = ("auto", "physics", "loglinear")
 
 
 def make_report(runs, output, *, methods=REPORT_METHODS, quick: bool = False, n_jobs: int = 1) -> Path:
-    """Write the report for ``runs`` (path or DataFrame) to ``output`` (an .html file) and return its path.
+    """Write the HTML report of a run history.
 
     The plots show the fit of the first of ``methods`` (by default ``auto``, what ``predict_training_time``
-    uses). ``quick`` limits the cross-validation to leave-one-batch-size-out.
+    uses). Needs matplotlib (``perfmodel[plot]``).
+
+    Parameters
+    ----------
+    runs : path or pandas.DataFrame
+        The run history (read with :func:`perfmodel.io.load_runs`).
+    output : str or path-like
+        The ``.html`` file to write (overwritten).
+    methods : sequence of str, default=REPORT_METHODS
+        Methods to fit, summarise and cross-validate (with the baselines).
+    quick : bool, default=False
+        Cross-validate leave-one-batch-size-out only, instead of every split of
+        :data:`perfmodel.evaluate.SPLITS`.
+    n_jobs : int, default=1
+        Parallel jobs of the cross-validation (joblib).
+
+    Returns
+    -------
+    pathlib.Path
+        ``output``.
     """
     import matplotlib
 

@@ -42,6 +42,18 @@ STATUSES = ("ok", "oom", "error", "timeout")
 
 @dataclass(frozen=True)
 class Column:
+    """One column of the run-record schema (an entry of :data:`COLUMNS`).
+
+    Attributes
+    ----------
+    name : str
+        The column name, with its unit (``step_time_s``).
+    kind : {"str", "int", "float"}
+        Its type: text (pandas ``string``), nullable integer (``Int64``) or float.
+    description : str
+        What it holds, in one line.
+    """
+
     name: str
     kind: str  # "str", "int", "float"
     description: str
@@ -108,6 +120,11 @@ COLUMNS: tuple[Column, ...] = (
     _C("gpu_name", "str", "device name as reported by NVML"),
     _C("gpu_mem_total_bytes", "float", "device memory (NVML)"),
     _C("gpu_mem_peak_bytes", "float", "peak device memory used during the timed window (NVML)"),
+    _C("peak_mem_bytes", "float", "peak memory of the training steps on one device (rank 0), how it was measured in "
+       "mem_source (nullable)"),
+    _C("mem_source", "str", "how peak_mem_bytes was measured: cuda_max_allocated (torch.cuda.max_memory_allocated: "
+       "live tensors, no CUDA context or cached blocks) | rss_delta (CPU: the tensors resident when the steps began "
+       "plus the peak growth of anonymous resident memory; perfmodel.measure._peakmem)"),
     _C("gpu_util_mean_pct", "float", "mean GPU utilisation in the timed window (NVML)"),
     _C("mem_util_mean_pct", "float", "mean memory-controller utilisation in the timed window (NVML)"),
     _C("power_mean_w", "float", "mean power draw in the timed window (NVML)"),
@@ -161,6 +178,7 @@ LIMITS: dict[str, tuple[float, bool, float]] = {
     "repeat": (0.0, True, 1e9),
     "gpu_mem_total_bytes": (0.0, True, 1e16),
     "gpu_mem_peak_bytes": (0.0, True, 1e16),
+    "peak_mem_bytes": (0.0, True, 1e16),
     "gpu_util_mean_pct": (0.0, True, 100.0),
     "mem_util_mean_pct": (0.0, True, 100.0),
     "power_mean_w": (0.0, True, 1e5),
@@ -187,7 +205,18 @@ def _range_message(name: str) -> str:
 
 
 def describe_range(name: str) -> str:
-    """The documented range of a numeric schema column, as text (``""`` for a text column)."""
+    """The documented range of a numeric schema column, as text.
+
+    Parameters
+    ----------
+    name : str
+        A schema column.
+
+    Returns
+    -------
+    str
+        E.g. ``"number > 0 and <= 1e+24"``, ``"0 or 1"`` for a flag; ``""`` for a column without limits (text).
+    """
     if name not in LIMITS:
         return ""
     lo, inclusive, hi = LIMITS[name]
@@ -241,9 +270,23 @@ def _first_non_text(col: pd.Series) -> int | None:
 def check_queries(q: pd.DataFrame, where: str, positions=None) -> None:
     """Check prediction queries like :func:`validate_runs` checks runs: ``params``, ``batch_size``,
     ``gpu_count``, ``steps`` (and ``flops_per_sample`` where given) finite, positive and within :data:`LIMITS`,
-    and the counts whole numbers; ``precision``, ``gpu_type`` and ``model`` text where given. Raises
-    :class:`SchemaError` naming the column and the first bad row, counted from 1 (``positions``: each row's
-    0-based position in the caller's queries, when ``q`` is a part of them)."""
+    and the counts whole numbers; ``precision``, ``gpu_type`` and ``model`` text where given.
+
+    Parameters
+    ----------
+    q : pandas.DataFrame
+        The queries (left unchanged).
+    where : str
+        The caller's name, for the messages.
+    positions : array-like of int, optional
+        Each row's 0-based position in the caller's queries, when ``q`` is a part of them: a bad row is named
+        by it. Default: the row's position in ``q``.
+
+    Raises
+    ------
+    SchemaError
+        Naming the column and the first bad row, counted from 1.
+    """
     def row(i: int) -> str:
         return f"row {int(positions[i] if positions is not None else i) + 1}, counting from 1"
 
@@ -287,7 +330,13 @@ def describe_schema() -> pd.DataFrame:
     """The schema as a table (column, dtype, range, description).
 
     ``range`` is the documented range of a numeric column (:data:`LIMITS`), checked on load where a value is
-    given; it is empty for text columns."""
+    given; it is empty for text columns.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per column of :data:`COLUMNS`: ``column``, ``dtype``, ``range`` and ``description``.
+    """
     return pd.DataFrame([(c.name, c.kind, describe_range(c.name), c.description) for c in COLUMNS],
                         columns=["column", "dtype", "range", "description"])
 
@@ -422,6 +471,22 @@ def coerce_dtypes(df: pd.DataFrame) -> pd.DataFrame:
     Numeric columns accept numbers and number-shaped text only: booleans, durations, timestamps, bytes and other
     objects raise :class:`SchemaError` naming the column and rows (pandas would read ``True`` as 1.0 and a
     duration as nanoseconds). Text columns keep their strings exactly; bytes are refused.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A history or query frame (not changed).
+
+    Returns
+    -------
+    pandas.DataFrame
+        A copy: text columns as ``string``, integer columns as ``Int64``, float columns as ``float64`` (missing:
+        NaN), unknown columns as they were.
+
+    Raises
+    ------
+    SchemaError
+        For a repeated column name or a value that is not of its column's type.
     """
     if df.columns.duplicated().any():
         dup = df.columns[df.columns.duplicated()][0]
