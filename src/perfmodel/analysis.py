@@ -30,8 +30,8 @@ def scaling(runs, *, mode: str = "weak", threshold: float = DEFAULT_EFFICIENCY_T
     ``mode="strong"``: fixed global batch B; compares 1 device at batch B with n devices at B/n per device;
     speedup = step_time(1, B) / step_time(n, B/n).
     Efficiency = speedup / n; ``below_threshold`` flags efficiency under ``threshold`` (default 7/8).
-    Repeats are averaged (mean step time) first. Only configurations whose 1-device baseline was measured (same
-    model, device type and precision) get a row.
+    Repeats are averaged (mean step time) first. Only configurations whose 1-device baseline was measured
+    (same model, device type and precision) get a row.
 
     Parameters
     ----------
@@ -45,9 +45,9 @@ def scaling(runs, *, mode: str = "weak", threshold: float = DEFAULT_EFFICIENCY_T
     Returns
     -------
     pandas.DataFrame
-        One row per (model, gpu_type, precision, per-device batch, device count > 1): ``model``, ``gpu_type``,
-        ``precision``, ``gpu_count``, ``batch_size`` (per device), ``global_batch``, ``speedup``, ``efficiency``
-        and ``below_threshold``.
+        One row per (model, gpu_type, precision, per-device batch, device count > 1): ``model``,
+        ``gpu_type``, ``precision``, ``gpu_count``, ``batch_size`` (per device), ``global_batch``,
+        ``speedup``, ``efficiency`` and ``below_threshold``.
 
     Raises
     ------
@@ -135,8 +135,8 @@ class Diagnosis:
         Returns
         -------
         dict
-            ``{"runs": [...per-run rows...], "findings": [{"rule", "threshold", "evidence"}, ...]}`` (NaN becomes
-            None).
+            ``{"runs": [...per-run rows...], "findings": [{"rule", "threshold", "evidence"}, ...]}`` (NaN
+            becomes None).
         """
         return {"runs": to_plain(self.table), "findings": [to_plain(f) for f in self.findings]}
 

@@ -289,8 +289,8 @@ class PeakRatioBaseline:
         Returns
         -------
         pandas.DataFrame
-            ``step_time_s`` (NaN where the model has no reference run or a device no peak), and ``step_lower``,
-            ``step_upper`` all NaN; indexed like ``runs``.
+            ``step_time_s`` (NaN where the model has no reference run or a device no peak), and
+            ``step_lower``, ``step_upper`` all NaN; indexed like ``runs``.
         """
         q = run_quantities(runs)
         pred = np.full(len(runs), np.nan)

@@ -224,14 +224,16 @@ def fp32_basis(runs: pd.DataFrame) -> pd.DataFrame:
     Parameters
     ----------
     runs : pandas.DataFrame
-        Runs or query rows (``precision``, default fp32; ``fp32_mode``, ``family`` and op columns where known).
+        Runs or query rows (``precision``, default fp32; ``fp32_mode``, ``family`` and op columns where
+        known).
 
     Returns
     -------
     pandas.DataFrame
         Indexed like ``runs``: ``fp32_mode`` (canonical; ``""`` for non-fp32 rows), ``conv_share``
-        (:func:`conv_share`) and ``full_share``, the share of the run's conv + matmul FLOPs at the full-fp32 peak
-        (0 for non-fp32 rows and for ``tf32`` mode, 1 for ``full``, ``1 − conv_share`` under PyTorch's defaults).
+        (:func:`conv_share`) and ``full_share``, the share of the run's conv + matmul FLOPs at the full-fp32
+        peak (0 for non-fp32 rows and for ``tf32`` mode, 1 for ``full``, ``1 − conv_share`` under PyTorch's
+        defaults).
     """
     precision = (runs["precision"].astype(str).to_numpy(dtype=object) if "precision" in runs.columns
                  else np.full(len(runs), "fp32", dtype=object))
@@ -255,8 +257,8 @@ def peak_basis(runs: pd.DataFrame) -> np.ndarray:
     -------
     numpy.ndarray of object, shape (len(runs),)
         E.g. ``"fp32 full (no TF32; matmul share 1.00, conv share 0.00)"``, ``"fp32 PyTorch defaults (no
-        fp32_mode): conv share 0.95 at TF32, matmul share 0.05 at full fp32"``, ``"bf16"``; plain ``"fp32"`` on
-        a device without a TF32 peak above its fp32 one (CPU, V100, most AMD parts).
+        fp32_mode): conv share 0.95 at TF32, matmul share 0.05 at full fp32"``, ``"bf16"``; plain ``"fp32"``
+        on a device without a TF32 peak above its fp32 one (CPU, V100, most AMD parts).
     """
     basis = fp32_basis(runs)
     precision = (runs["precision"].astype(str).to_numpy(dtype=object) if "precision" in runs.columns
@@ -314,9 +316,9 @@ def run_quantities(runs: pd.DataFrame) -> pd.DataFrame:
     -------
     pandas.DataFrame
         Indexed like ``runs``: ``params``, ``batch_size``, ``gpu_count``, ``global_batch``,
-        ``flops_per_sample``, ``flops_imputed``, ``flops_per_step_device``, ``allreduce_bytes`` (ring all-reduce
-        bytes per device of fp32 gradients), ``fp32_full_share``, the device's ``peak_tflops`` (at the run's
-        precision; for fp32 the mix of TF32 and full-fp32 peaks :func:`fp32_basis` describes),
+        ``flops_per_sample``, ``flops_imputed``, ``flops_per_step_device``, ``allreduce_bytes`` (ring
+        all-reduce bytes per device of fp32 gradients), ``fp32_full_share``, the device's ``peak_tflops`` (at
+        the run's precision; for fp32 the mix of TF32 and full-fp32 peaks :func:`fp32_basis` describes),
         ``memory_bandwidth_gbps`` and ``interconnect_gbps``, and ``precision`` and ``gpu_type`` as given.
 
     Raises

@@ -568,7 +568,8 @@ def append_new_runs(records, path: str | os.PathLike, *, key: str = "source_id")
     added : int
         Records written.
     skipped : int
-        Records left out because their ``key`` was already in the history (or appeared earlier in ``records``).
+        Records left out because their ``key`` was already in the history (or appeared earlier in
+        ``records``).
 
     Raises
     ------

@@ -142,7 +142,7 @@ def canonical_devices(values) -> np.ndarray:
 
     Returns
     -------
-    numpy.ndarray of object, same length as ``values``
+    numpy.ndarray of object, same length as values
         The canonical name of each (:func:`perfmodel.hardware.resolve_gpu_type`); a name the spec table does
         not know stays as given (a device no run has, however it is spelled).
     """
@@ -178,8 +178,8 @@ def group_keys(runs: pd.DataFrame, kind: str | QueryKind) -> np.ndarray:
     Parameters
     ----------
     runs : pandas.DataFrame
-        The runs; needs ``gpu_type`` and the column the kind holds out (``model`` may be absent: every run then
-        counts as the same model).
+        The runs; needs ``gpu_type`` and the column the kind holds out (``model`` may be absent: every run
+        then counts as the same model).
     kind : str or QueryKind
         The kind being scored (a name from :data:`KIND_NAMES` or the kind itself).
 
@@ -214,14 +214,16 @@ def classify(runs: pd.DataFrame, query: pd.DataFrame) -> np.ndarray:
     Parameters
     ----------
     runs : pandas.DataFrame
-        The runs a model learned from (``gpu_type``, and ``model``, ``batch_size``, ``gpu_count`` where known).
+        The runs a model learned from (``gpu_type``, and ``model``, ``batch_size``, ``gpu_count`` where
+        known).
     query : pandas.DataFrame
         The configurations to predict, same columns.
 
     Returns
     -------
     numpy.ndarray of object, shape (len(query),)
-        The name of each row's kind (from :data:`KIND_NAMES`): the first that applies from ``new_device`` down.
+        The name of each row's kind (from :data:`KIND_NAMES`): the first that applies from ``new_device``
+        down.
     """
     if len(query) == 0:
         return np.empty(0, dtype=object)

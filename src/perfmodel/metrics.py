@@ -25,7 +25,7 @@ def r2(y, pred) -> float:
     ----------
     y : array-like of float
         Observed values.
-    pred : array-like of float, same length as ``y``
+    pred : array-like of float, same length as y
         Predicted values.
 
     Returns
@@ -45,8 +45,9 @@ def r2_log(y, pred) -> float:
     ----------
     y : array-like of float
         Observed values, positive.
-    pred : array-like of float, same length as ``y``
-        Predicted values; clipped at 1e-300 before the log, so a non-positive prediction scores as a very small one.
+    pred : array-like of float, same length as y
+        Predicted values; clipped at 1e-300 before the log, so a non-positive prediction scores as a very
+        small one.
 
     Returns
     -------
@@ -63,7 +64,7 @@ def mape(y_true, y_pred) -> float:
     ----------
     y_true : array-like of float
         Observed values (the denominators: none may be 0).
-    y_pred : array-like of float, same length as ``y_true``
+    y_pred : array-like of float, same length as y_true
         Predicted values.
 
     Returns
@@ -82,7 +83,7 @@ def median_ape(y_true, y_pred) -> float:
     ----------
     y_true : array-like of float
         Observed values (the denominators: none may be 0).
-    y_pred : array-like of float, same length as ``y_true``
+    y_pred : array-like of float, same length as y_true
         Predicted values.
 
     Returns
@@ -101,7 +102,7 @@ def coverage(y, lower, upper) -> float:
     ----------
     y : array-like of float
         Observed values.
-    lower, upper : array-like of float, same length as ``y``
+    lower, upper : array-like of float, same length as y
         The interval around each observation's prediction.
 
     Returns
@@ -120,7 +121,7 @@ def mean_relative_width(pred, lower, upper) -> float:
     ----------
     pred : array-like of float
         Point predictions (the denominators).
-    lower, upper : array-like of float, same length as ``pred``
+    lower, upper : array-like of float, same length as pred
         The interval around each prediction.
 
     Returns

@@ -49,8 +49,9 @@ class Predictor(BasePredictor):
         model : str or dict
             A model name in the history, or a dict with ``params`` (and optionally ``flops_per_sample``).
         **kwargs
-            The other arguments of :func:`perfmodel.plan.recommend` (``batch_size``, ``steps``, ``gpu_types``...),
-            but not ``history``, ``method`` or ``confidence`` (TypeError): the Predictor's own are used.
+            The other arguments of :func:`perfmodel.plan.recommend` (``batch_size``, ``steps``,
+            ``gpu_types``...), but not ``history``, ``method`` or ``confidence`` (TypeError): the
+            Predictor's own are used.
 
         Returns
         -------
@@ -63,7 +64,8 @@ class Predictor(BasePredictor):
         return recommend(model, history=self, method=self.method, confidence=self.confidence, **kwargs)
 
     def evaluate(self, *, methods=DEFAULT_EVAL_METHODS, splits=DEFAULT_SPLITS, **kwargs) -> Evaluation:
-        """Grouped cross-validation of ``methods`` on this Predictor's runs (:func:`perfmodel.evaluate.evaluate`).
+        """Grouped cross-validation of ``methods`` on this Predictor's runs
+        (:func:`perfmodel.evaluate.evaluate`).
 
         Parameters
         ----------

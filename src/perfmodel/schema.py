@@ -215,7 +215,8 @@ def describe_range(name: str) -> str:
     Returns
     -------
     str
-        E.g. ``"number > 0 and <= 1e+24"``, ``"0 or 1"`` for a flag; ``""`` for a column without limits (text).
+        E.g. ``"number > 0 and <= 1e+24"``, ``"0 or 1"`` for a flag; ``""`` for a column without limits
+        (text).
     """
     if name not in LIMITS:
         return ""
@@ -480,8 +481,8 @@ def coerce_dtypes(df: pd.DataFrame) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        A copy: text columns as ``string``, integer columns as ``Int64``, float columns as ``float64`` (missing:
-        NaN), unknown columns as they were.
+        A copy: text columns as ``string``, integer columns as ``Int64``, float columns as ``float64``
+        (missing: NaN), unknown columns as they were.
 
     Raises
     ------

@@ -114,7 +114,8 @@ class Benchmark:
     samples_per_epoch : int, optional
         The dataset size, where the logs' ``train_samples`` is not it.
     throughput_unit : str, default="samples"
-        What a logged ``tracked_stats`` throughput counts per second (``tokens``: divided by the sequence length).
+        What a logged ``tracked_stats`` throughput counts per second (``tokens``: divided by the sequence
+        length).
     run_average : bool, default=False
         Allow the whole-run average (``train_samples`` logged at the end) as a last resort.
     """

@@ -178,8 +178,8 @@ def simulate_queue(arrival_rate=None, service_time=None, servers=1, *, policy="f
     policy : {"fcfs", "sjf"}, default="fcfs"
         First come first served, or shortest job first (non-preemptive).
     jobs : pandas.DataFrame or list of dict, optional
-        Jobs to replay: ``arrival`` (non-negative), ``duration`` (positive) and optionally ``size`` (whole GPUs,
-        1 to ``servers``); sorted by arrival.
+        Jobs to replay: ``arrival`` (non-negative), ``duration`` (positive) and optionally ``size`` (whole
+        GPUs, 1 to ``servers``); sorted by arrival.
     n_arrivals : int, default=20000
         Jobs to draw without ``jobs``.
     seed : int, default=0
