@@ -29,9 +29,9 @@ import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_fit_arrays
 from ..features import BASELINE_COLUMNS
 from ..metrics import r2
+from ._columns import NamedColumnsMixin
 
 __all__ = ["MFURegressor", "RatioRegressor", "RATIO_COUNT_WEIGHT", "RATIO_MISMATCH_COST"]
 
@@ -44,18 +44,41 @@ RATIO_COUNT_WEIGHT = 10.0
 RATIO_MISMATCH_COST = 0.5
 
 
+class _Baseline(NamedColumnsMixin):
+    """What both rules read: the columns of ``RunFeaturizer(kind="baseline")``; runs without a finite work, peak
+    or bandwidth are left out of the pools and references rather than refused."""
+
+    _QUANTITIES = BASELINE_COLUMNS
+    _FEATURE_SET = "baseline"
+    _ABSENT = {c: 0.0 for c in BASELINE_COLUMNS}
+    _REQUIRED = ("log_work",)
+    _CODES = ("model_code", "device_code", "precision_code")
+    _FINITE_FIT = False
+
+
 def _in_sample(reg, X, y) -> None:
+    """In-sample residual std and R² of log step time (``X``: the design, quantities in order)."""
     logy = np.log(y)
-    pred = reg.predict(X)
+    pred = reg._predict_design(X)
     ok = np.isfinite(pred) & (pred > 0)
     resid = logy[ok] - np.log(pred[ok])
     reg.resid_std_ = float(np.std(resid, ddof=1)) if len(resid) > 1 else 0.0
     reg.rsquared_ = r2(logy[ok], logy[ok] - resid) if len(resid) > 1 else float("nan")
 
 
-class MFURegressor(RegressorMixin, BaseEstimator):
+class MFURegressor(_Baseline, RegressorMixin, BaseEstimator):
     """``T = FLOPs per device-step / (peak at the run's precision × pooled median utilisation)`` (module
     docstring), on the columns of ``RunFeaturizer(kind="baseline")``.
+
+    Parameters
+    ----------
+    columns : dict of str to str, optional
+        Where each quantity of the rule is in ``X``: ``{quantity: column name}``, the quantities being
+        :data:`~perfmodel.features.BASELINE_COLUMNS` (``log_work`` is required). A quantity left out is the
+        same in every run: a log 0 (the same peak, bandwidth, count or batch), a code 0 (one model, one device
+        type, one precision), FLOPs counted. A plain array's columns are named ``"x0"``, ``"x1"``, ... None
+        (the default): every quantity in the column of its own name, by name in a DataFrame, in
+        :data:`~perfmodel.features.BASELINE_COLUMNS` order in a plain array (:mod:`perfmodel.models._columns`).
 
     Attributes
     ----------
@@ -68,6 +91,13 @@ class MFURegressor(RegressorMixin, BaseEstimator):
     log_u_by_model_ : dict
         ``model code -> log median utilisation`` of the runs whose FLOPs were imputed (not counted): they are
         left out of the pools above, and a query of such a model takes its own.
+    resid_std_, rsquared_ : float
+        In-sample residual standard deviation and R² of log step time (runs with a finite prediction).
+    columns_ : dict
+        The column read for each quantity (None: absent, the same in every run).
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        The column names of ``X``, when it was a DataFrame.
 
     Examples
     --------
@@ -77,9 +107,29 @@ class MFURegressor(RegressorMixin, BaseEstimator):
     array([1.])
     """
 
+    def __init__(self, *, columns: dict | None = None):
+        self.columns = columns
+
     def fit(self, X, y):
-        X, y = check_fit_arrays(X, y, BASELINE_COLUMNS, type(self).__name__)
-        self.n_features_in_ = X.shape[1]
+        """Pool the achieved utilisations of the runs.
+
+        Parameters
+        ----------
+        X : DataFrame or array-like of shape (n_runs, n_features)
+            The design: the columns of ``RunFeaturizer(kind="baseline")``, or those named by ``columns``.
+        y : array-like of shape (n_runs,)
+            Step times in seconds (positive; at least 3 runs, one of them with a finite work and peak).
+
+        Returns
+        -------
+        self : MFURegressor
+            Fitted.
+        """
+        X, y = self._validate_fit(X, y)
+        self._fit_design(X, y)
+        return self
+
+    def _fit_design(self, X, y) -> None:
         log_u = X[:, _COL["log_work"]] - X[:, _COL["log_peak"]] - np.log(y)
         ok = np.isfinite(log_u)
         if not ok.any():
@@ -98,12 +148,24 @@ class MFURegressor(RegressorMixin, BaseEstimator):
         self.log_u_by_precision_ = {float(p): float(v) for p, v in frame.groupby("prec")["log_u"].median().items()}
         self.log_u_ = float(np.median(log_u[ok]))
         _in_sample(self, X, y)
-        return self
 
     def log_utilisation(self, X) -> np.ndarray:
-        """The pooled log utilisation of each row (its (device, precision) pool, else precision, else all)."""
-        check_is_fitted(self, "log_u_")
-        X = np.asarray(X, dtype=float)
+        """The pooled log utilisation of each row: its (device, precision) pool, else its precision's, else all
+        runs' (a row whose FLOPs were imputed: its model's own, when the runs have it).
+
+        Parameters
+        ----------
+        X : DataFrame or array-like of shape (n_runs, n_features)
+            The design, with the columns the fit read.
+
+        Returns
+        -------
+        ndarray of shape (n_runs,)
+            Natural log of the utilisation (fraction of the peak).
+        """
+        return self._log_utilisation(self._validate_predict(X, "log_u_"))
+
+    def _log_utilisation(self, X) -> np.ndarray:
         out = np.full(len(X), self.log_u_)
         by_model = getattr(self, "log_u_by_model_", {})
         for i, (d, p, m, imp) in enumerate(zip(X[:, _COL["device_code"]], X[:, _COL["precision_code"]],
@@ -118,12 +180,38 @@ class MFURegressor(RegressorMixin, BaseEstimator):
         return out
 
     def predict(self, X):
-        check_is_fitted(self, "log_u_")
-        X = np.asarray(X, dtype=float)
-        return np.exp(X[:, _COL["log_work"]] - X[:, _COL["log_peak"]] - self.log_utilisation(X))
+        """Predicted step time of each run: its work over its peak times its pooled utilisation.
+
+        Parameters
+        ----------
+        X : DataFrame or array-like of shape (n_runs, n_features)
+            The design, with the columns the fit read.
+
+        Returns
+        -------
+        ndarray of shape (n_runs,)
+            Seconds per step (NaN where the work or peak is not finite).
+        """
+        return self._predict_design(self._validate_predict(X, "log_u_"))
+
+    def _predict_design(self, X) -> np.ndarray:
+        return np.exp(X[:, _COL["log_work"]] - X[:, _COL["log_peak"]] - self._log_utilisation(X))
 
     def utilisation_table(self, device_names=None, precision_names=None) -> pd.DataFrame:
-        """The pooled utilisations (median achieved MFU) by device type and precision, by precision, and all."""
+        """The pooled utilisations (median achieved MFU) by device type and precision, by precision, and all.
+
+        Parameters
+        ----------
+        device_names, precision_names : list of str, optional
+            The device type and precision of each code (``RunFeaturizer.gpu_types_``, ``.precisions_``);
+            default ``code 0``, ``code 1``, ...
+
+        Returns
+        -------
+        DataFrame
+            One column, ``value`` (a fraction of the peak), indexed ``utilisation[<device>, <precision>]``,
+            ``utilisation[<precision>]`` and ``utilisation[all runs]``.
+        """
         check_is_fitted(self, "log_u_")
 
         def name(names, code):
@@ -136,18 +224,36 @@ class MFURegressor(RegressorMixin, BaseEstimator):
         return pd.DataFrame({"value": vals + [math.exp(self.log_u_)]}, index=idx + ["utilisation[all runs]"])
 
 
-class RatioRegressor(RegressorMixin, BaseEstimator):
+class RatioRegressor(_Baseline, RegressorMixin, BaseEstimator):
     """The nearest run of the same model scaled by work and the devices' spec ratios (module docstring), on the
     columns of ``RunFeaturizer(kind="baseline")``; a model the runs lack gets :class:`MFURegressor`'s answer.
 
+    Parameters
+    ----------
+    columns : dict of str to str, optional
+        Where each quantity of the rule is in ``X``: ``{quantity: column name}``, the quantities being
+        :data:`~perfmodel.features.BASELINE_COLUMNS` (``log_work`` is required). A quantity left out is the
+        same in every run: a log 0 (the same peak, bandwidth, count or batch), a code 0 (one model, one device
+        type, one precision), FLOPs counted. A plain array's columns are named ``"x0"``, ``"x1"``, ... None
+        (the default): every quantity in the column of its own name, by name in a DataFrame, in
+        :data:`~perfmodel.features.BASELINE_COLUMNS` order in a plain array (:mod:`perfmodel.models._columns`).
+
     Attributes
     ----------
-    ref_ : ndarray, shape (n_runs, 8)
-        The training design matrix (the reference runs).
-    ref_y_ : ndarray, shape (n_runs,)
+    ref_ : ndarray, shape (n_refs, 9)
+        The reference runs: the training design (quantities in :data:`~perfmodel.features.BASELINE_COLUMNS`
+        order) of the runs with a finite work, peak and bandwidth and a model code.
+    ref_y_ : ndarray, shape (n_refs,)
         Their step times.
     fallback_ : MFURegressor
         The ``mfu`` rule for models without a reference run.
+    resid_std_, rsquared_ : float
+        In-sample residual standard deviation and R² of log step time (runs with a finite prediction).
+    columns_ : dict
+        The column read for each quantity (None: absent, the same in every run).
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        The column names of ``X``, when it was a DataFrame.
 
     Examples
     --------
@@ -159,10 +265,27 @@ class RatioRegressor(RegressorMixin, BaseEstimator):
     array([0.5])
     """
 
+    def __init__(self, *, columns: dict | None = None):
+        self.columns = columns
+
     def fit(self, X, y):
-        X, y = check_fit_arrays(X, y, BASELINE_COLUMNS, type(self).__name__)
-        self.n_features_in_ = X.shape[1]
-        self.fallback_ = MFURegressor().fit(X, y)
+        """Keep the runs as references, and fit the ``mfu`` rule for models they lack.
+
+        Parameters
+        ----------
+        X : DataFrame or array-like of shape (n_runs, n_features)
+            The design: the columns of ``RunFeaturizer(kind="baseline")``, or those named by ``columns``.
+        y : array-like of shape (n_runs,)
+            Step times in seconds (positive; at least 3 runs, one of them with a finite work and peak).
+
+        Returns
+        -------
+        self : RatioRegressor
+            Fitted.
+        """
+        X_in = X
+        X, y = self._validate_fit(X, y)
+        self.fallback_ = MFURegressor(columns=self.columns).fit(X_in, y)
         ok = np.isfinite(X[:, [_COL["log_work"], _COL["log_peak"], _COL["log_bw"]]]).all(axis=1) & \
             (X[:, _COL["model_code"]] >= 0)
         self.ref_, self.ref_y_ = X[ok], y[ok]
@@ -170,9 +293,22 @@ class RatioRegressor(RegressorMixin, BaseEstimator):
         return self
 
     def predict(self, X):
-        check_is_fitted(self, "ref_")
-        X = np.asarray(X, dtype=float)
-        out = self.fallback_.predict(X)
+        """Predicted step time of each run: its nearest reference run of the same model, scaled.
+
+        Parameters
+        ----------
+        X : DataFrame or array-like of shape (n_runs, n_features)
+            The design, with the columns the fit read.
+
+        Returns
+        -------
+        ndarray of shape (n_runs,)
+            Seconds per step (the ``mfu`` rule's for a model without a reference run).
+        """
+        return self._predict_design(self._validate_predict(X, "ref_"))
+
+    def _predict_design(self, X) -> np.ndarray:
+        out = self.fallback_._predict_design(X)
         ref, ref_y = self.ref_, self.ref_y_
         codes = X[:, _COL["model_code"]]
         for code in np.unique(codes[codes >= 0]):

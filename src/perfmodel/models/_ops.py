@@ -36,6 +36,7 @@ import math
 
 import numpy as np
 from scipy.optimize import least_squares
+from sklearn.utils.validation import check_is_fitted
 
 from ..features import OPS_COLUMNS
 from ..schema import OP_TRACED_CLASSES
@@ -52,10 +53,12 @@ _S = 9  # first per-class parameter
 #: cell's FLOPs are its GEMMs (``x·W_ih^T`` and ``h·W_hh^T``, :mod:`perfmodel.measure.opcount`), run by the same
 #: GEMM routines as ``matmul``; the pooled value is the centre of every class, the convolutions' included.
 _PARENT = {"recurrent": "matmul"}
+#: The per-class columns (an ops fit needs at least one).
+_CLASS_COLUMNS = tuple(c for c in OPS_COLUMNS if c.startswith(("t_flops_", "t_bytes_")))
 
 
 class OpsRegressor(PhysicsRegressor):
-    """Fit the op-level step-time form on the columns of ``RunFeaturizer(kind="ops")``.
+    """Fit the op-level step-time form (module docstring) on the columns of ``RunFeaturizer(kind="ops")``.
 
     Parameters
     ----------
@@ -64,15 +67,41 @@ class OpsRegressor(PhysicsRegressor):
         the bundled CPU history's leave-one-model-out and leave-one-family-out splits: 0.3 to 1 give nearly the
         same errors there, 0 (no pooling) overfits the classes a family alone exercises (leave-one-family-out
         median APE ~30% instead of ~15%).
+    columns : dict of str to str, optional
+        Where each quantity of the form is in ``X``: ``{quantity: column name}``, the quantities being
+        :data:`~perfmodel.features.OPS_COLUMNS` (at least one op class's ``t_flops_*_s`` or ``t_bytes_*_s`` is
+        required). A quantity left out is the same in every run: times, bytes, kernels and flags 0, batch size,
+        device count and work 1, one model family. A plain array's columns are named ``"x0"``, ``"x1"``, ...
+        None (the default): every quantity in the column of its own name, by name in a DataFrame, in
+        :data:`~perfmodel.features.OPS_COLUMNS` order in a plain array (:mod:`perfmodel.models._columns`).
+
+    Attributes
+    ----------
+    params_ : ndarray
+        ``[log λ, log m_s, log m_o, log c0, log c1, μ_f, μ_m, γ_s, γ_b, δ_0..δ_{C-1}, ε_0..ε_{C-1}]``.
+    resid_std_, rsquared_ : float
+        In-sample residual standard deviation and R² of log step time.
+    columns_ : dict
+        The column read for each quantity (None: absent, the same in every run).
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        The column names of ``X``, when it was a DataFrame.
     """
 
-    _COLUMNS = OPS_COLUMNS
-    _FAM, _MODEL, _BATCH = _I["family_code"], _I["model_code"], _I["batch_size"]
+    _QUANTITIES = OPS_COLUMNS
+    _FEATURE_SET = "ops"
+    _ABSENT = {**{c: 0.0 for c in OPS_COLUMNS}, "batch_size": 1.0, "gpu_count": 1.0, "work_gflop": 1.0}
+    _REQUIRED = ()
+    _REQUIRED_ONE_OF = _CLASS_COLUMNS
+    _CODES = ("family_code", "model_code")
+    _NONNEGATIVE = tuple(c for c in OPS_COLUMNS if c not in ("family_code", "model_code"))
+    _AT = _I
     # parameters: [log λ, log m_s, log m_o, log c0, log c1, μ_f, μ_m, γ_s, γ_b, δ_0..δ_{C-1}, ε_0..ε_{C-1}]
     _N_SHARED = _S
 
-    def __init__(self, *, shrinkage: float = 0.5):
+    def __init__(self, *, shrinkage: float = 0.5, columns: dict | None = None):
         self.shrinkage = shrinkage
+        self.columns = columns
 
     def _start(self):
         return np.r_[math.log(1e-5), math.log(2.0), math.log(2.0), math.log(1e-3), 0.0,
@@ -122,11 +151,24 @@ class OpsRegressor(PhysicsRegressor):
         return least_squares(resid, p0, bounds=(lo, hi), method="trf", x_scale="jac", max_nfev=3000).x
 
     def decompose(self, X):
-        """The fitted terms of each step in seconds: overhead + launches, weights/optimizer traffic, compute and
-        memory time of every op class, communication."""
+        """The fitted terms of each step in seconds: launches, weights/optimizer traffic, compute and memory time
+        of every op class, communication.
+
+        Parameters
+        ----------
+        X : DataFrame or array-like of shape (n_runs, n_features)
+            The design, with the columns the fit read.
+
+        Returns
+        -------
+        DataFrame
+            Columns ``launch_s``, ``weights_optimizer_s``, one ``<class>_s`` per op class
+            (:data:`~perfmodel.schema.OP_TRACED_CLASSES`) and ``communication_s``; one row per run, in order
+            (a fresh 0-based index). Their sum is :meth:`predict` (before its floor at 1e-12 s).
+        """
         import pandas as pd
 
-        X = np.asarray(X, dtype=float)
+        X = self._validate_predict(X, "params_")
         p = self.params_
         fixed, weights, _, _, comm = self._terms(p, X)
         out = {"launch_s": fixed, "weights_optimizer_s": weights}
@@ -141,10 +183,24 @@ class OpsRegressor(PhysicsRegressor):
         return pd.DataFrame(out)
 
     def coef_table(self, family_names=None):
-        """Fitted constants: overhead, seconds per kernel, and each op class's compute and memory efficiency
-        (fractions of the nominal peak and bandwidth; on CPU relative to nominal figures, so they may exceed 1)."""
+        """Fitted constants: seconds per kernel, traffic factors, communication, and each op class's compute and
+        memory efficiency (fractions of the nominal peak and bandwidth; on CPU relative to nominal figures, so
+        they may exceed 1).
+
+        Parameters
+        ----------
+        family_names : list of str, optional
+            Not used (the op-level efficiencies are shared by every family); accepted so that every physical
+            form's table is asked for the same way.
+
+        Returns
+        -------
+        DataFrame
+            One column, ``value``, indexed by constant name.
+        """
         import pandas as pd
 
+        check_is_fitted(self, "params_")
         p = self.params_
         names = ["launch_s_per_kernel", "weights_traffic_factor", "optimizer_traffic_factor",
                  "c0_comm_latency_s", "c1_comm", "pooled_compute_efficiency", "pooled_memory_efficiency",

@@ -27,32 +27,74 @@ from scipy.optimize import least_squares
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_fit_arrays
 from ..metrics import r2
 from ..features import CPU_THREAD_NOMINAL_FLOPS, PHYSICS_COLUMNS
+from ._columns import NamedColumnsMixin
 
 __all__ = ["PhysicsRegressor", "PHYSICS_COLUMNS", "CPU_THREAD_NOMINAL_FLOPS", "PRIOR_WEIGHT"]
 
 #: Weight of the weak prior that keeps parameters the data cannot identify at their starting values.
 PRIOR_WEIGHT = 0.003
 
+_P = {name: i for i, name in enumerate(PHYSICS_COLUMNS)}
 
-class PhysicsRegressor(RegressorMixin, BaseEstimator):
-    """Fit the physics-informed step-time form on the columns of ``RunFeaturizer(kind="physics")``.
+
+class PhysicsRegressor(NamedColumnsMixin, RegressorMixin, BaseEstimator):
+    """Fit the physics-informed step-time form (module docstring) on the columns of
+    ``RunFeaturizer(kind="physics")``.
 
     Parameters
     ----------
     fit_gamma : bool, default=True
         Let the efficiency rise with the work per step (``γ`` in [0, 0.6]); False fixes ``γ = 0``.
+    columns : dict of str to str, optional
+        Where each quantity of the form is in ``X``: ``{quantity: column name}``, the quantities being
+        :data:`~perfmodel.features.PHYSICS_COLUMNS` (``t_compute_s`` is required). A quantity left out is the
+        same in every run: the optimizer, communication and data-parallel terms 0, batch size, device count and
+        work 1, one model family. A plain array's columns are named ``"x0"``, ``"x1"``, ... None (the default):
+        every quantity in the column of its own name, by name in a DataFrame, in
+        :data:`~perfmodel.features.PHYSICS_COLUMNS` order in a plain array (:mod:`perfmodel.models._columns`).
+
+    Attributes
+    ----------
+    params_ : ndarray
+        ``[log a0, log a1, log c0, log c1, γ_sample, γ_batch, log θ_0, ..., log θ_{F-1}]``.
+    n_families_ : int
+        Model families fitted (codes 0 to F-1; another code gets the geometric mean of their efficiencies).
+    resid_std_, rsquared_ : float
+        In-sample residual standard deviation and R² of log step time.
+    columns_ : dict
+        The column read for each quantity (None: absent, the same in every run).
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        The column names of ``X``, when it was a DataFrame.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> t = rng.uniform(0.01, 1.0, 40)  # seconds at 100% of peak
+    >>> X = np.column_stack([t, np.full(40, 8.0)])  # and the batch size
+    >>> reg = PhysicsRegressor(fit_gamma=False, columns={"t_compute_s": "x0", "batch_size": "x1"})
+    >>> table = reg.fit(X, 0.002 + t / 0.25).coef_table()["value"]  # 2 ms overhead, 25% of peak
+    >>> round(float(table["a0_overhead_s"]), 4), round(float(table["efficiency[family_0]"]), 3)
+    (0.002, 0.25)
     """
 
-    def __init__(self, *, fit_gamma: bool = True):
-        self.fit_gamma = fit_gamma
+    _QUANTITIES = PHYSICS_COLUMNS
+    _FEATURE_SET = "physics"
+    _ABSENT = {"work_gflop": 1.0, "t_opt_s": 0.0, "t_comm_s": 0.0, "data_parallel": 0.0, "family_code": 0.0,
+               "model_code": 0.0, "batch_size": 1.0, "gpu_count": 1.0}
+    _REQUIRED = ("t_compute_s",)
+    _CODES = ("family_code", "model_code")
+    _NONNEGATIVE = ("t_compute_s", "work_gflop", "t_opt_s", "t_comm_s", "data_parallel", "batch_size", "gpu_count")
+    #: Position of each quantity in the design (a subclass with another design, e.g.
+    #: :class:`~perfmodel.models._ops.OpsRegressor`, sets its own).
+    _AT = _P
 
-    #: Columns of the design matrix, and where the family code, model code and batch size sit in it
-    #: (a subclass with another design, e.g. :class:`~perfmodel.models._ops.OpsRegressor`, sets its own).
-    _COLUMNS = PHYSICS_COLUMNS
-    _FAM, _MODEL, _BATCH = 5, 6, 7
+    def __init__(self, *, fit_gamma: bool = True, columns: dict | None = None):
+        self.fit_gamma = fit_gamma
+        self.columns = columns
 
     # parameters: [log a0, log a1, log c0, log c1, gamma_sample, gamma_batch, log theta_0 .. log theta_{F-1}]
     _N_SHARED = 6
@@ -64,13 +106,14 @@ class PhysicsRegressor(RegressorMixin, BaseEstimator):
         a0, a1, c0, c1 = math.exp(p[0]), math.exp(p[1]), math.exp(p[2]), math.exp(p[3])
         g_sample, g_batch = p[4], p[5]
         log_theta = p[self._N_SHARED:]
-        fam = X[:, 5].astype(int)
+        fam = X[:, _P["family_code"]].astype(int)
         known = (fam >= 0) & (fam < len(log_theta))
         lt = np.where(known, log_theta[np.clip(fam, 0, len(log_theta) - 1)], np.mean(log_theta))
-        batch = np.maximum(X[:, 7], 1.0)
-        per_sample = np.maximum(X[:, 1] / batch, 1e-12)
+        batch = np.maximum(X[:, _P["batch_size"]], 1.0)
+        per_sample = np.maximum(X[:, _P["work_gflop"]] / batch, 1e-12)
         eff = np.exp(lt) * np.power(per_sample, g_sample) * np.power(batch, g_batch)
-        return a0 + a1 * X[:, 2] + X[:, 0] / eff + X[:, 4] * (c0 + c1 * X[:, 3])
+        return (a0 + a1 * X[:, _P["t_opt_s"]] + X[:, _P["t_compute_s"]] / eff
+                + X[:, _P["data_parallel"]] * (c0 + c1 * X[:, _P["t_comm_s"]]))
 
     def _fit_params(self, X, y):
         p0 = self._start()
@@ -84,13 +127,29 @@ class PhysicsRegressor(RegressorMixin, BaseEstimator):
         def resid(p):
             return np.r_[np.log(self._predict_raw(p, X)) - logy, w * (p - p0)]
 
-        x0 = np.clip(p0, lo + 1e-9, hi - 1e-9)
+        # start strictly inside the bounds (fit_gamma=False leaves γ a width of 2e-12: start it at 0)
+        margin = np.minimum(1e-9, (hi - lo) / 4)
+        x0 = np.clip(p0, lo + margin, hi - margin)
         return least_squares(resid, x0, bounds=(lo, hi), method="trf", x_scale="jac", max_nfev=2000).x
 
     def fit(self, X, y):
-        X, y = check_fit_arrays(X, y, self._COLUMNS, type(self).__name__)
-        self.n_features_in_ = X.shape[1]
-        self.n_families_ = int(max(X[:, self._FAM].max(), 0)) + 1  # codes 0..F-1 from the featurizer; -1 = unknown
+        """Fit the form by least squares on log step time.
+
+        Parameters
+        ----------
+        X : DataFrame or array-like of shape (n_runs, n_features)
+            The design: the columns of ``RunFeaturizer(kind="physics")``, or those named by ``columns``.
+        y : array-like of shape (n_runs,)
+            Step times in seconds (positive; at least 3 runs).
+
+        Returns
+        -------
+        self : PhysicsRegressor
+            Fitted.
+        """
+        X, y = self._validate_fit(X, y)
+        # codes 0..F-1 from the featurizer; -1 = unknown
+        self.n_families_ = int(max(X[:, self._AT["family_code"]].max(), 0)) + 1
         self.params_ = self._fit_params(X, y)
         logy = np.log(y)
         resid = logy - np.log(self._predict_raw(self.params_, X))
@@ -99,24 +158,60 @@ class PhysicsRegressor(RegressorMixin, BaseEstimator):
         return self
 
     def predict(self, X):
-        check_is_fitted(self, "params_")
-        return self._predict_raw(self.params_, np.asarray(X, dtype=float))
+        """Predicted step time of each run.
+
+        Parameters
+        ----------
+        X : DataFrame or array-like of shape (n_runs, n_features)
+            The design, with the columns the fit read.
+
+        Returns
+        -------
+        ndarray of shape (n_runs,)
+            Seconds per step (NaN where a quantity is NaN).
+        """
+        X = self._validate_predict(X, "params_")
+        return self._predict_raw(self.params_, X)
 
     def decompose(self, X):
-        """The fitted terms of each step in seconds: overhead, optimizer, compute, communication."""
+        """The fitted terms of each step in seconds: overhead, optimizer, compute, communication.
+
+        Parameters
+        ----------
+        X : DataFrame or array-like of shape (n_runs, n_features)
+            The design, with the columns the fit read.
+
+        Returns
+        -------
+        DataFrame
+            Columns ``overhead_s``, ``optimizer_s``, ``compute_s``, ``communication_s``; one row per run, in
+            order (a fresh 0-based index); they add up to :meth:`predict`.
+        """
         import pandas as pd
 
-        check_is_fitted(self, "params_")
-        X = np.asarray(X, dtype=float)
+        X = self._validate_predict(X, "params_")
         p = self.params_
         total = self._predict_raw(p, X)
-        comm = X[:, 4] * (math.exp(p[2]) + math.exp(p[3]) * X[:, 3])
-        opt = math.exp(p[1]) * X[:, 2]
+        comm = X[:, _P["data_parallel"]] * (math.exp(p[2]) + math.exp(p[3]) * X[:, _P["t_comm_s"]])
+        opt = math.exp(p[1]) * X[:, _P["t_opt_s"]]
         over = np.full(len(X), math.exp(p[0]))
         return pd.DataFrame({"overhead_s": over, "optimizer_s": opt, "compute_s": total - over - opt - comm,
                              "communication_s": comm})
 
     def coef_table(self, family_names=None):
+        """The fitted constants: overhead, optimizer and communication factors, the γ exponents and each
+        family's efficiency (fraction of the peak).
+
+        Parameters
+        ----------
+        family_names : list of str, optional
+            The family of each code (``RunFeaturizer.families_``); default ``family_0``, ``family_1``, ...
+
+        Returns
+        -------
+        DataFrame
+            One column, ``value``, indexed by constant name.
+        """
         import pandas as pd
 
         check_is_fitted(self, "params_")

@@ -37,9 +37,9 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from .._validation import check_fit_arrays
 from ..metrics import r2
 from ..features import ROOFLINE_COLUMNS
+from ._columns import NamedColumnsMixin
 
 __all__ = ["RooflineRegressor"]
 
@@ -51,14 +51,16 @@ _GROUPS = ("family_code", "model_code", "vendor_code", "arch_code", "device_code
 _MODEL_SLOPES = ("ridge", "log_batch")
 #: Pairs of effects with a pooled interaction (model × architecture, model × software generation).
 _INTERACTIONS = (("model_code", "arch_code"), ("model_code", "software_code"))
+
+
 def _column(X: np.ndarray, name: str) -> np.ndarray:
     if name == "log_peak":  # log FLOP/s of the device at the run's precision: log work − log t_peak
         return X[:, _COL["log_work"]] - X[:, _COL["log_t_peak"]]
     return X[:, _COL[name]]
 
 
-class RooflineRegressor(RegressorMixin, BaseEstimator):
-    """Fit the hierarchical roofline form on the columns of ``RunFeaturizer(kind="roofline")``.
+class RooflineRegressor(NamedColumnsMixin, RegressorMixin, BaseEstimator):
+    """Fit the hierarchical roofline form (module docstring) on the columns of ``RunFeaturizer(kind="roofline")``.
 
     Parameters
     ----------
@@ -69,12 +71,50 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
         efficiency on one architecture. The defaults were chosen by leave-one-device-type-out error on the
         bundled MLPerf table (benchmarks/cross_hardware.py); they are priors on log slow-downs, not fitted
         constants of any one device.
+    tau_software, tau_model_software : float
+        Prior standard deviations of a software generation's effect (an MLPerf round) on every device, and of
+        one model's gain in one generation.
+    tau_batch_slope : float
+        Prior standard deviation of a model's batch elasticity around the pooled one.
+    columns : dict of str to str, optional
+        Where each quantity of the form is in ``X``: ``{quantity: column name}``, the quantities being
+        :data:`~perfmodel.features.ROOFLINE_COLUMNS` (``log_t_peak`` is required). A quantity left out is the
+        same in every run: a covariate 0 (no slope to fit), a code 0 (one level, one pooled effect). A plain
+        array's columns are named ``"x0"``, ``"x1"``, ... None (the default): every quantity in the column of
+        its own name, by name in a DataFrame, in :data:`~perfmodel.features.ROOFLINE_COLUMNS` order in a plain
+        array (:mod:`perfmodel.models._columns`).
+
+    Attributes
+    ----------
+    coef_ : ndarray
+        The MAP coefficients (:meth:`effects` names them).
+    sigma2_ : float
+        Residual variance estimated alongside them.
+    n_levels_ : tuple of int
+        Levels of each pooled effect (family, model, vendor, architecture, device, precision, software).
+    center_ : ndarray
+        Means of the fixed covariates over the runs (the design centres them).
+    model_batch_center_ : ndarray
+        Each model's mean log batch.
+    resid_std_, rsquared_ : float
+        In-sample residual standard deviation and R² of log step time.
+    columns_ : dict
+        The column read for each quantity (None: absent, the same in every run).
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        The column names of ``X``, when it was a DataFrame.
     """
+
+    _QUANTITIES = ROOFLINE_COLUMNS
+    _FEATURE_SET = "roofline"
+    _ABSENT = {c: 0.0 for c in ROOFLINE_COLUMNS}
+    _REQUIRED = ("log_t_peak",)
+    _CODES = _GROUPS
 
     def __init__(self, *, tau_model: float = 1.0, tau_family: float = 1.0, tau_device: float = 0.2,
                  tau_arch: float = 0.25, tau_vendor: float = 0.4, tau_precision: float = 0.5,
                  tau_kappa: float = 0.3, tau_model_arch: float = 0.5, tau_software: float = 0.2,
-                 tau_model_software: float = 0.2, tau_batch_slope: float = 0.2):
+                 tau_model_software: float = 0.2, tau_batch_slope: float = 0.2, columns: dict | None = None):
         self.tau_model = tau_model
         self.tau_family = tau_family
         self.tau_device = tau_device
@@ -86,9 +126,10 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
         self.tau_software = tau_software
         self.tau_model_software = tau_model_software
         self.tau_batch_slope = tau_batch_slope
+        self.columns = columns
 
     # ------------------------------------------------------------------------------------------ design
-    def _design(self, X: np.ndarray) -> np.ndarray:
+    def _matrix(self, X: np.ndarray) -> np.ndarray:
         """Design matrix: intercept, centred fixed covariates, one-hot effects, model × ridge slopes."""
         n = len(X)
         cols = [np.ones((n, 1))]
@@ -159,14 +200,25 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
     def _prepare(self, X, y):
         """The residual target ``r = log y − log t_peak`` and the design matrix of the fitted levels."""
         r = np.log(y) - X[:, _COL["log_t_peak"]]
-        return self._design(X), r
+        return self._matrix(X), r
 
     def fit(self, X, y):
-        X, y = check_fit_arrays(X, y, ROOFLINE_COLUMNS, "RooflineRegressor")
-        if not np.all(np.isfinite(X[:, :_COL["model_code"]])):
-            raise ValueError("RooflineRegressor got non-finite features (a device without a peak at the run's "
-                             "precision or without a memory bandwidth?).")
-        self.n_features_in_ = X.shape[1]
+        """Fit the MAP of the hierarchical form: one ridge-penalised least-squares problem on log step time.
+
+        Parameters
+        ----------
+        X : DataFrame or array-like of shape (n_runs, n_features)
+            The design: the columns of ``RunFeaturizer(kind="roofline")``, or those named by ``columns``
+            (finite: a device without a peak at the run's precision has no roofline).
+        y : array-like of shape (n_runs,)
+            Step times in seconds (positive; at least 3 runs).
+
+        Returns
+        -------
+        self : RooflineRegressor
+            Fitted.
+        """
+        X, y = self._validate_fit(X, y)
         self.n_levels_ = tuple(int(max(X[:, _COL[g]].max(), -1)) + 1 for g in _GROUPS)
         self.center_ = np.array([_column(X, c).mean() for c in _FIXED])
         mcode = X[:, _COL["model_code"]].astype(int)
@@ -186,12 +238,28 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
         return self
 
     def cross_predict(self, X, y, folds) -> np.ndarray:
-        """Out-of-fold predictions for ``folds`` (``(train, test)`` index pairs over the rows this model was
-        fitted on): each fold's MAP fit on its training rows, from the full Gram matrix minus the test rows'.
+        """Out-of-fold predictions for ``folds``: each fold's MAP fit on its training rows, from the full Gram
+        matrix minus the test rows'.
+
         Columns of the levels only the test rows have get no data and keep their prior (0): the held-out group's
-        effect is unknown to the refit, as it would be to a new query."""
-        check_is_fitted(self, "coef_")
-        X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
+        effect is unknown to the refit, as it would be to a new query.
+
+        Parameters
+        ----------
+        X : DataFrame or array-like of shape (n_runs, n_features)
+            The design of the runs this model was fitted on, in the same order.
+        y : array-like of shape (n_runs,)
+            Their step times.
+        folds : iterable of (train, test) index arrays
+            The splits over those rows.
+
+        Returns
+        -------
+        ndarray of shape (n_runs,)
+            Each test row's prediction by the fit without its fold (NaN for a row in no test fold).
+        """
+        X = self._validate_predict(X, "coef_")
+        y = np.asarray(y, dtype=float)
         Z, r = self._prepare(X, y)
         out = np.full(len(y), np.nan)
         with threadpool_limits(limits=1, user_api="blas"):
@@ -205,12 +273,35 @@ class RooflineRegressor(RegressorMixin, BaseEstimator):
 
     # ------------------------------------------------------------------------------------------ predict
     def predict(self, X):
-        check_is_fitted(self, "coef_")
-        X = np.asarray(X, dtype=float)
-        return np.exp(X[:, _COL["log_t_peak"]] + self._design(X) @ self.coef_)
+        """Predicted step time of each run.
+
+        Parameters
+        ----------
+        X : DataFrame or array-like of shape (n_runs, n_features)
+            The design, with the columns the fit read.
+
+        Returns
+        -------
+        ndarray of shape (n_runs,)
+            Seconds per step (NaN where a quantity is NaN).
+        """
+        X = self._validate_predict(X, "coef_")
+        return np.exp(X[:, _COL["log_t_peak"]] + self._matrix(X) @ self.coef_)
 
     def effects(self, feature_names: dict | None = None):
-        """The fitted coefficients as a table (fixed slopes, then each pooled effect by level)."""
+        """The fitted coefficients as a table: intercept, fixed slopes, then each pooled effect by level.
+
+        Parameters
+        ----------
+        feature_names : dict, optional
+            ``{code column: labels}`` naming the levels of each pooled effect (e.g. ``{"device_code":
+            RunFeaturizer.gpu_types_}``); levels without labels are numbered.
+
+        Returns
+        -------
+        DataFrame
+            One column, ``value``, indexed by coefficient name.
+        """
         import pandas as pd
 
         check_is_fitted(self, "coef_")

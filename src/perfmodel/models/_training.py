@@ -31,6 +31,9 @@ __all__ = ["TrainingTimeModel", "Summary", "CONFIG_COLUMNS"]
 
 #: The columns that tell one configuration from another for :func:`perfmodel.kinds.classify`.
 CONFIG_COLUMNS = ("model", "gpu_type", "batch_size", "gpu_count")
+#: Feature sets whose regressors read their columns by name (:mod:`perfmodel.models._columns`): the featurizer
+#: hands them a DataFrame.
+_NAMED_FEATURE_SETS = ("physics", "roofline", "ops", "baseline")
 
 
 def _kinds_arg(held_out) -> tuple[str, ...]:
@@ -102,8 +105,10 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
 
     # -------------------------------------------------------------------------------------------- fit
     def _make_pipeline(self) -> Pipeline:
-        return Pipeline([("features", RunFeaturizer(kind=feature_set(self.method))),
-                         ("regressor", make_regressor(self.method, self.random_state))])
+        features = RunFeaturizer(kind=feature_set(self.method))
+        if feature_set(self.method) in _NAMED_FEATURE_SETS:  # the regressor reads its columns by name
+            features.set_output(transform="pandas")
+        return Pipeline([("features", features), ("regressor", make_regressor(self.method, self.random_state))])
 
     def fit(self, X, y=None, *, oof: dict | None = None):
         """Fit on a run history ``X`` (DataFrame); ``y`` defaults to ``X["step_time_s"]``. Computes the
