@@ -47,7 +47,7 @@ class TestRegistry:
 
     @pytest.mark.parametrize("reg", [MFURegressor(), RatioRegressor()])
     def test_sklearn_contract(self, reg):
-        assert clone(reg).get_params() == {}
+        assert clone(reg).get_params() == {"columns": None}  # where each quantity is (None: by its own name)
         X = np.array([[np.log(1e12), np.log(1e14), np.log(1e12), 0.0, np.log(8), 0, 0, 0, 0]] * 3)
         assert reg.fit(X, [1.0, 1.0, 1.0]) is reg
         with pytest.raises(ValueError, match="9 columns"):
