@@ -78,6 +78,8 @@ class TestSweep:
         assert len(runs) == 4 and set(runs["gpu_type"]) == {"cpu"}
         assert (runs["steps_timed"] == 3).all() and (runs["stop_reason"] == "fixed_steps").all()
         assert runs["flops_per_sample"].notna().all() and runs["startup_s"].gt(0).all()
+        if sys.platform.startswith("linux"):  # the sweep's record carries the worker's peak memory (rss_delta)
+            assert runs["peak_mem_bytes"].gt(0).all() and set(runs["mem_source"]) == {"rss_delta"}
         steps = [json.loads(line) for line in open(str(out) + ".steps.jsonl")]
         assert {s["run_id"] for s in steps} == set(runs["run_id"]) and all(len(s["step_times_s"]) == 3 for s in steps)
         model = perfmodel.fit(runs, method="loglinear")

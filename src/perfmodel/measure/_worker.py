@@ -114,6 +114,7 @@ def measure_config(cfg: dict, *, device, world: int = 1, rank: int = 0, local_ra
     import torch
     import torch.distributed as dist
 
+    from ._peakmem import CpuPeakMemory, tensor_bytes
     from .telemetry import NvmlSampler, host_facts, nvml_device_facts
     from ._timing import StopRule, summarise_steps
     from .workload import count_workload_flops, model_kind, resolve_workload
@@ -182,8 +183,13 @@ def measure_config(cfg: dict, *, device, world: int = 1, rank: int = 0, local_ra
         max_seconds=cfg.get("max_seconds", 30.0),
     )
     warmup = int(cfg.get("warmup_steps", 3))
+    # the peak-memory window: every training step (the first, warm-up and timed ones), not the model build or
+    # the FLOP count; peak_mem_bytes is read when the steps end
     if use_cuda:
         torch.cuda.reset_peak_memory_stats(device)
+    else:  # the model and the batch, resident now, plus the growth of anonymous memory in the window
+        cpu_mem = CpuPeakMemory()
+        cpu_mem.start(tensor_bytes(model, inputs, target))
     t_run0 = time.perf_counter()
     step()  # includes torch.compile's compilation when compile is on: it counts to startup_s
     sync()
@@ -219,6 +225,11 @@ def measure_config(cfg: dict, *, device, world: int = 1, rank: int = 0, local_ra
     wall = time.perf_counter() - t_run0
     if rank != 0:
         return None
+    if use_cuda:
+        peak_mem, mem_source = float(torch.cuda.max_memory_allocated(device)), "cuda_max_allocated"
+    else:
+        peak_mem = cpu_mem.peak_bytes()
+        mem_source = cpu_mem.source if peak_mem is not None else None
 
     stats = summarise_steps(times)
     gbatch = int(cfg["batch_size"]) * world * accum
@@ -253,13 +264,14 @@ def measure_config(cfg: dict, *, device, world: int = 1, rank: int = 0, local_ra
                     f"synthetic data, warm-up {warmup} steps, timed {rule.describe()}"
                     + ("; cuda synchronize around each step" if use_cuda else ""),
         "step_times_s": times,
+        "peak_mem_bytes": peak_mem,
+        "mem_source": mem_source,
         **op_cols,
         **host_facts(),
     }
     if use_cuda:
         rec.update(nvml_device_facts(local_rank))
         rec["gpu_name_torch"] = torch.cuda.get_device_name(device)
-        rec["gpu_mem_peak_torch_bytes"] = float(torch.cuda.max_memory_allocated(device))
         if sampler is not None:
             rec.update(sampler.summary())
     return rec

@@ -17,7 +17,11 @@ Example
     print(rec.result["step_time_s"])
 
 The first ``warmup_steps`` steps are left out of the step-time statistics (the first step's end gives
-``startup_s``). On a GPU the clock is read after ``torch.cuda.synchronize()``. Under DDP only rank 0 writes. If the
+``startup_s``). ``peak_mem_bytes`` is the peak memory between entering and leaving: on a GPU
+``torch.cuda.max_memory_allocated`` (reset on entry); on the CPU, with ``module=``, the module's parameters and
+buffers plus the peak growth of the process's anonymous resident memory (Linux; see
+:mod:`perfmodel.measure._peakmem`: optimizer state that existed before entering is not counted, what the loop
+itself allocates, the data loader's batches included, is). On a GPU the clock is read after ``torch.cuda.synchronize()``. Under DDP only rank 0 writes. If the
 loop is interrupted (Ctrl-C, an exception) the record is still written with ``stop_reason="interrupted"``; the
 exception then propagates.
 """
@@ -81,6 +85,7 @@ class Recorder:
         self.result: dict | None = None
         self._callbacks = []
         self._sampler = None
+        self._cpu_mem = None
 
     def _uses_cuda(self) -> bool:
         if self.module is None:
@@ -120,7 +125,37 @@ class Recorder:
         self._wall0 = time.time()
         if self._cuda and self.rank == 0:
             self._sampler = NvmlSampler().__enter__()
+        self._start_peak_memory()
         return self
+
+    def _start_peak_memory(self) -> None:
+        """Open the peak-memory window (``peak_mem_bytes``): the CUDA allocator's peak, or on the CPU the module's
+        tensors plus the growth of anonymous resident memory (:mod:`perfmodel.measure._peakmem`)."""
+        if self.rank != 0:
+            return
+        if self._cuda:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.reset_peak_memory_stats()
+        elif self.module is not None:  # without the module its resident weights are unknown: nothing recorded
+            from ._peakmem import CpuPeakMemory, tensor_bytes
+
+            self._cpu_mem = CpuPeakMemory()
+            self._cpu_mem.start(tensor_bytes(self.module))
+
+    def _peak_memory(self) -> dict:
+        if self.rank != 0:
+            return {}
+        if self._cuda:
+            import torch
+
+            if torch.cuda.is_available() and torch.cuda.is_initialized():
+                return {"peak_mem_bytes": float(torch.cuda.max_memory_allocated()),
+                        "mem_source": "cuda_max_allocated"}
+            return {}
+        peak = self._cpu_mem.peak_bytes() if self._cpu_mem is not None else None
+        return {} if peak is None else {"peak_mem_bytes": peak, "mem_source": self._cpu_mem.source}
 
     def step(self) -> None:
         """Mark the end of one optimizer step."""
@@ -155,6 +190,7 @@ class Recorder:
         if self._sampler is not None:
             self._sampler.__exit__(None, None, None)
             self._sampler = None
+        peak_mem = self._peak_memory()
         steady = self.steady_times
         rec = {
             "run_id": uuid.uuid4().hex[:12],
@@ -177,6 +213,7 @@ class Recorder:
             "perfmodel_version": __version__,
             "protocol": f"recorder: user loop, first {self.warmup_steps} steps excluded",
             "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            **peak_mem,
             **host_facts(),
         }
         if len(steady) >= 1:
