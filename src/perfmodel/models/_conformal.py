@@ -60,7 +60,26 @@ BALANCED_QUANTILES = 200
 
 
 def conformal_quantile(scores: np.ndarray, confidence: float) -> float:
-    """The split-conformal quantile: the ceil((n+1)·confidence)-th smallest score (inf if that exceeds n)."""
+    """The split-conformal quantile: the ceil((n+1)·confidence)-th smallest score (inf if that exceeds n).
+
+    Parameters
+    ----------
+    scores : array-like of shape (n,)
+        Conformity scores (any order).
+    confidence : float
+        The interval level, in (0, 1).
+
+    Returns
+    -------
+    float
+        The quantile; ``inf`` when ``n`` scores are too few for ``confidence`` (``n < confidence / (1 -
+        confidence)``) or there are none.
+
+    Examples
+    --------
+    >>> conformal_quantile([3.0, 1.0, 2.0, 4.0], 0.5)  # ceil(5 * 0.5) = 3rd smallest
+    3.0
+    """
     scores = np.sort(np.asarray(scores, dtype=float))
     n = len(scores)
     k = math.ceil((n + 1) * confidence)
@@ -74,6 +93,20 @@ def balanced_scores(scores: np.ndarray, groups: np.ndarray, n: int = BALANCED_QU
 
     For queries that are one draw of a *group* (a new model is one model, however many runs its benchmark has):
     pooled row scores would let the groups with most runs set the interval.
+
+    Parameters
+    ----------
+    scores : array-like of shape (n_runs,)
+        Each run's conformity score.
+    groups : array-like of shape (n_runs,)
+        The held-out group each score came from.
+    n : int, default=BALANCED_QUANTILES
+        Quantiles taken of each group's scores.
+
+    Returns
+    -------
+    ndarray of shape (n * n_groups,)
+        The balanced scores, sorted.
     """
     scores, groups = np.asarray(scores, dtype=float), np.asarray(groups)
     probs = (np.arange(n) + 0.5) / n
@@ -81,8 +114,25 @@ def balanced_scores(scores: np.ndarray, groups: np.ndarray, n: int = BALANCED_QU
 
 
 def folds(groups: np.ndarray | None, n: int, *, cv: int = 5, random_state: int | None = 0) -> list:
-    """The refits of one kind: ``(train, test)`` index pairs. ``groups`` None: random ``cv``-fold; else one group
-    held out per fold, up to :data:`MAX_FOLDS` folds (more groups share folds)."""
+    """The refits of one kind: ``(train, test)`` index pairs.
+
+    Parameters
+    ----------
+    groups : array-like of shape (n,) or None
+        Each run's group (e.g. its model); None: random folds.
+    n : int
+        The number of runs.
+    cv : int, default=5
+        Folds of the random split (at least 2, at most ``n``).
+    random_state : int or None, default=0
+        Seed of the random split's shuffle.
+
+    Returns
+    -------
+    list of (ndarray, ndarray)
+        ``(train, test)`` index arrays: with ``groups``, one group held out per fold, up to :data:`MAX_FOLDS`
+        folds (more groups share folds); empty when there is only one group.
+    """
     if groups is None:
         k = max(2, min(int(cv), n))
         return list(KFold(k, shuffle=True, random_state=random_state).split(np.zeros(n)))
@@ -96,9 +146,25 @@ def score_set(abs_log_errors: np.ndarray, groups: np.ndarray | None, *, split: s
               models: np.ndarray | None = None, devices: np.ndarray | None = None) -> dict:
     """The score book entry of one kind from out-of-fold absolute log errors (NaN where a fold failed).
 
-    ``groups`` None: K-fold (every run its own unit, scores as they are). Else the scores are balanced over the
-    held-out groups. With ``models`` and ``devices`` (new_device / new_pair), each model whose runs were scored
-    on at least :data:`MODEL_MIN_DEVICES` device types also keeps its own scores (rule 2)."""
+    Parameters
+    ----------
+    abs_log_errors : array-like of shape (n_runs,)
+        ``|log y − log oof|`` of each run (NaN where its refit failed: left out).
+    groups : array-like of shape (n_runs,) or None
+        The held-out group of each run; None: K-fold (every run its own unit, scores as they are). Otherwise
+        the scores are balanced over the groups (:func:`balanced_scores`).
+    split : str
+        The split's name, for ``interval_rule`` (e.g. ``"leave-one-model-out"``).
+    models, devices : array-like of shape (n_runs,), optional
+        Each run's model and device type (new_device / new_pair): each model whose runs were scored on at least
+        :data:`MODEL_MIN_DEVICES` device types also keeps its own scores (rule 2).
+
+    Returns
+    -------
+    dict
+        ``{"scores": sorted scores, "groups": number of units, "split": split, "by_model": {model: its own
+        sorted scores}}``.
+    """
     err = np.asarray(abs_log_errors, dtype=float)
     ok = np.isfinite(err)
     if groups is None:
@@ -123,8 +189,26 @@ def half_widths(book: dict, kinds: np.ndarray, confidence: float, *, models: np.
                 new_model: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per row: the log half-width of its interval and the rule that set it (rules 1–3 of the module docstring).
 
-    ``kinds``: each row's kind (:func:`perfmodel.kinds.classify`); ``models``: each row's model name (rule 2);
-    ``new_model``: rows whose model the runs lack (rule 3, for new-device rows)."""
+    Parameters
+    ----------
+    book : dict
+        The score book, ``{kind: score_set(...)}``.
+    kinds : array-like of shape (n_rows,)
+        Each row's kind (:func:`perfmodel.kinds.classify`).
+    confidence : float
+        The interval level, in (0, 1).
+    models : array-like of shape (n_rows,), optional
+        Each row's model name (rule 2).
+    new_model : array-like of bool, shape (n_rows,), optional
+        Rows whose model the runs lack (rule 3, for new-device rows).
+
+    Returns
+    -------
+    half : ndarray of shape (n_rows,)
+        Log half-widths (``inf`` where no scores are enough for ``confidence``).
+    rule : ndarray of object, shape (n_rows,)
+        The rule that set each, for ``interval_rule``.
+    """
     kinds = np.asarray(kinds, dtype=object)
     q_of = {k: conformal_quantile(e["scores"], confidence) for k, e in book.items() if _usable(e)}
     q_seen = q_of.get("seen", 0.0)
@@ -177,14 +261,42 @@ def half_widths(book: dict, kinds: np.ndarray, confidence: float, *, models: np.
 
 
 def widening(distance: np.ndarray, d0: float = EXTRAPOLATION_D0, c: float = EXTRAPOLATION_C) -> np.ndarray:
-    """Rule 4: the factor on the log half-width at each distance to the runs (1 within ``d0``)."""
+    """Rule 4: the factor on the log half-width at each distance to the runs.
+
+    Parameters
+    ----------
+    distance : array-like
+        Distance of each query to the nearest run (:func:`perfmodel.models._domain.domain_distance`).
+    d0 : float, default=EXTRAPOLATION_D0
+        Distance up to which intervals keep their width.
+    c : float, default=EXTRAPOLATION_C
+        Growth of the factor per unit of distance beyond ``d0``.
+
+    Returns
+    -------
+    ndarray
+        ``1 + c · max(distance − d0, 0)``.
+    """
     return 1.0 + c * np.maximum(np.asarray(distance, dtype=float) - d0, 0.0)
 
 
 def clip_at_peak(pred: np.ndarray, lower: np.ndarray, upper: np.ndarray, floor: np.ndarray):
-    """Rule 5: the point and lower end raised to ``floor`` (the step time at 100% of the device's peak, NaN where
-    unknown: no clip); a raised point keeps its upper half-width (``upper / pred``), so the interval stays an
-    interval. Returns the three arrays and a mask of the rows whose point or lower end moved.
+    """Rule 5: the point and lower end raised to ``floor``; a raised point keeps its upper half-width
+    (``upper / pred``), so the interval stays an interval.
+
+    Parameters
+    ----------
+    pred, lower, upper : array-like of shape (n_rows,)
+        Point predictions and interval ends, in seconds.
+    floor : array-like of shape (n_rows,)
+        The step time at 100% of the device's peak (NaN where unknown: no clip).
+
+    Returns
+    -------
+    pred, lower, upper : ndarray of shape (n_rows,)
+        The clipped arrays (copies).
+    moved : ndarray of bool, shape (n_rows,)
+        Rows whose point or lower end moved.
 
     Examples
     --------

@@ -22,7 +22,20 @@ def _quantities(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def fit_domain(runs: pd.DataFrame) -> dict:
-    """``{"range": DataFrame of min/max per quantity, "scale": per-quantity unit, "points": distinct log points}``."""
+    """Where the runs lie: the range of each query quantity and the points a query's distance is measured to.
+
+    Parameters
+    ----------
+    runs : DataFrame
+        The fitted runs (validated); columns of :data:`DOMAIN_COLUMNS` they lack count as missing.
+
+    Returns
+    -------
+    dict
+        ``{"range": DataFrame of min/max per quantity, "scale": the unit of each quantity's log (its standard
+        deviation over the runs, or CONSTANT_DIMENSION_SCALE where they never vary it), "points": the distinct
+        log points}``.
+    """
     dom = _quantities(runs)
     rng = pd.DataFrame({"min": dom.min(), "max": dom.max()})
     pts = np.log(dom.fillna(dom.median()).to_numpy(dtype=float))
@@ -36,7 +49,28 @@ def domain_distance(rng: pd.DataFrame, scale: np.ndarray, points: np.ndarray, X:
                     tree=None) -> tuple[np.ndarray, object]:
     """Distance of each query to the nearest run: root-mean-square over :data:`DOMAIN_COLUMNS` of the log
     differences in units of ``scale``. A quantity the history never had (e.g. FLOPs), or the query lacks, counts
-    as equal. Returns the distances and the KD-tree over the runs (built when ``tree`` is None)."""
+    as equal.
+
+    Parameters
+    ----------
+    rng : DataFrame
+        Min and max of each quantity over the runs (``fit_domain(...)["range"]``).
+    scale : ndarray of shape (4,)
+        The unit of each quantity's log (``fit_domain(...)["scale"]``).
+    points : ndarray of shape (n_points, 4)
+        The runs' distinct log points (``fit_domain(...)["points"]``).
+    X : DataFrame
+        The queries.
+    tree : scipy.spatial.cKDTree, optional
+        The KD-tree over ``points / scale`` from an earlier call (built when None).
+
+    Returns
+    -------
+    distance : ndarray of shape (n_queries,)
+        Each query's distance to the nearest run (0: a configuration the runs have).
+    tree : scipy.spatial.cKDTree
+        The KD-tree, to pass to the next call.
+    """
     med = rng[["min", "max"]].mean(axis=1)
     q = _quantities(X).fillna(med)
     qp = np.log(np.maximum(q.to_numpy(dtype=float), 1e-300))

@@ -28,16 +28,23 @@ class TreeEnsemble:
     tampered file cannot make prediction loop or index out of bounds). Predictions equal scikit-learn's bit
     for bit: samples are compared in float32 as scikit-learn's trees do, and the stages are summed in order.
 
-    Attributes (all 1-D arrays; nodes of all trees concatenated, children as indices within their tree)
+    The arrays are 1-D, the nodes of all trees concatenated, children as indices within their tree; each is
+    kept as the attribute of its name.
+
+    Parameters
     ----------
-    offsets : int64, shape (n_trees + 1,)
-    feature, left, right : int64, shape (n_nodes,)
-        ``left == right == -1`` at a leaf.
-    threshold, value : float64, shape (n_nodes,)
-    missing_left : bool, shape (n_nodes,)
+    offsets : ndarray of int64, shape (n_trees + 1,)
+        Where each tree's nodes start (and, last, the node count).
+    feature, left, right : ndarray of int64, shape (n_nodes,)
+        Each node's split feature and children; ``left == right == -1`` at a leaf.
+    threshold, value : ndarray of float64, shape (n_nodes,)
+        Each node's split threshold and value (a leaf's value is its prediction).
+    missing_left : ndarray of bool, shape (n_nodes,)
         Where a NaN goes at a split (scikit-learn >= 1.3).
     init, learning_rate : float
+        The initial prediction and the shrinkage of every tree's value.
     n_features : int
+        Features a sample has.
     """
 
     _ARRAYS = ("offsets", "feature", "left", "right", "threshold", "value", "missing_left")
@@ -50,6 +57,18 @@ class TreeEnsemble:
 
     @classmethod
     def from_sklearn(cls, est: GradientBoostingRegressor) -> "TreeEnsemble":
+        """The trees of a fitted scikit-learn model.
+
+        Parameters
+        ----------
+        est : GradientBoostingRegressor
+            Fitted.
+
+        Returns
+        -------
+        TreeEnsemble
+            Its trees, which predict what ``est.predict`` does, bit for bit.
+        """
         trees = [e.tree_ for e in np.ravel(est.estimators_)]
         sizes = [t.node_count for t in trees]
         cat = lambda f: np.concatenate([f(t) for t in trees]) if trees else np.empty(0)  # noqa: E731
@@ -65,12 +84,35 @@ class TreeEnsemble:
                    n_features=int(est.n_features_in_))
 
     def to_arrays(self) -> dict:
+        """The ensemble as plain arrays and numbers (what a safe model file stores).
+
+        Returns
+        -------
+        dict
+            The constructor's parameters by name: :meth:`from_arrays` rebuilds the ensemble from it.
+        """
         return {**{k: getattr(self, k) for k in self._ARRAYS}, "init": self.init,
                 "learning_rate": self.learning_rate, "n_features": self.n_features}
 
     @classmethod
     def from_arrays(cls, d: dict) -> "TreeEnsemble":
-        """Check stored arrays and build the ensemble; ValueError names what is wrong."""
+        """Check stored arrays and build the ensemble.
+
+        Parameters
+        ----------
+        d : dict
+            The arrays and numbers of :meth:`to_arrays`.
+
+        Returns
+        -------
+        TreeEnsemble
+            Checked so that prediction cannot loop or index out of bounds.
+
+        Raises
+        ------
+        ValueError
+            Naming what is wrong (a damaged or tampered file).
+        """
         def arr(name, kind):
             a = np.asarray(d[name])
             if a.ndim != 1 or a.dtype.kind not in kind:
@@ -108,7 +150,18 @@ class TreeEnsemble:
                    missing_left=missing, init=init, learning_rate=lr, n_features=n_features)
 
     def predict(self, X) -> np.ndarray:
-        """Raw prediction (the boosted sum) for each row of ``X`` (n_samples, n_features)."""
+        """Raw prediction (the boosted sum) for each row of ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Samples.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The initial prediction plus every tree's value times the learning rate, summed stage by stage.
+        """
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self.n_features:
             raise ValueError(f"X has shape {X.shape}; the trees expect {self.n_features} features")
@@ -170,11 +223,12 @@ class GBMRegressor(RegressorMixin, BaseEstimator):
 
     Parameters
     ----------
-    n_estimators, learning_rate, max_depth, min_samples_leaf, subsample
-        Passed to :class:`sklearn.ensemble.GradientBoostingRegressor`.
+    n_estimators, learning_rate, max_depth, min_samples_leaf, subsample : int or float
+        Passed to :class:`sklearn.ensemble.GradientBoostingRegressor` (defaults 300, 0.05, 3, 3, 1.0).
     log_target : bool, default=True
         Fit ``log(y)``; predictions are back-transformed.
-    random_state : int, default=0
+    random_state : int or None, default=0
+        Seed of the boosting (its subsampling, when ``subsample < 1``).
 
     Attributes
     ----------
@@ -205,6 +259,20 @@ class GBMRegressor(RegressorMixin, BaseEstimator):
         )
 
     def fit(self, X, y):
+        """Fit the boosted trees.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The design (numeric).
+        y : array-like of shape (n_samples,)
+            Targets (positive with ``log_target``); at least 2 samples.
+
+        Returns
+        -------
+        self : GBMRegressor
+            Fitted.
+        """
         X, y = validate_data(self, X, y, y_numeric=True, ensure_min_samples=2)
         y = np.asarray(y, dtype=float)
         if self.log_target:
@@ -227,6 +295,18 @@ class GBMRegressor(RegressorMixin, BaseEstimator):
         return self.trees_.predict(X)
 
     def predict(self, X):
+        """Predicted target of each sample.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The design, with the features of the fit.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            ``exp`` of the trees' sum with ``log_target``, else the sum.
+        """
         t = self._raw(X)
         return np.exp(t) if self.log_target else t
 

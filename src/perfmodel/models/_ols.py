@@ -29,7 +29,9 @@ class OLSRegressor(RegressorMixin, BaseEstimator):
     results_ : statsmodels RegressionResults
         The fitted statsmodels results (``summary()``, ``conf_int()``, ...).
     coef_ : ndarray of shape (n_features,)
+        Slopes.
     intercept_ : float
+        The constant.
     rsquared_, rsquared_adj_ : float
         On the fitted scale (log time when ``log_target``).
     resid_std_ : float
@@ -55,6 +57,20 @@ class OLSRegressor(RegressorMixin, BaseEstimator):
         return add_constant(np.asarray(X, dtype=float), has_constant="add")
 
     def fit(self, X, y):
+        """Fit OLS (with an intercept) on ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The design (numeric; no constant column needed).
+        y : array-like of shape (n_samples,)
+            Targets (positive with ``log_target``); at least 2 samples.
+
+        Returns
+        -------
+        self : OLSRegressor
+            Fitted.
+        """
         X, y = validate_data(self, X, y, y_numeric=True, ensure_min_samples=2)
         y = np.asarray(y, dtype=float)
         if self.log_target:
@@ -115,15 +131,36 @@ class OLSRegressor(RegressorMixin, BaseEstimator):
         return X, self._design(X) @ np.asarray(self.results_.params)
 
     def predict(self, X):
+        """Predicted target of each sample.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The design, with the features of the fit.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The linear predictor (``exp`` of it with ``log_target``: the median of a log-normal error).
+        """
         _, eta = self._linear(X)
         return np.exp(eta) if self.log_target else eta
 
     def predict_interval(self, X, confidence: float = 0.9):
         """Point prediction and the prediction interval for one new observation.
 
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The design, with the features of the fit.
+        confidence : float, default=0.9
+            The interval level, in (0, 1).
+
         Returns
         -------
         pred, lower, upper : ndarray of shape (n_samples,)
+            The prediction and the interval's ends (t quantile on the residual degrees of freedom;
+            back-transformed with ``log_target``).
         """
         confidence = check_confidence(confidence, "OLSRegressor.predict_interval")
         check_is_fitted(self, "results_")
@@ -140,7 +177,20 @@ class OLSRegressor(RegressorMixin, BaseEstimator):
         return eta, lo, hi
 
     def predict_mean_interval(self, X, confidence: float = 0.9):
-        """Point prediction and the confidence interval of the mean (not of a new run)."""
+        """Point prediction and the confidence interval of the mean (not of a new run).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The design, with the features of the fit.
+        confidence : float, default=0.9
+            The interval level, in (0, 1).
+
+        Returns
+        -------
+        pred, lower, upper : ndarray of shape (n_samples,)
+            The prediction and the ends of the mean's interval (back-transformed with ``log_target``).
+        """
         confidence = check_confidence(confidence, "OLSRegressor.predict_mean_interval")
         X, eta = self._linear(X)
         frame = self.results_.get_prediction(self._design(X)).summary_frame(alpha=1 - confidence)
@@ -150,7 +200,19 @@ class OLSRegressor(RegressorMixin, BaseEstimator):
         return eta, lo, hi
 
     def coef_table(self, confidence: float = 0.95) -> pd.DataFrame:
-        """Coefficients with standard errors, t, p and a confidence interval."""
+        """Coefficients with standard errors, t, p and a confidence interval.
+
+        Parameters
+        ----------
+        confidence : float, default=0.95
+            The level of the coefficients' intervals.
+
+        Returns
+        -------
+        DataFrame
+            Indexed ``const`` then ``feature_names`` (``x0, x1, ...`` without); columns ``coef``, ``std_err``,
+            ``t``, ``p`` and the interval's ends (e.g. ``[0.025`` and ``0.975]``).
+        """
         check_is_fitted(self, "results_")
         names = ["const"] + (list(self.feature_names) if self.feature_names is not None
                              else [f"x{i}" for i in range(len(self.coef_))])

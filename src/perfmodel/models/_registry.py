@@ -39,12 +39,37 @@ COUNT_FORMS = ("physics", "roofline", "ops", "ratio", "mfu")
 
 
 def feature_set(method: str) -> str:
-    """The :class:`~perfmodel.features.RunFeaturizer` feature set of ``method``."""
+    """The :class:`~perfmodel.features.RunFeaturizer` feature set of ``method``.
+
+    Parameters
+    ----------
+    method : str
+        A key of :data:`METHODS`.
+
+    Returns
+    -------
+    str
+        One of :data:`perfmodel.features.FEATURE_SETS`.
+    """
     return METHODS[method][1]
 
 
 def make_regressor(method: str, random_state: int | None = 0):
-    """A new, unfitted regressor for ``method``."""
+    """A new, unfitted regressor for ``method``.
+
+    Parameters
+    ----------
+    method : str
+        A key of :data:`METHODS`.
+    random_state : int or None, default=0
+        Seed of the methods that draw random numbers (gbm).
+
+    Returns
+    -------
+    estimator
+        The method's scikit-learn regressor, with its default parameters (the physical forms and baselines read
+        their columns by name: :mod:`perfmodel.models._columns`).
+    """
     if method == "gbm":
         return GBMRegressor(random_state=random_state)
     if method == "physics":

@@ -69,7 +69,8 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
     conformal : bool, default=True
         Compute conformity scores at ``fit``; False fits the point model only (no intervals; for model
         selection).
-    random_state : int, default=0
+    random_state : int or None, default=0
+        Seed of the random K-fold conformity scores and of the methods that draw random numbers (gbm).
 
     Attributes
     ----------
@@ -111,11 +112,24 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         return Pipeline([("features", features), ("regressor", make_regressor(self.method, self.random_state))])
 
     def fit(self, X, y=None, *, oof: dict | None = None):
-        """Fit on a run history ``X`` (DataFrame); ``y`` defaults to ``X["step_time_s"]``. Computes the
-        conformity scores of the ``seen`` kind and of every kind in ``held_out`` (unless ``conformal`` is False).
+        """Fit on a run history; compute the conformity scores of the ``seen`` kind and of every kind in
+        ``held_out`` (unless ``conformal`` is False).
 
-        ``oof``: ``{kind: out-of-fold predictions}`` already made by exactly the refits that score that kind
-        (e.g. by ``auto``'s model selection, :func:`perfmodel.fitting.choose_method`), used instead of refitting."""
+        Parameters
+        ----------
+        X : DataFrame
+            The runs (validated with :func:`perfmodel.schema.validate_runs`); at least 3.
+        y : array-like of shape (n_runs,), optional
+            Step times in seconds; default ``X["step_time_s"]``.
+        oof : dict, optional
+            ``{kind: out-of-fold predictions}`` already made by exactly the refits that score that kind (e.g. by
+            ``auto``'s model selection, :func:`perfmodel.fitting.choose_method`), used instead of refitting.
+
+        Returns
+        -------
+        self : TrainingTimeModel
+            Fitted.
+        """
         check_choice(self.method, "method", "TrainingTimeModel", tuple(METHODS))
         kinds = _kinds_arg(self.held_out)
         runs = validate_runs(X)
@@ -158,8 +172,24 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         return self
 
     def out_of_fold(self, runs: pd.DataFrame, y: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
-        """Out-of-fold predictions of the refits that score ``kind`` (NaN where a refit failed), and the group
-        of each run. ``runs`` must be the runs this model was fitted on, in order."""
+        """Out-of-fold predictions of the refits that score ``kind``, and the group of each run.
+
+        Parameters
+        ----------
+        runs : DataFrame
+            The runs this model was fitted on, in order.
+        y : ndarray of shape (n_runs,)
+            Their step times.
+        kind : str
+            A kind of query (:data:`perfmodel.kinds.KIND_NAMES`).
+
+        Returns
+        -------
+        oof : ndarray of shape (n_runs,)
+            Each run's prediction by the refit that held out its group (NaN where a refit failed).
+        groups : ndarray of shape (n_runs,) or None
+            Each run's group (None for ``seen``: random folds).
+        """
         self._check()
         kind = get_kind(kind)
         groups = None if kind.column is None else group_keys(runs, kind)
@@ -169,8 +199,27 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
     def out_of_fold_splits(self, runs: pd.DataFrame, y: np.ndarray, splits, *, groups=None,
                            what: str = "cross-validation") -> np.ndarray:
         """Out-of-fold predictions for explicit ``(train, test)`` index pairs over the fitted runs: the
-        regressor's own fast refits where it has them (``cross_predict``), else the pipeline refitted per fold
-        (NaN where a refit failed, with a warning)."""
+        regressor's own fast refits where it has them (``cross_predict``), else the pipeline refitted per fold.
+
+        Parameters
+        ----------
+        runs : DataFrame
+            The runs this model was fitted on, in order.
+        y : ndarray of shape (n_runs,)
+            Their step times.
+        splits : list of (ndarray, ndarray)
+            ``(train, test)`` index pairs over ``runs``.
+        groups : ndarray of shape (n_runs,), optional
+            Each run's group, to name the groups whose refit failed in the warning.
+        what : str, default="cross-validation"
+            The split's name, for the warning.
+
+        Returns
+        -------
+        ndarray of shape (n_runs,)
+            Each test row's prediction by the refit without its fold (NaN where a refit failed, with a
+            :class:`~perfmodel.exceptions.DataQualityWarning`, and for rows in no test fold).
+        """
         self._check()
         oof = np.full(len(runs), np.nan)
         reg = self.pipeline_.named_steps["regressor"]
@@ -198,8 +247,23 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
     def calibrate(self, runs: pd.DataFrame, y=None, kinds=("seen",), *, predictions: dict | None = None):
         """Compute (or replace) the conformity scores of ``kinds`` from the runs this model was fitted on.
 
-        ``predictions``: ``{kind: out-of-fold predictions}`` already made by the same refits (e.g. by ``auto``'s
-        model selection), used instead of refitting."""
+        Parameters
+        ----------
+        runs : DataFrame
+            The runs this model was fitted on, in order.
+        y : array-like of shape (n_runs,), optional
+            Their step times; default ``runs["step_time_s"]``.
+        kinds : str or sequence of str, default=("seen",)
+            Kinds of query to calibrate (``"all"``: every kind).
+        predictions : dict, optional
+            ``{kind: out-of-fold predictions}`` already made by the same refits (e.g. by ``auto``'s model
+            selection), used instead of refitting.
+
+        Returns
+        -------
+        self : TrainingTimeModel
+            With ``scores_`` (and, for ``seen``, ``cv_mape_`` and ``cv_median_ape_``) set.
+        """
         self._check()
         runs = validate_runs(runs)
         y = runs["step_time_s"].to_numpy(dtype=float) if y is None else np.asarray(y, dtype=float)
@@ -232,7 +296,25 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             raise NotFittedError("This TrainingTimeModel is not fitted yet; call fit(runs) first.") from None
 
     def predict(self, X) -> np.ndarray:
-        """Predicted mean step time (seconds) for each run/query row."""
+        """Predicted mean step time of each run or query.
+
+        Parameters
+        ----------
+        X : DataFrame
+            Runs or queries (the columns of a run record the fit needs: model, params, batch_size, gpu_count,
+            gpu_type, ...).
+
+        Returns
+        -------
+        ndarray of shape (n_rows,)
+            Seconds per step.
+
+        Raises
+        ------
+        UnsupportedQueryError
+            A method that cannot move with the device count (not in :data:`COUNT_FORMS`) asked for a count the
+            runs never had, when they all had one.
+        """
         self._check()
         self._refuse_unvaried_count(X)
         return self.pipeline_.predict(X)
@@ -255,7 +337,18 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
                 f"`--kind new_count`), or add runs at a second device count.")
 
     def query_kinds(self, X: pd.DataFrame) -> np.ndarray:
-        """The kind of each query row with respect to the fitted runs (:func:`perfmodel.kinds.classify`)."""
+        """The kind of each query row with respect to the fitted runs (:func:`perfmodel.kinds.classify`).
+
+        Parameters
+        ----------
+        X : DataFrame
+            Queries, with ``model``, ``gpu_type``, ``batch_size`` and ``gpu_count``.
+
+        Returns
+        -------
+        ndarray of str, shape (n_rows,)
+            ``seen``, ``new_batch``, ``new_count``, ``new_pair``, ``new_model`` or ``new_device``.
+        """
         self._check()
         return classify(self.configs_, X)
 
@@ -265,6 +358,13 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         Every method's interval goes through here: the conformity scores of the query's kind, the model's own
         transfer scores, the two new-kinds rule, the widening with the distance to the runs and the device's
         peak as a floor, each named in ``interval_rule`` (:mod:`perfmodel.models._conformal`).
+
+        Parameters
+        ----------
+        X : DataFrame
+            Queries.
+        confidence : float, default=0.9
+            The interval level, in (0, 1).
 
         Returns
         -------
@@ -328,7 +428,18 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         (params, batch_size, gpu_count, flops_per_sample), root-mean-square over the four. 0 means a configuration
         the fit has seen; above ~1 the query is far from every run. Along a quantity all training runs share
         (e.g. one device count) the unit is 0.1 in log (~10%): the runs say nothing about its effect, so any change
-        is far (:mod:`perfmodel.models._domain`)."""
+        is far (:mod:`perfmodel.models._domain`).
+
+        Parameters
+        ----------
+        X : DataFrame
+            Queries.
+
+        Returns
+        -------
+        ndarray of shape (n_rows,)
+            Each query's distance to the nearest fitted run.
+        """
         self._check()
         dist, self._domain_tree = domain_distance(self.domain_, self.domain_scale_, self.domain_points_, X,
                                                   getattr(self, "_domain_tree", None))
@@ -341,7 +452,20 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         return list(self.pipeline_.named_steps["features"].get_feature_names_out())
 
     def coef_table(self, confidence: float = 0.95) -> pd.DataFrame:
-        """Coefficients with CIs (OLS methods) or feature importances (gbm)."""
+        """The fitted constants of the method, as a table.
+
+        Parameters
+        ----------
+        confidence : float, default=0.95
+            The level of the coefficients' intervals (OLS methods; the others have none).
+
+        Returns
+        -------
+        DataFrame
+            Coefficients with standard errors and intervals (linear, loglinear); the fitted constants and
+            efficiencies (physics, ops), pooled effects (roofline) or utilisations (ratio, mfu) in a ``value``
+            column; feature importances (gbm).
+        """
         self._check()
         reg = self.pipeline_.named_steps["regressor"]
         if isinstance(reg, OLSRegressor):
@@ -361,13 +485,25 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         return pd.DataFrame({"importance": reg.feature_importances_}, index=self.feature_names_)
 
     def summary(self) -> "Summary":
-        """A statsmodels-style summary (``print`` it, or display it in Jupyter)."""
+        """A statsmodels-style summary (``print`` it, or display it in Jupyter).
+
+        Returns
+        -------
+        Summary
+            The fit's header statistics and its :meth:`coef_table`.
+        """
         self._check()
         return Summary(self)
 
 
 class Summary:
-    """Text and HTML summary of a fitted :class:`TrainingTimeModel`."""
+    """Text and HTML summary of a fitted :class:`TrainingTimeModel`.
+
+    Parameters
+    ----------
+    model : TrainingTimeModel
+        Fitted.
+    """
 
     def __init__(self, model: TrainingTimeModel):
         self.model = model
@@ -393,6 +529,13 @@ class Summary:
             for kind, e in m.scores_.items()]
 
     def as_text(self) -> str:
+        """The summary as plain text (78 columns).
+
+        Returns
+        -------
+        str
+            Header statistics, the coefficient table and notes.
+        """
         width = 78
         lines = ["perfmodel fit summary".center(width), "=" * width]
         lines += [f"{k + ':':<30}{v}" for k, v in self._header()]
@@ -425,6 +568,13 @@ class Summary:
         return notes
 
     def as_html(self) -> str:
+        """The summary as an HTML fragment (what Jupyter shows).
+
+        Returns
+        -------
+        str
+            A ``<div>`` with the header table, the coefficient table and notes.
+        """
         rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in self._header())
         coef = self.model.coef_table()
         table = coef.to_html(float_format=lambda v: f"{v:.4g}")
