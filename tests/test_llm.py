@@ -11,6 +11,7 @@ import pytest
 
 from perfmodel.plan import (decoder_flops_per_sample, decoder_params, estimate_memory, plan_llm_job,
                             recommend)
+from perfmodel.plan._llm import hf_config_shape
 
 pytestmark = pytest.mark.filterwarnings("ignore::perfmodel.exceptions.DataQualityWarning")
 
@@ -131,13 +132,20 @@ class TestPlanLLMJob:
         j = plan_llm_job(**LLAMA2_7B, seq_len=4096, steps=100, global_batch=512, gpu_type="H100", nodes=4,
                          gpus_per_node=8, tensor_parallel=4, pipeline_parallel=2, micro_batch=1, precision="bf16")
         assert j.data_parallel == 4 and j.accumulation == 128
+        c = j.communication
         # 4 all-reduces per layer and micro-batch, L/pp layers, ring 2(t-1)/t, 16-bit, half of NVLink's 900 GB/s
         comm = 128 * 4 * 16 * 2 * 3 / 4 * 4096 * 1 * 4096 * 2 / 450e9
-        assert j.tp_pp["tp_comm_s_per_step"] == pytest.approx(comm)
-        assert j.tp_pp["pp_bubble_factor"] == pytest.approx(1 + 1 / 128)
-        assert "data-parallel work only" in j.tp_pp["note"] and "data-parallel work only" in str(j)
+        assert c["tp_comm_s_per_step"] == pytest.approx(comm) and not c["tp_spans_nodes"]
+        assert c["pp_bubble_factor"] == pytest.approx(1 + 1 / 128)
+        # 4 nodes: the stages span nodes, so the sends (activations forward, gradients back, per micro-batch) go
+        # over the DGX H100 reference network, 50 GB/s per GPU one way
+        send = 128 * 2 * 4096 * 1 * 4096 * 2 / 50e9
+        assert c["pp_crosses_nodes"] and c["pp_send_s_per_step"] == pytest.approx(send)
+        assert c["inter_node_gb_per_s"] == 50 and "network_gbps" in c["inter_node_source"]
+        assert c["dp_added_s_per_step"] == 0 and c["added_s_per_step"] == pytest.approx(comm + send)
+        assert "data-parallel work only" in c["note"] and "data-parallel work only" in str(j)
         step = base.prediction.step_seconds
-        assert j.seconds == pytest.approx(j.prediction.startup_seconds + 100 * (step * (1 + 1 / 128) + comm))
+        assert j.seconds == pytest.approx(j.prediction.startup_seconds + 100 * (step * (1 + 1 / 128) + comm + send))
 
     def test_1p3b_on_8_l4_flagged(self):
         j = plan_llm_job(n_layers=24, d_model=2048, vocab=50257, seq_len=2048, steps=1000, global_batch=128,
@@ -164,6 +172,162 @@ class TestPlanLLMJob:
             args["steps"] = 10
         with pytest.raises((ValueError, TypeError), match=match):
             plan_llm_job(**args)
+
+
+GPT2_SMALL = {"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12, "vocab_size": 50257,
+              "n_positions": 1024, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5}
+LLAMA2_7B_HF = {"model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096, "intermediate_size": 11008,
+                "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32000,
+                "tie_word_embeddings": False, "rms_norm_eps": 1e-5, "hidden_act": "silu",
+                "max_position_embeddings": 4096}
+LLAMA3_8B_HF = {**LLAMA2_7B_HF, "intermediate_size": 14336, "num_key_value_heads": 8, "vocab_size": 128256,
+                "max_position_embeddings": 8192}
+
+
+class TestHFConfig:
+    """Parameters derived from Hugging Face configs against the counts their model cards publish."""
+
+    @pytest.mark.parametrize("config, published", [
+        (GPT2_SMALL, 124e6),            # GPT-2 small: "124M"
+        (LLAMA2_7B_HF, 6.74e9),         # Llama-2-7B: 6.74B (untied head, SwiGLU)
+        (LLAMA3_8B_HF, 8.03e9),         # Llama-3-8B: 8.03B (grouped-query attention, 8 key/value heads)
+    ])
+    def test_params_match_published_counts(self, config, published):
+        shape = hf_config_shape(config)
+        assert abs(shape["params"] / published - 1) < 0.01
+        assert shape["n_layers"] == config.get("num_hidden_layers", config.get("n_layer"))
+
+    def test_exact_counts_and_layout(self):
+        gpt2 = hf_config_shape(GPT2_SMALL)
+        # 12 x (4·768² + 2·768·3072 + biases 3072 + 3840 + 2 LayerNorms 3072) + 50257·768 + 1024·768 + 1536
+        assert gpt2["params"] == 124_439_808 and gpt2["ffn"] == 3072 and not gpt2["gated_mlp"]
+        assert gpt2["tied_embeddings"] and gpt2["matmul_params"] == 124_439_808 - 1024 * 768
+        llama = hf_config_shape(LLAMA2_7B_HF)
+        assert llama["params"] == 6_738_415_616 and llama["gated_mlp"] and not llama["tied_embeddings"]
+        assert llama["matmul_params"] == 6_738_415_616 - 32000 * 4096
+        tied = hf_config_shape({**LLAMA2_7B_HF, "tie_word_embeddings": True})
+        assert llama["params"] - tied["params"] == 32000 * 4096
+
+    def test_path_folder_and_plan(self, tmp_path):
+        (tmp_path / "config.json").write_text(json.dumps(LLAMA2_7B_HF))
+        for cfg in (tmp_path / "config.json", str(tmp_path)):
+            assert hf_config_shape(cfg)["params"] == 6_738_415_616
+        j = plan_llm_job(hf_config=tmp_path / "config.json", seq_len=4096, steps=10, global_batch=64,
+                         gpu_type="H100", gpu_count=8, precision="bf16")
+        assert j.params == 6_738_415_616 and j.params_formula.startswith("HF config (llama)")
+        assert (j.hf_config["n_layers"], j.hf_config["d_model"], j.memory.device_bytes) == (32, 4096, 80e9)
+        # FLOPs from the matmul parameters: the untied input embedding is a lookup
+        assert j.flops_per_sample == 6 * (6_738_415_616 - 32000 * 4096) * 4096 + 12 * 32 * 4096 * 4096**2
+        assert "untied input embedding" in j.flops_formula
+
+    def test_pretrained_config_object(self):
+        transformers = pytest.importorskip("transformers")
+        gpt2 = hf_config_shape(transformers.GPT2Config())  # the defaults are GPT-2 small's
+        assert gpt2["params"] == 124_439_808
+        cfg = transformers.LlamaConfig(**{k: v for k, v in LLAMA2_7B_HF.items() if k != "model_type"})
+        assert hf_config_shape(cfg)["params"] == 6_738_415_616
+
+    @pytest.mark.parametrize("config, err, match", [
+        ({**LLAMA2_7B_HF, "num_hidden_layers": None}, ValueError, "no layer count.*'num_hidden_layers' or 'n_layer'"),
+        ({k: v for k, v in LLAMA2_7B_HF.items() if k != "vocab_size"}, ValueError, "no vocabulary size.*'vocab_size'"),
+        ({k: v for k, v in LLAMA2_7B_HF.items() if k != "intermediate_size"}, ValueError,
+         "no MLP width.*'intermediate_size' or 'n_inner'"),
+        ({**LLAMA2_7B_HF, "hidden_size": "4096"}, ValueError, "'hidden_size' must be a positive whole number"),
+        ({**LLAMA2_7B_HF, "num_local_experts": 8}, ValueError, "mixture-of-experts.*num_local_experts=8"),
+        ({**LLAMA2_7B_HF, "is_encoder_decoder": True}, ValueError, "encoder-decoder"),
+        ("/nonexistent/config.json", FileNotFoundError, "no such file.*nothing is downloaded"),
+        (42, TypeError, "'hf_config' parameter"),
+    ])
+    def test_bad_configs_name_the_problem(self, config, err, match):
+        with pytest.raises(err, match=match):
+            hf_config_shape(config)
+
+    def test_bad_json_and_clash(self, tmp_path):
+        bad = tmp_path / "config.json"
+        bad.write_text("{not json")
+        with pytest.raises(ValueError, match="not valid JSON"):
+            hf_config_shape(bad)
+        with pytest.raises(ValueError, match="hf_config gives the architecture; leave out n_layers=32"):
+            plan_llm_job(hf_config=LLAMA2_7B_HF, n_layers=32, seq_len=4096, steps=10, global_batch=64,
+                         gpu_type="H100", gpu_count=8)
+
+
+def _job(**kw):
+    args = dict(**LLAMA2_7B, seq_len=4096, steps=10, global_batch=1024, gpu_type="H100", nodes=8, gpus_per_node=8,
+                precision="bf16")
+    return plan_llm_job(**{**args, **kw})
+
+
+class TestInterNode:
+    """The data-parallel all-reduce across nodes (hierarchical), pipeline sends and tensor groups between nodes."""
+
+    @staticmethod
+    def hierarchical(params, k, n, intra, net, z=1.0):
+        grad = params * 2  # 16-bit gradients
+        return z * (2 * (k - 1) / k * grad / (intra * 1e9) + 2 * (n - 1) / n * grad / k / (net * 1e9))
+
+    def test_reference_network_is_shown_not_added(self):
+        j = _job()
+        c = j.communication
+        # 8 per node over half of NVLink's 900 GB/s, then 8 nodes over the DGX H100's 50 GB/s per GPU
+        assert c["dp_allreduce_s_per_step"] == pytest.approx(self.hierarchical(j.params, 8, 8, 450, 50))
+        assert c["dp_added_s_per_step"] == 0 and c["added_s_per_step"] == 0
+        assert (j.seconds, j.upper) == (j.prediction.seconds, j.prediction.upper)  # the fitted time holds it
+        assert "part of the fitted time" in str(j) and "hierarchical" in str(j)
+
+    def test_a_slower_network_adds_the_difference(self):
+        ref, slow, fast = _job(), _job(inter_node_gbps=12.5), _job(inter_node_gbps=100)
+        inter = lambda bw: 2 * 7 / 8 * ref.params * 2 / 8 / (bw * 1e9)  # noqa: E731 - the inter-node stage
+        c = slow.communication
+        assert c["inter_node_gb_per_s"] == 12.5 and c["inter_node_source"] == "given (inter_node_gbps)"
+        assert c["dp_added_s_per_step"] == pytest.approx(inter(12.5) - inter(50))
+        assert slow.seconds == pytest.approx(ref.seconds + 10 * c["dp_added_s_per_step"])
+        assert slow.lower == pytest.approx(ref.lower + 10 * c["dp_added_s_per_step"])
+        # a faster network than the reference never shortens the fitted time
+        assert fast.communication["dp_added_s_per_step"] == 0 and fast.seconds == ref.seconds
+        assert "not slower than the reference" in fast.communication["note"]
+
+    def test_zero3_moves_one_and_a_half_all_reduces(self):
+        j = _job(zero_stage=3, micro_batch=2, activation_checkpointing=True)
+        assert j.communication["dp_allreduce_s_per_step"] == pytest.approx(
+            self.hierarchical(j.params, 8, 8, 450, 50, z=1.5))
+
+    def test_tensor_parallel_within_nodes_leaves_one_dp_member_per_node(self):
+        j = _job(tensor_parallel=8, global_batch=64)
+        assert j.data_parallel == 8
+        assert j.communication["dp_allreduce_s_per_step"] == pytest.approx(
+            2 * 7 / 8 * j.params / 8 * 2 / 50e9)  # k = 1: each GPU's shard over its own NIC
+
+    def test_unknown_network_keeps_todays_behaviour_and_says_so(self):
+        # MI300X: no reference system network in the table
+        j = _job(gpu_type="MI300X", tensor_parallel=4, pipeline_parallel=2, global_batch=512, micro_batch=1)
+        c = j.communication
+        assert c["inter_node_gb_per_s"] is None and c["pp_send_s_per_step"] is None
+        assert c["dp_allreduce_s_per_step"] is None and c["added_s_per_step"] == c["tp_comm_s_per_step"]
+        assert "no inter-node bandwidth for MI300X" in c["note"] and "pass inter_node_gbps=" in c["note"]
+        assert "pipeline sends between nodes are not costed" in c["note"]
+        with pytest.raises(ValueError, match="tensor_parallel=16 spans nodes.*no inter-node bandwidth.*inter_node_gbps"):
+            _job(gpu_type="MI300X", tensor_parallel=16)
+
+    def test_tensor_groups_span_nodes_when_the_network_is_known(self):
+        j = _job(gpu_type="MI300X", tensor_parallel=16, micro_batch=1, global_batch=64, inter_node_gbps=50)
+        c = j.communication
+        assert c["tp_spans_nodes"] and c["inter_node_gb_per_s"] == 50
+        # ring over the slower link: min(896 / 2, 50); 4 all-reduces per layer and micro-batch, 16 micro-batches
+        assert c["tp_comm_s_per_step"] == pytest.approx(16 * 4 * 32 * 2 * 15 / 16 * 4096 * 4096 * 2 / 50e9)
+        # the device table has no reference for MI300X: the data-parallel estimate is shown, not added
+        assert c["dp_added_s_per_step"] == 0 and "no reference network for MI300X" in c["note"]
+        h100 = _job(tensor_parallel=16, micro_batch=1, global_batch=64)  # DGX H100 reference: allowed
+        assert h100.communication["tp_spans_nodes"]
+
+    def test_layout_checks_and_unused_override(self):
+        with pytest.raises(ValueError, match="tensor_parallel=3 does not divide gpus_per_node=8"):
+            _job(tensor_parallel=3, nodes=3, global_batch=24)
+        with pytest.raises(ValueError, match="'inter_node_gbps'"):
+            _job(inter_node_gbps=-1)
+        j = plan_llm_job(**LLAMA2_7B, seq_len=4096, steps=10, global_batch=64, gpu_type="H100", gpu_count=64,
+                         precision="bf16", inter_node_gbps=12.5)
+        assert j.communication is None and any("inter_node_gbps not used" in n for n in j.notes)
 
 
 class TestRecommendMemory:

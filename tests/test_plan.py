@@ -340,8 +340,35 @@ class TestProviders:
         assert {"MI250X", "MI300X", "B200"} <= set(t.loc[~priced, "gpu_type"])
 
     def test_no_price_says_why(self):
-        with pytest.raises(ValueError, match="No on-demand price for 'MI300X'.*The table says: .*could not be verified"):
+        with pytest.raises(ValueError, match="No on-demand price for 'MI300X' in the price table: .*could be "
+                                             "verified.*pass prices=.*as of 2026-12-01"):
             price_per_hour("MI300X")
+
+    def test_every_device_has_a_price_or_a_reason(self):
+        # issue 27: "Fill the table for every device the package can predict, or say per device why not"
+        from perfmodel.hardware import known_gpu_types
+        from perfmodel.plan._cost import no_price_reason
+
+        t = load_prices()
+        for g in known_gpu_types():
+            rows = t[t["gpu_type"] == g]
+            assert len(rows), f"{g} has no row in the bundled price table"
+            if rows["on_demand_usd_per_hour"].isna().all():
+                reason = no_price_reason(g)
+                assert reason and "pass prices=" in reason and "as of " in reason, g
+                assert rows["note"].str.len().min() > 40 and rows["as_of"].notna().all(), g
+            else:
+                assert no_price_reason(g) is None
+        assert "consumer" in no_price_reason("RTX 4090") and "GCD" in no_price_reason("MI250X-GCD")
+
+    def test_reason_for_a_device_or_provider_the_table_lacks(self):
+        from perfmodel.plan._cost import no_price_reason
+
+        assert "B200 has no row in the price table" in no_price_reason("B200", prices=PRICES)
+        assert "no on-demand price from 'gcp'" in no_price_reason("H100", provider="gcp")
+        assert "no spot price" in no_price_reason("A100", provider="y", spot=True, prices=PRICES)
+        with pytest.raises(ValueError, match="No on-demand price for 'B200' in the price table: B200 has no row"):
+            estimate_cost(seconds=10, gpu_type="B200", prices=PRICES)
 
     def test_an_empty_price_needs_a_note(self):
         bad = pd.DataFrame({"gpu_type": ["A100"], "provider": ["x"], "on_demand_usd_per_hour": [None]})
@@ -354,13 +381,33 @@ class TestProviders:
         from perfmodel.plan import recommend
 
         model = {"params": 1.3e9, "flops_per_sample": 6 * 1.3e9 * 2048}
-        with pytest.warns(Warning, match="MI300X x8 .*no price in the table"):
+        with pytest.warns(Warning, match="no price for MI300X x8: kept with an empty cost"):
             out = recommend(model, batch_size=64, steps=100, gpu_types=["H100", "MI300X"], gpu_counts=[8],
                             provider=["aws", "lambda"])
-        assert sorted(out["provider"]) == ["aws", "lambda"] and set(out["gpu_type"]) == {"H100-SXM5-80GB"}
-        by = dict(zip(out["provider"], out["usd_per_device_hour"]))
+        priced = out[out["price_note"].isna()]
+        assert sorted(priced["provider"]) == ["aws", "lambda"] and set(priced["gpu_type"]) == {"H100-SXM5-80GB"}
+        by = dict(zip(priced["provider"], priced["usd_per_device_hour"]))
         assert by == {"aws": pytest.approx(12.29), "lambda": pytest.approx(2.99)}
-        assert out["seconds"].nunique() == 1 and out["provider"].iloc[0] == "lambda"  # cheapest first
+        assert priced["seconds"].nunique() == 1 and out["provider"].iloc[0] == "lambda"  # cheapest first
+        # MI300X is priced by neither: one row, kept last, with the table's reason
+        mi = out[out["gpu_type"] == "MI300X"]
+        assert len(mi) == 1 and mi.index[0] == len(out) - 1 and mi["cost"].isna().all()
+        assert mi["price_note"].iloc[0].startswith("no price: ") and "as of 2026-12-01" in mi["price_note"].iloc[0]
+        assert mi["seconds"].iloc[0] > 0 and mi["provider"].iloc[0] is None
+
+    def test_recommend_lists_unpriced_devices_instead_of_dropping_them(self):
+        from perfmodel.plan import recommend
+
+        model = {"params": 1.3e9, "flops_per_sample": 6 * 1.3e9 * 2048}
+        with pytest.warns(Warning, match="no price for .*RTX-4090 x8"):
+            out = recommend(model, batch_size=64, steps=100, gpu_types=["H100", "RTX-4090", "B200"], gpu_counts=[8],
+                            budget=100.0)
+        assert list(out["gpu_type"])[0] == "H100-SXM5-80GB" and set(out["gpu_type"]) >= {"RTX-4090", "B200"}
+        unpriced = out[out["price_note"].notna()]
+        assert unpriced["within_budget"].isna().all()  # a budget cannot be judged without a price: unknown
+        assert all("consumer" in n for n in unpriced.loc[unpriced["gpu_type"] == "RTX-4090", "price_note"])
+        assert out.loc[out["price_note"].isna(), "price_note"].tolist() == [None]
+        assert unpriced["cost"].isna().all() and unpriced["useful_pflop_per_dollar"].isna().all()
 
     def test_cli_recommend_precision_and_providers(self):
         import json
@@ -374,4 +421,21 @@ class TestProviders:
         assert p.returncode == 0, p.stderr
         rows = json.loads(p.stdout)
         assert {r["provider"] for r in rows} == {"aws", "lambda"} and all(r["precision"] == "bf16" for r in rows)
-        assert all(r["usd_per_device_hour"] > 0 and r["memory_gb"] > 0 for r in rows)
+        assert all(r["usd_per_device_hour"] > 0 and r["memory_gb"] > 0 and r["price_note"] is None for r in rows)
+
+    def test_cli_recommend_says_why_a_device_has_no_price(self):
+        import subprocess
+        import sys
+
+        args = [sys.executable, "-m", "perfmodel", "recommend", "--params", "1.3e9", "--flops-per-sample", "1.6e13",
+                "--batch-size", "64", "--gpu-types", "H100,MI300X", "--gpu-counts", "8", "--steps", "100",
+                "--precision", "bf16"]
+        p = subprocess.run(args + ["--json"], capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr
+        mi = [r for r in json.loads(p.stdout) if r["gpu_type"] == "MI300X"]
+        assert len(mi) == 1 and mi[0]["cost"] is None and mi[0]["price_note"].startswith("no price: ")
+        t = subprocess.run(args, capture_output=True, text=True, timeout=600)
+        assert t.returncode == 0, t.stderr
+        lines = t.stdout.splitlines()
+        assert any(ln.lstrip().startswith("MI300X") and "no price" in ln for ln in lines)
+        assert any(ln.startswith("MI300X: no price: ") and "pass prices=" in ln for ln in lines)

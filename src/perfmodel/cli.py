@@ -209,12 +209,15 @@ def _parser() -> argparse.ArgumentParser:
 
     ll = sub.add_parser("plan-llm", help="plan an LLM training job from its shape: tokens, sequence length, "
                                           "global batch, devices or nodes, parallelism (time, FLOPs, memory fit)")
-    ll.add_argument("--params", type=float, help="parameter count (or give --n-layers and --d-model)")
+    ll.add_argument("--params", type=float, help="parameter count (or give --n-layers and --d-model, or --hf-config)")
+    ll.add_argument("--hf-config", metavar="PATH",
+                    help="a Hugging Face config.json (or the folder holding it): layers, hidden size, heads, MLP "
+                         "width, vocabulary and the parameter count are read from it (nothing is downloaded)")
     ll.add_argument("--n-layers", type=_count)
     ll.add_argument("--d-model", type=_count)
     ll.add_argument("--vocab", type=_count)
     ll.add_argument("--n-heads", type=_count, help="attention heads (default d-model / 128)")
-    ll.add_argument("--ffn-mult", type=float, default=4.0, help="MLP width / d-model (default 4)")
+    ll.add_argument("--ffn-mult", type=float, default=None, help="MLP width / d-model (default 4)")
     ll.add_argument("--seq-len", type=_count, required=True, help="tokens per sequence")
     work = ll.add_mutually_exclusive_group(required=True)
     work.add_argument("--tokens", type=_count, help="training tokens, e.g. 100e9")
@@ -225,8 +228,12 @@ def _parser() -> argparse.ArgumentParser:
     ll.add_argument("--gpu-count", type=_count, help="devices in all (or --nodes and --gpus-per-node)")
     ll.add_argument("--nodes", type=_count)
     ll.add_argument("--gpus-per-node", type=_count)
+    ll.add_argument("--inter-node-gbps", type=float,
+                    help="your scale-out network per device, GB/s one way (e.g. 50 for a 400 Gb/s NIC per GPU; "
+                         "default: the device table's reference system, where it has one)")
     ll.add_argument("--zero-stage", type=int, default=0, choices=[0, 1, 2, 3],
-                    help="ZeRO / FSDP sharding (3 = FSDP full shard; memory only)")
+                    help="ZeRO / FSDP sharding (3 = FSDP full shard): memory, and ZeRO-3's extra gathers in the "
+                         "data-parallel traffic")
     ll.add_argument("--tensor-parallel", type=_count, default=1)
     ll.add_argument("--pipeline-parallel", type=_count, default=1)
     ll.add_argument("--micro-batch", type=_count, help="sequences per pass on one replica (default: no accumulation)")
@@ -584,23 +591,27 @@ def _cmd_recommend(args) -> int:
                     budget=args.budget, confidence=args.confidence, prices=args.prices,
                     provider=args.providers or args.provider, spot=args.spot, precision=args.precision)
     if out.empty:
-        print("perfmodel: error: no configuration could be predicted and priced (see the warning above)",
-              file=sys.stderr)
+        print("perfmodel: error: no configuration could be predicted (see the warning above)", file=sys.stderr)
         return 1
     if args.json:
         from ._format import to_plain
 
-        print(json.dumps(to_plain(out), indent=2, allow_nan=False))
+        print(json.dumps(to_plain(out), indent=2, allow_nan=False))  # unpriced rows: cost null, price_note why
     else:
         import pandas as pd
 
-        show = out.copy()
+        show = out.drop(columns="price_note")
         for col in ("seconds", "lower", "upper"):
             show[col] = (show[col] / 3600).round(3)
+        show["cost"] = [f"{v:.4g}" if pd.isna(note) else "no price"
+                        for v, note in zip(out["cost"], out["price_note"])]
         show = show.rename(columns={"seconds": "hours", "lower": "hours_lo", "upper": "hours_hi",
                                     "usd_per_device_hour": "usd_per_h"})
         with pd.option_context("display.width", 250, "display.max_columns", 40):
-            print(show.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+            print(show.to_string(index=False, float_format=lambda v: f"{v:.4g}", na_rep="-"))
+        unpriced = out[out["price_note"].notna()].drop_duplicates(["gpu_type", "price_note"])
+        for g, note in zip(unpriced["gpu_type"], unpriced["price_note"]):
+            print(f"{g}: {note}")
     return 0
 
 
@@ -610,10 +621,11 @@ def _cmd_plan_llm(args) -> int:
 
     history = args.history if not args.history or len(args.history) > 1 else args.history[0]
     job = plan_llm_job(params=args.params, n_layers=args.n_layers, d_model=args.d_model, vocab=args.vocab,
-                       n_heads=args.n_heads, ffn_mult=args.ffn_mult, seq_len=args.seq_len, tokens=args.tokens,
-                       samples=args.samples, steps=args.steps, global_batch=args.global_batch,
+                       n_heads=args.n_heads, ffn_mult=args.ffn_mult, hf_config=args.hf_config, seq_len=args.seq_len,
+                       tokens=args.tokens, samples=args.samples, steps=args.steps, global_batch=args.global_batch,
                        gpu_type=args.gpu_type, gpu_count=args.gpu_count, nodes=args.nodes,
-                       gpus_per_node=args.gpus_per_node, zero_stage=args.zero_stage,
+                       gpus_per_node=args.gpus_per_node, inter_node_gbps=args.inter_node_gbps,
+                       zero_stage=args.zero_stage,
                        tensor_parallel=args.tensor_parallel, pipeline_parallel=args.pipeline_parallel,
                        micro_batch=args.micro_batch, activation_checkpointing=args.activation_checkpointing,
                        flash_attention=args.flash_attention, optimizer=args.optimizer, precision=args.precision,

@@ -2,9 +2,13 @@
 
 The bundled price table (``data/prices.csv``) holds indicative on-demand list prices per device-hour with the
 provider, region, date (``as_of``), source text and source ``url`` of each row; spot prices there are typical
-discounts, not quotes. A device with no public list price has a row with an empty price and a ``note`` saying
-why; asking for its price raises :class:`~perfmodel.exceptions.UnknownPriceError` with that note. Prices change
-often: pass your own table (``prices=`` a DataFrame or a CSV/YAML path with the same columns) for real decisions.
+discounts, not quotes. Every device of the spec table without a price has a row with an empty price and a
+``note`` saying why (e.g. a consumer card no hyperscaler offers, or no price that could be verified on a
+provider's own price page), dated by ``as_of``; no price there is invented or second-hand. Asking for its price
+raises :class:`~perfmodel.exceptions.UnknownPriceError` with that reason (:func:`no_price_reason`), and
+:func:`perfmodel.plan.recommend` keeps such configurations with an empty cost and the reason in ``price_note``.
+Prices change often: pass your own table (``prices=`` a DataFrame or a CSV/YAML path with the same columns) for
+real decisions.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from .._validation import check_nonnegative_float, check_positive_float, check_p
 from ..exceptions import UnknownPriceError
 from ..hardware import resolve_gpu_type
 
-__all__ = ["load_prices", "price_per_hour", "price_quote", "estimate_cost", "CostEstimate"]
+__all__ = ["load_prices", "price_per_hour", "price_quote", "no_price_reason", "estimate_cost", "CostEstimate"]
 
 _PRICE_COLUMNS = ("gpu_type", "provider", "on_demand_usd_per_hour", "spot_usd_per_hour")
 #: Optional columns, empty when a table lacks them.
@@ -94,9 +98,10 @@ def price_quote(gpu_type: str, *, provider: str | None = None, spot: bool = Fals
     the cheapest provider unless ``provider`` is given.
 
     Raises :class:`~perfmodel.exceptions.UnknownPriceError` (a ValueError) naming the device, the devices that
-    have prices, and the table's note on why this device has none, when it has none.
+    have prices, and the table's note on why this device has none, when it has none; the exception's ``reason``
+    attribute holds that reason alone (:func:`no_price_reason`).
     """
-    table = prices if isinstance(prices, pd.DataFrame) and prices.attrs.get("perfmodel_prices") else load_prices(prices)
+    table = _checked(prices)
     g = resolve_gpu_type(gpu_type)
     rows = table[table["gpu_type"] == g]
     if provider is not None:
@@ -106,14 +111,76 @@ def price_quote(gpu_type: str, *, provider: str | None = None, spot: bool = Fals
     if priced.empty:
         have = sorted(set(table.loc[table[col].notna(), "gpu_type"]))
         where = f" from provider {provider!r}" if provider else ""
-        notes = [str(n) for n in table.loc[table["gpu_type"] == g, "note"] if isinstance(n, str) and n.strip()]
-        why = f" The table says: {notes[0].rstrip('.')}." if notes else ""
-        raise UnknownPriceError(f"No {'spot' if spot else 'on-demand'} price for {g!r}{where} in the price table.{why} "
-                                f"It has prices for: {', '.join(have)}. Pass prices= with your own table.")
+        why = no_price_reason(g, provider=provider, spot=spot, prices=table)
+        err = UnknownPriceError(f"No {'spot' if spot else 'on-demand'} price for {g!r}{where} in the price table: "
+                                f"{why}. It has prices for: {', '.join(have)}.")
+        err.reason = why  # the reason alone, for callers that list it
+        raise err
     row = priced.loc[priced[col].idxmin()]
     info = lambda k: None if pd.isna(row[k]) else str(row[k])  # noqa: E731
     return {"gpu_type": g, "provider": str(row["provider"]), "usd_per_hour": float(row[col]), "spot": bool(spot),
             "region": info("region"), "as_of": info("as_of"), "url": info("url")}
+
+
+def _checked(prices) -> pd.DataFrame:
+    """The price table, read and checked once (a table :func:`load_prices` returned is used as it is)."""
+    return prices if isinstance(prices, pd.DataFrame) and prices.attrs.get("perfmodel_prices") else load_prices(prices)
+
+
+def no_price_reason(gpu_type: str, *, provider=None, spot: bool = False, prices=None) -> str | None:
+    """Why the price table has no price for ``gpu_type`` (from ``provider``, or any of a list of providers), or
+    None when it has one.
+
+    The reason is the table's ``note`` for the device with its ``as_of`` date when the table has such a row (every
+    device of the built-in spec table without a price has one), else what the table does hold for the device;
+    it always ends by saying how to give a price of your own.
+
+    Parameters
+    ----------
+    gpu_type : str
+        Any name of :mod:`perfmodel.hardware`.
+    provider : str or list of str, optional
+        The provider(s) asked for; default any.
+    spot : bool, default=False
+        The spot price rather than the on-demand one.
+    prices : DataFrame or path, optional
+        The price table (:func:`load_prices`); default the bundled one.
+
+    Returns
+    -------
+    str or None
+
+    Examples
+    --------
+    >>> no_price_reason("H100") is None
+    True
+    >>> no_price_reason("RTX 4090")[:59]
+    'a consumer (GeForce) card: not offered on AWS, Google Cloud'
+    """
+    table = _checked(prices)
+    g = resolve_gpu_type(gpu_type)
+    asked = [provider] if isinstance(provider, str) else (list(provider) if provider else [])
+    col = "spot_usd_per_hour" if spot else "on_demand_usd_per_hour"
+    kind = "spot" if spot else "on-demand"
+    rows = table[table["gpu_type"] == g]
+    priced = rows[rows[col].notna()]
+    if asked:
+        if priced["provider"].isin(asked).any():
+            return None
+    elif not priced.empty:
+        return None
+    own = "pass prices= with your own rate"
+    if not priced.empty:  # priced, but not by the providers asked
+        return (f"no {kind} price from {', '.join(map(repr, asked))} in the price table (it prices {g} at "
+                f"{', '.join(sorted(set(priced['provider'])))}); {own}")
+    if not rows.empty and rows[col.replace('spot', 'on_demand')].notna().any():  # on-demand only
+        return f"the price table has an on-demand price for {g} but no spot price; {own}"
+    noted = rows[rows["note"].notna() & (rows["note"].astype(str).str.strip() != "")]
+    if not noted.empty:
+        note, as_of = str(noted["note"].iloc[0]).strip().rstrip("."), noted["as_of"].iloc[0]
+        dated = f" (price table, as of {as_of})" if isinstance(as_of, str) and as_of.strip() else ""
+        return note + ("" if "prices=" in note else f"; {own}") + dated
+    return f"{g} has no row in the price table; {own}"
 
 
 @dataclass

@@ -1,14 +1,31 @@
 """Job-shaped queries for decoder-only language models: :func:`plan_llm_job`.
 
-An LLM job is stated the way its owner thinks of it (a model size or shape, tokens, sequence length, global batch,
-devices or nodes, parallelism, precision), and turned into the query :func:`perfmodel.predict_training_time`
-answers, with every step of the derivation kept in the result:
+An LLM job is stated the way its owner thinks of it (a model size, shape or Hugging Face config, tokens, sequence
+length, global batch, devices or nodes, parallelism, precision), and turned into the query
+:func:`perfmodel.predict_training_time` answers, with every step of the derivation kept in the result:
 
 * **Parameters** (when not given): ``N = (4 + 2·ffn_mult)·L·d² + vocab·d`` for ``L`` layers of hidden size ``d``
   (attention Q, K, V and output projections ``4·d²``; an MLP of ``ffn_mult·d`` hidden units ``2·ffn_mult·d²``; one
   embedding matrix, tied with the output head), i.e. ``12·L·d² + vocab·d`` for ``ffn_mult=4``. Biases and norms
   (``O(L·d)``) are left out. Llama-2 7B (``L=32, d=4096, vocab=32000``; SwiGLU with 3 matrices of 11008, about
   the same as ``ffn_mult=4``; untied head) gives 6.57e9 against its 6.74e9.
+* **From a Hugging Face config** (``hf_config=``: a ``config.json`` path, a dict, or a ``PretrainedConfig``; read
+  locally, never downloaded): ``L`` = ``num_hidden_layers`` (GPT-2: ``n_layer``), ``d`` = ``hidden_size``
+  (``n_embd``), ``h`` = ``num_attention_heads`` (``n_head``), ``kv`` = ``num_key_value_heads`` (default ``h``),
+  head size ``hd`` = ``head_dim`` (default ``d/h``), ``ffn`` = ``intermediate_size`` (GPT-2: ``n_inner``, default
+  ``4·d``), ``vocab`` = ``vocab_size``, and
+
+  ``N = L·(2·d·(h + kv)·hd + m·d·ffn + biases + norms) + vocab·d·(1 if tied else 2) + positions·d + final norm``
+
+  with ``m = 3`` for a gated MLP (SwiGLU: Llama, Mistral, Qwen2, Gemma, ...; else decided by ``hidden_act`` =
+  ``silu``) and 2 otherwise (GPT-2, GPT-NeoX, ...); ``tie_word_embeddings`` (default true, as in ``transformers``)
+  decides whether the output head is a second ``vocab·d`` matrix; learned position embeddings (GPT-2's
+  ``n_positions``) add ``positions·d``; norms are ``d`` (RMSNorm, configs with ``rms_norm_eps``) or ``2·d``
+  (LayerNorm) twice per layer and once at the end; biases (GPT-2; ``attention_bias`` / ``mlp_bias`` when true) add
+  ``(h + 2·kv)·hd + d`` and ``m'·ffn + d``. GPT-2 small (12, 768, 50257) gives 124,439,808 and Llama-2 7B
+  (32, 4096, 11008, 32000, untied) 6,738,415,616, their published counts. Mixture-of-experts and encoder-decoder
+  configs are refused. The FLOPs below then use the *matmul* parameters: ``N`` less the untied input embedding and
+  the position table, which are lookups.
 * **FLOPs per sample** (forward + backward, one sequence): ``6·N·seq + 12·L·d·seq²`` (the matmul FLOPs of the
   weights, plus attention scores and values; Kaplan et al. 2020, and PaLM's appendix B, which also counts no
   causal-mask saving). Full activation checkpointing recomputes the forward pass: ``8·N·seq + 16·L·d·seq²``.
@@ -16,28 +33,54 @@ answers, with every step of the derivation kept in the result:
 * **Steps**: ``ceil(tokens / (global_batch·seq))`` (or ``ceil(samples / global_batch)``, or ``steps``).
 * **Layout**: ``devices = gpu_count`` or ``nodes × gpus_per_node``; data-parallel degree
   ``dp = devices / (tp·pp)``; each replica takes ``global_batch / dp`` sequences per step, in micro-batches of
-  ``micro_batch`` (default: all at once) with ``accumulation = global_batch / (dp·micro_batch)``.
+  ``micro_batch`` (default: all at once) with ``accumulation = global_batch / (dp·micro_batch)``. Ranks are laid
+  out as Megatron-LM does: tensor-parallel innermost, then data-parallel, then pipeline stages, so a node of
+  ``g = gpus_per_node`` devices holds ``k = min(dp, g / tp)`` members of each data-parallel group.
 * **Prediction**: :func:`perfmodel.predict_training_time` with the model's ``params`` and ``flops_per_sample``,
   ``batch_size = global_batch / devices`` (each device's share of the step's sequences) and ``gpu_count =
   devices``: the convention of the bundled MLPerf history, whose GPT-3 rows record tensor/pipeline-parallel jobs
-  the same way. The fitted models scale **data-parallel** work only.
-* **Tensor / pipeline parallelism** (``tp`` or ``pp > 1``): a documented estimate is added to each step, not learned
-  from runs. Tensor parallelism (Megatron-LM) does 4 all-reduces of ``seq·micro_batch·d`` 16-bit activations per
-  layer and micro-batch (2 forward, 2 backward); a ring all-reduce moves ``2·(tp−1)/tp`` of that over the
-  device's link, taken as half the spec table's ``interconnect_gbps`` (which is bidirectional), within a node.
-  Each device does this for its ``L/pp`` layers. Pipeline parallelism (1F1B) idles a fraction
-  ``(pp−1)/accumulation`` of the compute (the bubble), which multiplies the step time by ``1 + (pp−1)/m``.
-  The device table has no inter-node bandwidth, so tensor groups that span nodes are refused and the pipeline's
-  point-to-point sends between nodes are not costed.
+  the same way. The fitted models scale **data-parallel** work only, as they learned it from the history's runs
+  (single- and multi-node).
+* **Communication** (an estimate added to each step, not learned from runs). Links: ``B_intra`` = half the spec
+  table's ``interconnect_gbps`` (which is bidirectional), within a node; ``B_net`` = the inter-node network per
+  device, ``inter_node_gbps=`` when given, else the spec table's ``network_gbps`` (the reference system's, e.g.
+  DGX H100: 50 GB/s per GPU), both GB/s in one direction. ``b`` = 2 bytes (4 in fp32/tf32).
+
+  - *Tensor parallelism* (Megatron-LM): 4 all-reduces of ``seq·micro_batch·d`` activations per layer and
+    micro-batch (2 forward, 2 backward), for the device's ``L/pp`` layers; a ring all-reduce moves
+    ``2·(tp−1)/tp`` of that, over ``B_intra``, or over ``min(B_intra, B_net)`` when the tensor group spans nodes
+    (``tp > gpus_per_node``), which is allowed only when ``B_net`` is known.
+  - *Pipeline parallelism* (1F1B): the bubble idles ``(pp−1)/accumulation`` of the compute, multiplying the step
+    by ``1 + (pp−1)/m``; and each micro-batch's activations go forward and their gradients back,
+    ``2·accumulation·seq·micro_batch·d·b`` bytes per step over ``B_intra``, or ``B_net`` when the stages span
+    nodes (with more than one node a pipeline always does, in the layout above). Not costed between nodes when
+    ``B_net`` is unknown.
+  - *Data parallelism* across nodes: a hierarchical all-reduce of the device's ``G = N/(tp·pp)·b`` gradient bytes,
+    once per step: reduce-scatter and all-gather among the ``k`` group members in a node, a ring all-reduce of each
+    ``1/k`` shard across the ``n = dp/k`` nodes, each device on its own NIC:
+    ``t_dp = z·(2·(k−1)/k·G/B_intra + 2·(n−1)/n·G/(k·B_net))``, ``z = 1.5`` for ZeRO-3 (the weights are gathered
+    again in the backward pass; ZeRO paper) and 1 otherwise. The fitted models already hold a data-parallel
+    all-reduce, learned from the history's multi-node runs, which are taken to have run on the reference network:
+    so ``t_dp`` is shown, and only when ``inter_node_gbps`` is *slower* than the table's ``network_gbps`` is the
+    difference of the inter-node stage, ``z·2·(n−1)/n·G/k·(1/B_given − 1/B_reference)``, added to the step (a
+    faster network never shortens the fitted time). With no reference figure for the device the fitted time is
+    kept and the result says so.
+
+  Where the inter-node bandwidth is unknown (neither ``inter_node_gbps`` nor ``network_gbps``), tensor groups that
+  span nodes are refused, the pipeline's sends between nodes are not costed and the data-parallel all-reduce is
+  left to the fitted models; the result says so.
 * **Memory**: :func:`perfmodel.plan.estimate_memory` per device, with the micro-batch.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
+import os
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .._format import format_duration, to_plain
 from .._validation import check_choice, check_confidence, check_positive_float, check_positive_int
@@ -48,9 +91,168 @@ from ..predict import TrainingTimePrediction, predict_training_time
 from ._cost import CostEstimate, estimate_cost
 from ._memory import OPTIMIZERS, MemoryEstimate, estimate_memory
 
-__all__ = ["plan_llm_job", "LLMJobPlan", "decoder_params", "decoder_flops_per_sample"]
+__all__ = ["plan_llm_job", "LLMJobPlan", "decoder_params", "decoder_flops_per_sample", "hf_config_shape"]
 
 _WHERE = "plan_llm_job"
+
+# Hugging Face config keys, in the order they are looked for (Llama-style names first, then GPT-2's).
+_HF_KEYS = {
+    "n_layers": ("num_hidden_layers", "n_layer"),
+    "d_model": ("hidden_size", "n_embd"),
+    "n_heads": ("num_attention_heads", "n_head"),
+    "vocab": ("vocab_size",),
+}
+#: model_type values whose MLP is gated (SwiGLU / GeGLU: gate, up and down projections, 3 matrices).
+_GATED_MLP = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "olmo",
+                        "olmo2", "cohere", "internlm2", "stablelm", "granite", "yi", "baichuan", "deepseek"})
+#: model_type values whose MLP is plain (up and down projections, 2 matrices).
+_PLAIN_MLP = frozenset({"gpt2", "gpt_neox", "gptj", "gpt_bigcode", "opt", "bloom", "falcon", "phi", "starcoder2",
+                        "mpt", "codegen"})
+#: model_type values with learned absolute position embeddings (a positions × d table).
+_LEARNED_POSITIONS = frozenset({"gpt2", "gpt_bigcode", "opt"})
+_MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+
+
+def _read_hf_config(config) -> tuple[dict, str]:
+    """The config as a dict, and where it came from (a path, ``dict`` or the config class's name)."""
+    if isinstance(config, dict):
+        return dict(config), "dict"
+    if isinstance(config, (str, os.PathLike)):
+        path = Path(config)
+        if path.is_dir():
+            path = path / "config.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"hf_config {str(config)!r}: no such file. Give the path of a Hugging Face "
+                                    "config.json (or of the folder holding it), or a dict; nothing is downloaded.")
+        try:
+            with open(path, encoding="utf-8") as fh:
+                data = json.load(fh)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"hf_config {str(path)!r} is not valid JSON ({exc.msg}, line {exc.lineno}).") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"hf_config {str(path)!r} is not a UTF-8 text file.") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"hf_config {str(path)!r} must hold a JSON object (a Hugging Face config). Got "
+                             f"{type(data).__name__}.")
+        return data, str(path)
+    to_dict = getattr(config, "to_dict", None)  # a transformers PretrainedConfig (transformers is not imported)
+    if callable(to_dict):
+        data = to_dict()
+        if isinstance(data, dict):
+            return dict(data), type(config).__name__
+    raise TypeError(f"The 'hf_config' parameter of {_WHERE} must be a path to a config.json, a dict or a "
+                    f"transformers PretrainedConfig. Got {type(config).__name__}.")
+
+
+def _hf_int(cfg: dict, keys: tuple, what: str, where: str, default=None) -> int:
+    for key in keys:
+        value = cfg.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)) \
+                or float(value) <= 0 or not float(value).is_integer():
+            raise ValueError(f"hf_config ({where}): {key!r} must be a positive whole number. Got {value!r}.")
+        return int(value)
+    if default is not None:
+        return default
+    names = " or ".join(repr(k) for k in keys)
+    raise ValueError(f"hf_config ({where}): no {what}: the config has no {names} (model_type "
+                     f"{cfg.get('model_type')!r}). Add it, or pass params= / n_layers=, d_model=, vocab= instead.")
+
+
+def hf_config_shape(config) -> dict:
+    """The decoder's shape and parameter count from a Hugging Face config (module docstring, "From a Hugging
+    Face config").
+
+    Parameters
+    ----------
+    config : str, os.PathLike, dict or transformers.PretrainedConfig
+        A ``config.json`` path (or the folder holding it), its contents as a dict, or a config object with
+        ``to_dict()``. Read locally; nothing is downloaded.
+
+    Returns
+    -------
+    dict
+        ``n_layers, d_model, n_heads, n_kv_heads, head_dim, ffn, vocab, gated_mlp, tied_embeddings, positions,
+        params`` (all parameters), ``matmul_params`` (less the untied input embedding and the position table),
+        ``lookups`` (which of those were taken off, or None), ``formula`` (the formula with its values) and
+        ``source``.
+
+    Raises
+    ------
+    ValueError
+        A key the layout needs is missing or not a positive whole number (the message names it), or the config
+        is a mixture-of-experts or encoder-decoder model.
+    TypeError, FileNotFoundError
+        Not a path, dict or config object; no such file.
+
+    Examples
+    --------
+    >>> cfg = {"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12, "vocab_size": 50257,
+    ...        "n_positions": 1024}
+    >>> hf_config_shape(cfg)["params"]
+    124439808
+    """
+    cfg, where = _read_hf_config(config)
+    mt = str(cfg.get("model_type") or "")
+    if cfg.get("is_encoder_decoder"):
+        raise ValueError(f"hf_config ({where}): an encoder-decoder config (model_type {mt!r}); plan_llm_job plans "
+                         "decoder-only models. Pass params= and the decoder's shape instead.")
+    for key in _MOE_KEYS:
+        experts = cfg.get(key)
+        if isinstance(experts, numbers.Real) and not isinstance(experts, bool) and experts > 1:
+            raise ValueError(f"hf_config ({where}): a mixture-of-experts config ({key}={experts}); plan_llm_job "
+                             "plans dense decoders (6·N·seq counts every parameter as active). Pass params= (the "
+                             "active parameters) and the shape instead.")
+    gpt2_style = mt == "gpt2" or "n_embd" in cfg
+    L = _hf_int(cfg, _HF_KEYS["n_layers"], "layer count", where)
+    d = _hf_int(cfg, _HF_KEYS["d_model"], "hidden size", where)
+    h = _hf_int(cfg, _HF_KEYS["n_heads"], "attention head count", where)
+    V = _hf_int(cfg, _HF_KEYS["vocab"], "vocabulary size", where)
+    kv = _hf_int(cfg, ("num_key_value_heads",), "key/value head count", where, default=h)
+    if "head_dim" not in cfg or cfg.get("head_dim") is None:
+        if d % h:
+            raise ValueError(f"hf_config ({where}): the hidden size {d} is not a multiple of the {h} heads, and "
+                             "the config gives no 'head_dim'.")
+    hd = _hf_int(cfg, ("head_dim",), "head size", where, default=d // h)
+    ffn = _hf_int(cfg, ("intermediate_size", "n_inner"), "MLP width", where, default=4 * d if gpt2_style else None)
+    act = str(cfg.get("hidden_act") or cfg.get("activation_function") or "")
+    if mt in _GATED_MLP:
+        gated, why = True, f"model_type {mt!r}"
+    elif mt in _PLAIN_MLP or gpt2_style:
+        gated, why = False, f"model_type {mt!r}"
+    else:
+        gated = act.lower() in ("silu", "swish", "swiglu")
+        why = f"assumed from hidden_act={act!r}" if act else "assumed: no hidden_act"
+    tied = cfg.get("tie_word_embeddings", True)
+    if not isinstance(tied, bool):
+        raise ValueError(f"hf_config ({where}): 'tie_word_embeddings' must be true or false. Got {tied!r}.")
+    positions = 0
+    if mt in _LEARNED_POSITIONS or gpt2_style:
+        positions = _hf_int(cfg, ("n_positions", "max_position_embeddings"), "position count", where)
+    layer_norm = "rms_norm_eps" not in cfg  # RMSNorm has a scale only; LayerNorm a scale and a bias
+    norm = (2 if layer_norm else 1) * d
+    attn_bias = bool(cfg.get("attention_bias", gpt2_style))
+    mlp_bias = bool(cfg.get("mlp_bias", gpt2_style))
+    m = 3 if gated else 2
+    attention = 2 * d * (h + kv) * hd + (((h + 2 * kv) * hd + d) if attn_bias else 0)
+    mlp = m * d * ffn + (((m - 1) * ffn + d) if mlp_bias else 0)
+    embeddings = V * d * (1 if tied else 2) + positions * d
+    params = L * (attention + mlp + 2 * norm) + embeddings + norm
+    matmul = params - (0 if tied else V * d) - positions * d
+    lookups = " and ".join(x for x in ("the untied input embedding" if not tied else "",
+                                       "the position table" if positions else "") if x)
+    parts = ["attention 2·d·(h + kv)·hd", f"{'gated ' if gated else ''}MLP {m}·d·ffn ({why})"]
+    if attn_bias or mlp_bias:
+        parts.append("biases")
+    parts.append(f"2 {'LayerNorms 2·d' if layer_norm else 'RMSNorms d'}")
+    emb = f"vocab·d ({'tied' if tied else 'untied: x2'})" + (" + positions·d" if positions else "")
+    values = f"L={L}, d={d}, h={h}, kv={kv}, hd={hd}, ffn={ffn}, vocab={V}" + (
+        f", positions={positions}" if positions else "")
+    formula = f"HF config{f' ({mt})' if mt else ''}: L·({' + '.join(parts)}) + {emb} + final norm with {values}"
+    return {"n_layers": L, "d_model": d, "n_heads": h, "n_kv_heads": kv, "head_dim": hd, "ffn": ffn, "vocab": V,
+            "gated_mlp": gated, "tied_embeddings": tied, "positions": positions, "params": int(params),
+            "matmul_params": int(matmul), "lookups": lookups or None, "formula": formula, "source": where}
 
 
 def decoder_params(n_layers: int, d_model: int, vocab: int = 0, ffn_mult: float = 4.0) -> float:
@@ -107,8 +309,15 @@ class LLMJobPlan:
     precision : str
         The precision predicted for; ``precision_assumed`` says whether it was assumed (not given).
     memory : MemoryEstimate
-    tp_pp : dict or None
-        The tensor/pipeline estimate: ``tp_comm_s_per_step``, ``pp_bubble_factor``, ``link_gb_per_s``, ``note``.
+    communication : dict or None
+        The communication estimate (module docstring), when tp or pp > 1 or the job spans nodes:
+        ``intra_link_gb_per_s`` and ``inter_node_gb_per_s`` (one direction; None where unknown),
+        ``inter_node_source``, ``tp_comm_s_per_step``, ``tp_spans_nodes``, ``pp_send_s_per_step`` (None where not
+        costed), ``pp_crosses_nodes``, ``pp_bubble_factor``, ``dp_allreduce_s_per_step`` (the hierarchical
+        all-reduce; None where not estimated), ``dp_added_s_per_step`` (the part added to the fitted time),
+        ``added_s_per_step`` (all that was added per step) and ``note``.
+    hf_config : dict or None
+        The shape read from ``hf_config=`` (:func:`hf_config_shape`), when given.
     notes : list of str
     """
 
@@ -139,7 +348,8 @@ class LLMJobPlan:
     precision: str
     precision_assumed: bool
     memory: MemoryEstimate
-    tp_pp: dict | None = None
+    communication: dict | None = None
+    hf_config: dict | None = None
     notes: list = field(default_factory=list)
 
     @property
@@ -179,8 +389,8 @@ class LLMJobPlan:
             f"{self.accumulation} per replica; predicted as batch {self.batch_size_per_device} per device",
             f"memory: {self.memory}",
         ]
-        if self.tp_pp:
-            lines.append(f"tensor/pipeline: {self.tp_pp['note']}")
+        if self.communication:
+            lines.append(f"communication: {self.communication['note']}")
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -204,14 +414,16 @@ def _count(value, name: str) -> int:
 
 
 def plan_llm_job(*, seq_len, global_batch, gpu_type, params=None, n_layers=None, d_model=None, vocab=None,
-                 n_heads=None, ffn_mult=4.0, tokens=None, samples=None, steps=None, gpu_count=None, nodes=None,
-                 gpus_per_node=None, zero_stage=0, tensor_parallel=1, pipeline_parallel=1, micro_batch=None,
-                 activation_checkpointing=False, flash_attention=False, optimizer="adamw", precision=None,
-                 history=None, confidence=0.9, method=DEFAULT_METHOD, name="llm") -> LLMJobPlan:
+                 n_heads=None, ffn_mult=None, hf_config=None, tokens=None, samples=None, steps=None, gpu_count=None,
+                 nodes=None, gpus_per_node=None, inter_node_gbps=None, zero_stage=0, tensor_parallel=1,
+                 pipeline_parallel=1, micro_batch=None, activation_checkpointing=False, flash_attention=False,
+                 optimizer="adamw", precision=None, history=None, confidence=0.9, method=DEFAULT_METHOD,
+                 name="llm") -> LLMJobPlan:
     """Plan a decoder-only LLM training job from its shape: time (with interval), derivation and memory fit.
 
-    The derivation (parameters, FLOPs per sample ``6·N·seq + 12·L·d·seq²``, steps, layout, tensor/pipeline
-    estimate) is described in :mod:`perfmodel.plan._llm`; every figure is in the result.
+    The derivation (parameters, FLOPs per sample ``6·N·seq + 12·L·d·seq²``, steps, layout, the communication
+    estimate with its intra- and inter-node links) is described in :mod:`perfmodel.plan._llm`; every figure is in
+    the result.
 
     Parameters
     ----------
@@ -222,22 +434,34 @@ def plan_llm_job(*, seq_len, global_batch, gpu_type, params=None, n_layers=None,
     gpu_type : str
         Device name (any alias of :mod:`perfmodel.hardware`).
     params : float, optional
-        Parameter count. Or give the architecture (``n_layers``, ``d_model``, ``vocab``) and it is derived;
-        with both, ``params`` is used and the architecture gives the attention FLOPs and the activations.
+        Parameter count. Or give the architecture (``n_layers``, ``d_model``, ``vocab``, or ``hf_config``) and it
+        is derived; with both, ``params`` is used and the architecture gives the attention FLOPs and the
+        activations.
     n_layers, d_model, vocab : int, optional
         The decoder's layers, hidden size and vocabulary.
     n_heads : int, optional
         Attention heads (for the activation memory); default ``d_model // 128``.
-    ffn_mult : float, default=4
-        MLP width as a multiple of ``d_model``.
+    ffn_mult : float, optional
+        MLP width as a multiple of ``d_model``; default 4.
+    hf_config : str, os.PathLike, dict or transformers.PretrainedConfig, optional
+        A Hugging Face ``config.json`` (path, or the folder holding it), its contents as a dict, or a config
+        object: gives ``n_layers``, ``d_model``, ``n_heads``, ``vocab`` and the parameter count
+        (:func:`hf_config_shape`; the formula is in the result). Read locally, never downloaded. Excludes
+        ``n_layers``, ``d_model``, ``vocab``, ``n_heads`` and ``ffn_mult``.
     tokens, samples, steps : int, optional
         The amount of work: exactly one. ``tokens`` (e.g. ``100e9``) and ``samples`` (sequences) are rounded up
         to whole steps.
     gpu_count : int, optional
         Devices in all. Or ``nodes`` and ``gpus_per_node`` (with ``gpu_count`` too, they must agree).
     nodes, gpus_per_node : int, optional
+        The node layout; needed for any inter-node communication to be costed.
+    inter_node_gbps : float, optional
+        Your cluster's scale-out network per device, GB/s in one direction (e.g. 50 for one 400 Gb/s NIC per
+        GPU; 1.5625 for one 100 Gb/s NIC shared by 8). Default: the spec table's ``network_gbps``, the reference
+        system's (None for many devices: then inter-node traffic is not costed, and the result says so).
     zero_stage : {0, 1, 2, 3}, default=0
-        ZeRO / FSDP sharding over the data-parallel replicas (3 = FSDP full shard); memory only.
+        ZeRO / FSDP sharding over the data-parallel replicas (3 = FSDP full shard): memory, and the data-parallel
+        traffic (ZeRO-3 moves 1.5x an all-reduce).
     tensor_parallel, pipeline_parallel : int, default=1
         Degrees of tensor and pipeline parallelism; the data-parallel degree is ``devices / (tp·pp)``.
     micro_batch : int, optional
@@ -265,6 +489,9 @@ def plan_llm_job(*, seq_len, global_batch, gpu_type, params=None, n_layers=None,
     ...                    global_batch=1024, gpu_type="H100", gpu_count=64)  # doctest: +SKIP
     >>> job.steps, job.fits                                                   # doctest: +SKIP
     (23842, False)
+    >>> job = plan_llm_job(hf_config="Llama-2-7b-hf/config.json", seq_len=4096, tokens=100e9,
+    ...                    global_batch=1024, gpu_type="H100", nodes=8, gpus_per_node=8,
+    ...                    inter_node_gbps=12.5)                              # doctest: +SKIP
     """
     confidence = check_confidence(confidence, _WHERE)
     check_choice(method, "method", _WHERE, (*METHODS, "auto"))
@@ -280,36 +507,55 @@ def plan_llm_job(*, seq_len, global_batch, gpu_type, params=None, n_layers=None,
             raise TypeError(f"The {flag_name!r} parameter of {_WHERE} must be a bool. Got {flag!r} instead.")
     if isinstance(zero_stage, bool) or zero_stage not in (0, 1, 2, 3):
         raise ValueError(f"The 'zero_stage' parameter of {_WHERE} must be 0, 1, 2 or 3. Got {zero_stage!r} instead.")
+    inter_node_gbps = check_positive_float(inter_node_gbps, "inter_node_gbps", _WHERE, allow_none=True)
     notes: list[str] = []
 
     # --- the model
+    shape = None
+    if hf_config is not None:
+        clash = {k: v for k, v in (("n_layers", n_layers), ("d_model", d_model), ("vocab", vocab),
+                                   ("n_heads", n_heads), ("ffn_mult", ffn_mult)) if v is not None}
+        if clash:
+            raise ValueError(f"{_WHERE}: hf_config gives the architecture; leave out "
+                             f"{', '.join(f'{k}={v!r}' for k, v in clash.items())}.")
+        shape = hf_config_shape(hf_config)
+        n_layers, d_model, vocab, n_heads = shape["n_layers"], shape["d_model"], shape["vocab"], shape["n_heads"]
     arch = {k: (None if v is None else _count(v, k)) for k, v in
             (("n_layers", n_layers), ("d_model", d_model), ("vocab", vocab))}
     L, d, V = arch["n_layers"], arch["d_model"], arch["vocab"]
     if n_heads is not None:
         n_heads = _count(n_heads, "n_heads")
-        if d is not None and d % n_heads:
+        if shape is None and d is not None and d % n_heads:
             raise ValueError(f"The 'n_heads' parameter of {_WHERE} must divide d_model={d}. Got {n_heads!r}.")
-    ffn_mult = check_positive_float(ffn_mult, "ffn_mult", _WHERE)
+    ffn_mult = 4.0 if ffn_mult is None else check_positive_float(ffn_mult, "ffn_mult", _WHERE)
+    flops_params = None  # the matmul parameters, when they differ from params (an HF config's lookups)
+    if shape is not None:
+        derived, derived_formula = float(shape["params"]), shape["formula"]
+    elif L is not None and d is not None:
+        derived = decoder_params(L, d, V or 0, ffn_mult)
+        f = f"{ffn_mult:g}"
+        derived_formula = (f"(4 + 2·{f})·L·d² + vocab·d with L={L}, d={d}, vocab={V or 0}" if ffn_mult != 4 else
+                           f"12·L·d² + vocab·d with L={L}, d={d}, vocab={V or 0}")
+    else:
+        derived = derived_formula = None
     if params is not None:
         params = check_positive_float(params, "params", _WHERE)
         params_formula = "given"
-        if L is not None and d is not None:
-            derived = decoder_params(L, d, V or 0, ffn_mult)
-            if not 0.75 <= params / derived <= 1.33:
-                notes.append(f"params={params:.4g} differs from (4 + 2·ffn_mult)·L·d² + vocab·d = {derived:.4g} "
-                             "by more than a third: check the architecture")
-    elif L is not None and d is not None:
-        params = decoder_params(L, d, V or 0, ffn_mult)
-        f = f"{ffn_mult:g}"
-        params_formula = (f"(4 + 2·{f})·L·d² + vocab·d with L={L}, d={d}, vocab={V or 0}" if ffn_mult != 4 else
-                          f"12·L·d² + vocab·d with L={L}, d={d}, vocab={V or 0}")
+        if derived is not None and not 0.75 <= params / derived <= 1.33:
+            what = "the HF config's" if shape is not None else "(4 + 2·ffn_mult)·L·d² + vocab·d ="
+            notes.append(f"params={params:.4g} differs from {what} {derived:.4g} by more than a third: check the "
+                         "architecture")
+    elif derived is not None:
+        params, params_formula = derived, derived_formula
+        if shape is not None and shape["matmul_params"] != shape["params"]:
+            flops_params = float(shape["matmul_params"])
         if V is None:
             notes.append("no vocab given: the embedding's vocab·d parameters are left out")
     else:
-        raise ValueError(f"{_WHERE} needs the model: 'params', or 'n_layers' and 'd_model' (and 'vocab'). "
-                         f"Got params=None, n_layers={n_layers!r}, d_model={d_model!r}.")
-    fps = decoder_flops_per_sample(params, seq_len, L, d, activation_checkpointing=activation_checkpointing)
+        raise ValueError(f"{_WHERE} needs the model: 'params', 'hf_config', or 'n_layers' and 'd_model' (and "
+                         f"'vocab'). Got params=None, n_layers={n_layers!r}, d_model={d_model!r}.")
+    fps = decoder_flops_per_sample(flops_params or params, seq_len, L, d,
+                                   activation_checkpointing=activation_checkpointing)
     if L is not None and d is not None:
         flops_formula = ("8·N·seq + 16·L·d·seq² (6·N·seq + 12·L·d·seq², + 1/3 for recomputing the forward pass)"
                          if activation_checkpointing else "6·N·seq + 12·L·d·seq²")
@@ -317,6 +563,9 @@ def plan_llm_job(*, seq_len, global_batch, gpu_type, params=None, n_layers=None,
         flops_formula = "8·N·seq (6·N·seq + 1/3 recompute)" if activation_checkpointing else "6·N·seq"
         notes.append("no n_layers/d_model: the attention FLOPs (12·L·d·seq²) are left out and activation memory is "
                      "not estimated")
+    if flops_params is not None:
+        flops_formula += (f", N = {flops_params:.4g} matmul parameters (the params less {shape['lookups']}: "
+                          "lookups, not matmuls)")
 
     # --- the work
     given = [k for k, v in (("tokens", tokens), ("samples", samples), ("steps", steps)) if v is not None]
@@ -374,13 +623,39 @@ def plan_llm_job(*, seq_len, global_batch, gpu_type, params=None, n_layers=None,
             raise ValueError(f"The 'micro_batch' parameter of {_WHERE} ({micro_batch}) must divide the "
                              f"{per_replica} sequences each data-parallel replica takes per step.")
     accumulation = per_replica // micro_batch
-    if tp > 1 and gpus_per_node is not None and tp > gpus_per_node:
-        raise ValueError(f"tensor_parallel={tp} spans nodes of {gpus_per_node} devices: the device table has no "
-                         "inter-node bandwidth to estimate its all-reduces; keep tensor groups within a node.")
     per_device = global_batch // devices
 
-    # --- the prediction (data-parallel)
+    # --- the links (checked before the prediction, which may fit a model)
     g = resolve_gpu_type(gpu_type)
+    spec = get_spec(g)
+    link = spec.interconnect_gbps
+    intra = None if link is None or not math.isfinite(link) else link / 2  # one direction
+    reference_net = spec.network_gbps
+    net = inter_node_gbps if inter_node_gbps is not None else reference_net
+    net_source = ("given (inter_node_gbps)" if inter_node_gbps is not None else
+                  f"the spec table's network_gbps for {g} (its reference system)" if reference_net else None)
+    layout_known = nodes is not None
+    multi_node = layout_known and nodes > 1
+    tp_spans = False
+    if tp > 1 and layout_known:
+        if tp <= gpus_per_node and gpus_per_node % tp:
+            raise ValueError(f"tensor_parallel={tp} does not divide gpus_per_node={gpus_per_node}: tensor groups "
+                             "would straddle nodes; choose a tp that divides the node (or a multiple of it).")
+        if tp > gpus_per_node:
+            if tp % gpus_per_node:
+                raise ValueError(f"tensor_parallel={tp} spans nodes of {gpus_per_node} devices but is not a "
+                                 "multiple of gpus_per_node; tensor groups must take whole nodes.")
+            if net is None:
+                raise ValueError(f"tensor_parallel={tp} spans nodes of {gpus_per_node} devices: the device table "
+                                 f"has no inter-node bandwidth for {g!r} to estimate its all-reduces. Pass "
+                                 "inter_node_gbps= (your network per device, GB/s one way) or keep tensor groups "
+                                 "within a node.")
+            tp_spans = True
+    if tp > 1 and intra is None:
+        raise ValueError(f"tensor_parallel={tp}: the spec table has no interconnect bandwidth for {g!r}, so the "
+                         "tensor-parallel all-reduces cannot be estimated.")
+
+    # --- the prediction (data-parallel)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         pred = predict_training_time({"params": params, "flops_per_sample": fps, "name": name},
@@ -393,39 +668,24 @@ def plan_llm_job(*, seq_len, global_batch, gpu_type, params=None, n_layers=None,
     if assumed:
         notes.append(f"precision not given: assumed {used_precision!r} (what the history's runs on {g} mostly used)")
 
-    # --- tensor / pipeline estimate
+    # --- communication estimate: tensor and pipeline parallelism, data parallelism across nodes
     seconds, lower, upper = pred.seconds, pred.lower, pred.upper
-    tp_pp = None
-    if tp > 1 or pp > 1:
-        spec = get_spec(g)
-        link = spec.interconnect_gbps
-        comm = 0.0
-        parts = []
-        if tp > 1:
-            if link is None or not math.isfinite(link):
-                raise ValueError(f"tensor_parallel={tp}: the spec table has no interconnect bandwidth for {g!r}, so "
-                                 "the tensor-parallel all-reduces cannot be estimated.")
-            bytes_per = 2.0 if used_precision != "fp32" and used_precision != "tf32" else 4.0
-            volume = 4 * (L or 0) / pp * 2 * (tp - 1) / tp * seq_len * micro_batch * (d or 0) * bytes_per
-            comm = accumulation * volume / (link / 2 * 1e9)
-            if L is None or d is None:
-                parts.append("tensor-parallel all-reduces not estimated (no n_layers/d_model)")
-            else:
-                parts.append(f"tensor-parallel all-reduces {comm:.3g} s per step (4 per layer and micro-batch, ring "
-                             f"over {link / 2:g} GB/s, half of {g}'s {link:g} GB/s {spec.interconnect})")
-        bubble = 1.0 + (pp - 1) / accumulation if pp > 1 else 1.0
-        if pp > 1:
-            parts.append(f"pipeline bubble x{bubble:.3g} ((pp−1)/micro-batches = {pp - 1}/{accumulation}; "
-                         "inter-node sends not costed: the device table has no inter-node bandwidth)")
+    communication = None
+    if inter_node_gbps is not None and not multi_node:
+        notes.append("inter_node_gbps not used: " + ("one node, no inter-node traffic" if layout_known else
+                                                      "give nodes= and gpus_per_node= for it to be used"))
+    if tp > 1 or pp > 1 or multi_node:
+        communication = _communication(
+            g=g, spec=spec, params=params, L=L, d=d, seq_len=seq_len, micro_batch=micro_batch,
+            accumulation=accumulation, precision=used_precision, tp=tp, pp=pp, dp=dp, zero_stage=int(zero_stage),
+            nodes=nodes, gpus_per_node=gpus_per_node, intra=intra, net=net, net_source=net_source,
+            reference_net=reference_net, given_net=inter_node_gbps, tp_spans=tp_spans)
+        bubble, added = communication["pp_bubble_factor"], communication["added_s_per_step"]
         start = pred.startup_seconds
-        step = lambda s: s * bubble + comm  # noqa: E731
+        step = lambda s: s * bubble + added  # noqa: E731
         seconds = start + n_steps * step(pred.step_seconds)
         lower = start + n_steps * step(pred.step_lower)
         upper = start + n_steps * step(pred.step_upper)
-        note = ("the fitted models scale data-parallel work only; the tensor/pipeline communication is an "
-                "estimate, not learned from runs: " + "; ".join(parts))
-        tp_pp = {"tp_comm_s_per_step": comm, "pp_bubble_factor": bubble,
-                 "link_gb_per_s": None if link is None else link / 2, "note": note}
 
     memory = estimate_memory(params=params, gpu_type=g, precision=used_precision, micro_batch=micro_batch,
                              seq_len=seq_len, n_layers=L, d_model=d, n_heads=n_heads, vocab=V, optimizer=optimizer,
@@ -441,4 +701,98 @@ def plan_llm_job(*, seq_len, global_batch, gpu_type, params=None, n_layers=None,
         seq_len=seq_len, global_batch=global_batch, devices=devices, nodes=nodes, gpus_per_node=gpus_per_node,
         data_parallel=dp, tensor_parallel=tp, pipeline_parallel=pp, zero_stage=int(zero_stage),
         micro_batch=micro_batch, accumulation=accumulation, batch_size_per_device=per_device,
-        precision=used_precision, precision_assumed=assumed, memory=memory, tp_pp=tp_pp, notes=notes)
+        precision=used_precision, precision_assumed=assumed, memory=memory, communication=communication,
+        hf_config=shape, notes=notes)
+
+
+def _communication(*, g, spec, params, L, d, seq_len, micro_batch, accumulation, precision, tp, pp, dp, zero_stage,
+                   nodes, gpus_per_node, intra, net, net_source, reference_net, given_net, tp_spans) -> dict:
+    """The communication estimate of the module docstring: seconds per step, the links used, and a note."""
+    b = 4.0 if precision in ("fp32", "tf32") else 2.0
+    multi_node = nodes is not None and nodes > 1
+    shape_known = L is not None and d is not None
+    parts = []
+    gb = lambda x: f"{x:.4g} GB/s"  # noqa: E731
+    # tensor parallelism: 4 ring all-reduces of seq·mb·d activations per layer and micro-batch
+    tp_comm = 0.0
+    if tp > 1:
+        tp_link = min(intra, net) if tp_spans else intra
+        volume = 4 * (L or 0) / pp * 2 * (tp - 1) / tp * seq_len * micro_batch * (d or 0) * b
+        tp_comm = accumulation * volume / (tp_link * 1e9)
+        if not shape_known:
+            parts.append("tensor-parallel all-reduces not estimated (no n_layers/d_model)")
+        elif tp_spans:
+            parts.append(f"tensor-parallel all-reduces {tp_comm:.3g} s per step (4 per layer and micro-batch; the "
+                         f"tensor group spans {tp // gpus_per_node} nodes: ring over {gb(tp_link)}, the slower of "
+                         f"the intra-node link and the network)")
+        else:
+            parts.append(f"tensor-parallel all-reduces {tp_comm:.3g} s per step (4 per layer and micro-batch, ring "
+                         f"over {gb(intra)}, half of {g}'s {spec.interconnect_gbps:g} GB/s {spec.interconnect})")
+    # pipeline parallelism: the 1F1B bubble, and the activations / gradients sent between stages
+    bubble = 1.0 + (pp - 1) / accumulation if pp > 1 else 1.0
+    pp_send = None
+    if pp > 1:
+        parts.append(f"pipeline bubble x{bubble:.3g} ((pp−1)/micro-batches = {pp - 1}/{accumulation})")
+        send_link = net if multi_node else intra
+        if not shape_known:
+            parts.append("pipeline sends not estimated (no n_layers/d_model)")
+        elif send_link is None:
+            if not multi_node:  # between nodes: said once below
+                parts.append(f"pipeline sends not costed: no interconnect bandwidth for {g}")
+        else:
+            pp_send = accumulation * 2 * seq_len * micro_batch * d * b / (send_link * 1e9)
+            parts.append(f"pipeline sends {pp_send:.3g} s per step (activations forward and gradients back, "
+                         f"{accumulation} micro-batches, over {gb(send_link)}"
+                         f"{', between nodes' if multi_node else ', within a node'})")
+    # data parallelism across nodes: hierarchical all-reduce of the gradients, once per step
+    dp_total = None
+    dp_added = 0.0
+    if multi_node and dp > 1:
+        k = min(dp, gpus_per_node // tp) if tp <= gpus_per_node else 1
+        n = dp / k  # nodes a data-parallel group spans
+        if n > 1:
+            z = 1.5 if zero_stage == 3 else 1.0
+            grad = params / (tp * pp) * b
+            inter = lambda bw: z * 2 * (n - 1) / n * grad / k / (bw * 1e9)  # noqa: E731
+            intra_part = 0.0 if k == 1 else (None if intra is None else z * 2 * (k - 1) / k * grad / (intra * 1e9))
+            if net is None:
+                pass  # said once below
+            elif intra_part is None:
+                parts.append(f"data-parallel all-reduce not estimated: no interconnect bandwidth for {g}")
+            else:
+                dp_total = intra_part + inter(net)
+                what = (f"data-parallel all-reduce {dp_total:.3g} s per step (hierarchical: {k} per node over "
+                        f"{gb(intra) if intra else 'the intra-node link'}, then {n:g} nodes over {gb(net)}"
+                        f"{', x1.5 for ZeRO-3' if z != 1 else ''})")
+                if given_net is not None and reference_net:
+                    if given_net < reference_net:
+                        dp_added = inter(given_net) - inter(reference_net)
+                        parts.append(f"{what}; added {dp_added:.3g} s per step: its inter-node stage at the given "
+                                     f"{gb(given_net)} less at the reference {gb(reference_net)}, which the fitted "
+                                     "time already holds")
+                    else:
+                        parts.append(f"{what}; nothing added: the given {gb(given_net)} is not slower than the "
+                                     f"reference {gb(reference_net)} the fitted time already holds (never shortened)")
+                elif given_net is not None:
+                    parts.append(f"{what}; not added: the device table has no reference network for {g}, so the "
+                                 "fitted time (learned from the history's runs) cannot be corrected for the given one")
+                else:
+                    parts.append(f"{what} at the reference network: part of the fitted time (learned from "
+                                 "multi-node runs), not added")
+    if nodes is None and (tp > 1 or pp > 1):
+        parts.append("no node layout given (nodes=, gpus_per_node=): all communication costed within a node")
+    if multi_node and net is None:  # today's behaviour where the network is unknown, said
+        left = (["the data-parallel all-reduce between nodes is left to the fitted models"] if dp > 1 else []) + (
+            ["pipeline sends between nodes are not costed"] if pp > 1 else []) + [
+            "tensor groups must stay within a node"]
+        parts.append(f"no inter-node bandwidth for {g} (the device table has none; pass inter_node_gbps=): "
+                     + ", ".join(left))
+    added = tp_comm + (pp_send or 0.0) + dp_added
+    note = ("the fitted models scale data-parallel work only; the communication below is an estimate, not learned "
+            "from runs: " + "; ".join(parts) +
+            (f"; inter-node network {gb(net)} per device, {net_source}" if multi_node and net is not None else ""))
+    return {"intra_link_gb_per_s": intra, "inter_node_gb_per_s": net if multi_node else None,
+            "inter_node_source": net_source if multi_node else None, "tp_comm_s_per_step": tp_comm,
+            "tp_spans_nodes": tp_spans, "pp_send_s_per_step": pp_send, "pp_crosses_nodes": bool(pp > 1 and multi_node),
+            "pp_bubble_factor": bubble, "dp_allreduce_s_per_step": dp_total, "dp_added_s_per_step": dp_added,
+            "added_s_per_step": added, "note": note}

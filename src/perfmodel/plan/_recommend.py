@@ -14,7 +14,7 @@ from ..fitting import DEFAULT_METHOD
 from ..hardware import PRECISIONS, resolve_gpu_type
 from ..models import METHODS
 from ..predict import BasePredictor, default_precision, model_spec, predict_many, resolve_history
-from ._cost import estimate_cost, load_prices
+from ._cost import estimate_cost, load_prices, no_price_reason
 from ._memory import OPTIMIZERS, estimate_memory
 
 __all__ = ["recommend", "scaling_from_model", "WORK_MODES"]
@@ -29,16 +29,6 @@ def _first_sentence(text: str) -> str:
     cut = text.find(". ")
     text = text if cut < 0 else text[: cut + 1]
     return text[:1].lower() + text[1:]
-
-
-def _price_reason(exc) -> str:
-    """The reason a device has no price: the price table's note when it has one, else the first sentence."""
-    text = " ".join(str(exc).split())
-    at = text.find("The table says: ")
-    if at >= 0:
-        note = text[at + len("The table says: "):].split(" It has prices for:")[0]
-        return f"no price in the table: {note.rstrip('.')}"
-    return _first_sentence(text)
 
 
 _MEMORY_KEYS = ("seq_len", "n_layers", "d_model", "n_heads", "vocab", "optimizer", "zero_stage",
@@ -95,9 +85,14 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
     ``history=None`` from the bundled runs of its own kind of device, CPU or GPU; with ``method="auto"`` by the
     fit chosen for its own kind of query), so adding a device type or count never changes another row.
     ``meets_deadline`` uses the interval's upper bound, not the point; ``within_budget`` the cost's upper bound.
-    Configurations the history cannot predict (:class:`~perfmodel.exceptions.UnsupportedQueryError`) or price
-    (:class:`~perfmodel.exceptions.UnknownPriceError`) are left out with one warning giving one reason per kind;
-    any other error (bad input) is raised. Rows are sorted feasible first, then by cost.
+    Configurations the history cannot predict (:class:`~perfmodel.exceptions.UnsupportedQueryError`) are left
+    out with one warning giving one reason per kind; any other error (bad input) is raised. A configuration that
+    is predicted but that no provider asked for prices is **kept**, with an empty cost (NaN) and
+    ``price_note = "no price: <reason>"`` (the price table's note on the device and its date,
+    ``perfmodel.plan._cost.no_price_reason``), and named in a warning; with ``budget`` its ``within_budget`` is None
+    (unknown). Where a list of providers is compared, a provider that does not price a configuration the others
+    price is named in the left-out warning. Rows are sorted feasible first, then by cost (unpriced rows after the
+    priced ones).
 
     Every row carries a per-device memory estimate (:func:`~perfmodel.plan.estimate_memory`, with the row's
     ``device_batch`` and precision): ``memory_gb`` against the device's ``device_memory_gb``, and ``fits_memory``
@@ -160,7 +155,8 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
         ``gpu_type, gpu_count, device_batch, accumulation, global_batch, steps, samples, seconds, lower, upper,
         provider, usd_per_device_hour, cost, cost_lower, cost_upper, useful_pflop_per_dollar, memory_gb,
         device_memory_gb, fits_memory, memory_lower_bound, precision, meets_deadline, within_budget,
-        inside_domain``, one row per configuration and provider, feasible first, then by cost.
+        inside_domain, price_note``, one row per configuration and provider (one per configuration that no
+        provider prices, ``price_note`` saying why; None on priced rows), feasible first, then by cost.
 
     Raises
     ------
@@ -213,7 +209,7 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
     fits = history if isinstance(history, BasePredictor) else BasePredictor(history, method=method,
                                                                              confidence=confidence)
     prices = load_prices(prices)  # read and check once, not once per configuration
-    rows, skipped, notes, unfit = [], {}, {}, []
+    rows, skipped, notes, unfit, unpriced = [], {}, {}, [], {}
     for g, g_name in zip(types, gpu_types):
         for n in counts:
             if work == "global_batch":
@@ -246,31 +242,50 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
                                                              * memory.get("pipeline_parallel", 1))), **memory)
             if mem.fits is False:
                 unfit.append(f"{g_name} x{n} ({mem.short()})")
+            fps = r.query.get("flops_per_sample")
+            useful = (fps or 6 * r.query["params"]) * micro * n * accum * n_steps
+            base = {
+                "gpu_type": r.query["gpu_type"], "gpu_count": n, "device_batch": micro, "accumulation": accum,
+                "global_batch": micro * n * accum, "steps": n_steps, "samples": micro * n * accum * n_steps,
+                "seconds": r.seconds, "lower": r.lower, "upper": r.upper, "memory_gb": mem.total_gb,
+                "device_memory_gb": mem.device_gb, "fits_memory": mem.fits, "memory_lower_bound": mem.lower_bound,
+                "precision": str(r.query["precision"]),
+                "meets_deadline": True if deadline is None else bool(r.upper <= deadline),
+                "inside_domain": r.inside_domain,
+            }
+            missing = []
             for prov in providers:
                 try:
                     cost = estimate_cost(r, provider=prov, prices=prices, spot=spot)
-                except UnknownPriceError as exc:
-                    where = f"{g_name} x{n}" + (f" at {prov}" if prov else "")
-                    skipped.setdefault(_price_reason(exc), []).append(where)
+                except UnknownPriceError:
+                    missing.append(prov)
                     continue
-                fps = r.query.get("flops_per_sample")
-                useful = (fps or 6 * r.query["params"]) * micro * n * accum * n_steps
                 rows.append({
-                    "gpu_type": r.query["gpu_type"], "gpu_count": n, "device_batch": micro, "accumulation": accum,
-                    "global_batch": micro * n * accum, "steps": n_steps, "samples": micro * n * accum * n_steps,
-                    "seconds": r.seconds, "lower": r.lower, "upper": r.upper, "provider": cost.provider,
-                    "usd_per_device_hour": cost.usd_per_device_hour, "cost": cost.dollars,
-                    "cost_lower": cost.lower, "cost_upper": cost.upper,
+                    **base, "provider": cost.provider, "usd_per_device_hour": cost.usd_per_device_hour,
+                    "cost": cost.dollars, "cost_lower": cost.lower, "cost_upper": cost.upper,
                     "useful_pflop_per_dollar": useful / 1e15 / cost.dollars if cost.dollars > 0 else np.inf,
-                    "memory_gb": mem.total_gb, "device_memory_gb": mem.device_gb, "fits_memory": mem.fits,
-                    "memory_lower_bound": mem.lower_bound, "precision": str(r.query["precision"]),
-                    "meets_deadline": True if deadline is None else bool(r.upper <= deadline),
-                    "within_budget": True if budget is None else bool(cost.upper <= budget),
-                    "inside_domain": r.inside_domain,
+                    "within_budget": True if budget is None else bool(cost.upper <= budget), "price_note": None,
                 })
+            asked = [p for p in providers if p is not None]
+            if len(missing) == len(providers):  # priced by none: kept, with the reason
+                reason = no_price_reason(r.query["gpu_type"], provider=asked or None, spot=spot, prices=prices)
+                rows.append({
+                    **base, "provider": asked[0] if len(asked) == 1 else None, "usd_per_device_hour": np.nan,
+                    "cost": np.nan, "cost_lower": np.nan, "cost_upper": np.nan, "useful_pflop_per_dollar": np.nan,
+                    "within_budget": True if budget is None else None, "price_note": f"no price: {reason}",
+                })
+                unpriced.setdefault(reason, []).append(f"{g_name} x{n}")
+            else:
+                for prov in missing:  # another provider asked for prices it
+                    reason = no_price_reason(r.query["gpu_type"], provider=prov, spot=spot, prices=prices)
+                    skipped.setdefault(reason.split(";")[0], []).append(f"{g_name} x{n} at {prov}")
     if skipped:
         parts = [f"{', '.join(where)} ({reason.rstrip('.')})" for reason, where in skipped.items()]
         warnings.warn("recommend left out: " + "; ".join(parts), ExtrapolationWarning, stacklevel=2)
+    if unpriced:
+        where = [w for ws in unpriced.values() for w in ws]
+        warnings.warn(f"recommend: no price for {', '.join(where)}: kept with an empty cost, and price_note says "
+                      "why", ExtrapolationWarning, stacklevel=2)
     if unfit:
         warnings.warn("recommend: these configurations do not fit in device memory (kept, flagged fits_memory="
                       "False): " + "; ".join(unfit), ExtrapolationWarning, stacklevel=2)
@@ -279,11 +294,15 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
     cols = ["gpu_type", "gpu_count", "device_batch", "accumulation", "global_batch", "steps", "samples", "seconds",
             "lower", "upper", "provider", "usd_per_device_hour", "cost", "cost_lower", "cost_upper",
             "useful_pflop_per_dollar", "memory_gb", "device_memory_gb", "fits_memory", "memory_lower_bound",
-            "precision", "meets_deadline", "within_budget", "inside_domain"]
+            "precision", "meets_deadline", "within_budget", "inside_domain", "price_note"]
     out = pd.DataFrame(rows, columns=cols)
+    for col in ("provider", "price_note", "within_budget"):  # None, not NaN, where unknown
+        out[col] = out[col].astype(object).where(out[col].notna(), None)
     if len(out):
-        out["_feasible"] = out["meets_deadline"] & out["within_budget"] & (out["fits_memory"] != False)  # noqa: E712
-        out = out.sort_values(["_feasible", "cost", "seconds"], ascending=[False, True, True]).drop(columns="_feasible")
+        out["_feasible"] = (out["meets_deadline"] & (out["within_budget"] == True)  # noqa: E712 - None: unknown
+                            & (out["fits_memory"] != False))  # noqa: E712
+        out = out.sort_values(["_feasible", "cost", "seconds"], ascending=[False, True, True],
+                              na_position="last").drop(columns="_feasible")
     return out.reset_index(drop=True)
 
 
