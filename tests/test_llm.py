@@ -371,6 +371,36 @@ class TestCLI:
         d = json.loads(p.stdout)
         assert d["memory"]["fits"] is False and d["cost"]["provider"] == "gcp"
 
+    def test_plan_llm_hf_config_and_network(self, tmp_path):
+        cfg = tmp_path / "config.json"
+        cfg.write_text(json.dumps(LLAMA2_7B_HF))
+        p = _cli("plan-llm", "--hf-config", str(cfg), "--seq-len", "4096", "--steps", "10", "--global-batch", "1024",
+                 "--gpu-type", "H100", "--nodes", "8", "--gpus-per-node", "8", "--precision", "bf16",
+                 "--inter-node-gbps", "12.5", "--json")
+        assert p.returncode == 0, p.stderr
+        d = json.loads(p.stdout)
+        assert d["params"] == 6_738_415_616 and d["hf_config"]["n_layers"] == 32
+        c = d["communication"]
+        assert c["inter_node_gb_per_s"] == 12.5 and c["dp_added_s_per_step"] > 0
+        t = _cli("plan-llm", "--hf-config", str(tmp_path), "--seq-len", "4096", "--steps", "10", "--global-batch",
+                 "1024", "--gpu-type", "H100", "--nodes", "8", "--gpus-per-node", "8")
+        assert t.returncode == 0 and "HF config (llama)" in t.stdout and "communication: " in t.stdout
+
+    @pytest.mark.parametrize("config, match", [
+        (None, "no such file.*nothing is downloaded"),
+        ({"model_type": "llama", "hidden_size": 64}, "no layer count: the config has no 'num_hidden_layers'"),
+        ("{oops", "not valid JSON"),
+    ])
+    def test_plan_llm_bad_hf_config_is_one_line(self, tmp_path, config, match):
+        path = tmp_path / "config.json"
+        if config is not None:
+            path.write_text(config if isinstance(config, str) else json.dumps(config))
+        p = _cli("plan-llm", "--hf-config", str(path), "--seq-len", "4096", "--steps", "10", "--global-batch", "64",
+                 "--gpu-type", "H100", "--gpu-count", "8")
+        assert p.returncode == 2 and "Traceback" not in p.stderr
+        err = [ln for ln in p.stderr.splitlines() if ln.startswith("perfmodel: error:")]
+        assert len(err) == 1 and __import__("re").search(match, err[0]), p.stderr
+
     @pytest.mark.parametrize("args, match", [
         (["--params", "7e9", "--tokens", "1e9", "--seq-len", "4096", "--global-batch", "1000", "--gpu-type", "H100",
           "--gpu-count", "64"], "multiple of the data-parallel degree"),
@@ -382,6 +412,11 @@ class TestCLI:
          "one of the arguments --tokens --samples --steps is required"),
         (["--params", "7e9", "--tokens", "1e9", "--seq-len", "4096", "--global-batch", "64", "--gpu-type", "H999",
           "--gpu-count", "8"], "H999"),
+        (["--params", "7e9", "--tokens", "1e9", "--seq-len", "4096", "--global-batch", "64", "--gpu-type", "MI300X",
+          "--nodes", "2", "--gpus-per-node", "8", "--tensor-parallel", "16"],
+         "spans nodes.*no inter-node bandwidth.*inter_node_gbps"),
+        (["--params", "7e9", "--tokens", "1e9", "--seq-len", "4096", "--global-batch", "64", "--gpu-type", "H100",
+          "--gpu-count", "8", "--inter-node-gbps", "0"], "'inter_node_gbps'"),
     ])
     def test_bad_input_is_one_line(self, args, match):
         p = _cli("plan-llm", *args)
