@@ -95,7 +95,8 @@ class TestNamedColumns:
         m = TrainingTimeModel(method="roofline", cv=None).fit(cpu_runs)
         expect = m.predict(cpu_runs.head(20))
         features, reg = m.pipeline_.named_steps["features"], m.pipeline_.named_steps["regressor"]
-        del features._sklearn_output_config, reg.feature_names_in_, reg.columns_, reg._column_index
+        features.set_output(transform="default")
+        del reg.feature_names_in_, reg.columns_, reg._column_index
         np.testing.assert_array_equal(m.predict(cpu_runs.head(20)), expect)
 
     def test_absent_quantities_are_the_same_in_every_run(self):
