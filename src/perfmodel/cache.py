@@ -107,7 +107,7 @@ def load_cached(key: str):
     return None if where is None else load_if_readable(where / f"{key}{_SUFFIX}", "cached")
 
 
-def load_if_readable(path: Path, what: str = "cached"):
+def load_if_readable(path: Path, what: str = "cached", *, probe: bool = True):
     """The model in a file that may be absent or unreadable (safe format only: never unpickles).
 
     Parameters
@@ -116,6 +116,8 @@ def load_if_readable(path: Path, what: str = "cached"):
         The model file.
     what : str, default="cached"
         What the file is, for the log message when it is ignored (``cached``, ``shipped``...).
+    probe : bool, default=True
+        As in :func:`perfmodel.persistence.load_model` (False only for perfmodel's shipped models).
 
     Returns
     -------
@@ -127,7 +129,7 @@ def load_if_readable(path: Path, what: str = "cached"):
     from .persistence import load_model
 
     try:
-        return load_model(path)
+        return load_model(path, probe=probe)
     except (ValueError, TypeError, OSError, KeyError) as exc:
         log.info("ignoring unreadable %s model %s (%s)", what, path, exc)
         return None

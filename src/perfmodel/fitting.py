@@ -49,8 +49,8 @@ from .models import METHODS, TrainingTimeModel
 from .models._conformal import folds
 from .schema import validate_runs
 
-__all__ = ["DEFAULT_METHOD", "AUTO_CANDIDATES", "fit_history", "choose_method", "fit_cached", "Choice",
-           "shipped_dir", "shipped_key", "code_fingerprint", "load_shipped", "SHIPPED_HISTORIES"]
+__all__ = ["DEFAULT_METHOD", "AUTO_CANDIDATES", "fit_history", "choose_method", "fit_cached", "stored_fit",
+           "Choice", "shipped_dir", "shipped_key", "code_fingerprint", "load_shipped", "SHIPPED_HISTORIES"]
 
 
 #: The default ``method`` of every public entry point.
@@ -265,16 +265,38 @@ def fit_cached(loaded: LoadedHistory, method: str, kind: str) -> TrainingTimeMod
     """
     from . import cache
 
-    model = load_shipped(loaded.digest, method, kind)
-    if model is not None:
-        return model
-    key = cache.cache_key(loaded.digest, method, kind)
-    model = cache.load_cached(key)
+    model = stored_fit(loaded.digest, method, kind)
     if model is not None:
         return model
     model = fit_history(loaded, method, kind=kind)
-    cache.store(key, model)
+    cache.store(cache.cache_key(loaded.digest, method, kind), model)
     return model
+
+
+def stored_fit(digest: str, method: str, kind: str) -> TrainingTimeModel | None:
+    """The model :func:`fit_cached` gives runs of content ``digest`` when it need not fit: nothing is read but
+    the model file.
+
+    Parameters
+    ----------
+    digest : str
+        The history's content digest (:attr:`perfmodel.history.LoadedHistory.digest`, or
+        :func:`perfmodel.history.peek_history`'s).
+    method : str
+        A method of :data:`perfmodel.models.METHODS`, or ``"auto"``.
+    kind : str
+        The kind of query (:data:`perfmodel.kinds.KIND_NAMES`).
+
+    Returns
+    -------
+    TrainingTimeModel or None
+        The shipped model for that key (:func:`load_shipped`), else the disk cache's (:mod:`perfmodel.cache`);
+        None when neither holds one.
+    """
+    from . import cache
+
+    model = load_shipped(digest, method, kind)
+    return model if model is not None else cache.load_cached(cache.cache_key(digest, method, kind))
 
 
 # ------------------------------------------------------------------------------------------ shipped defaults
@@ -366,7 +388,9 @@ def load_shipped(digest: str, method: str, kind: str) -> TrainingTimeModel | Non
     """
     from .cache import load_if_readable
 
-    return load_if_readable(shipped_dir() / f"{shipped_key(digest, method, kind)}.perfmodel", "shipped")
+    # package data its tests load and predict with: not probed with a prediction (persistence.load_model)
+    return load_if_readable(shipped_dir() / f"{shipped_key(digest, method, kind)}.perfmodel", "shipped",
+                            probe=False)
 
 
 # ------------------------------------------------------------------------------------------------ progress

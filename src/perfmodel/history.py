@@ -25,8 +25,9 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-__all__ = ["BUNDLED_HISTORIES", "LoadedHistory", "read_history", "history_parts", "default_history",
-           "model_table", "model_columns", "precision_by_device", "file_digest", "frame_digest", "BUNDLED_PREFIX"]
+__all__ = ["BUNDLED_HISTORIES", "LoadedHistory", "read_history", "HistoryFiles", "peek_history",
+           "history_parts", "default_history", "model_table", "model_columns", "precision_by_device",
+           "file_digest", "frame_digest", "BUNDLED_PREFIX"]
 
 #: Names of the bundled histories accepted in ``history=`` (alone or in a list with your own runs).
 #: ``gpu`` is the public MLPerf table plus every GPU history perfmodel measured itself (``data/runs_<device>.csv``).
@@ -234,6 +235,58 @@ def read_history(history) -> LoadedHistory:
     if own.any() and not own.all():
         runs = _own_names_win(runs, own)
     return LoadedHistory(runs, labels, own, digest.hexdigest())
+
+
+class HistoryFiles(NamedTuple):
+    """What :func:`read_history` would call a history of files, known from the files' bytes alone.
+
+    Attributes
+    ----------
+    labels : list of str
+        One per part, as :attr:`LoadedHistory.labels`.
+    digest : str
+        The content digest :func:`read_history` gives these files (:attr:`LoadedHistory.digest`): the key of
+        the models fitted on them, shipped or cached.
+    """
+
+    labels: list
+    digest: str
+
+    @property
+    def mixed(self) -> bool:
+        """True when the files are both the caller's own and perfmodel's bundled ones (as
+        :attr:`LoadedHistory.mixed`: every part of a history that reads holds at least one run)."""
+        bundled = [label.startswith(BUNDLED_PREFIX) for label in self.labels]
+        return any(bundled) and not all(bundled)
+
+
+def peek_history(history) -> HistoryFiles | None:
+    """The labels and content digest of a history made of files only, without parsing or validating them.
+
+    Parameters
+    ----------
+    history : str, path-like, or list of these
+        What :func:`history_parts` accepts.
+
+    Returns
+    -------
+    HistoryFiles or None
+        What :func:`read_history` would give as labels and digest (hashing each file's bytes once); None for a
+        history with a DataFrame part, a :class:`LoadedHistory`, or a file that cannot be read (then
+        :func:`read_history` says what is wrong with it).
+    """
+    if isinstance(history, LoadedHistory):
+        return None
+    parts = history_parts(history)
+    if any(isinstance(part, pd.DataFrame) for part in parts):
+        return None
+    digest = hashlib.sha256()
+    for part in parts:
+        try:
+            digest.update(file_digest(part).encode())
+        except OSError:
+            return None
+    return HistoryFiles([_label(part) for part in parts], digest.hexdigest())
 
 
 def _own_names_win(runs: pd.DataFrame, own: np.ndarray) -> pd.DataFrame:

@@ -25,10 +25,10 @@ from ._rows import distinct_rows
 from ._validation import (check_choice, check_confidence, check_positive_float, check_positive_int,
                           check_prediction_frame)
 from .exceptions import DataQualityWarning, ExtrapolationWarning, SchemaError, UnsupportedQueryError
-from .fitting import DEFAULT_METHOD, fit_cached, fit_history
+from .fitting import DEFAULT_METHOD, fit_cached, fit_history, stored_fit
 from .hardware import PRECISIONS, get_spec, resolve_gpu_type, table_digest
-from .history import (BUNDLED_PREFIX, LoadedHistory, default_history, file_digest, frame_digest, history_parts,
-                      model_table, precision_by_device, read_history)
+from .history import (BUNDLED_PREFIX, HistoryFiles, LoadedHistory, default_history, file_digest, frame_digest,
+                      history_parts, model_table, peek_history, precision_by_device, read_history)
 from .kinds import KIND_NAMES, classify
 from .models import METHODS, TrainingTimeModel
 from .models._conformal import MIN_GROUPS
@@ -467,6 +467,9 @@ class BasePredictor:
         """
         if isinstance(self.history, TrainingTimeModel) or self.history is None:
             return None
+        files = self._files(source)
+        if files is not None and not files.mixed:  # known from the file names, without reading the runs
+            return None
         loaded = self.runs(source)
         if not loaded.mixed:
             return None
@@ -509,6 +512,10 @@ class BasePredictor:
             return self.history
         check_choice(kind, "kind", "Predictor.model", KIND_NAMES)
         key = (source if self.history is None else None, kind, bool(own))
+        if key not in self._fits and not own:
+            stored = self._stored(kind, key[0])
+            if stored is not None:
+                self._fits[key] = stored
         if key not in self._fits:
             loaded = self.runs(key[0])
             if own:
@@ -539,12 +546,56 @@ class BasePredictor:
         """
         return self.model(kind, "cpu" if self.history is None else None)
 
+    # ------------------------------------------------------------------ answers without reading the runs
+    def _files(self, source) -> HistoryFiles | None:
+        """The history's labels and content digest from its files' bytes, taken once
+        (:func:`~perfmodel.history.peek_history`); None when it is not made of files only."""
+        key = ("files", source if self.history is None else None)
+        if key not in self._loaded:
+            self._loaded[key] = peek_history(source if self.history is None else self.history)
+        return self._loaded[key]
+
+    def _stored(self, kind: str, source) -> TrainingTimeModel | None:
+        """The model :meth:`model` gives for ``kind`` when one is stored for these files, shipped or in the
+        disk cache (:func:`~perfmodel.fitting.stored_fit`, by the files' digest: nothing parsed); None when
+        none is, or when the history is not made of files only or mixes own and bundled runs (which
+        :meth:`own` splits)."""
+        files = self._files(source)
+        if files is None or files.mixed:
+            return None
+        fitted = stored_fit(files.digest, self.method, kind)
+        if fitted is not None:
+            fitted.provenance_ = list(files.labels)
+        return fitted
+
+    def _reference(self, source) -> TrainingTimeModel | None:
+        """While the runs are unread: a stored model fitted on them (:meth:`_stored`; a fit keeps the runs'
+        model table, precisions and configurations as ``models_``, ``precision_by_device_`` and ``configs_``),
+        which then answers for the runs. None once they are read, or when no model is stored."""
+        src = source if self.history is None else None
+        if isinstance(self.history, TrainingTimeModel) or src in self._loaded:
+            return None
+        for key, fitted in self._fits.items():
+            if len(key) == 3 and key[0] == src and not key[2]:
+                return fitted
+        if ("reference", src) not in self._loaded:  # looked up once: None means the runs are read
+            self._loaded[("reference", src)] = self._stored("seen", src)
+            if self._loaded[("reference", src)] is not None:
+                self._fits[(src, "seen", False)] = self._loaded[("reference", src)]
+        return self._loaded[("reference", src)]
+
+    def _kinds(self, source, rows: pd.DataFrame) -> np.ndarray:
+        """The kind of each row with respect to the history's runs (:func:`~perfmodel.kinds.classify`)."""
+        ref = self._reference(source)
+        return ref.query_kinds(rows) if ref is not None else classify(self.runs(source).runs, rows)
+
     def _table(self, source) -> pd.DataFrame:
         if isinstance(self.history, TrainingTimeModel):
             return self.history.models_
         key = ("table", source)
         if key not in self._fits:
-            self._fits[key] = model_table(self.runs(source).runs)
+            ref = self._reference(source)
+            self._fits[key] = ref.models_.copy() if ref is not None else model_table(self.runs(source).runs)
         return self._fits[key]
 
     def _by_device(self, source) -> dict:
@@ -554,6 +605,9 @@ class BasePredictor:
         if isinstance(self.history, TrainingTimeModel):
             return self.history.precision_by_device_
         key = ("precision", source)
+        ref = self._reference(source) if key not in self._fits else None
+        if ref is not None:  # a history that does not mix own and bundled runs (_stored)
+            self._fits[key] = dict(ref.precision_by_device_)
         if key not in self._fits:
             by = precision_by_device(self.runs(source).runs)
             own = self.own(source)
@@ -671,7 +725,7 @@ class BasePredictor:
         if by_own[0]:
             kind = str(own_kinds[0])
             return self.model(kind, source, own=True), kind
-        kind = str(classify(self.runs(source).runs, q)[0])
+        kind = str(self._kinds(source, q)[0])
         return self.model(kind, source), kind
 
     def predict_many(self, queries: pd.DataFrame, *, _positions=None) -> pd.DataFrame:
@@ -747,7 +801,7 @@ class BasePredictor:
             fits, kinds = {None: self.history}, np.full(len(rows), None, dtype=object)
         else:  # each row as predict_training_time answers it alone: the fit chosen for its own kind of query
             by_own, own_kinds = self._answered_by_own(rows, source)
-            kinds = classify(self.runs(source).runs, rows).astype(object)
+            kinds = self._kinds(source, rows).astype(object)
             if by_own.any():
                 kinds[by_own] = own_kinds[by_own]
             keys = np.where(by_own, np.char.add("own:", kinds.astype(str)), kinds.astype(str)).astype(object)
@@ -935,7 +989,7 @@ def resolve_history(history, method: str = DEFAULT_METHOD, query: pd.DataFrame |
     source = None if history is not None else (default_history(query) if query is not None else "cpu")
     kind = "seen"
     if query is not None:
-        kinds = classify(p.runs(source).runs, query)
+        kinds = p._kinds(source, query)
         kind = max(set(kinds.tolist()), key=KIND_NAMES.index) if len(kinds) else "seen"
     return p.model(kind, source)
 

@@ -35,7 +35,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from sklearn.model_selection import GroupKFold, KFold
 
 from ..kinds import KIND_NAMES, get_kind
 
@@ -133,6 +132,8 @@ def folds(groups: np.ndarray | None, n: int, *, cv: int = 5, random_state: int |
         ``(train, test)`` index arrays: with ``groups``, one group held out per fold, up to :data:`MAX_FOLDS`
         folds (more groups share folds); empty when there is only one group.
     """
+    from sklearn.model_selection import GroupKFold, KFold  # to fit only: not imported to predict
+
     if groups is None:
         k = max(2, min(int(cv), n))
         return list(KFold(k, shuffle=True, random_state=random_state).split(np.zeros(n)))

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin, clone
-from sklearn.ensemble import GradientBoostingRegressor
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..metrics import r2
+
+if TYPE_CHECKING:  # imported to fit only (GBMRegressor._base): predicting never needs it
+    from sklearn.ensemble import GradientBoostingRegressor
 
 __all__ = ["GBMRegressor", "TreeEnsemble"]
 
@@ -253,6 +256,8 @@ class GBMRegressor(RegressorMixin, BaseEstimator):
         self.random_state = random_state
 
     def _base(self):
+        from sklearn.ensemble import GradientBoostingRegressor
+
         return GradientBoostingRegressor(
             n_estimators=self.n_estimators, learning_rate=self.learning_rate, max_depth=self.max_depth,
             min_samples_leaf=self.min_samples_leaf, subsample=self.subsample, random_state=self.random_state,
