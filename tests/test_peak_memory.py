@@ -4,7 +4,7 @@ The CPU figure (``rss_delta``, :mod:`perfmodel.measure._peakmem`) is the process
 what the C allocator keeps besides the live tensors; ``estimate_memory`` counts model state and *stored*
 activations but not the transient buffers at the peak (AdamW's per-parameter temporaries, the three fp32 copies
 of the logits in the loss's backward). Measured on this project's 2-core host (``benchmarks/memory.py``,
-``benchmarks/results/memory.txt``) the measured peak is 1.3-2.0x the estimate: the tests bound the ratio to
+``benchmarks/results/memory.txt``) the measured peak is 1.1-2.0x the estimate: the tests bound the ratio to
 [0.8, 2.5] (below 0.8 would mean the estimate counts memory a run does not use; above 2.5 that it misses a whole
 part, e.g. the optimizer state) and, more tightly, ask that the estimate ranks the runs as measured and scales
 with them.
