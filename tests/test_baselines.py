@@ -48,17 +48,17 @@ class TestRegistry:
     @pytest.mark.parametrize("reg", [MFURegressor(), RatioRegressor()])
     def test_sklearn_contract(self, reg):
         assert clone(reg).get_params() == {"columns": None}  # where each quantity is (None: by its own name)
-        X = np.array([[np.log(1e12), np.log(1e14), np.log(1e12), 0.0, np.log(8), 0, 0, 0, 0]] * 3)
+        X = np.array([[np.log(1e12), np.log(1e14), np.log(1e12), 0.0, np.log(8), 0, 0, 0, 0, 0]] * 3)
         assert reg.fit(X, [1.0, 1.0, 1.0]) is reg
-        with pytest.raises(ValueError, match="9 columns"):
+        with pytest.raises(ValueError, match="10 columns"):
             clone(reg).fit(X[:, :3], [1.0, 1.0, 1.0])
 
 
 class TestMFU:
     def test_imputed_flops_stay_out_of_the_pools_and_take_their_models_own(self):
-        # columns: log work, log peak, log bw, log n, log batch, model, device, precision, flops imputed
-        counted = [np.log(4e12), np.log(1e13), 0, 0, 0, 0, 0, 0, 0]   # model 0, counted: MFU 0.4 at 1 s
-        imputed = [np.log(8e12), np.log(1e13), 0, 0, 0, 1, 0, 0, 1]   # model 1, imputed: "MFU" 8.0 at 0.1 s
+        # columns: log work, log peak, log bw, log n, log batch, model, device, precision, flops imputed, conv share
+        counted = [np.log(4e12), np.log(1e13), 0, 0, 0, 0, 0, 0, 0, 0]   # model 0, counted: MFU 0.4 at 1 s
+        imputed = [np.log(8e12), np.log(1e13), 0, 0, 0, 1, 0, 0, 1, 0]   # model 1, imputed: "MFU" 8.0 at 0.1 s
         X = np.array([counted] * 3 + [imputed] * 3)
         reg = MFURegressor().fit(X, [1.0] * 3 + [0.1] * 3)
         assert np.exp(reg.log_u_) == pytest.approx(0.4)  # the pools hold counted runs only
@@ -66,6 +66,23 @@ class TestMFU:
         new_model = list(counted)
         new_model[5] = 2
         assert reg.predict(np.array([new_model]))[0] == pytest.approx(1.0)
+
+    def test_convolutions_and_matmuls_pool_apart(self):
+        # columns as above; device 0 ran a CNN (MFU 0.1) and a transformer (MFU 0.5), device 1 a transformer only
+        cnn = [np.log(1e12), np.log(1e13), 0, 0, 0, 0, 0, 0, 0, 1.0]      # 1e12 FLOP at 1e13 peak in 1 s: 0.1
+        mm = [np.log(5e12), np.log(1e13), 0, 0, 0, 1, 0, 0, 0, 0.0]       # 0.5
+        mm1 = [np.log(2.5e13), np.log(1e14), 0, 0, 0, 2, 1, 0, 0, 0.0]    # device 1: 2.5e13 / 1e14 in 0.5 s: 0.5
+        X = np.array([cnn] * 3 + [mm] * 3 + [mm1] * 3)
+        reg = MFURegressor().fit(X, [1.0] * 6 + [0.5] * 3)
+        new_cnn = list(cnn)
+        new_cnn[5] = 7
+        assert reg.predict(np.array([new_cnn]))[0] == pytest.approx(1.0)  # device 0's CNN pool: 0.1
+        # a CNN on device 1, which ran none: the CNN pool of that precision on any device, not device 1's 0.5
+        cnn_on_1 = [np.log(1e13), np.log(1e14), 0, 0, 0, 7, 1, 0, 0, 1.0]
+        assert reg.predict(np.array([cnn_on_1]))[0] == pytest.approx(1.0)
+        tab = reg.utilisation_table()
+        assert tab.loc["utilisation[code 0, code 0, conv]", "value"] == pytest.approx(0.1)
+        assert tab.loc["utilisation[code 0, matmul]", "value"] == pytest.approx(0.5)
 
     def test_pooled_median_by_device_and_precision(self):
         runs, work = _mfu_history()

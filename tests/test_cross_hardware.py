@@ -14,7 +14,7 @@ import pytest
 
 import perfmodel
 from perfmodel.exceptions import ExtrapolationWarning
-from perfmodel.fitting import AUTO_CANDIDATES, choose_method, fit_history
+from perfmodel.fitting import AUTO_CANDIDATES, baseline_margin, choose_method, fit_history
 from perfmodel.history import read_history
 from perfmodel.kinds import KIND_NAMES, classify
 from perfmodel.models import conformal_quantile
@@ -128,7 +128,11 @@ def test_auto_chooses_on_the_split_matching_the_query(xhw):
     assert model.auto_split_ == "leave-one-gpu-type-out" and model.auto_kind_ == "new_device"
     assert set(model.auto_scores_) == set(AUTO_CANDIDATES)
     finite = {m: s for m, s in model.auto_scores_.items() if np.isfinite(s)}
-    assert model.method == min(finite, key=finite.get)
+    # the lowest score wins only by more than the selection's noise over the baselines (ratio, then mfu)
+    margin = baseline_margin(len(DEVICES))
+    base = "mfu" if finite["mfu"] < (1 - margin) * finite["ratio"] else "ratio"
+    lowest = min(finite, key=finite.get)
+    assert model.method == (lowest if finite[lowest] < (1 - margin) * finite[base] else base)
     # the winner's out-of-fold predictions are its new-device conformity scores (no second round of refits)
     assert model.scores_["new_device"]["groups"] == len(DEVICES)
     choice = choose_method(xhw, "new_model")
@@ -428,3 +432,24 @@ def test_a_kind_scored_on_too_few_groups_still_bounds_its_interval_below():
     half, rule = half_widths(book, np.array(["new_device"], dtype=object), 0.9)
     assert half[0] == pytest.approx(conformal_quantile(book["seen"]["scores"], 0.9))
     assert "new_device scores too few" in rule[0]
+
+
+class TestBaselineFirst:
+    """``auto`` keeps the one-line baselines unless a candidate beats them by more than the selection's noise."""
+
+    def test_margin_only_where_the_selection_rests_on_few_groups(self):
+        assert baseline_margin(1) == baseline_margin(8) == 0.5
+        assert baseline_margin(9) == baseline_margin(400) == 0.0
+
+    def test_choice(self):
+        from perfmodel.fitting import _baseline_first
+        # 4 groups: margin 0.5; gbm 40% below ratio is not enough, 60% is
+        assert _baseline_first({"gbm": 6.0, "ratio": 10.0, "mfu": 9.0}, 4) == "ratio"
+        assert _baseline_first({"gbm": 4.0, "ratio": 10.0, "mfu": 9.0}, 4) == "gbm"
+        # mfu replaces ratio only by the same margin, and then is the reference
+        assert _baseline_first({"gbm": 3.0, "ratio": 10.0, "mfu": 4.0}, 4) == "mfu"
+        # many groups (or runs): the lowest wins
+        assert _baseline_first({"gbm": 9.0, "ratio": 10.0, "mfu": 11.0}, 9) == "gbm"
+        assert _baseline_first({"gbm": 9.0, "ratio": 10.0, "mfu": 8.0}, 400) == "mfu"
+        # no baseline scored: the lowest
+        assert _baseline_first({"gbm": 9.0, "roofline": 8.0}, 4) == "roofline"

@@ -52,7 +52,7 @@ FP32_MODES = ("tf32", "full", "")
 CONV_FAMILIES = ("cnn",)
 #: The columns RunFeaturizer(kind="baseline") produces, in order (see :mod:`perfmodel.models._baselines`).
 BASELINE_COLUMNS = ("log_work", "log_peak", "log_bw", "log_n", "log_batch", "model_code", "device_code",
-                    "precision_code", "flops_imputed")
+                    "precision_code", "flops_imputed", "conv_share")
 _CONV_OPS = ("op_conv_dense_flops", "op_conv_depthwise_flops", "op_conv_grouped_flops")
 #: GEMM-class ops (cuBLAS): matmuls, attention, recurrent cells.
 _MATMUL_OPS = ("op_matmul_flops", "op_attention_flops", "op_recurrent_flops")
@@ -480,6 +480,7 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
                 "device_code": _codes(_canonical(q["gpu_type"]), self.gpu_types_),
                 "precision_code": _codes(q["precision"], self.precisions_),
                 "flops_imputed": q["flops_imputed"].to_numpy(dtype=float),
+                "conv_share": conv_share(X),
             }, index=X.index)
 
     @staticmethod

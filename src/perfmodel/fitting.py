@@ -3,7 +3,9 @@
 ``method="auto"`` (the default everywhere, :data:`DEFAULT_METHOD`) chooses by cross-validation on the split that
 matches the kind of query (:mod:`perfmodel.kinds`): a device type the history lacks is scored
 leave-one-device-type-out, a new model leave-one-model-out, and so on; a seen configuration by random K-fold. The
-candidate with the lowest median absolute percentage error on that split wins, and the out-of-fold predictions
+baselines (``ratio``, then ``mfu``) are the reference: the best of them wins unless another candidate's median
+absolute percentage error on that split is lower by more than half when the split has fewer than 9 held-out
+groups (:func:`baseline_margin`: so few groups cannot tell methods apart); otherwise the lowest wins. The out-of-fold predictions
 that chose it become the conformity scores of its intervals for that kind (no second round of refits). Every
 candidate is scored on the same folds; nothing falls back silently: the choice and the scores are kept on the
 fitted model (``auto_scores_``, ``auto_split_``, ``auto_kind_``).
@@ -46,11 +48,12 @@ from .history import LoadedHistory, read_history
 from .kinds import KIND_NAMES, get_kind, group_keys
 from .metrics import median_ape
 from .models import METHODS, TrainingTimeModel
-from .models._conformal import folds
+from .models._conformal import MODEL_MIN_DEVICES, folds
 from .schema import validate_runs
 
-__all__ = ["DEFAULT_METHOD", "AUTO_CANDIDATES", "fit_history", "choose_method", "fit_cached", "stored_fit",
-           "Choice", "shipped_dir", "shipped_key", "code_fingerprint", "load_shipped", "SHIPPED_HISTORIES"]
+__all__ = ["DEFAULT_METHOD", "AUTO_CANDIDATES", "BASELINES", "MAX_BASELINE_MARGIN", "SELECTION_MIN_GROUPS",
+           "baseline_margin", "fit_history", "choose_method", "fit_cached", "stored_fit", "Choice", "shipped_dir",
+           "shipped_key", "code_fingerprint", "load_shipped", "SHIPPED_HISTORIES"]
 
 
 #: The default ``method`` of every public entry point.
@@ -61,6 +64,15 @@ AUTO_CANDIDATES = ("physics", "roofline", "loglinear", "gbm", "ops", "ratio", "m
 #: forms that carry the change physically (a communication term with a prior).
 _ONE_GROUP_CANDIDATES = {"new_count": ("physics", "roofline")}
 _MAX_CV_ROWS = 2000  # model selection on a random subsample of larger histories (speed; the choice is stable)
+#: The one-line baselines ``auto`` keeps unless another candidate clearly beats them, most specific first: ``ratio``
+#: (the same workload on other devices) before ``mfu`` (a pooled utilisation).
+BASELINES = ("ratio", "mfu")
+#: The relative margin a candidate must win by over the baselines when the selection rests on few groups
+#: (:func:`baseline_margin`).
+MAX_BASELINE_MARGIN = 0.5
+#: Held-out groups from which ``auto`` chooses the lowest score outright (:func:`baseline_margin`): the count of
+#: held-out devices from which the conformal layer trusts a model's own transfer scores.
+SELECTION_MIN_GROUPS = MODEL_MIN_DEVICES
 
 
 class Choice(dict):
@@ -139,8 +151,10 @@ def _choose_method(runs, kind, *, cv, candidates, random_state, progress) -> Cho
     # the winner's out-of-fold predictions are its conformity scores for this kind when they came from exactly
     # the refits that score it (every run, the kind's own folds)
     reusable = not subsampled and bool(splits)
+    n_groups = len(data) if groups is None else len(pd.unique(pd.Series(groups)))
     if not splits:  # one group: the kind's refits are impossible, score on random folds
         splits = folds(None, len(data), cv=cv, random_state=random_state)
+        n_groups = len(data)
         split = f"random {max(2, min(cv, len(data)))}-fold"
         if kind in _ONE_GROUP_CANDIDATES:
             # the history has one value of what the query changes: no split can score that extrapolation, so
@@ -168,11 +182,51 @@ def _choose_method(runs, kind, *, cv, candidates, random_state, progress) -> Cho
     if not finite:
         raise ValueError(f"method='auto': no method could be fitted and scored on this history ({len(runs)} "
                          "runs); give more runs or choose a method.")
-    best = min(finite, key=finite.get)
+    best = _baseline_first(finite, n_groups)
     out = Choice(best=best, scores=scores, split=split)
     if reusable:
         out["oof"] = oofs[best]
     return out
+
+
+def baseline_margin(n_groups: int) -> float:
+    """How much lower (relative) a candidate's cross-validated median APE must be than the best baseline's for
+    ``auto`` to choose it, for a selection scored on ``n_groups`` held-out groups (device types, models, ...;
+    runs for random folds): :data:`MAX_BASELINE_MARGIN` below :data:`SELECTION_MIN_GROUPS` groups, else 0.
+
+    A median APE over a handful of held-out groups is too noisy to choose by (and, held out one group at a time,
+    biased toward the method that fails on the group left out), so such a choice keeps the baseline unless
+    another method halves its error. From :data:`SELECTION_MIN_GROUPS` groups on, the lowest score wins, as the
+    conformal layer trusts a model's own transfer scores from that many devices
+    (:data:`perfmodel.models._conformal.MODEL_MIN_DEVICES`).
+
+    Parameters
+    ----------
+    n_groups : int
+        Held-out groups the candidates were scored on.
+
+    Returns
+    -------
+    float
+        The relative margin: :data:`MAX_BASELINE_MARGIN` or 0.
+    """
+    return MAX_BASELINE_MARGIN if int(n_groups) < SELECTION_MIN_GROUPS else 0.0
+
+
+def _baseline_first(scores: dict, n_groups: int) -> str:
+    """The candidate ``auto`` chooses from finite cross-validated scores: the best baseline (:data:`BASELINES`:
+    ``ratio`` unless ``mfu`` is lower by more than the margin), unless another candidate is lower than it by more
+    than :func:`baseline_margin`; with no baseline scored, the lowest score."""
+    m = baseline_margin(n_groups)
+    lowest = min(scores, key=scores.get)
+    base = [b for b in BASELINES if b in scores]
+    if not base:
+        return lowest
+    keep = base[0]
+    for b in base[1:]:
+        if scores[b] < (1 - m) * scores[keep]:
+            keep = b
+    return lowest if scores[lowest] < (1 - m) * scores[keep] else keep
 
 
 def fit_history(history, method: str = DEFAULT_METHOD, *, kind: str = "seen", cv: int | None = 5,

@@ -2,16 +2,20 @@
 
 Both are point regressors on the columns of ``RunFeaturizer(kind="baseline")`` (:data:`BASELINE_COLUMNS`: log
 work per device-step, log peak FLOP/s and log memory bandwidth at the precision the run used, log device count,
-log per-device batch, model, device-type and precision codes). Their prediction intervals come from
+log per-device batch, model, device-type and precision codes, whether the FLOPs were imputed, the convolution
+share). Their prediction intervals come from
 :class:`~perfmodel.models.TrainingTimeModel`'s conformity scores like every method's
 (:mod:`perfmodel.models._conformal`).
 
 ``mfu``
     ``T = work / (peak · u)``: FLOPs per device-step over the device's peak at the run's precision times a pooled
-    utilisation ``u``, the median achieved MFU (``work / (peak · T)``) of the training runs on the same device
-    type at the same precision (the median of the logs: with an even count, the geometric mean of the middle
-    two); failing that (a device type the runs lack), of the runs at that precision;
-    failing that, of all runs.
+    utilisation ``u``, the median achieved MFU (``work / (peak · T)``) of the training runs of the same op class
+    (convolutions or matmuls: :func:`~perfmodel.features.conv_share` at least 0.5 or not) on the same device type
+    at the same precision (the median of the logs: with an even count, the geometric mean of the middle two);
+    failing that, of the runs of that class at that precision on any device; then of the runs on that device at
+    that precision; then of the runs at that precision; then of all runs. Convolutions and matmuls reach
+    different fractions of the peak (MLPerf's CNNs a few times less than its transformers), so a transformer
+    is not given a CNN's utilisation where the runs hold transformers.
 ``ratio``
     A workload seen on other devices, scaled: the nearest training run of the same model (distance
     ``10·|Δlog n| + |Δlog batch| + 0.5·[other device type] + 0.5·[other precision]``; ties: the median over them)
@@ -66,6 +70,11 @@ def _in_sample(reg, X, y) -> None:
     reg.rsquared_ = r2(logy[ok], logy[ok] - resid) if len(resid) > 1 else float("nan")
 
 
+def _op_class(X) -> np.ndarray:
+    """1.0 for a run whose FLOPs are mostly convolutions (``conv_share`` at least 0.5), else 0.0."""
+    return (X[:, _COL["conv_share"]] >= 0.5).astype(float)
+
+
 class MFURegressor(_Baseline, RegressorMixin, BaseEstimator):
     """``T = FLOPs per device-step / (peak at the run's precision × pooled median utilisation)`` (module
     docstring), on the columns of ``RunFeaturizer(kind="baseline")``.
@@ -82,6 +91,11 @@ class MFURegressor(_Baseline, RegressorMixin, BaseEstimator):
 
     Attributes
     ----------
+    log_u_by_class_pair_ : dict
+        ``(device code, precision code, op class) -> log median utilisation`` (op class 1: convolutions, 0:
+        matmuls).
+    log_u_by_class_ : dict
+        ``(precision code, op class) -> log median utilisation``.
     log_u_by_pair_ : dict
         ``(device code, precision code) -> log median utilisation`` of the training runs.
     log_u_by_precision_ : dict
@@ -102,7 +116,7 @@ class MFURegressor(_Baseline, RegressorMixin, BaseEstimator):
     Examples
     --------
     >>> import numpy as np
-    >>> X = np.array([[np.log(4e12), np.log(1e13), 0, 0, 0, 0, 0, 0, 0]] * 3)  # 4 TFLOP at 10 TFLOP/s peak
+    >>> X = np.array([[np.log(4e12), np.log(1e13), 0, 0, 0, 0, 0, 0, 0, 0]] * 3)  # 4 TFLOP at 10 TFLOP/s peak
     >>> MFURegressor().fit(X, [0.8, 1.0, 2.0]).predict(X[:1]).round(3)  # median MFU 0.4 -> 1 s
     array([1.])
     """
@@ -142,7 +156,11 @@ class MFURegressor(_Baseline, RegressorMixin, BaseEstimator):
         if (ok & ~imputed).any():
             ok &= ~imputed
         dev, prec = X[:, _COL["device_code"]], X[:, _COL["precision_code"]]
-        frame = pd.DataFrame({"dev": dev[ok], "prec": prec[ok], "log_u": log_u[ok]})
+        frame = pd.DataFrame({"dev": dev[ok], "prec": prec[ok], "cls": _op_class(X)[ok], "log_u": log_u[ok]})
+        self.log_u_by_class_pair_ = {(float(d), float(p), float(c)): float(v) for (d, p, c), v in
+                                     frame.groupby(["dev", "prec", "cls"])["log_u"].median().items()}
+        self.log_u_by_class_ = {(float(p), float(c)): float(v)
+                                for (p, c), v in frame.groupby(["prec", "cls"])["log_u"].median().items()}
         self.log_u_by_pair_ = {(float(d), float(p)): float(v)
                                for (d, p), v in frame.groupby(["dev", "prec"])["log_u"].median().items()}
         self.log_u_by_precision_ = {float(p): float(v) for p, v in frame.groupby("prec")["log_u"].median().items()}
@@ -168,11 +186,16 @@ class MFURegressor(_Baseline, RegressorMixin, BaseEstimator):
     def _log_utilisation(self, X) -> np.ndarray:
         out = np.full(len(X), self.log_u_)
         by_model = getattr(self, "log_u_by_model_", {})
-        for i, (d, p, m, imp) in enumerate(zip(X[:, _COL["device_code"]], X[:, _COL["precision_code"]],
-                                               X[:, _COL["model_code"]], X[:, _COL["flops_imputed"]])):
+        for i, (d, p, m, imp, c) in enumerate(zip(X[:, _COL["device_code"]], X[:, _COL["precision_code"]],
+                                                  X[:, _COL["model_code"]], X[:, _COL["flops_imputed"]],
+                                                  _op_class(X))):
             key = (float(d), float(p))
             if imp > 0 and float(m) in by_model:  # imputed FLOPs: the model's own runs' utilisation
                 out[i] = by_model[float(m)]
+            elif d >= 0 and (*key, float(c)) in self.log_u_by_class_pair_:
+                out[i] = self.log_u_by_class_pair_[(*key, float(c))]
+            elif (float(p), float(c)) in self.log_u_by_class_:
+                out[i] = self.log_u_by_class_[(float(p), float(c))]
             elif d >= 0 and key in self.log_u_by_pair_:
                 out[i] = self.log_u_by_pair_[key]
             elif float(p) in self.log_u_by_precision_:
@@ -198,7 +221,8 @@ class MFURegressor(_Baseline, RegressorMixin, BaseEstimator):
         return np.exp(X[:, _COL["log_work"]] - X[:, _COL["log_peak"]] - self._log_utilisation(X))
 
     def utilisation_table(self, device_names=None, precision_names=None) -> pd.DataFrame:
-        """The pooled utilisations (median achieved MFU) by device type and precision, by precision, and all.
+        """The pooled utilisations (median achieved MFU): by device type, precision and op class; by precision and
+        op class; by device type and precision; by precision; and all.
 
         Parameters
         ----------
@@ -209,7 +233,8 @@ class MFURegressor(_Baseline, RegressorMixin, BaseEstimator):
         Returns
         -------
         DataFrame
-            One column, ``value`` (a fraction of the peak), indexed ``utilisation[<device>, <precision>]``,
+            One column, ``value`` (a fraction of the peak), indexed ``utilisation[<device>, <precision>,
+            <conv|matmul>]``, ``utilisation[<precision>, <conv|matmul>]``, ``utilisation[<device>, <precision>]``,
             ``utilisation[<precision>]`` and ``utilisation[all runs]``.
         """
         check_is_fitted(self, "log_u_")
@@ -217,10 +242,16 @@ class MFURegressor(_Baseline, RegressorMixin, BaseEstimator):
         def name(names, code):
             return names[int(code)] if names is not None and 0 <= code < len(names) else f"code {code:g}"
 
-        idx = [f"utilisation[{name(device_names, d)}, {name(precision_names, p)}]" for d, p in self.log_u_by_pair_]
+        cls = {0.0: "matmul", 1.0: "conv"}
+        by_class_pair = getattr(self, "log_u_by_class_pair_", {})
+        by_class = getattr(self, "log_u_by_class_", {})
+        idx = [f"utilisation[{name(device_names, d)}, {name(precision_names, p)}, {cls[c]}]"
+               for d, p, c in by_class_pair]
+        idx += [f"utilisation[{name(precision_names, p)}, {cls[c]}]" for p, c in by_class]
+        idx += [f"utilisation[{name(device_names, d)}, {name(precision_names, p)}]" for d, p in self.log_u_by_pair_]
         idx += [f"utilisation[{name(precision_names, p)}]" for p in self.log_u_by_precision_]
-        vals = [math.exp(v) for v in self.log_u_by_pair_.values()] + \
-            [math.exp(v) for v in self.log_u_by_precision_.values()]
+        vals = [math.exp(v) for pool in (by_class_pair, by_class, self.log_u_by_pair_, self.log_u_by_precision_)
+                for v in pool.values()]
         return pd.DataFrame({"value": vals + [math.exp(self.log_u_)]}, index=idx + ["utilisation[all runs]"])
 
 
@@ -258,9 +289,9 @@ class RatioRegressor(_Baseline, RegressorMixin, BaseEstimator):
     Examples
     --------
     >>> import numpy as np
-    >>> ref = [np.log(1e12), np.log(1e14), np.log(1e12), 0.0, np.log(8), 0, 0, 0, 0]  # peak 100, bw 1000 GB/s
+    >>> ref = [np.log(1e12), np.log(1e14), np.log(1e12), 0.0, np.log(8), 0, 0, 0, 0, 0]  # peak 100, bw 1000 GB/s
     >>> X = np.array([ref] * 3)
-    >>> q = np.array([[np.log(2e12), np.log(4e14), np.log(4e12), 0.0, np.log(16), 0, 1, 0, 0]])  # 2x work, 4x specs
+    >>> q = np.array([[np.log(2e12), np.log(4e14), np.log(4e12), 0.0, np.log(16), 0, 1, 0, 0, 0]])  # 2x work, 4x specs
     >>> RatioRegressor().fit(X, [1.0, 1.0, 1.0]).predict(q).round(3)  # 1 s x 2 x sqrt(1/4 x 1/4)
     array([0.5])
     """
