@@ -437,6 +437,11 @@ def test_a_kind_scored_on_too_few_groups_still_bounds_its_interval_below():
 class TestBaselineFirst:
     """``auto`` keeps the one-line baselines unless a candidate beats them by more than the selection's noise."""
 
+    def test_only_transfer_kinds_keep_the_baselines(self):
+        from perfmodel.fitting import TRANSFER_KINDS
+        from perfmodel.kinds import KIND_NAMES
+        assert set(TRANSFER_KINDS) <= set(KIND_NAMES) and not {"seen", "new_batch", "new_count"} & set(TRANSFER_KINDS)
+
     def test_margin_only_where_the_selection_rests_on_few_groups(self):
         assert baseline_margin(1) == baseline_margin(8) == 0.5
         assert baseline_margin(9) == baseline_margin(400) == 0.0

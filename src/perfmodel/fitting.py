@@ -4,8 +4,9 @@
 matches the kind of query (:mod:`perfmodel.kinds`): a device type the history lacks is scored
 leave-one-device-type-out, a new model leave-one-model-out, and so on; a seen configuration by random K-fold. The
 baselines (``ratio``, then ``mfu``) are the reference: the best of them wins unless another candidate's median
-absolute percentage error on that split is lower by more than half when the split has fewer than 9 held-out
-groups (:func:`baseline_margin`: so few groups cannot tell methods apart); otherwise the lowest wins. The out-of-fold predictions
+absolute percentage error on that split is lower by more than half when the query transfers to a new device
+type, model or pair (:data:`TRANSFER_KINDS`) and the split has fewer than 9 held-out groups
+(:func:`baseline_margin`: so few groups cannot tell methods apart); otherwise the lowest wins. The out-of-fold predictions
 that chose it become the conformity scores of its intervals for that kind (no second round of refits). Every
 candidate is scored on the same folds; nothing falls back silently: the choice and the scores are kept on the
 fitted model (``auto_scores_``, ``auto_split_``, ``auto_kind_``).
@@ -52,7 +53,7 @@ from .models._conformal import MODEL_MIN_DEVICES, folds
 from .schema import validate_runs
 
 __all__ = ["DEFAULT_METHOD", "AUTO_CANDIDATES", "BASELINES", "MAX_BASELINE_MARGIN", "SELECTION_MIN_GROUPS",
-           "baseline_margin", "fit_history", "choose_method", "fit_cached", "stored_fit", "Choice", "shipped_dir",
+           "TRANSFER_KINDS", "baseline_margin", "fit_history", "choose_method", "fit_cached", "stored_fit", "Choice", "shipped_dir",
            "shipped_key", "code_fingerprint", "load_shipped", "SHIPPED_HISTORIES"]
 
 
@@ -67,6 +68,9 @@ _MAX_CV_ROWS = 2000  # model selection on a random subsample of larger histories
 #: The one-line baselines ``auto`` keeps unless another candidate clearly beats them, most specific first: ``ratio``
 #: (the same workload on other devices) before ``mfu`` (a pooled utilisation).
 BASELINES = ("ratio", "mfu")
+#: The kinds whose selection keeps the baselines when it rests on few held-out groups (:func:`baseline_margin`):
+#: the query transfers to a device type or a model the history lacks (or a pair it never ran).
+TRANSFER_KINDS = ("new_device", "new_model", "new_pair")
 #: The relative margin a candidate must win by over the baselines when the selection rests on few groups
 #: (:func:`baseline_margin`).
 MAX_BASELINE_MARGIN = 0.5
@@ -182,7 +186,9 @@ def _choose_method(runs, kind, *, cv, candidates, random_state, progress) -> Cho
     if not finite:
         raise ValueError(f"method='auto': no method could be fitted and scored on this history ({len(runs)} "
                          "runs); give more runs or choose a method.")
-    best = _baseline_first(finite, n_groups)
+    # the margin guards a transfer to a whole new device type or model, whose held-out groups are the units the
+    # errors come in; a held-out batch size or count spreads over many seen workloads
+    best = _baseline_first(finite, n_groups if kind in TRANSFER_KINDS else len(data))
     out = Choice(best=best, scores=scores, split=split)
     if reusable:
         out["oof"] = oofs[best]
