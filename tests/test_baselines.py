@@ -80,6 +80,10 @@ class TestMFU:
         # a CNN on device 1, which ran none: the CNN pool of that precision on any device, not device 1's 0.5
         cnn_on_1 = [np.log(1e13), np.log(1e14), 0, 0, 0, 7, 1, 0, 0, 1.0]
         assert reg.predict(np.array([cnn_on_1]))[0] == pytest.approx(1.0)
+        # a model of unknown op class (no family, no op columns): the class-blind pool of its device, not matmul's
+        unknown = list(new_cnn)
+        unknown[9] = np.nan
+        assert reg.predict(np.array([unknown]))[0] == pytest.approx(1e12 / (1e13 * np.exp(reg.log_u_by_pair_[(0.0, 0.0)])))
         tab = reg.utilisation_table()
         assert tab.loc["utilisation[code 0, code 0, conv]", "value"] == pytest.approx(0.1)
         assert tab.loc["utilisation[code 0, matmul]", "value"] == pytest.approx(0.5)

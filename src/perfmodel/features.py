@@ -183,6 +183,19 @@ def fp32_modes(runs: pd.DataFrame) -> np.ndarray:
     return _per_distinct(runs["fp32_mode"].astype("string").fillna("").astype(object), one).astype(object)
 
 
+def _known_conv_share(runs: pd.DataFrame) -> np.ndarray:
+    """:func:`conv_share` where a row says what its FLOPs are (a family or op-level columns), NaN where it does not
+    (a model given by size alone): the baselines then pool it without an op class."""
+    share = conv_share(runs)
+    known = np.zeros(len(runs), dtype=bool)
+    if "family" in runs.columns:
+        known |= (runs["family"].astype("string").fillna("").str.strip() != "").to_numpy(dtype=bool)
+    ops = [c for c in _CONV_OPS + _MATMUL_OPS if c in runs.columns]
+    if ops:
+        known |= runs[ops].apply(pd.to_numeric, errors="coerce").notna().any(axis=1).to_numpy(dtype=bool)
+    return np.where(known, share, np.nan)
+
+
 def conv_share(runs: pd.DataFrame) -> np.ndarray:
     """Per row, the convolution share of its convolution + matmul FLOPs (0 to 1).
 
@@ -480,7 +493,7 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
                 "device_code": _codes(_canonical(q["gpu_type"]), self.gpu_types_),
                 "precision_code": _codes(q["precision"], self.precisions_),
                 "flops_imputed": q["flops_imputed"].to_numpy(dtype=float),
-                "conv_share": conv_share(X),
+                "conv_share": _known_conv_share(X),
             }, index=X.index)
 
     @staticmethod

@@ -5,8 +5,9 @@ matches the kind of query (:mod:`perfmodel.kinds`): a device type the history la
 leave-one-device-type-out, a new model leave-one-model-out, and so on; a seen configuration by random K-fold. The
 baselines (``ratio``, then ``mfu``) are the reference: the best of them wins unless another candidate's median
 absolute percentage error on that split is lower by more than half when the query transfers to a new device
-type, model or pair (:data:`TRANSFER_KINDS`) and the split has fewer than 9 held-out groups
-(:func:`baseline_margin`: so few groups cannot tell methods apart); otherwise the lowest wins. The out-of-fold predictions
+type, model or pair (``perfmodel.kinds.TRANSFER_KINDS``) and the split has fewer than 9 held-out groups
+(:func:`baseline_margin`: so few groups cannot tell methods apart; a history of one device type or model, scored on
+random folds, counts as one group); otherwise the lowest wins. The out-of-fold predictions
 that chose it become the conformity scores of its intervals for that kind (no second round of refits). Every
 candidate is scored on the same folds; nothing falls back silently: the choice and the scores are kept on the
 fitted model (``auto_scores_``, ``auto_split_``, ``auto_kind_``).
@@ -46,14 +47,14 @@ import pandas as pd
 
 from ._validation import check_choice
 from .history import LoadedHistory, read_history
-from .kinds import KIND_NAMES, get_kind, group_keys
+from .kinds import KIND_NAMES, TRANSFER_KINDS, get_kind, group_keys
 from .metrics import median_ape
 from .models import METHODS, TrainingTimeModel
-from .models._conformal import MODEL_MIN_DEVICES, folds
+from .models._conformal import folds
 from .schema import validate_runs
 
 __all__ = ["DEFAULT_METHOD", "AUTO_CANDIDATES", "BASELINES", "MAX_BASELINE_MARGIN", "SELECTION_MIN_GROUPS",
-           "TRANSFER_KINDS", "baseline_margin", "fit_history", "choose_method", "fit_cached", "stored_fit", "Choice", "shipped_dir",
+           "baseline_margin", "fit_history", "choose_method", "fit_cached", "stored_fit", "Choice", "shipped_dir",
            "shipped_key", "code_fingerprint", "load_shipped", "SHIPPED_HISTORIES"]
 
 
@@ -68,15 +69,12 @@ _MAX_CV_ROWS = 2000  # model selection on a random subsample of larger histories
 #: The one-line baselines ``auto`` keeps unless another candidate clearly beats them, most specific first: ``ratio``
 #: (the same workload on other devices) before ``mfu`` (a pooled utilisation).
 BASELINES = ("ratio", "mfu")
-#: The kinds whose selection keeps the baselines when it rests on few held-out groups (:func:`baseline_margin`):
-#: the query transfers to a device type or a model the history lacks (or a pair it never ran).
-TRANSFER_KINDS = ("new_device", "new_model", "new_pair")
 #: The relative margin a candidate must win by over the baselines when the selection rests on few groups
 #: (:func:`baseline_margin`).
 MAX_BASELINE_MARGIN = 0.5
-#: Held-out groups from which ``auto`` chooses the lowest score outright (:func:`baseline_margin`): the count of
-#: held-out devices from which the conformal layer trusts a model's own transfer scores.
-SELECTION_MIN_GROUPS = MODEL_MIN_DEVICES
+#: Held-out groups from which ``auto`` chooses the lowest score outright (:func:`baseline_margin`); the same count
+#: of held-out devices from which the conformal layer trusts a model's own transfer scores.
+SELECTION_MIN_GROUPS = 9
 
 
 class Choice(dict):
@@ -85,7 +83,8 @@ class Choice(dict):
     Attributes
     ----------
     best : str
-        The chosen method: the lowest median APE on the split.
+        The chosen method: the best baseline unless another candidate beats it by the margin (module
+        docstring, :func:`baseline_margin`), else the lowest median APE on the split.
     scores : dict of str to float
         Median APE (percent) of each candidate on the split; nan for one that could not be fitted, inf for one
         that predicted a non-positive or non-finite time.
@@ -158,7 +157,8 @@ def _choose_method(runs, kind, *, cv, candidates, random_state, progress) -> Cho
     n_groups = len(data) if groups is None else len(pd.unique(pd.Series(groups)))
     if not splits:  # one group: the kind's refits are impossible, score on random folds
         splits = folds(None, len(data), cv=cv, random_state=random_state)
-        n_groups = len(data)
+        # random folds say nothing about a transfer: one group of evidence; about a batch or count: the runs
+        n_groups = 1 if kind in TRANSFER_KINDS else len(data)
         split = f"random {max(2, min(cv, len(data)))}-fold"
         if kind in _ONE_GROUP_CANDIDATES:
             # the history has one value of what the query changes: no split can score that extrapolation, so
@@ -204,7 +204,7 @@ def baseline_margin(n_groups: int) -> float:
     biased toward the method that fails on the group left out), so such a choice keeps the baseline unless
     another method halves its error. From :data:`SELECTION_MIN_GROUPS` groups on, the lowest score wins, as the
     conformal layer trusts a model's own transfer scores from that many devices
-    (:data:`perfmodel.models._conformal.MODEL_MIN_DEVICES`).
+    (``perfmodel.models._conformal.MODEL_MIN_DEVICES``).
 
     Parameters
     ----------

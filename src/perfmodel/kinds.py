@@ -28,7 +28,7 @@ import pandas as pd
 
 from .hardware import resolve_gpu_type
 
-__all__ = ["QueryKind", "KINDS", "KIND_NAMES", "get_kind", "classify", "group_keys", "most_demanding",
+__all__ = ["QueryKind", "KINDS", "KIND_NAMES", "TRANSFER_KINDS", "get_kind", "classify", "group_keys", "most_demanding",
            "canonical_devices", "split_name"]
 
 
@@ -88,6 +88,9 @@ KINDS: tuple[QueryKind, ...] = (
     QueryKind("new_device", "gpu_type", "a device type no run used"),
 )
 KIND_NAMES: tuple[str, ...] = tuple(k.name for k in KINDS)
+#: The kinds whose query transfers to a device type or a model the runs lack, or a pair they never ran: their
+#: held-out groups (device types, models, pairs) are the units a method's errors come in.
+TRANSFER_KINDS: tuple[str, ...] = ("new_pair", "new_model", "new_device")
 _BY_NAME = {k.name: k for k in KINDS}
 
 

@@ -944,7 +944,7 @@ def fit(runs, method: str = DEFAULT_METHOD, *, cv: int | None = 5, kind: str = "
         ``"mlperf"``) or a list of them (concatenated), validated with :func:`perfmodel.load_runs`.
     method : {"auto", "physics", "roofline", "loglinear", "gbm", "ops", "linear"}, default="auto"
         ``auto`` scores every candidate by grouped cross-validation on the split matching ``kind`` and keeps
-        the best (see :mod:`perfmodel.fitting`).
+        the best, or the baselines where a transfer rests on few held-out groups (see :mod:`perfmodel.fitting`).
     cv : int or None, default=5
         Folds of the random K-fold conformity scores and cross-validated error (None: a point fit, no intervals).
     kind : {"seen", "new_batch", "new_count", "new_pair", "new_model", "new_device"}, default="seen"

@@ -10,7 +10,8 @@ share). Their prediction intervals come from
 ``mfu``
     ``T = work / (peak · u)``: FLOPs per device-step over the device's peak at the run's precision times a pooled
     utilisation ``u``, the median achieved MFU (``work / (peak · T)``) of the training runs of the same op class
-    (convolutions or matmuls: :func:`~perfmodel.features.conv_share` at least 0.5 or not) on the same device type
+    (convolutions or matmuls: :func:`~perfmodel.features.conv_share` at least 0.5 or not; a run whose family and
+    op columns are unknown has no class and uses the class-blind pools) on the same device type
     at the same precision (the median of the logs: with an even count, the geometric mean of the middle two);
     failing that, of the runs of that class at that precision on any device; then of the runs on that device at
     that precision; then of the runs at that precision; then of all runs. Convolutions and matmuls reach
@@ -71,8 +72,10 @@ def _in_sample(reg, X, y) -> None:
 
 
 def _op_class(X) -> np.ndarray:
-    """1.0 for a run whose FLOPs are mostly convolutions (``conv_share`` at least 0.5), else 0.0."""
-    return (X[:, _COL["conv_share"]] >= 0.5).astype(float)
+    """1.0 for a run whose FLOPs are mostly convolutions (``conv_share`` at least 0.5), 0.0 for matmuls, NaN where
+    the share is unknown (no family, no op columns: such a row uses and feeds only the class-blind pools)."""
+    share = X[:, _COL["conv_share"]]
+    return np.where(np.isfinite(share), (share >= 0.5).astype(float), np.nan)
 
 
 class MFURegressor(_Baseline, RegressorMixin, BaseEstimator):
@@ -157,10 +160,11 @@ class MFURegressor(_Baseline, RegressorMixin, BaseEstimator):
             ok &= ~imputed
         dev, prec = X[:, _COL["device_code"]], X[:, _COL["precision_code"]]
         frame = pd.DataFrame({"dev": dev[ok], "prec": prec[ok], "cls": _op_class(X)[ok], "log_u": log_u[ok]})
+        known = frame.dropna(subset=["cls"])  # groupby drops NaN keys too; explicit: unknown class, no class pool
         self.log_u_by_class_pair_ = {(float(d), float(p), float(c)): float(v) for (d, p, c), v in
-                                     frame.groupby(["dev", "prec", "cls"])["log_u"].median().items()}
+                                     known.groupby(["dev", "prec", "cls"])["log_u"].median().items()}
         self.log_u_by_class_ = {(float(p), float(c)): float(v)
-                                for (p, c), v in frame.groupby(["prec", "cls"])["log_u"].median().items()}
+                                for (p, c), v in known.groupby(["prec", "cls"])["log_u"].median().items()}
         self.log_u_by_pair_ = {(float(d), float(p)): float(v)
                                for (d, p), v in frame.groupby(["dev", "prec"])["log_u"].median().items()}
         self.log_u_by_precision_ = {float(p): float(v) for p, v in frame.groupby("prec")["log_u"].median().items()}
@@ -186,16 +190,18 @@ class MFURegressor(_Baseline, RegressorMixin, BaseEstimator):
     def _log_utilisation(self, X) -> np.ndarray:
         out = np.full(len(X), self.log_u_)
         by_model = getattr(self, "log_u_by_model_", {})
+        by_class_pair = getattr(self, "log_u_by_class_pair_", {})
+        by_class = getattr(self, "log_u_by_class_", {})
         for i, (d, p, m, imp, c) in enumerate(zip(X[:, _COL["device_code"]], X[:, _COL["precision_code"]],
                                                   X[:, _COL["model_code"]], X[:, _COL["flops_imputed"]],
                                                   _op_class(X))):
             key = (float(d), float(p))
             if imp > 0 and float(m) in by_model:  # imputed FLOPs: the model's own runs' utilisation
                 out[i] = by_model[float(m)]
-            elif d >= 0 and (*key, float(c)) in self.log_u_by_class_pair_:
-                out[i] = self.log_u_by_class_pair_[(*key, float(c))]
-            elif (float(p), float(c)) in self.log_u_by_class_:
-                out[i] = self.log_u_by_class_[(float(p), float(c))]
+            elif d >= 0 and (*key, float(c)) in by_class_pair:  # a NaN class matches no key
+                out[i] = by_class_pair[(*key, float(c))]
+            elif (float(p), float(c)) in by_class:
+                out[i] = by_class[(float(p), float(c))]
             elif d >= 0 and key in self.log_u_by_pair_:
                 out[i] = self.log_u_by_pair_[key]
             elif float(p) in self.log_u_by_precision_:
