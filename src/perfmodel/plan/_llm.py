@@ -777,8 +777,9 @@ def _communication(*, g, spec, params, L, d, seq_len, micro_batch, accumulation,
                     parts.append(f"{what}; not added: the device table has no reference network for {g}, so the "
                                  "fitted time (learned from the history's runs) cannot be corrected for the given one")
                 else:
-                    parts.append(f"{what} at the reference network: part of the fitted time (learned from "
-                                 "multi-node runs), not added")
+                    parts.append(f"{what} at the reference network: not added; the fitted time holds what its "
+                                 "method learned from multi-node runs (ratio and mfu have no device-count term: "
+                                 "they scale work per device only)")
     if nodes is None and (tp > 1 or pp > 1):
         parts.append("no node layout given (nodes=, gpus_per_node=): all communication costed within a node")
     if multi_node and net is None:  # today's behaviour where the network is unknown, said
