@@ -10,17 +10,46 @@ __all__ = ["count_module", "count_params", "host_peak_flops"]
 
 def count_params(module) -> int:
     """Trainable parameters of a torch module — the one place perfmodel counts them (zoo, recorder and
-    :func:`count_module` call it)."""
+    :func:`count_module` call it).
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The model.
+
+    Returns
+    -------
+    int
+        The number of elements of its parameters with ``requires_grad``.
+    """
     return int(sum(p.numel() for p in module.parameters() if p.requires_grad))
 
 
 def count_module(module, example_input) -> tuple[int, float | None]:
     """Trainable parameters and forward+backward FLOPs for one sample.
 
-    ``example_input`` is one sample without the batch dimension (a tensor, or a tuple of tensors); a batch
-    dimension of 1 is added. The loss is the sum of the output, so backward covers every parameter. The module
-    is deep-copied: the caller's module and its gradients are untouched. Returns ``None`` FLOPs where the counter
-    sees none (e.g. aten LSTM kernels).
+    The loss is the sum of the output (its first element, or its ``logits``), so backward covers every
+    parameter. The module is deep-copied: the caller's module and its gradients are untouched.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The model to count.
+    example_input : torch.Tensor or tuple of torch.Tensor
+        One sample without the batch dimension; a batch dimension of 1 is added.
+
+    Returns
+    -------
+    params : int
+        Trainable parameters (:func:`count_params`).
+    flops : float or None
+        Forward+backward FLOPs of the sample (``torch.utils.flop_counter``); None where the counter sees none
+        (e.g. aten LSTM kernels).
+
+    Raises
+    ------
+    TypeError
+        ``module`` is not a ``torch.nn.Module`` or ``example_input`` is not a tensor or a tuple of tensors.
     """
     import torch
     from torch.utils.flop_counter import FlopCounterMode
@@ -52,6 +81,21 @@ def host_peak_flops(size: int = 2048, repeats: int = 10, threads: int | None = N
 
     A CPU has no datasheet peak that applies to every host; this measured figure stands in for it where a
     "FLOPs / (peak × utilisation)" estimate needs one (the 6·N·D baseline of ``benchmarks/accuracy.py``).
+
+    Parameters
+    ----------
+    size : int, default=2048
+        The side of the square fp32 matrices multiplied.
+    repeats : int, default=10
+        Timed products (after one warm-up); the fastest counts.
+    threads : int, optional
+        Torch threads to use during the measurement; default all cores (``os.cpu_count()``). The previous
+        thread count is restored afterwards.
+
+    Returns
+    -------
+    float
+        ``2 * size**3`` divided by the fastest product's seconds: FLOP/s.
     """
     import os
     import time

@@ -41,7 +41,30 @@ def _value(text: str):
 
 
 def parse_hf_spec(spec: str) -> tuple[str, bool, dict, str | None]:
-    """Split ``hf:target?k=v`` into ``(target, is_file, overrides, head)``; raise ValueError on a bad form."""
+    """Split ``hf:target?k=v`` into ``(target, is_file, overrides, head)``; raise ValueError on a bad form.
+
+    Parameters
+    ----------
+    spec : str
+        ``hf:<model type>[?key=value&...]`` or ``hf:<path/to/config.json>[?key=value&...]``.
+
+    Returns
+    -------
+    target : str
+        The model type or the config file's path.
+    is_file : bool
+        Whether ``target`` is a config file (it ends in ``.json`` or is an existing file).
+    overrides : dict
+        The ``key=value`` pairs, values read as int, float, bool or text; without ``head``.
+    head : str or None
+        The ``head=`` override (one of ``HEADS``), None when not given.
+
+    Raises
+    ------
+    ValueError
+        The spec does not start with ``hf:``, names no target, has malformed overrides or an unknown head, or
+        looks like a Hub name (which would need a download).
+    """
     if not spec.startswith("hf:"):
         raise ValueError(f"A Hugging Face model spec starts with 'hf:'. Got {spec!r}.")
     body = spec[3:]
@@ -136,7 +159,31 @@ def _max_positions(config) -> int | None:
 
 
 def hf_workload(spec: str, *, name: str | None = None, seq_len: int | None = None):
-    """Build the :class:`~perfmodel.measure.workload.Workload` of a ``hf:`` spec (random weights, no download)."""
+    """Build the :class:`~perfmodel.measure.workload.Workload` of a ``hf:`` spec (random weights, no download).
+
+    Parameters
+    ----------
+    spec : str
+        A ``hf:`` spec (see :func:`parse_hf_spec` and the module docstring).
+    name : str, optional
+        The workload's name; default the spec itself.
+    seq_len : int, optional
+        Tokens per sample; default ``DEFAULT_SEQ_LEN``. It must not exceed the model's positions.
+
+    Returns
+    -------
+    Workload
+        Source ``"hf"``, the family of the chosen head, the randomly initialised module, random token-id inputs
+        and the head's loss; ``analytic_flops`` is None.
+
+    Raises
+    ------
+    ImportError
+        transformers (the ``hf`` extra) is not installed.
+    ValueError
+        A bad spec, an unknown model type or attribute, no suitable head, or ``seq_len`` above the model's
+        positions.
+    """
     try:
         import transformers  # noqa: F401
     except ImportError:

@@ -37,6 +37,16 @@ def run_sweep(configs: Iterable[RunConfig] | None = None, output: str | os.PathL
         (top-level functions; see :mod:`perfmodel.measure.workload` for the contract), swept over
         ``batch_sizes`` x ``gpu_counts`` x ``precisions`` x ``repeats`` on ``device`` with ``run_options``
         (:class:`RunConfig` fields such as ``steps``, ``max_seconds``, ``grad_accum``, ``optimizer``, ``name``).
+    batch_sizes : sequence of int, default=(8,)
+        With ``models``: the per-device batch sizes to sweep.
+    gpu_counts : sequence of int, default=(1,)
+        With ``models``: the device counts to sweep.
+    precisions : sequence of str, default=("fp32",)
+        With ``models``: the precisions to sweep.
+    repeats : int, default=1
+        With ``models``: how many times each configuration is run.
+    device : str, default="cpu"
+        With ``models``: the device type the runs use (``"cpu"``, ``"cuda"``, ...).
     timeout_s : float, default=600
         A run still going after this long is killed and recorded with ``status="timeout"``.
     retry_failed : bool, default=False
@@ -49,6 +59,8 @@ def run_sweep(configs: Iterable[RunConfig] | None = None, output: str | os.PathL
         the records as they finish.
     slurm : SlurmOptions, optional
         Partition, time limit, GPUs per node, account, ... (required with ``launcher="slurm"``).
+    **run_options
+        With ``models``: further :class:`RunConfig` fields for every configuration.
 
     Returns
     -------

@@ -32,7 +32,13 @@ def _cpu_model() -> str:
 
 
 def host_facts() -> dict:
-    """CPU model, logical cores, host name, Python version (torch version is added by the caller)."""
+    """CPU model, logical cores, host name, Python version (torch version is added by the caller).
+
+    Returns
+    -------
+    dict
+        Keys ``cpu_model``, ``cpu_cores``, ``hostname`` and ``python_version``.
+    """
     return {
         "cpu_model": _cpu_model(),
         "cpu_cores": os.cpu_count() or 1,
@@ -57,7 +63,19 @@ def _nvml():
 
 
 def nvml_device_facts(index: int = 0) -> dict:
-    """Device name, memory total and driver version of GPU ``index``; empty dict without NVML."""
+    """Device name, memory total and driver version of GPU ``index``; empty dict without NVML.
+
+    Parameters
+    ----------
+    index : int, default=0
+        The NVML index of the GPU.
+
+    Returns
+    -------
+    dict
+        Keys ``gpu_name``, ``gpu_mem_total_bytes`` and ``driver_version``; empty when NVML is unavailable or the
+        query fails (logged).
+    """
     nv = _nvml()
     if nv is None:
         return {}
@@ -81,6 +99,14 @@ class NvmlSampler:
     """Sample utilisation, memory use and power of one GPU in a background thread.
 
     Use as a context manager around the timed window; :meth:`summary` gives the record's telemetry columns.
+    Without NVML, or without a handle for the GPU, no thread is started and the summary is empty.
+
+    Parameters
+    ----------
+    index : int, default=0
+        The NVML index of the GPU to sample.
+    interval_s : float, default=0.1
+        Seconds between samples.
     """
 
     def __init__(self, index: int = 0, interval_s: float = 0.1):
@@ -123,6 +149,14 @@ class NvmlSampler:
         return False
 
     def summary(self) -> dict:
+        """The telemetry columns of the samples taken.
+
+        Returns
+        -------
+        dict
+            ``gpu_util_mean_pct``, ``mem_util_mean_pct``, ``power_mean_w`` (means) and ``gpu_mem_peak_bytes``
+            (the largest memory use sampled); empty when no sample was taken.
+        """
         if not self._samples:
             return {}
         n = len(self._samples)
