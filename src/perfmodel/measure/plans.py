@@ -82,7 +82,20 @@ CALIBRATION_MODELS_ENV = "PERFMODEL_CALIBRATION_MODELS"
 
 def zoo_sweep_configs(device: str = "cpu", **overrides) -> list[RunConfig]:
     """The configurations of :data:`ZOO_SWEEP` (repeat 0 of everything first, then the extra repeats);
-    ``overrides`` replace its run options."""
+    ``overrides`` replace its run options.
+
+    Parameters
+    ----------
+    device : str, default="cpu"
+        The device type of every run.
+    **overrides
+        Run options (:class:`RunConfig` fields) that replace the sweep's own.
+
+    Returns
+    -------
+    list of RunConfig
+        The one-worker runs, the extra batch sizes, the DDP runs, then repeats 1.. of the repeated subset.
+    """
     d, opts = ZOO_SWEEP, {**ZOO_SWEEP["run_options"], **overrides}
     configs = sweep_configs(d["models"], d["batch_sizes"], (1,), device=device, **opts)
     configs += sweep_configs(d["extra_batch_models"], d["extra_batch_sizes"], (1,), device=device, **opts)
@@ -99,6 +112,30 @@ def calibration_configs(device: str = "cpu", *, models=None, batch_sizes=None, d
     ``models`` / ``batch_sizes`` shrink it (for tests; default: the fixed list, or the models named in the
     ``PERFMODEL_CALIBRATION_MODELS`` environment variable, which also drops the DDP runs and keeps one batch
     size); ``ddp=False`` drops the two-worker runs.
+
+    Parameters
+    ----------
+    device : str, default="cpu"
+        The device type of every run.
+    models : sequence of str, optional
+        CPU zoo names to calibrate with instead of the fixed list.
+    batch_sizes : sequence of int, optional
+        Per-device batch sizes instead of the sweep's.
+    ddp : bool, optional
+        Whether to add the two-worker runs (of the DDP models that are among ``models``); default yes, unless the
+        environment variable chose the models.
+    **overrides
+        Run options (:class:`RunConfig` fields) that replace the sweep's own.
+
+    Returns
+    -------
+    list of RunConfig
+        The one-worker runs, then the DDP runs.
+
+    Raises
+    ------
+    ValueError
+        A model is not a CPU zoo name.
     """
     d = CALIBRATION_SWEEP
     env = os.environ.get(CALIBRATION_MODELS_ENV, "").strip()
@@ -119,7 +156,20 @@ def calibration_configs(device: str = "cpu", *, models=None, batch_sizes=None, d
 
 
 def online_sweep_configs(device: str = "cpu", **overrides) -> list[RunConfig]:
-    """The configurations of :data:`ONLINE_SWEEP`; ``overrides`` replace its run options."""
+    """The configurations of :data:`ONLINE_SWEEP`; ``overrides`` replace its run options.
+
+    Parameters
+    ----------
+    device : str, default="cpu"
+        The device type of every run.
+    **overrides
+        Run options (:class:`RunConfig` fields) that replace the sweep's own.
+
+    Returns
+    -------
+    list of RunConfig
+        One run per model at per-device batch 32 on one worker.
+    """
     d = ONLINE_SWEEP
     return sweep_configs(d["models"], d["batch_sizes"], (1,), device=device, **{**d["run_options"], **overrides})
 
@@ -130,7 +180,27 @@ SWEEPS = {"default": default_sweep_configs, "zoo": zoo_sweep_configs, "calibrate
 
 
 def named_sweep_configs(name: str, device: str = "cpu", **overrides) -> list[RunConfig]:
-    """The configurations of a named sweep (:data:`SWEEPS`: ``default``, ``zoo``, ``calibrate``)."""
+    """The configurations of a named sweep (:data:`SWEEPS`: ``default``, ``zoo``, ``calibrate``, ``online``).
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`SWEEPS`.
+    device : str, default="cpu"
+        The device type of every run.
+    **overrides
+        Run options (:class:`RunConfig` fields) that replace the sweep's own.
+
+    Returns
+    -------
+    list of RunConfig
+        What that sweep's builder returns.
+
+    Raises
+    ------
+    ValueError
+        ``name`` is not a known sweep.
+    """
     if name not in SWEEPS:
         raise ValueError(f"Unknown sweep {name!r}. Known: {', '.join(SWEEPS)}.")
     return SWEEPS[name](device=device, **overrides)
@@ -138,7 +208,21 @@ def named_sweep_configs(name: str, device: str = "cpu", **overrides) -> list[Run
 
 @dataclass(frozen=True)
 class SweepPlan:
-    """What a sweep will run: configurations, distinct models, runs per worker count, expected seconds."""
+    """What a sweep will run: configurations, distinct models, runs per worker count, expected seconds.
+
+    Attributes
+    ----------
+    runs : int
+        Configurations to run.
+    models : int
+        Distinct models among them.
+    by_workers : dict
+        Worker (device) count -> runs with that count.
+    repeats : int
+        The highest repeat index plus one (0 for no runs).
+    expected_s : float
+        Expected wall seconds on a quiet 2-core host (the module docstring's constants).
+    """
 
     runs: int
     models: int
@@ -158,7 +242,22 @@ class SweepPlan:
 
 def plan(configs, output=None) -> SweepPlan:
     """Run count and expected wall time of ``configs`` (constants in the module docstring); with ``output``,
-    of those not yet in that history (a CPU sweep resumes by skipping them)."""
+    of those not yet in that history (a CPU sweep resumes by skipping them).
+
+    Parameters
+    ----------
+    configs : iterable of RunConfig
+        The sweep's configurations.
+    output : path, optional
+        The sweep's output history. When every configuration is a CPU one, those already recorded there are left
+        out (as the sweep would skip them).
+
+    Returns
+    -------
+    SweepPlan
+        Run counts and the expected seconds: per run by worker count (``RUN_COST_S``, plus
+        ``EXTRA_WORKER_COST_S`` per worker beyond two) and ``FLOP_COUNT_S`` per distinct zoo model.
+    """
     configs = list(configs)
     if output is not None and configs and all(c.device == "cpu" for c in configs):
         from pathlib import Path

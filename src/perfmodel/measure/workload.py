@@ -40,7 +40,18 @@ FACTORY_CONTRACT = ("factory() must return (module, make_batch) or (module, make
 
 
 def model_kind(spec: str) -> str:
-    """``"hf"``, ``"factory"`` or ``"zoo"`` for a model spec string (no import, no validation of the target)."""
+    """``"hf"``, ``"factory"`` or ``"zoo"`` for a model spec string (no import, no validation of the target).
+
+    Parameters
+    ----------
+    spec : str
+        A model spec.
+
+    Returns
+    -------
+    str
+        ``"hf"`` for a ``hf:`` prefix, ``"factory"`` for any other spec with a ``:``, else ``"zoo"``.
+    """
     if spec.startswith("hf:"):
         return "hf"
     if ":" in spec:
@@ -49,7 +60,30 @@ def model_kind(spec: str) -> str:
 
 
 def check_model_spec(spec: Any, where: str = "RunConfig") -> str:
-    """Validate the *form* of a model spec (cheap; importing a factory happens in the worker)."""
+    """Validate the *form* of a model spec (cheap; importing a factory happens in the worker).
+
+    A zoo name must be known, a ``hf:`` spec must parse (:func:`~perfmodel.measure.hf.parse_hf_spec`), and a
+    factory must read ``target:function``.
+
+    Parameters
+    ----------
+    spec : object
+        The model spec to check.
+    where : str, default="RunConfig"
+        What the spec was given to, for the error message.
+
+    Returns
+    -------
+    str
+        ``spec``, unchanged.
+
+    Raises
+    ------
+    TypeError
+        ``spec`` is not a non-empty string.
+    ValueError
+        An unknown zoo name, a malformed ``hf:`` spec or a malformed factory spec.
+    """
     if not isinstance(spec, str) or not spec.strip():
         raise TypeError(f"The 'model' parameter of {where} must be a non-empty str (a zoo name, 'hf:<type>' or "
                         f"'module:factory'). Got {spec!r}.")
@@ -82,6 +116,21 @@ def factory_spec(fn: Callable) -> str:
 
     Each run is its own process, so the factory must be importable there: a top-level function of a module (or of
     the script being run). Lambdas and nested functions are refused with a TypeError.
+
+    Parameters
+    ----------
+    fn : callable
+        A top-level factory function (see the module docstring for the contract).
+
+    Returns
+    -------
+    str
+        ``module:qualname``, or ``/absolute/path/to/script.py:qualname`` for a function of ``__main__``.
+
+    Raises
+    ------
+    TypeError
+        ``fn`` is not callable, or not importable by name (a lambda, a nested function, an interactive session's).
     """
     if not callable(fn):
         raise TypeError(f"A model must be a spec string or a factory callable. Got {type(fn).__name__}.")
@@ -217,7 +266,24 @@ def _zoo_workload(spec: str, name: str, knobs: dict, seq_len: int | None) -> Wor
 
 def resolve_workload(spec: str, *, name: str | None = None, knobs: dict | None = None,
                      seq_len: int | None = None) -> Workload:
-    """Build the workload a spec names (imports the factory / transformers; raises on any failure)."""
+    """Build the workload a spec names (imports the factory / transformers; raises on any failure).
+
+    Parameters
+    ----------
+    spec : str
+        A zoo name, a ``hf:`` spec or a ``target:factory`` spec.
+    name : str, optional
+        The workload's name; default the spec (a factory file's stem in place of its path).
+    knobs : dict, optional
+        Zoo models only: keyword arguments for :func:`perfmodel.measure.zoo.build`.
+    seq_len : int, optional
+        Tokens per sample, for zoo sequence models and ``hf:`` models (a factory's batch fixes its own).
+
+    Returns
+    -------
+    Workload
+        The module, its input maker and loss, and what is known of it (family, analytic FLOPs, sequence length).
+    """
     name = name or default_model_name(spec)
     kind = model_kind(spec)
     if kind == "zoo":
@@ -234,6 +300,22 @@ def count_workload_flops(wl: Workload, device) -> tuple[float | None, str]:
 
     Falls back to the workload's analytic count where the counter sees too little (aten LSTM kernels); returns
     ``(None, "none")`` when it sees nothing at all (say, a model made only of ops the counter does not know).
+    The module's gradients are cleared afterwards and its training mode restored.
+
+    Parameters
+    ----------
+    wl : Workload
+        The workload to count (its module already on ``device``).
+    device : str or torch.device
+        Where the batch of one is made.
+
+    Returns
+    -------
+    flops : float or None
+        Forward+backward FLOPs of one sample.
+    source : {"flop_counter", "analytic", "none"}
+        Where the figure came from: the counter, the analytic count (the counter saw under half of it), or
+        nowhere.
     """
     import torch
     from torch.utils.flop_counter import FlopCounterMode
