@@ -225,7 +225,28 @@ class LSTMClassifier(nn.Module):
 # ----------------------------------------------------------------------------------------------- registry
 @dataclass
 class ModelBundle:
-    """What one training step needs: the module, a synthetic batch maker and the loss."""
+    """What one training step needs: the module, a synthetic batch maker and the loss.
+
+    Attributes
+    ----------
+    name : str
+        The zoo name.
+    family : str
+        The model family (``"mlp"``, ``"cnn"``, ``"decoder"``, ...).
+    module : torch.nn.Module
+        The model, with random weights.
+    make_batch : callable
+        ``(batch_size, device) -> (inputs, target)``: one synthetic batch.
+    loss_fn : callable
+        ``(output, target) -> scalar tensor``.
+    sample_shape : tuple of int
+        The shape of one input sample (no batch dimension).
+    analytic_flops : float, optional
+        Forward+backward FLOPs per sample from a closed form, where FlopCounterMode cannot count (recurrent
+        kernels).
+    knobs : dict
+        The size parameters it was built with (its defaults with the caller's overrides).
+    """
 
     name: str
     family: str
@@ -294,6 +315,31 @@ def analytic_flops_per_sample(embed: int, hidden: int, layers: int, seq: int, cl
     from :data:`RECURRENT_GATES`: 4 for ``cell="lstm"``, 3 for ``"gru"``, 1 for ``"rnn"``), plus the classifier;
     backward costs twice the forward (gradients of inputs and weights), so the total is 3x the forward. The gates'
     elementwise work is left out, as FlopCounterMode leaves it out of every other model.
+
+    Parameters
+    ----------
+    embed : int
+        The embedding width (the first layer's input).
+    hidden : int
+        The hidden state's width.
+    layers : int
+        Stacked recurrent layers (those above the first take ``hidden`` inputs).
+    seq : int
+        Time steps per sample.
+    classes : int, default=10
+        Outputs of the classifier on the last hidden state.
+    cell : {"lstm", "gru", "rnn"}, default="lstm"
+        The recurrent cell.
+
+    Returns
+    -------
+    float
+        Forward+backward FLOPs of one sample (3x the forward).
+
+    Raises
+    ------
+    ValueError
+        ``cell`` is not a key of :data:`RECURRENT_GATES`.
     """
     if cell not in RECURRENT_GATES:
         raise ValueError(f"cell must be one of {', '.join(RECURRENT_GATES)}. Got {cell!r}.")
@@ -550,17 +596,47 @@ def _registry() -> dict:
 
 
 def known_models() -> list[str]:
-    """Every zoo name: the CPU-sized :data:`ZOO` and the GPU-sized :data:`LARGE_ZOO`."""
+    """Every zoo name: the CPU-sized :data:`ZOO` and the GPU-sized :data:`LARGE_ZOO`.
+
+    Returns
+    -------
+    list of str
+        The names of :data:`ZOO`, then those of :data:`LARGE_ZOO`.
+    """
     return list(_registry())
 
 
 def list_models() -> list[str]:
-    """Names in the zoo."""
+    """Names in the CPU-sized zoo.
+
+    Returns
+    -------
+    list of str
+        The names of :data:`ZOO` (not :data:`LARGE_ZOO`; :func:`known_models` gives both).
+    """
     return list(ZOO)
 
 
 def build(name: str, **knobs) -> ModelBundle:
-    """Build a zoo model (:data:`ZOO` or :data:`LARGE_ZOO`) by name; ``knobs`` override its size parameters."""
+    """Build a zoo model (:data:`ZOO` or :data:`LARGE_ZOO`) by name; ``knobs`` override its size parameters.
+
+    Parameters
+    ----------
+    name : str
+        A zoo name (:func:`known_models`).
+    **knobs
+        Size parameters of the model's builder (``width``, ``layers``, ``seq``, ...) that replace its defaults.
+
+    Returns
+    -------
+    ModelBundle
+        The model with random weights, its batch maker and loss.
+
+    Raises
+    ------
+    ValueError
+        ``name`` is not a zoo name.
+    """
     registry = _registry()
     if name not in registry:
         import difflib
@@ -578,7 +654,22 @@ def count_flops_per_sample(bundle: ModelBundle, device: torch.device | str = "cp
     """Forward+backward FLOPs for one sample and the method that counted them.
 
     Uses ``torch.utils.flop_counter.FlopCounterMode`` on a batch of one; falls back to the bundle's analytic
-    count where the counter sees no FLOPs (LSTM kernels). Returns ``(nan, "none")`` if neither is available.
+    count where the counter sees under half of it (LSTM kernels). The module is moved to ``device``; its
+    gradients are cleared afterwards and its training mode restored.
+
+    Parameters
+    ----------
+    bundle : ModelBundle
+        The model to count.
+    device : torch.device or str, default="cpu"
+        Where to count (``"meta"`` counts without memory or compute).
+
+    Returns
+    -------
+    flops : float
+        Forward+backward FLOPs of one sample; NaN when neither the counter nor an analytic count gives one.
+    method : {"flop_counter", "analytic", "none"}
+        Where the figure came from.
     """
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -600,7 +691,15 @@ def count_flops_per_sample(bundle: ModelBundle, device: torch.device | str = "cp
 
 
 def families() -> dict[str, list[str]]:
-    """Family -> the CPU-sized zoo models (:data:`ZOO`) in it, without building a model."""
+    """Family -> the CPU-sized zoo models (:data:`ZOO`) in it, without building a model for real.
+
+    Each model is built on the ``meta`` device (no memory, no compute) to read its family.
+
+    Returns
+    -------
+    dict of str to list of str
+        Family -> model names, in :data:`ZOO` order.
+    """
     out: dict[str, list[str]] = {}
     for name in ZOO:
         out.setdefault(_family_of(name), []).append(name)
@@ -618,6 +717,20 @@ def describe(name: str, device: torch.device | str | None = None) -> dict:
     By default a CPU-sized model (:data:`ZOO`) is counted on the CPU, as a measured run's record counts it, and a
     GPU-sized one (:data:`LARGE_ZOO`) on the ``meta`` device (no memory, no compute; attention and recurrent
     kernels may then be counted through their decompositions, a few per cent apart from a CPU count).
+
+    Parameters
+    ----------
+    name : str
+        A zoo name (:func:`known_models`).
+    device : torch.device or str, optional
+        Where to build and count; default as above.
+
+    Returns
+    -------
+    dict
+        ``model``, ``family``, ``params`` (trainable), ``flops_per_sample``, ``flops_method`` (see
+        :func:`count_flops_per_sample`), ``knobs``, ``size`` (``"cpu"`` or ``"gpu"``) and ``counted_on`` (the
+        device type).
     """
     device = torch.device(device if device is not None else ("cpu" if name in ZOO else "meta"))
     with device:
