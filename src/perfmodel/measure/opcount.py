@@ -114,6 +114,29 @@ class OpFeatures:
 
     ``flops`` and ``bytes`` map each traced class to per-sample amounts; ``step_bytes``, ``optimizer_flops``,
     ``optimizer_bytes`` and ``kernels`` are per step; ``act_bytes`` is per sample.
+
+    Attributes
+    ----------
+    flops : dict
+        Traced class -> forward+backward FLOPs per sample.
+    bytes : dict
+        Traced class -> bytes moved per sample.
+    step_bytes : float, default=0.0
+        Batch-independent bytes per step over all traced classes (weights read, gradients written).
+    optimizer_flops : float, default=0.0
+        The optimizer update's FLOPs per step (:data:`OPTIMIZER_COST` times the trainable parameters).
+    optimizer_bytes : float, default=0.0
+        The optimizer update's bytes per step.
+    kernels : float, default=0.0
+        Ops dispatched in one step, traced ones plus the optimizer's.
+    act_bytes : float, default=0.0
+        Bytes saved for backward per sample (parameters excluded).
+    params : int, default=0
+        Trainable parameters of the model.
+    device : str, default="meta"
+        Where the step was traced (``"meta"`` or ``"cpu"``).
+    version : int, default=OP_FEATURE_VERSION
+        The feature set's version (:data:`OP_FEATURE_VERSION`).
     """
 
     flops: dict = field(default_factory=dict)
@@ -133,12 +156,31 @@ class OpFeatures:
         return float(sum(self.flops.values()))
 
     def intensity(self, cls: str) -> float:
-        """Arithmetic intensity of a class per sample: FLOPs / bytes (nan where it moves no bytes)."""
+        """Arithmetic intensity of a class per sample: FLOPs / bytes (nan where it moves no bytes).
+
+        Parameters
+        ----------
+        cls : str
+            A traced op class (:data:`TRACED_CLASSES`); an unknown one counts as moving no bytes.
+
+        Returns
+        -------
+        float
+            FLOPs per byte moved, NaN where the class moves no bytes.
+        """
         b = self.bytes.get(cls, 0.0)
         return float(self.flops.get(cls, 0.0) / b) if b > 0 else math.nan
 
     def to_columns(self) -> dict:
-        """Flat history columns (names in :func:`op_column_names`)."""
+        """Flat history columns (names in :func:`op_column_names`).
+
+        Returns
+        -------
+        dict
+            ``op_<class>_flops`` and ``op_<class>_bytes`` for each traced class, ``op_step_bytes``,
+            ``op_optimizer_flops``, ``op_optimizer_bytes``, ``op_kernels``, ``op_act_bytes`` (floats) and
+            ``op_feature_version`` (int).
+        """
         out = {}
         for c in TRACED_CLASSES:
             out[f"op_{c}_flops"] = float(self.flops.get(c, 0.0))
@@ -153,7 +195,13 @@ class OpFeatures:
 
 
 def op_column_names() -> tuple[str, ...]:
-    """The history columns :meth:`OpFeatures.to_columns` writes, in order."""
+    """The history columns :meth:`OpFeatures.to_columns` writes, in order.
+
+    Returns
+    -------
+    tuple of str
+        The column names.
+    """
     return tuple(OpFeatures().to_columns())
 
 
@@ -516,7 +564,22 @@ def count_ops(module, make_inputs, loss_fn, *, device: str = "meta", optimizer: 
 def count_workload_ops(workload, *, device: str = "meta", optimizer: str | None = "adamw") -> OpFeatures:
     """:func:`count_ops` for a :class:`~perfmodel.measure.workload.Workload` (zoo, Hugging Face or factory).
 
-    On ``"meta"`` the workload's module is deep-copied first, so the caller's module keeps its weights.
+    On ``"meta"`` the workload's module is deep-copied first, so the caller's module keeps its weights; its
+    batches are made on the CPU and moved to the meta device.
+
+    Parameters
+    ----------
+    workload : Workload
+        The workload to trace (:func:`~perfmodel.measure.workload.resolve_workload`).
+    device : {"meta", "cpu"}, default="meta"
+        Where to trace the step. On ``"cpu"`` the workload's own module is moved and traced.
+    optimizer : {"adamw", "sgd", None}, default="adamw"
+        Optimizer whose update is added analytically (:data:`OPTIMIZER_COST`).
+
+    Returns
+    -------
+    OpFeatures
+        What :func:`count_ops` returns for its module, batch maker and loss (batches 2 and 4).
     """
     import copy
 
