@@ -74,6 +74,61 @@ class RunConfig:
     models. ``grad_accum`` is micro-batches per optimizer step; ``optimizer`` is ``adamw`` or ``sgd``;
     ``compile`` wraps the model in ``torch.compile`` (compilation counts to ``startup_s``);
     ``activation_checkpointing`` turns it on where the model supports it (the record says whether it ran).
+
+    Attributes
+    ----------
+    model : str
+        A zoo name, ``hf:<type>[?k=v&...]`` or ``pkg.module:factory`` spec; a factory callable given here is
+        turned into its spec (:func:`~perfmodel.measure.workload.factory_spec`).
+    batch_size : int
+        Samples per device per micro-batch.
+    gpu_count : int, default=1
+        Devices over all nodes (on the CPU: worker processes).
+    precision : str, default="fp32"
+        One of ``perfmodel.hardware.PRECISIONS`` except ``fp8``; on the CPU only ``fp32`` or ``bf16``.
+    device : {"cpu", "cuda"}, default="cpu"
+        The device type of the run.
+    repeat : int, default=0
+        The repeat index (part of the resume key: repeats are distinct runs).
+    steps : int, optional
+        Exactly this many timed steps; by default timing stops by ``ci_target``, ``max_steps`` or ``max_seconds``.
+    max_seconds : float, default=30.0
+        Stop timing once the timed steps add up to this many seconds (and at least two were timed).
+    ci_target : float, default=0.02
+        Stop timing once the 95% confidence half-width of the mean step time is this fraction of the mean.
+    min_steps : int, default=5
+        Timed steps before ``ci_target`` may stop the timing.
+    max_steps : int, default=500
+        At most this many timed steps.
+    warmup_steps : int, default=3
+        Untimed steps before timing starts.
+    threads : int, optional
+        Torch threads per CPU worker; default the host's cores divided by the workers on the node.
+    knobs : dict
+        Size parameters for a zoo model (:func:`perfmodel.measure.zoo.build`).
+    name : str, optional
+        The record's ``model`` in place of the spec.
+    seq_len : int, optional
+        Sequence length of a Hugging Face model (default 128) or a zoo sequence model (default its own).
+    grad_accum : int, default=1
+        Micro-batches per optimizer step.
+    optimizer : {"adamw", "sgd"}, default="adamw"
+        The optimizer stepped.
+    compile : bool, default=False
+        Wrap the model in ``torch.compile`` (compilation counts to ``startup_s``).
+    activation_checkpointing : bool, default=False
+        Turn activation checkpointing on where the model supports it.
+    nnodes : int, default=1
+        Nodes the run spans; ``gpu_count`` must be a multiple of it.
+    rdzv_endpoint : str, optional
+        ``host:port`` of torchrun's c10d rendezvous; required with ``nnodes > 1``, refused otherwise.
+    rdzv_id : str, default="perfmodel"
+        torchrun's rendezvous id for a multi-node run.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A field out of range or of the wrong type (checked on construction).
     """
 
     model: str
@@ -161,6 +216,19 @@ class RunConfig:
         return None
 
     def key(self, gpu_type: str) -> tuple:
+        """The resume key: what makes two runs the same configuration (records with it are skipped).
+
+        Parameters
+        ----------
+        gpu_type : str
+            The device type the run is on (as the history's ``gpu_type`` column spells it).
+
+        Returns
+        -------
+        tuple
+            ``(record_name, batch_size, gpu_count, precision, gpu_type, repeat, grad_accum, optimizer, compile,
+            activation_checkpointing, effective_seq_len, nnodes)``, booleans as 0/1.
+        """
         return (self.record_name, int(self.batch_size), int(self.gpu_count), self.precision, gpu_type,
                 int(self.repeat), int(self.grad_accum), self.optimizer, int(bool(self.compile)),
                 int(bool(self.activation_checkpointing)), self.effective_seq_len, int(self.nnodes))
@@ -171,7 +239,13 @@ class RunConfig:
         return "torchrun" if (self.gpu_count > 1 or self.nnodes > 1) else "local"
 
     def digest(self) -> str:
-        """A short id of the configuration, the same on every node (rendezvous ids, Slurm record files)."""
+        """A short id of the configuration, the same on every node (rendezvous ids, Slurm record files).
+
+        Returns
+        -------
+        str
+            The first 12 hex digits of the SHA-1 of :meth:`key` without its device type.
+        """
         import hashlib
 
         key = self.key("*")
@@ -230,6 +304,24 @@ def measure_run(cfg: RunConfig, *, timeout_s: float = 600.0, gpu_type: str | Non
     Never raises for a failed run: the record's ``status`` says ``oom``, ``error`` or ``timeout`` and ``error``
     holds the message. ``KeyboardInterrupt`` kills the worker and propagates. In a multi-node run only the node
     that hosts global rank 0 gets a record; on the others the record is ``None``.
+
+    Parameters
+    ----------
+    cfg : RunConfig
+        The configuration to run.
+    timeout_s : float, default=600.0
+        The worker is killed after this many seconds and the record's ``status`` is ``timeout``.
+    gpu_type : str, optional
+        The device type to record; default detected from ``cfg.device``.
+    sweep_id : str, optional
+        The id of the sweep the run belongs to, recorded with it.
+
+    Returns
+    -------
+    record : dict or None
+        The history record (None on a multi-node follower).
+    per_step_times : list of float
+        Seconds of each timed step (empty for a failed run or a follower).
     """
     timeout_s = check_positive_float(timeout_s, "timeout_s", "measure_run")
     gpu_type = gpu_type or _detect_gpu_type(cfg.device)
@@ -361,7 +453,28 @@ def sweep_configs(models: Sequence, batch_sizes: Sequence[int], gpu_counts: Sequ
                   **run_options) -> list[RunConfig]:
     """The grid of configurations, repeat index outermost (so repeats are spread over the sweep).
 
-    ``models`` are spec strings (zoo name, ``hf:...``, ``pkg.module:factory``) or factory callables.
+    Parameters
+    ----------
+    models : sequence of str or callable
+        Spec strings (zoo name, ``hf:...``, ``pkg.module:factory``) or factory callables; one string or callable
+        alone is taken as a list of one.
+    batch_sizes : sequence of int
+        Per-device batch sizes.
+    gpu_counts : sequence of int, default=(1,)
+        Device counts.
+    precisions : sequence of str, default=("fp32",)
+        Precisions.
+    repeats : int, default=1
+        Repeat indices ``0 .. repeats-1``, outermost.
+    device : str, default="cpu"
+        The device type of every run.
+    **run_options
+        Further :class:`RunConfig` fields for every configuration (``name`` only with one model).
+
+    Returns
+    -------
+    list of RunConfig
+        Ordered by repeat, model, device count, batch size, precision.
     """
     check_positive_int(repeats, "repeats", "sweep_configs")
     if isinstance(models, str) or callable(models):
@@ -390,7 +503,20 @@ DEFAULT_SWEEP = {
 
 
 def default_sweep_configs(device: str = "cpu", **overrides) -> list[RunConfig]:
-    """The default sweep (:data:`DEFAULT_SWEEP`); ``overrides`` replace its run options."""
+    """The default sweep (:data:`DEFAULT_SWEEP`); ``overrides`` replace its run options.
+
+    Parameters
+    ----------
+    device : str, default="cpu"
+        The device type of every run.
+    **overrides
+        Run options (:class:`RunConfig` fields) that replace the sweep's own.
+
+    Returns
+    -------
+    list of RunConfig
+        The full grid (repeat 0), then repeats 1.. of the repeated models.
+    """
     opts = {**DEFAULT_SWEEP["run_options"], **overrides}
     d = DEFAULT_SWEEP
     configs = sweep_configs(d["models"], d["batch_sizes"], d["gpu_counts"], device=device, **opts)
@@ -487,6 +613,26 @@ def run_local(configs: list[RunConfig], output: Path, *, timeout_s: float = 600.
 
     The engine behind :func:`perfmodel.measure.run_sweep` with ``launcher="local"`` (which builds ``configs``
     from model names and checks the arguments); the Slurm launcher is :mod:`perfmodel.measure.slurm`.
+    Configurations whose key is already in ``output`` are skipped; each finished run's per-step times go to the
+    ``<output>.steps.jsonl`` sidecar.
+
+    Parameters
+    ----------
+    configs : list of RunConfig
+        The configurations, all on one device type (the first one's).
+    output : path
+        ``.csv`` or ``.parquet`` history; created if absent, appended to otherwise.
+    timeout_s : float, default=600.0
+        A run still going after this long is killed and recorded with ``status="timeout"``.
+    retry_failed : bool, default=False
+        Run again configurations whose earlier record failed.
+    progress : bool, default=True
+        Print a progress line per run (with an ETA) to stderr.
+
+    Returns
+    -------
+    DataFrame
+        The records written by this call.
     """
     output = Path(output)
     timeout_s = check_positive_float(timeout_s, "timeout_s", "run_sweep")
