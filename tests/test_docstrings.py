@@ -41,7 +41,6 @@ BEING_DOCUMENTED_IN_ANOTHER_CHANGE: frozenset[str] = frozenset({
     "perfmodel.hardware.spec_table",
     "perfmodel.hardware.table_digest",
     "perfmodel.hardware.unregister_device",
-    "perfmodel.measure.recorder.Recorder",
     "perfmodel.measure.slurm.run_slurm",
     "perfmodel.measure.slurm.run_sweep_slurm",
     "perfmodel.plan._cost.CostEstimate",

@@ -50,7 +50,49 @@ logger = logging.getLogger(__name__)
 
 
 class Recorder:
-    """Times optimizer steps of a user's loop and appends one run record on exit. See :func:`record`."""
+    """Times optimizer steps of a user's loop and appends one run record on exit. See :func:`record`.
+
+    Parameters
+    ----------
+    model : str
+        A name for the model (the history's ``model`` column).
+    batch_size : int
+        Per-device batch size (of one micro-batch, with gradient accumulation).
+    output : path, optional
+        History to append the record to on exit (``.csv``/``.parquet``); without it the record is only in
+        ``result``.
+    module : torch.nn.Module, optional
+        The trained model: its trainable parameters are counted when ``params`` is not given, its device tells
+        whether to synchronize CUDA, and on the CPU its tensors count to ``peak_mem_bytes``.
+    params : int, optional
+        Trainable parameters; required without ``module``.
+    flops_per_sample : float, optional
+        Forward+backward FLOPs per sample, recorded with ``flops_method="user"``.
+    gpu_count : int, optional
+        Devices of the job; default ``$WORLD_SIZE`` or 1.
+    gpu_type : str, optional
+        The device type (resolved through the hardware table); default detected (NVML or torch), ``cpu`` without
+        CUDA.
+    precision : str, default="fp32"
+        The precision the loop trains in, recorded as given.
+    warmup_steps : int, default=3
+        Steps left out of the step-time statistics.
+    family : str, optional
+        The model family, recorded as given.
+    synchronize : bool, optional
+        Call ``torch.cuda.synchronize()`` before reading the clock; default whether ``module`` is on CUDA.
+    rank : int, optional
+        This process's rank; default ``$RANK`` or 0. Only rank 0 writes the record and samples telemetry.
+    grad_accum : int, default=1
+        Micro-batches per optimizer step (call :meth:`step` once per optimizer step).
+    extra : dict, optional
+        Columns added to, or replacing, the record's own.
+
+    Raises
+    ------
+    TypeError, ValueError
+        An empty model name, no model size, or a parameter out of range.
+    """
 
     def __init__(self, model: str, *, batch_size: int, output=None, module=None, params: int | None = None,
                  flops_per_sample: float | None = None, gpu_count: int | None = None, gpu_type: str | None = None,
@@ -112,14 +154,28 @@ class Recorder:
             torch.cuda.synchronize()
 
     def add_callback(self, fn) -> None:
-        """Call ``fn(recorder)`` after every step (e.g. an online remaining-time display)."""
+        """Call ``fn(recorder)`` after every step (e.g. an online remaining-time display).
+
+        Parameters
+        ----------
+        fn : callable
+            Called with this recorder after each :meth:`step`.
+        """
         self._callbacks.append(fn)
 
     def __enter__(self):
         return self.start()
 
     def start(self) -> "Recorder":
-        """Start the clock (what ``with`` does); for trainer callbacks that cannot wrap the loop in ``with``."""
+        """Start the clock (what ``with`` does); for trainer callbacks that cannot wrap the loop in ``with``.
+
+        Also opens the peak-memory window and, on CUDA rank 0, starts the NVML telemetry sampler.
+
+        Returns
+        -------
+        Recorder
+            This recorder.
+        """
         self._t_start = time.perf_counter()
         self._t_last = self._t_start
         self._wall0 = time.time()
@@ -186,7 +242,22 @@ class Recorder:
         return False
 
     def finish(self, *, interrupted: bool = False) -> dict:
-        """Build the record, append it to ``output`` (rank 0 only) and return it (what leaving ``with`` does)."""
+        """Build the record, append it to ``output`` (rank 0 only) and return it (what leaving ``with`` does).
+
+        With no step after the warm-up the record's ``status`` is ``error``. A noisy timing warns with
+        ``NoisyTimingWarning``.
+
+        Parameters
+        ----------
+        interrupted : bool, default=False
+            Whether the loop ended early (an exception); recorded as ``stop_reason="interrupted"`` instead of
+            ``"loop_end"``.
+
+        Returns
+        -------
+        dict
+            The run record (also kept in ``result``).
+        """
         if self._sampler is not None:
             self._sampler.__exit__(None, None, None)
             self._sampler = None
