@@ -41,8 +41,6 @@ BEING_DOCUMENTED_IN_ANOTHER_CHANGE: frozenset[str] = frozenset({
     "perfmodel.hardware.spec_table",
     "perfmodel.hardware.table_digest",
     "perfmodel.hardware.unregister_device",
-    "perfmodel.measure.slurm.run_slurm",
-    "perfmodel.measure.slurm.run_sweep_slurm",
     "perfmodel.plan._cost.CostEstimate",
     "perfmodel.plan._cost.estimate_cost",
     "perfmodel.plan._cost.load_prices",

@@ -148,7 +148,41 @@ def _read_jobs(path: Path) -> dict[str, str]:
 def run_slurm(todo: list, output: Path, opts: SlurmOptions, *, sweep_id: str, timeout_s: float = 600.0,
               progress: bool = True, total: int | None = None, existing=None) -> list[dict]:
     """Submit each configuration of ``todo`` as a job, gather the records into ``output``; return them.
-    ``existing``: the history already in ``output``, when the caller has read it."""
+
+    Each configuration is one single-node job. A job submitted by an earlier, interrupted sweep (its id is in
+    ``<folder>/jobs.jsonl``) is re-attached, and a record it already wrote is gathered, instead of submitting
+    again. A job that ends without a record is recorded as ``status="timeout"`` or ``"error"``. Ctrl-C stops
+    waiting (the jobs keep running; the same sweep run again gathers them) and propagates.
+
+    Parameters
+    ----------
+    todo : list of RunConfig
+        The configurations to run (none multi-node; on CUDA, none with more devices than ``gpus_per_node``).
+    output : Path
+        The history the records are appended to as they arrive.
+    opts : SlurmOptions
+        Partition, time limit, GPUs per node, ...
+    sweep_id : str
+        The sweep's id, recorded with each run.
+    timeout_s : float, default=600.0
+        Each run's time limit on its node, capped at the job's time limit less a minute (and at least 30 s).
+    progress : bool, default=True
+        Print a line per submitted job and per gathered record to stderr.
+    total : int, optional
+        The sweep's size, skipped configurations included, for the progress count; default ``len(todo)``.
+    existing : DataFrame, optional
+        The history already in ``output``, when the caller has read it (for the repeats' timing flag).
+
+    Returns
+    -------
+    list of dict
+        The records written by this call.
+
+    Raises
+    ------
+    ValueError
+        A multi-node configuration, or one needing more GPUs than a node has.
+    """
     from ..io import append_runs
     from .sweep import append_steps, base_record, finish_record, flag_timing, repeat_medians
 
@@ -244,7 +278,30 @@ def run_sweep_slurm(configs: list, output: Path, slurm, *, timeout_s: float, ret
                     progress: bool):
     """Resume-aware Slurm sweep: skip configurations already in ``output``, submit the rest (:func:`run_slurm`).
 
-    Returns a DataFrame of the records written by this call (what :func:`perfmodel.measure.run_sweep` returns).
+    Parameters
+    ----------
+    configs : list of RunConfig
+        The sweep's configurations.
+    output : Path
+        ``.csv`` or ``.parquet`` history; configurations already recorded there (on any device) are skipped.
+    slurm : SlurmOptions
+        Where and how the jobs run.
+    timeout_s : float
+        Each run's time limit (see :func:`run_slurm`).
+    retry_failed : bool
+        Run again configurations whose earlier record failed.
+    progress : bool
+        Print progress lines to stderr.
+
+    Returns
+    -------
+    DataFrame
+        The records written by this call (what :func:`perfmodel.measure.run_sweep` returns).
+
+    Raises
+    ------
+    TypeError
+        ``slurm`` is not a :class:`SlurmOptions`.
     """
     import pandas as pd
 
