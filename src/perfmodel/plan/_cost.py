@@ -34,7 +34,29 @@ _INFO_COLUMNS = ("region", "as_of", "source", "url", "note")
 def load_prices(prices=None) -> pd.DataFrame:
     """The price table: None (bundled), a CSV or YAML path (a list of rows) or a DataFrame with columns ``gpu_type, provider,
     on_demand_usd_per_hour`` and optionally ``spot_usd_per_hour``. Device names are resolved; negative or
-    non-numeric prices raise ValueError."""
+    non-numeric prices raise ValueError.
+
+    Parameters
+    ----------
+    prices : DataFrame or path, optional
+        The table: a DataFrame (copied), a ``.csv`` file, or a ``.yaml``/``.yml`` file holding a list of rows (or
+        ``{prices: [...]}``; needs PyYAML); default the bundled ``data/prices.csv``.
+
+    Returns
+    -------
+    DataFrame
+        The checked table: prices as floats (an empty on-demand price only in a row with a ``note``), device
+        names resolved, and the optional columns ``spot_usd_per_hour``, ``region``, ``as_of``, ``source``,
+        ``url`` and ``note`` present (empty where the table lacks them).
+
+    Raises
+    ------
+    FileNotFoundError
+        The path does not exist or is not a file.
+    ValueError
+        A required column is missing, a price is negative or not a number, an on-demand price is empty without a
+        note, or a YAML table is not a list of rows.
+    """
     if prices is None:
         from ..datasets import bundled_runs_path
 
@@ -88,7 +110,26 @@ def load_prices(prices=None) -> pd.DataFrame:
 def price_per_hour(gpu_type: str, *, provider: str | None = None, spot: bool = False, prices=None) -> float:
     """Dollars per device-hour (per worker-hour for ``cpu``); the cheapest provider unless ``provider`` is given.
 
-    Raises ValueError naming the device (and the ones that have prices) when the table has no price for it.
+    Parameters
+    ----------
+    gpu_type : str
+        Any name of :mod:`perfmodel.hardware`.
+    provider : str, optional
+        Price from this provider; default the cheapest in the table.
+    spot : bool, default=False
+        The spot price rather than the on-demand one.
+    prices : DataFrame or path, optional
+        The price table (:func:`load_prices`); default the bundled one.
+
+    Returns
+    -------
+    float
+        US dollars per device-hour (the ``usd_per_hour`` of :func:`price_quote`).
+
+    Raises
+    ------
+    UnknownPriceError
+        A ValueError naming the device (and the ones that have prices) when the table has no price for it.
     """
     return price_quote(gpu_type, provider=provider, spot=spot, prices=prices)["usd_per_hour"]
 
@@ -100,6 +141,23 @@ def price_quote(gpu_type: str, *, provider: str | None = None, spot: bool = Fals
     Raises :class:`~perfmodel.exceptions.UnknownPriceError` (a ValueError) naming the device, the devices that
     have prices, and the table's note on why this device has none, when it has none; the exception's ``reason``
     attribute holds that reason alone (:func:`no_price_reason`).
+
+    Parameters
+    ----------
+    gpu_type : str
+        Any name of :mod:`perfmodel.hardware`.
+    provider : str, optional
+        Price from this provider; default the cheapest in the table.
+    spot : bool, default=False
+        The spot price rather than the on-demand one.
+    prices : DataFrame or path, optional
+        The price table (:func:`load_prices`); default the bundled one.
+
+    Returns
+    -------
+    dict
+        ``gpu_type`` (resolved), ``provider``, ``usd_per_hour`` (float), ``spot`` (bool), and ``region``,
+        ``as_of``, ``url`` (str, or None where the row has none).
     """
     table = _checked(prices)
     g = resolve_gpu_type(gpu_type)
@@ -185,7 +243,27 @@ def no_price_reason(gpu_type: str, *, provider=None, spot: bool = False, prices=
 
 @dataclass
 class CostEstimate:
-    """Dollars for one job, with the interval carried from the time prediction."""
+    """Dollars for one job, with the interval carried from the time prediction.
+
+    Attributes
+    ----------
+    dollars : float
+        The expected cost: devices x hours x price.
+    lower, upper : float
+        The cost at the lower and upper end of the time interval.
+    hours : float
+        Expected wall-clock hours, the spot overhead included.
+    usd_per_device_hour : float
+        The price used, per device-hour.
+    devices : int
+        Devices billed.
+    spot : bool
+        Whether the spot price (and the interruption overhead) was used.
+    overhead_fraction : float, default=0.0
+        The spot overhead: the fraction of time added by checkpoints and interruptions (0 on demand).
+    provider, region, as_of, url : str, optional
+        Where the price came from: provider, region, date of the price, source URL.
+    """
 
     dollars: float
     lower: float
@@ -201,7 +279,13 @@ class CostEstimate:
     url: str | None = None
 
     def to_dict(self) -> dict:
-        """Plain JSON types only (``json.dumps(..., allow_nan=False)`` accepts it)."""
+        """Plain JSON types only (``json.dumps(..., allow_nan=False)`` accepts it).
+
+        Returns
+        -------
+        dict
+            The fields by name.
+        """
         return to_plain(self)
 
     def __str__(self) -> str:
@@ -237,6 +321,14 @@ def estimate_cost(prediction=None, *, seconds=None, lower=None, upper=None, gpu_
     prediction : TrainingTimePrediction, optional
         From :func:`perfmodel.predict_training_time` (gives seconds, interval, device type and count); or pass
         ``seconds`` (and optionally ``lower``/``upper``), ``gpu_type`` and ``gpu_count``.
+    seconds : float, optional
+        Predicted seconds of the job, without ``prediction`` (which replaces it when given).
+    lower, upper : float, optional
+        The time interval, ``0 <= lower <= seconds <= upper``; default ``seconds`` (no interval).
+    gpu_type : str, optional
+        The device type to price; default the prediction's.
+    gpu_count : int, optional
+        Devices billed; default the prediction's, else 1.
     provider : str, optional
         Price from this provider; default the cheapest in the table. The result names the provider, region,
         date and source URL of the price used.
@@ -253,6 +345,21 @@ def estimate_cost(prediction=None, *, seconds=None, lower=None, upper=None, gpu_
     interruptions_per_hour : float, default=0.05
         Spot interruption rate (AWS reports most instance types under 5% interruptions per month; 0.05/h is a
         deliberately cautious default).
+
+    Returns
+    -------
+    CostEstimate
+        The cost and its interval. With ``spot`` the time is multiplied by
+        ``(1 + checkpoint_cost_s / checkpoint_interval_s) / (1 - interruptions_per_hour * (restart_s +
+        checkpoint_interval_s / 2) / 3600)``.
+
+    Raises
+    ------
+    ValueError
+        A missing ``gpu_type`` or ``seconds``, an inconsistent interval, an interruption rate that loses more time
+        than the job runs, or no price for the device (:class:`~perfmodel.exceptions.UnknownPriceError`).
+    TypeError
+        ``spot`` is not a bool.
     """
     if prediction is not None:
         seconds, lower, upper = prediction.seconds, prediction.lower, prediction.upper
