@@ -41,10 +41,6 @@ BEING_DOCUMENTED_IN_ANOTHER_CHANGE: frozenset[str] = frozenset({
     "perfmodel.hardware.spec_table",
     "perfmodel.hardware.table_digest",
     "perfmodel.hardware.unregister_device",
-    "perfmodel.plan._llm.LLMJobPlan",
-    "perfmodel.plan._llm.decoder_flops_per_sample",
-    "perfmodel.plan._llm.decoder_params",
-    "perfmodel.plan._memory.MemoryEstimate",
 })
 
 _SECTION = re.compile(r"^([A-Z][A-Za-z ]+)\n-{3,}\s*$", re.MULTILINE)

@@ -258,6 +258,27 @@ def hf_config_shape(config) -> dict:
 def decoder_params(n_layers: int, d_model: int, vocab: int = 0, ffn_mult: float = 4.0) -> float:
     """Parameters of a decoder-only transformer: ``(4 + 2·ffn_mult)·L·d² + vocab·d`` (tied embedding).
 
+    Per layer ``4·d²`` for the attention projections and ``2·ffn_mult·d²`` for the MLP; biases and norms are left
+    out.
+
+    Parameters
+    ----------
+    n_layers : int
+        Transformer layers ``L``.
+    d_model : int
+        Hidden size ``d``.
+    vocab : int, default=0
+        Vocabulary size (one tied embedding matrix); 0 or None leaves the embedding out.
+    ffn_mult : float, default=4.0
+        The MLP's hidden size over ``d_model``.
+
+    Returns
+    -------
+    float
+        The parameter count.
+
+    Examples
+    --------
     >>> decoder_params(32, 4096, 32000)
     6573522944.0
     """
@@ -272,6 +293,27 @@ def decoder_flops_per_sample(params: float, seq_len: int, n_layers: int | None =
                              *, activation_checkpointing: bool = False) -> float:
     """Forward + backward FLOPs of one sequence: ``6·N·seq + 12·L·d·seq²`` (× 4/3 with full checkpointing).
 
+    Parameters
+    ----------
+    params : float
+        Parameter count ``N``.
+    seq_len : int
+        Tokens per sequence.
+    n_layers : int, optional
+        Transformer layers ``L``; with ``d_model``, adds the attention scores' ``12·L·d·seq²`` term (left out when
+        either is None).
+    d_model : int, optional
+        Hidden size ``d``.
+    activation_checkpointing : bool, default=False
+        Full activation checkpointing: the forward pass is run again in the backward, 4/3 of the FLOPs.
+
+    Returns
+    -------
+    float
+        FLOPs of one sequence's forward and backward pass.
+
+    Examples
+    --------
     >>> round(decoder_flops_per_sample(7e9, 4096, 32, 4096) / 1e12, 1)
     198.4
     """
@@ -295,6 +337,8 @@ class LLMJobPlan:
         pp > 1; else exactly ``prediction``'s).
     prediction : TrainingTimePrediction
         What :func:`perfmodel.predict_training_time` answered for the data-parallel query.
+    gpu_type : str
+        The device type (resolved name).
     params, params_formula : float, str
         The parameter count, and how it was obtained ("given", or the formula with its values).
     flops_per_sample, flops_formula : float, str
@@ -307,8 +351,11 @@ class LLMJobPlan:
     batch_size_per_device : int
         ``global_batch / devices``, the ``batch_size`` given to the prediction.
     precision : str
-        The precision predicted for; ``precision_assumed`` says whether it was assumed (not given).
+        The precision predicted for.
+    precision_assumed : bool
+        Whether ``precision`` was assumed (not given).
     memory : MemoryEstimate
+        The per-device memory estimate (:func:`perfmodel.plan.estimate_memory`).
     communication : dict or None
         The communication estimate (module docstring), when tp or pp > 1 or the job spans nodes:
         ``intra_link_gb_per_s`` and ``inter_node_gb_per_s`` (one direction; None where unknown),
@@ -362,12 +409,36 @@ class LLMJobPlan:
         return self.memory.fits
 
     def cost(self, *, provider=None, prices=None, spot=False, **kwargs) -> CostEstimate:
-        """Dollars for the job on ``devices`` devices (:func:`perfmodel.plan.estimate_cost`)."""
+        """Dollars for the job on ``devices`` devices (:func:`perfmodel.plan.estimate_cost`).
+
+        Parameters
+        ----------
+        provider : str, optional
+            Price from this provider; default the cheapest in the table.
+        prices : DataFrame or path, optional
+            Your own price table (:func:`perfmodel.plan.load_prices`); default the bundled one.
+        spot : bool, default=False
+            Spot pricing, with the interruption overhead added to the time.
+        **kwargs
+            The spot overhead's parameters of :func:`perfmodel.plan.estimate_cost` (``checkpoint_interval_s``,
+            ``checkpoint_cost_s``, ``restart_s``, ``interruptions_per_hour``).
+
+        Returns
+        -------
+        CostEstimate
+            The cost of ``seconds`` (and its interval) on ``devices`` devices of ``gpu_type``.
+        """
         return estimate_cost(seconds=self.seconds, lower=self.lower, upper=self.upper, gpu_type=self.gpu_type,
                              gpu_count=self.devices, provider=provider, prices=prices, spot=spot, **kwargs)
 
     def to_dict(self) -> dict:
-        """Plain JSON types only (``json.dumps(..., allow_nan=False)`` accepts it)."""
+        """Plain JSON types only (``json.dumps(..., allow_nan=False)`` accepts it).
+
+        Returns
+        -------
+        dict
+            The fields by name, ``memory`` as :meth:`MemoryEstimate.to_dict` gives it.
+        """
         out = to_plain(self)
         out["memory"] = self.memory.to_dict()
         return out

@@ -92,6 +92,24 @@ class MemoryEstimate:
     fits : bool or None
         ``total_bytes <= device_bytes``; None when the device memory is unknown. With activations unknown, False
         is certain (the model state alone does not fit) and True is not.
+    gpu_type : str or None
+        The device compared with (resolved name); None when none was given.
+    precision : str
+        The training precision.
+    optimizer : str
+        The optimizer (``"adamw"`` or ``"sgd"``).
+    zero_stage : int
+        ZeRO / FSDP sharding stage (0-3).
+    data_parallel, tensor_parallel, pipeline_parallel : int
+        The parallel layout.
+    micro_batch : int
+        Sequences (samples) per device per forward/backward pass.
+    activation_checkpointing : bool
+        Whether full activation checkpointing was assumed.
+    flash_attention : bool
+        Whether attention was assumed not to store the score matrix.
+    notes : list of str
+        Caveats of the estimate (what was not estimated and why).
     """
 
     weights_bytes: float
@@ -128,12 +146,24 @@ class MemoryEstimate:
         return self.activations_bytes is None
 
     def to_dict(self) -> dict:
-        """Plain JSON types only, with ``total_gb`` and ``device_gb``."""
+        """Plain JSON types only, with ``total_gb`` and ``device_gb``.
+
+        Returns
+        -------
+        dict
+            The fields by name, plus ``total_gb`` and ``device_gb``.
+        """
         return to_plain({**{k: getattr(self, k) for k in self.__dataclass_fields__}, "total_gb": self.total_gb,
                          "device_gb": self.device_gb})
 
     def short(self) -> str:
-        """One phrase: ``"123 GB of 80 GB per device: does not fit"``."""
+        """One phrase: ``"123 GB of 80 GB per device: does NOT fit"``.
+
+        Returns
+        -------
+        str
+            The total (``>=`` when activations were not estimated), the device's memory and the verdict.
+        """
         total = f"{'>= ' if self.lower_bound else ''}{self.total_gb:.1f} GB"
         if self.device_bytes is None:
             return f"{total} per device (device memory unknown)"
