@@ -32,7 +32,6 @@ import perfmodel
 # plan/_cost.py, _llm.py, _memory.py). Their test is skipped, not passed. Empty this list as they are done:
 # test_allow_list_is_not_stale fails for an entry that passes already, so the list never outlives its reason.
 BEING_DOCUMENTED_IN_ANOTHER_CHANGE: frozenset[str] = frozenset({
-    "perfmodel.cli.main",
     "perfmodel.hardware.HardwareSpec",
     "perfmodel.hardware.get_spec",
     "perfmodel.hardware.known_gpu_types",

@@ -788,6 +788,23 @@ def _quiet_broken_pipe() -> int:
 
 
 def main(argv=None) -> int:
+    """The ``perfmodel`` command: parse the arguments, run the subcommand, turn errors into an exit status.
+
+    An error is printed as one ``perfmodel: error: ...`` line on stderr, not a traceback. ``argparse`` itself
+    exits (``SystemExit``, status 2) on bad arguments and after ``--help``.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments after the program name; default ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        The exit status: the subcommand's own (0 on success); 1 for a well-formed question the history or price
+        table cannot answer; 2 for bad input (a perfmodel error, ValueError, TypeError, OSError or ImportError);
+        130 on Ctrl-C; 141 when the reader of stdout went away.
+    """
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="perfmodel: %(message)s")
     warnings.showwarning = _one_line_warnings
