@@ -28,19 +28,10 @@ import pytest
 import perfmodel
 
 # BEING DOCUMENTED IN ANOTHER CHANGE. Names (``module.qualname`` where each is defined) whose docstrings are
-# incomplete today, in a file whose edits force a rebuild of the shipped defaults (hardware.py), left for a
-# change that rebuilds them. Their test is skipped, not passed. Empty this list as they are done:
-# test_allow_list_is_not_stale fails for an entry that passes already, so the list never outlives its reason.
-BEING_DOCUMENTED_IN_ANOTHER_CHANGE: frozenset[str] = frozenset({
-    "perfmodel.hardware.HardwareSpec",
-    "perfmodel.hardware.get_spec",
-    "perfmodel.hardware.known_gpu_types",
-    "perfmodel.hardware.load_devices",
-    "perfmodel.hardware.resolve_gpu_type",
-    "perfmodel.hardware.spec_table",
-    "perfmodel.hardware.table_digest",
-    "perfmodel.hardware.unregister_device",
-})
+# incomplete today, left for another change; their test is skipped, not passed. Empty today: every public
+# callable is documented. An entry added here must be removed once it passes: test_allow_list_is_not_stale
+# fails for an entry that passes already, so the list never outlives its reason.
+BEING_DOCUMENTED_IN_ANOTHER_CHANGE: frozenset[str] = frozenset()
 
 _SECTION = re.compile(r"^([A-Z][A-Za-z ]+)\n-{3,}\s*$", re.MULTILINE)
 _PARAMETER_SECTIONS = ("Parameters", "Other Parameters")

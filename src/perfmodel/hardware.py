@@ -75,9 +75,58 @@ _TABLE_COLUMNS = ("vendor", "architecture", "release_year", "fp32_tflops", "tf32
 class HardwareSpec:
     """One accelerator's datasheet figures (dense peaks, TFLOPS; memory GB; bandwidths GB/s).
 
-    ``interconnect_gbps`` is the device-to-device link within a node (bidirectional aggregate, as vendors quote
-    it); ``network_gbps`` the scale-out network per device of the reference system (GB/s in one direction; None
-    where no named source states it). See the module docstring.
+    Frozen; every instance (built-in row, :func:`register_device`, :func:`load_devices`) is validated on
+    construction.
+
+    Attributes
+    ----------
+    name : str
+        Canonical name in the spec table (``"A100-SXM4-80GB"``); non-empty.
+    vendor : str
+        Vendor (``"nvidia"``, ``"amd"``, ``"google"``, ...); non-empty.
+    fp32_tflops : float or None
+        Dense FP32 peak, TFLOPS. None: no figure (e.g. no FP32 matrix peak for TPUs).
+    tf32_tflops : float or None
+        Dense TF32 tensor peak, TFLOPS. None: no TF32 mode (:meth:`peak_tflops` then uses ``fp32_tflops``).
+    fp16_tflops : float or None
+        Dense FP16 tensor peak, TFLOPS. None: no such mode or no published figure.
+    bf16_tflops : float or None
+        Dense BF16 tensor peak, TFLOPS. None: no BF16 (e.g. Volta, Turing) or no published figure.
+    memory_gb : float or None
+        Device memory, GB. None: unknown.
+    memory_bandwidth_gbps : float or None
+        Memory bandwidth, GB/s. None: unknown.
+    interconnect_gbps : float or None
+        Device-to-device bandwidth within a node, GB/s, bidirectional aggregate as vendors quote it. None:
+        unknown.
+    interconnect : str
+        Kind of that link (``"nvlink4"``, ``"pcie5"``, ``"unknown"``, ...); non-empty.
+    source : str
+        Where the figures come from (datasheet, whitepaper, ...), with any uncertainty stated; non-empty.
+    fp8_tflops : float or None, default=None
+        Dense FP8 tensor peak, TFLOPS. None: no FP8 tensor cores (before Hopper/Ada/CDNA3) or no figure.
+    architecture : str or None, default=None
+        Architecture (``"ampere"``, ``"hopper"``, ``"cdna3"``, ...); models that pool devices by architecture
+        share information between rows with the same one. None: unknown, pooled with no other device.
+    release_year : int or None, default=None
+        Year of release, between 1990 and 2100. None: unknown.
+    network_gbps : float or None, default=None
+        Scale-out (inter-node) network per device of the vendor's reference system, GB/s in one direction.
+        None where no named source states it.
+
+    Raises
+    ------
+    TypeError
+        A field of the wrong type (a string field that is not a str, a figure that is not a real number or
+        is a bool, a ``release_year`` that is not an int).
+    DeviceSpecError
+        An empty string field, a figure that is not positive and finite, or a ``release_year`` outside
+        1990-2100.
+
+    Notes
+    -----
+    All number fields are optional in the sense that they may be None, but only the last four have defaults.
+    See the module docstring for what the figures mean (dense peaks, no sparsity doubling).
     """
 
     name: str
@@ -102,6 +151,24 @@ class HardwareSpec:
     def peak_tflops(self, precision: str) -> float | None:
         """Dense peak TFLOPS for ``precision`` (one of :data:`PRECISIONS`); None where unsupported.
 
+        Parameters
+        ----------
+        precision : str
+            One of :data:`PRECISIONS`: ``"fp32"``, ``"tf32"``, ``"fp16"``, ``"bf16"``, ``"fp8"``.
+
+        Returns
+        -------
+        float or None
+            The ``<precision>_tflops`` field; for ``"tf32"``, ``fp32_tflops`` when ``tf32_tflops`` is None.
+            None when the device has no figure for that precision.
+
+        Raises
+        ------
+        ValueError
+            If ``precision`` is not one of :data:`PRECISIONS`.
+
+        Notes
+        -----
         ``tf32`` falls back to the fp32 peak on devices without TF32 tensor cores, because PyTorch then runs
         the matmul in plain fp32. ``fp8`` never falls back: None means the device has no FP8 tensor cores.
         """
@@ -113,7 +180,15 @@ class HardwareSpec:
         return value
 
     def to_dict(self) -> dict:
-        """The row as a dict, in the table's column order (name first, source last)."""
+        """The row as a dict, in the table's column order (name first, source last).
+
+        Returns
+        -------
+        dict
+            ``name``, then ``vendor``, ``architecture``, ``release_year``, the five peaks, ``memory_gb``,
+            ``memory_bandwidth_gbps``, ``interconnect_gbps``, ``interconnect``, ``network_gbps`` and ``source``:
+            every field, None values included.
+        """
         d = asdict(self)
         return {"name": d["name"], **{k: d[k] for k in _TABLE_COLUMNS}}
 
@@ -566,12 +641,33 @@ def _refuse_mig(name: str) -> None:
 def resolve_gpu_type(name: str) -> str:
     """Return the canonical spec-table name for ``name`` (a user's, NVML's, rocm-smi's or a cloud's name).
 
+    Parameters
+    ----------
+    name : str
+        A canonical name, family name (``"A100"``), alias, reported device name (NVML, ``torch.cuda``,
+        rocm-smi, hl-smi), MLPerf system description or cloud instance type; matched case- and
+        punctuation-insensitively, with vendor/brand prefixes and trailing packaging tokens (``"80GB"``,
+        ``"HBM3"``, ``"SXM"``, ...) dropped when the whole name is not known.
+
+    Returns
+    -------
+    str
+        The canonical name of a row of the table (built-in or registered).
+
     Raises
     ------
     TypeError
         If ``name`` is not a string.
     UnknownHardwareError
-        If the name is not known; the message lists the closest known names and how to register a device.
+        If the name is not known, or names an NVIDIA MIG slice that is not registered as a device of its own;
+        the message lists the closest known names and how to register a device.
+
+    Notes
+    -----
+    Registered names and aliases are looked up before the built-in ones. The first call reads the files
+    named by ``PERFMODEL_DEVICES``; if one of them is broken its error is raised again on every call.
+    Successful lookups are cached per exact input string; registering or unregistering a device clears the
+    cache.
     """
     if not isinstance(name, str):
         raise TypeError(f"gpu_type must be a str such as 'A100' or 'cpu'. Got {name!r} of type {type(name).__name__}.")
@@ -596,22 +692,64 @@ def resolve_gpu_type(name: str) -> str:
 
 
 def get_spec(name: str) -> HardwareSpec:
-    """Return the :class:`HardwareSpec` for ``name`` (any alias, instance type or reported name)."""
+    """Return the :class:`HardwareSpec` for ``name`` (any alias, instance type or reported name).
+
+    Parameters
+    ----------
+    name : str
+        Any name :func:`resolve_gpu_type` resolves.
+
+    Returns
+    -------
+    HardwareSpec
+        The registered row for the canonical name if there is one (it overrides a built-in row of the same
+        name), else the built-in row.
+
+    Raises
+    ------
+    TypeError
+        If ``name`` is not a string.
+    UnknownHardwareError
+        If the name is not known (see :func:`resolve_gpu_type`).
+    """
     canonical = resolve_gpu_type(name)
     spec = _USER_SPECS.get(canonical)
     return spec if spec is not None else _BUILTIN_BY_NAME[canonical]
 
 
 def known_gpu_types() -> list[str]:
-    """The canonical names of every device in the table (built-in, then registered)."""
+    """The canonical names of every device in the table (built-in, then registered).
+
+    Returns
+    -------
+    list of str
+        The built-in names in table order, then the registered names that are not built-in, in the order they
+        were registered. A registered device that replaces a built-in row keeps that row's place.
+
+    Notes
+    -----
+    Reads the files named by ``PERFMODEL_DEVICES`` first if no earlier lookup has read them.
+    """
     _ensure_env_loaded()
     return [s.name for s in _BUILTIN] + [n for n in _USER_SPECS if n not in _BUILTIN_BY_NAME]
 
 
 def table_digest() -> str:
     """SHA-256 of the effective spec table: every row (built-in, registered, from ``PERFMODEL_DEVICES``) and every
-    registered alias. Part of every disk-cache key (:func:`perfmodel.cache.cache_key`), so that a fit made with
-    one device table is never served after a device's figures changed."""
+    alias.
+
+    Returns
+    -------
+    str
+        A 64-character hexadecimal SHA-256 digest. It changes when any built-in row or alias, any registered
+        row or any registered alias changes.
+
+    Notes
+    -----
+    Part of every disk-cache key (:func:`perfmodel.cache.cache_key`), so that a fit made with one device table
+    is never served after a device's figures changed. The built-in part is hashed once per process; the
+    registered rows and aliases are hashed again on every call.
+    """
     _ensure_env_loaded()
     if "builtin" not in _DIGEST:
         _DIGEST["builtin"] = hashlib.sha256(json.dumps(
@@ -625,7 +763,17 @@ def table_digest() -> str:
 
 
 def spec_table() -> pd.DataFrame:
-    """The whole table as a DataFrame, one row per device (registered devices included)."""
+    """The whole table as a DataFrame, one row per device (registered devices included).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by canonical name, in the order of :func:`known_gpu_types`; columns ``vendor``,
+        ``architecture``, ``release_year`` (nullable ``Int64``), ``fp32_tflops``, ``tf32_tflops``,
+        ``fp16_tflops``, ``bf16_tflops``, ``fp8_tflops``, ``memory_gb``, ``memory_bandwidth_gbps``,
+        ``interconnect_gbps``, ``interconnect``, ``network_gbps``, ``source``. Each row is what
+        :func:`get_spec` returns, so a registered row shows in place of a built-in row it replaced.
+    """
     rows = [get_spec(n).to_dict() for n in known_gpu_types()]
     table = pd.DataFrame(rows).set_index("name")
     table["release_year"] = table["release_year"].astype("Int64")
@@ -752,10 +900,23 @@ def register_device(*, name: str, vendor: str, source: str, fp32_tflops: float |
 def unregister_device(name: str) -> None:
     """Remove a device added by :func:`register_device` (a built-in row it replaced comes back).
 
+    Parameters
+    ----------
+    name : str
+        The registered device's canonical name, or one of its registered aliases (matched case- and
+        punctuation-insensitively).
+
     Raises
     ------
+    TypeError
+        If ``name`` is not a string.
     UnknownHardwareError
-        If ``name`` is not a registered device.
+        If ``name`` is not a registered device (built-in devices cannot be removed).
+
+    Notes
+    -----
+    Also removes every alias registered for the device and clears the lookup cache. Devices loaded with
+    :func:`load_devices` or from ``PERFMODEL_DEVICES`` are registered devices and can be removed the same way.
     """
     if not isinstance(name, str):
         raise TypeError(f"The 'name' parameter of unregister_device must be a str. Got {name!r}.")
@@ -852,10 +1013,40 @@ def _read_rows_unchecked(path: Path) -> list[dict]:
 def load_devices(path: str | os.PathLike, *, replace: bool = False) -> list[str]:
     """Register every device listed in a YAML or CSV file; returns their names.
 
-    YAML: a list of mappings, or ``{devices: [...]}``. CSV: a header of field names, one device per line,
-    aliases separated by ``;`` or ``|``. Fields are those of :func:`register_device` (optional ones, such as
-    ``network_gbps``, may be left out of the header or empty); a row may set ``replace: true``. The whole file is
-    checked before any device is registered.
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.yaml``/``.yml`` file (a list of mappings, or ``{devices: [...]}``) or a ``.csv`` file (a header of
+        field names, one device per line, aliases separated by ``;`` or ``|``), UTF-8. Fields are those of
+        :func:`register_device`; ``name``, ``vendor`` and ``source`` are required, optional ones may be left out
+        or empty (``""``, ``none``, ``null``, ``na``, ``nan``).
+    replace : bool, default=False
+        Default for rows that do not set ``replace`` themselves: allow a row's name or aliases to take over a
+        known device or alias.
+
+    Returns
+    -------
+    list of str
+        The canonical names of the devices registered, in file order.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` is not a file.
+    TypeError
+        A field of the wrong type (the message names the file and the device's position).
+    DeviceSpecError
+        A wrong suffix, a file that is not UTF-8 or not valid YAML, a YAML file that is not a list of mappings,
+        an empty CSV or a line with more cells than the header, an unknown or missing required field, a value
+        that does not parse or validate, a device listed twice, two rows claiming the same name or alias, or a
+        clash with a known device or alias on a row without ``replace``.
+    ImportError
+        If the file is YAML and PyYAML is not installed.
+
+    Notes
+    -----
+    The whole file is checked before any device is registered: on any error nothing in it is registered, and a
+    failure part-way through registration restores the table as it was.
     """
     path = Path(path)
     if not path.is_file():
