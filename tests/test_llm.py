@@ -273,7 +273,7 @@ class TestInterNode:
         assert c["dp_allreduce_s_per_step"] == pytest.approx(self.hierarchical(j.params, 8, 8, 450, 50))
         assert c["dp_added_s_per_step"] == 0 and c["added_s_per_step"] == 0
         assert (j.seconds, j.upper) == (j.prediction.seconds, j.prediction.upper)  # the fitted time holds it
-        assert "part of the fitted time" in str(j) and "hierarchical" in str(j)
+        assert "not added; the fitted time holds what its method learned" in str(j) and "hierarchical" in str(j)
 
     def test_a_slower_network_adds_the_difference(self):
         ref, slow, fast = _job(), _job(inter_node_gbps=12.5), _job(inter_node_gbps=100)

@@ -150,7 +150,8 @@ def model_spec(model, example_input, fitted) -> dict:
     Parameters
     ----------
     model : str, dict or torch.nn.Module
-        A model name in the history; a dict with ``params`` (and optionally ``flops_per_sample`` and ``name``);
+        A model name in the history; a dict with ``params`` (and optionally ``flops_per_sample``, ``name`` and
+        ``family``: ``"cnn"`` for convolutions, ``"decoder"``, ``"encoder"``... for matmuls);
         or a ``torch.nn.Module`` (its parameters and FLOPs counted with :func:`perfmodel.measure.flops.count_module`).
     example_input : torch.Tensor or None
         One sample without the batch dimension; needed when ``model`` is a module, ignored otherwise.
@@ -196,7 +197,14 @@ def model_spec(model, example_input, fitted) -> dict:
         where = f"the model spec of {_WHERE}"
         params = check_positive_float(model["params"], "params", where)
         fps = check_positive_float(model.get("flops_per_sample"), "flops_per_sample", where, allow_none=True)
-        return {"model": str(model.get("name", "custom")), "params": params, "flops_per_sample": fps}
+        spec = {"model": str(model.get("name", "custom")), "params": params, "flops_per_sample": fps}
+        family = model.get("family")
+        if family is not None:  # what its FLOPs are (cnn: convolutions; decoder, encoder, ...: matmuls)
+            if not isinstance(family, str) or not family.strip():
+                raise TypeError(f"The 'family' of {where} must be a non-empty string such as 'cnn' or 'decoder'. "
+                                f"Got {family!r}.")
+            spec["family"] = family.strip().lower()
+        return spec
     if _is_torch_module(model):
         if example_input is None:
             raise ValueError(

@@ -729,7 +729,8 @@ def plan_llm_job(*, seq_len, global_batch, gpu_type, params=None, n_layers=None,
     # --- the prediction (data-parallel)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        pred = predict_training_time({"params": params, "flops_per_sample": fps, "name": name},
+        query = {"params": params, "flops_per_sample": fps, "name": name, "family": "decoder"}  # matmuls
+        pred = predict_training_time(query,
                                      batch_size=per_device, gpu_count=devices, gpu_type=g, steps=n_steps,
                                      precision=precision, history=history, confidence=confidence, method=method)
     for w in caught:  # passed on, from the caller's line
