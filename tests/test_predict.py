@@ -496,3 +496,23 @@ def test_a_known_model_is_predicted_with_its_runs_family_and_op_counts():
     many = predict_many(pd.DataFrame({"model": ["gpt-m"], "params": [float(row["params"].iloc[0])], "batch_size": [32],
                                       "gpu_count": [2], "gpu_type": ["cpu"], "steps": [1]}), history=fitted)
     assert many["step_time_s"].iloc[0] == pytest.approx(direct, rel=1e-9)
+
+
+class TestModelSpecFamily:
+    """A dict spec may say what its FLOPs are: the baselines pool utilisation by op class."""
+
+    def test_family_reaches_the_query(self):
+        import warnings
+
+        spec = {"params": 25.6e6, "flops_per_sample": 2.46e10}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cnn = predict_training_time({**spec, "family": "cnn"}, batch_size=256, gpu_count=8,
+                                        gpu_type="A100-SXM4-80GB", steps=1000, method="mfu")
+            dec = predict_training_time({**spec, "family": "Decoder"}, batch_size=256, gpu_count=8,
+                                        gpu_type="A100-SXM4-80GB", steps=1000, method="mfu")
+        assert cnn.seconds > 2 * dec.seconds  # convolutions reach a smaller share of the peak than matmuls
+
+    def test_bad_family_is_refused(self):
+        with pytest.raises(TypeError, match="family"):
+            predict_training_time({"params": 1e6, "family": 3}, batch_size=8, gpu_type="cpu", steps=10)
