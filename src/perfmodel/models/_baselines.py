@@ -60,6 +60,9 @@ class _Baseline(NamedColumnsMixin):
     _CODES = ("model_code", "device_code", "precision_code")
     _FINITE_FIT = False
 
+    def __init__(self, *, columns: dict | None = None):  # both rules: only where each quantity is
+        self.columns = columns
+
 
 def _in_sample(reg, X, y) -> None:
     """In-sample residual std and R² of log step time (``X``: the design, quantities in order)."""
@@ -123,9 +126,6 @@ class MFURegressor(_Baseline, RegressorMixin, BaseEstimator):
     >>> MFURegressor().fit(X, [0.8, 1.0, 2.0]).predict(X[:1]).round(3)  # median MFU 0.4 -> 1 s
     array([1.])
     """
-
-    def __init__(self, *, columns: dict | None = None):
-        self.columns = columns
 
     def fit(self, X, y):
         """Pool the achieved utilisations of the runs.
@@ -301,9 +301,6 @@ class RatioRegressor(_Baseline, RegressorMixin, BaseEstimator):
     >>> RatioRegressor().fit(X, [1.0, 1.0, 1.0]).predict(q).round(3)  # 1 s x 2 x sqrt(1/4 x 1/4)
     array([0.5])
     """
-
-    def __init__(self, *, columns: dict | None = None):
-        self.columns = columns
 
     def fit(self, X, y):
         """Keep the runs as references, and fit the ``mfu`` rule for models they lack.
