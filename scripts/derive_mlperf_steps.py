@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from perfmodel.importers.mlperf import SKIPPED_BENCHMARKS, _frame, loadable, make_run_id, summarize_run
+from perfmodel.hardware import get_spec
 from perfmodel.io import load_runs
 
 ROUNDS = ["v1.0", "v1.1", "v2.0", "v2.1", "v3.0", "v3.1", "v4.0", "v4.1", "v5.0"]
@@ -156,6 +157,17 @@ def _md(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def _utilisation(ok: pd.DataFrame) -> pd.DataFrame:
+    def share(row):
+        peak = get_spec(row["gpu_type"]).peak_tflops(row["precision"])
+        return row["flops_per_sample"] * row["batch_size"] / row["step_time_s"] / (peak * 1e12) if peak else None
+
+    u = ok.assign(u=ok.apply(share, axis=1).astype(float))
+    t = u.groupby("benchmark")["u"].agg(["median", "max"]).round(2)
+    t.columns = ["median", "max"]
+    return t
+
+
 def summary(ok: pd.DataFrame, rest: pd.DataFrame) -> str:
     """Markdown tables for data/README.md: loadable rows per benchmark x device, and why the rest are out."""
     out = ["Loadable rows (`data/mlperf_steps.csv`) per benchmark and `gpu_type`:", ""]
@@ -163,6 +175,9 @@ def summary(ok: pd.DataFrame, rest: pd.DataFrame) -> str:
         t = ok.pivot_table(index="benchmark", columns="gpu_type", values="run_id", aggfunc="count", fill_value=0)
         t["total"] = t.sum(axis=1)
         out.append(_md(t))
+        out += ["", "Implied utilisation of the loadable rows (FLOPs per sample x per-device batch / step time / the "
+                "device's dense peak at the row's precision, `perfmodel.hardware`), per benchmark:", ""]
+        out.append(_md(_utilisation(ok)))
     out += ["", "Rows per round (loadable / excluded):", ""]
     rounds = pd.concat([ok.assign(kind="loadable"), rest.assign(kind="excluded")]) if len(rest) else ok.assign(
         kind="loadable")
