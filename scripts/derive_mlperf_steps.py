@@ -3,7 +3,10 @@
 The inputs are the public repositories https://github.com/mlcommons/training_results_v<round> (Apache-2.0),
 read straight from bare git mirrors (no checkout needed): for each round, every
 ``<submitter>/results/<system>/<benchmark>/result_<n>.txt`` and ``<submitter>/systems/<system>.json`` at the
-mirror's HEAD commit, which is recorded in every row (``source_commit``) and printed.
+mirror's HEAD commit, which is recorded in every row (``source_commit``) and printed. Where a log does not state
+its precision, the launch configs, READMEs and argparse definitions under
+``<submitter>/benchmarks/<benchmark>/implementations/`` are read for it
+(``perfmodel.importers.mlperf.implementation_precision``).
 
 Usage::
 
@@ -20,18 +23,22 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pandas as pd
 
-from perfmodel.importers.mlperf import SKIPPED_BENCHMARKS, _frame, loadable, make_run_id, summarize_run
+from perfmodel.importers.mlperf import (SKIPPED_BENCHMARKS, _frame, is_implementation_file, loadable, make_run_id,
+                                       summarize_run)
 from perfmodel.hardware import get_spec
 from perfmodel.io import load_runs
 
 ROUNDS = ["v1.0", "v1.1", "v2.0", "v2.1", "v3.0", "v3.1", "v4.0", "v4.1", "v5.0"]
 RESULT = re.compile(r"^([^/]+)/results/([^/]+)/([^/]+)/(result_\d+\.txt)$")
 SYSTEM = re.compile(r"^([^/]+)/systems/([^/]+)\.json$")
+IMPLEMENTATION = re.compile(r"^([^/]+)/benchmarks/([^/]+)/implementations/")
+MAX_PY_BYTES = 1_000_000  # larger Python files are not read for argparse definitions
 
 
 def _git_dir(mirrors: Path, rnd: str) -> Path | None:
@@ -63,12 +70,57 @@ class _Blobs:
         self.p.wait()
 
 
+class _LazyFiles(Mapping):
+    """Path -> text of some blobs, read on first use (most runs state their precision and never need them);
+    Python files are kept only where they define command-line flags."""
+
+    def __init__(self, blobs: _Blobs, commit: str, paths: list[str]):
+        self.blobs, self.commit, self.paths, self._files = blobs, commit, paths, None
+
+    def _load(self) -> dict[str, str]:
+        if self._files is None:
+            self._files = {}
+            for n in self.paths:
+                raw = self.blobs.read(f"{self.commit}:{n}")
+                if raw is None:  # absent from the mirror (large file)
+                    continue
+                text = raw.decode("utf-8", "replace")
+                if n.endswith(".py") and "add_argument" not in text:
+                    continue
+                self._files[n] = text
+        return self._files
+
+    def __getitem__(self, key):
+        return self._load()[key]
+
+    def __iter__(self):
+        return iter(self._load())
+
+    def __len__(self):
+        return len(self._load())
+
+
 def derive_round(git_dir: Path, rnd: str) -> tuple[list[dict], str]:
     commit = subprocess.run(["git", "--git-dir", str(git_dir), "rev-parse", "HEAD"], capture_output=True,
                             text=True, check=True).stdout.strip()
-    names = subprocess.run(["git", "--git-dir", str(git_dir), "ls-tree", "-r", "--name-only", "HEAD"],
-                           capture_output=True, text=True, check=True).stdout.splitlines()
+    listing = subprocess.run(["git", "--git-dir", str(git_dir), "ls-tree", "-r", "-l", "HEAD"],
+                             capture_output=True, text=True, check=True).stdout.splitlines()
+    names, sizes = [], {}
+    for entry in listing:
+        if "\t" not in entry:
+            continue
+        meta, name = entry.split("\t", 1)
+        names.append(name)
+        size = meta.split()[-1]
+        sizes[name] = int(size) if size.isdigit() else None
+    impl_names: dict[tuple[str, str], list[str]] = {}
+    for n in names:
+        m = IMPLEMENTATION.match(n)
+        if m and is_implementation_file(n) and (not n.endswith(".py") or (sizes.get(n) or 0) <= MAX_PY_BYTES):
+            impl_names.setdefault(m.groups(), []).append(n)
     blobs = _Blobs(git_dir)
+    impl_files = {key: _LazyFiles(blobs, commit, paths) for key, paths in impl_names.items()}
+
     systems = {}
     for n in names:
         m = SYSTEM.match(n)
@@ -93,6 +145,7 @@ def derive_round(git_dir: Path, rnd: str) -> tuple[list[dict], str]:
         sysd = systems.get((submitter, system))
         try:
             row = summarize_run(raw.decode("utf-8", "replace"), sysd, benchmark=bench, source_path=n,
+                                implementation=impl_files.get((submitter, bench)),
                                 round=rnd, submitter=submitter, system=system,
                                 source_repo=f"https://github.com/mlcommons/training_results_{rnd}",
                                 source_commit=commit)

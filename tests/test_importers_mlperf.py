@@ -16,6 +16,8 @@ from perfmodel.importers.mlperf import (
     BENCHMARKS,
     MLPerfFormatError,
     find_result_files,
+    implementation_precision,
+    is_implementation_file,
     loadable,
     parse_mllog,
     summarize_run,
@@ -27,6 +29,7 @@ BERT = DATA / "v4.0/Dell/results/XE9680x8H100-SXM-80GB/bert/result_0.txt"
 LLAMA = DATA / "v4.0/Dell/results/XE9680x8H100-SXM-80GB/llama2_70b_lora/result_0.txt"
 RESNET = DATA / "v1.0/NVIDIA/results/dgxa100_ngc21.05_mxnet/resnet/result_0.txt"
 DELL_SYSTEM = DATA / "v4.0/Dell/systems/XE9680x8H100-SXM-80GB.json"
+RESNET_SYSTEM = DATA / "v1.0/NVIDIA/systems/dgxa100_ngc21.05_mxnet.json"
 
 
 @pytest.fixture(scope="module")
@@ -397,3 +400,123 @@ def test_epoch_times_stops_at_a_gap_and_ignores_logs_without_epochs():
         ("epoch_start", 9000, 4), ("epoch_stop", 9900, 4)])
     assert epoch_times(text) == [(1, 2.0), (2, 1.5)]
     assert epoch_times(':::MLLOG {"key": "run_start", "value": null, "time_ms": 0, "metadata": {}}') == []
+
+
+# ------------------------------------------------------------------------------------- implementation configs
+def _implementation(rnd: str, submitter: str, benchmark: str) -> dict[str, str]:
+    """The fixture's ``<submitter>/benchmarks/<benchmark>/implementations/`` files, keyed as in the repository."""
+    root = DATA / rnd / submitter
+    return {f"{submitter}/{f.relative_to(root).as_posix()}": f.read_text()
+            for f in sorted((root / "benchmarks" / benchmark).rglob("*")) if f.is_file() and is_implementation_file(f.name)}
+
+
+_LORA_CONFIG = "NVIDIA/benchmarks/llama2_70b_lora/implementations/nemo/config_DGXH100_1x8x4xtp4pp1cp1.sh"
+
+
+class TestImplementationPrecision:
+    """The precision a submission's launch config states (excerpts of the v3.0, v3.1 and v4.0 repositories)."""
+
+    def test_config_named_by_the_systems_readme(self):
+        # README-eos_ngc24.04_nemo.md names nemo/config_DGXH100_1x8x4xtp4pp1cp1.sh, which exports FP8=True.
+        got = implementation_precision(_implementation("v4.0", "NVIDIA", "llama2_70b_lora"), "eos_ngc24.04_nemo")
+        assert got[:2] == ("fp8", "implementation_config")
+        assert "README-eos_ngc24.04_nemo.md" in got[2] and got[2].endswith(f"{_LORA_CONFIG}: export FP8=True")
+
+    def test_without_the_readme_every_config_for_the_size_must_agree(self):
+        files = _implementation("v4.0", "NVIDIA", "llama2_70b_lora")
+        files = {p: t for p, t in files.items() if "README" not in p}
+        # no config is the system's: the two 1-node, 8-GPU configs (H100 and H200) both export FP8=True
+        got = implementation_precision(files, "eos_ngc24.04_nemo", _H100x8)
+        assert got[:2] == ("fp8", "implementation_configs") and "(all 2 agree)" in got[2]
+        # one of them not stating fp8 any more: the candidates disagree, nothing is claimed
+        h200 = "NVIDIA/benchmarks/llama2_70b_lora/implementations/nemo/config_DGXH200_1x8x2xtp2pp1cp1.sh"
+        files[h200] = files[h200].replace("export FP8=True", "export FP8=False")
+        assert implementation_precision(files, "eos_ngc24.04_nemo", _H100x8) is None
+
+    def test_flag_whose_argparse_help_enables_fp8(self):
+        # config_ESC-N8-E11.sh passes --use_transformer_engine2; run_pretraining.py: help='Enable FP8 layers'
+        files = _implementation("v3.1", "ASUSTeK", "bert")
+        got = implementation_precision(files, "ESC-N8-E11")
+        assert got[:2] == ("fp8", "implementation_config")
+        assert "--use_transformer_engine2" in got[2] and "run_pretraining.py" in got[2]
+        # the flag alone says nothing: without the code that defines it, no claim
+        assert implementation_precision({p: t for p, t in files.items() if not p.endswith(".py")},
+                                        "ESC-N8-E11") is None
+
+    def test_config_for_the_systems_node_count(self):
+        # dgxh100_n64_nemo: 64 nodes; of the two configs only config_DGXH100_64x8x128x4x8_mbs1.sh is for 64 nodes,
+        # and it states fp8 through the config_fp8.sh it sources
+        system = json.loads((DATA / "v3.0/NVIDIA/systems/dgxh100_n64_nemo.json").read_text())
+        got = implementation_precision(_implementation("v3.0", "NVIDIA", "gpt3"), "dgxh100_n64_nemo", system)
+        assert got[:2] == ("fp8", "implementation_configs")
+        assert "64 nodes" in got[2] and "config_DGXH100_64x8x128x4x8_mbs1.sh;" in got[2]
+        assert got[2].endswith("config_fp8.sh: export FP8=True")
+        # a system size no published config has: no claim
+        assert implementation_precision(_implementation("v3.0", "NVIDIA", "gpt3"), "dgxh100_n64_nemo",
+                                        dict(system, number_of_nodes="32")) is None
+
+    def test_config_that_does_not_state_fp8(self):
+        # the 434-node BERT config passes no FP8 flag (the flag is defined, the config does not use it)
+        assert implementation_precision(_implementation("v4.0", "NVIDIA", "bert"), "eos_n434_ngc23.09_pytorch") is None
+
+    def test_last_setting_wins_and_conditionals_are_not_read(self):
+        common = {"x/implementations/impl/config_common.sh": "export FP8=True\n"}
+        later_off = {"x/implementations/impl/config_box.sh": "source $(dirname ${BASH_SOURCE[0]})/config_common.sh\n"
+                                                             "export FP8=False\n", **common}
+        assert implementation_precision(later_off, "box") is None
+        later_on = {"x/implementations/impl/config_box.sh": "export FP8=False\n"
+                                                            "source $(dirname ${BASH_SOURCE[0]})/config_common.sh\n",
+                    **common}
+        assert implementation_precision(later_on, "box")[0] == "fp8"
+        conditional = {"x/implementations/impl/config_box.sh": 'if [[ "$X" == 1 ]]; then\n  export FP8=True\nfi\n'}
+        assert implementation_precision(conditional, "box") is None
+        assert implementation_precision({"x/implementations/impl/config_box.sh": "# export FP8=True\n"}, "box") is None
+
+    def test_nothing_to_read(self):
+        assert implementation_precision({}, "box") is None
+        assert implementation_precision({"x/implementations/impl/README.md": "text"}, "box") is None
+        with pytest.raises(TypeError, match="mapping of path -> text"):
+            implementation_precision(["config_box.sh"], "box")
+
+    def test_file_names_read(self):
+        assert is_implementation_file("a/b/config_DGXH100_1x8x4xtp4pp1cp1.sh")
+        assert is_implementation_file("README-eos.md") and is_implementation_file("run_pretraining.py")
+        assert not is_implementation_file("a/run.sub") and not is_implementation_file("conf/model_config.yaml")
+
+
+class TestPrecisionFromTheImplementation:
+    """summarize_run / from_mlperf read the config only where the log and the system description are silent."""
+
+    def test_silent_log_on_an_fp8_device(self):
+        # The v1.0 ResNet log states no precision; on an H100 system the implementation's FP8=True is taken.
+        row = summarize_run(RESNET.read_text(), _H100x8, system="eos_ngc24.04_nemo",
+                            implementation=_implementation("v4.0", "NVIDIA", "llama2_70b_lora"))
+        assert row["precision"] == "fp8"
+        assert (row["precision_reported"], row["precision_source"]) == ("fp8", "implementation_config")
+        assert _LORA_CONFIG in row["precision_evidence"]
+
+    def test_no_fp8_peak_no_fp8(self):
+        # A100: no fp8 peak in perfmodel.hardware, so the config's fp8 is not used at all
+        row = summarize_run(RESNET.read_text(), json.loads(RESNET_SYSTEM.read_text()), system="eos_ngc24.04_nemo",
+                            implementation=_implementation("v4.0", "NVIDIA", "llama2_70b_lora"))
+        assert (row["precision"], row["precision_source"]) == ("bf16", "assumed")
+
+    def test_the_logs_statement_comes_first(self):
+        row = summarize_run(BERT.read_text(), json.loads(DELL_SYSTEM.read_text()), system="ESC-N8-E11",
+                            implementation=_implementation("v3.1", "ASUSTeK", "bert"))
+        assert (row["precision_source"], row["precision_evidence"]) == ("log_text", "using fp8")
+
+    def test_from_mlperf_finds_the_implementation_next_to_the_results(self, tmp_path):
+        # A results tree laid out as in the repositories: results/<system>/, systems/<system>.json and
+        # benchmarks/<benchmark>/implementations/. (The log is the ResNet excerpt and the configs the Llama-2 ones:
+        # this checks where the files are looked for, not what a ResNet run used.)
+        sub = tmp_path / "v4.0" / "NVIDIA"
+        (sub / "results" / "eos_ngc24.04_nemo" / "resnet").mkdir(parents=True)
+        shutil.copy(RESNET, sub / "results" / "eos_ngc24.04_nemo" / "resnet" / "result_0.txt")
+        (sub / "systems").mkdir()
+        shutil.copy(DELL_SYSTEM, sub / "systems" / "eos_ngc24.04_nemo.json")
+        shutil.copytree(DATA / "v4.0/NVIDIA/benchmarks/llama2_70b_lora", sub / "benchmarks" / "resnet")
+        row = from_mlperf([tmp_path]).iloc[0]
+        assert (row["precision"], row["precision_source"]) == ("fp8", "implementation_config")
+        assert "NVIDIA/benchmarks/resnet/implementations/nemo/config_DGXH100_1x8x4xtp4pp1cp1.sh" in row[
+            "precision_evidence"]

@@ -29,6 +29,13 @@ Sizes and FLOPs come from :data:`BENCHMARKS`, each figure cited; benchmarks with
 or FLOPs figure get NaN there and an ``excluded_reason`` (perfmodel would otherwise fall back to 6·params
 FLOPs per sample, far off for a diffusion UNet or a recommender).
 
+The precision (``precision_source``) is what the log states (``mllog``: a logged key; ``log_text``: a line of
+the run's output), else what the system description states (``system_json``), else what the launch config of
+the run's system in the submission's ``benchmarks/<benchmark>/implementations/`` states
+(``implementation_config`` where the config is identified as the system's, ``implementation_configs`` where
+every published config for the system's size agrees; fp8 only, and only on devices with an fp8 peak; see
+:func:`implementation_precision`), else ``assumed`` (bf16; fp16 on V100/T4/P100).
+
 Examples
 --------
 ::
@@ -67,6 +74,8 @@ __all__ = [
     "parse_mllog",
     "summarize_run",
     "find_result_files",
+    "implementation_precision",
+    "is_implementation_file",
     "loadable",
 ]
 
@@ -493,6 +502,296 @@ def _precision(events, text: str, system: Mapping | None, accelerator: str | Non
     return assumed, "assumed", ""
 
 
+# ------------------------------------------------------------------------------------- implementation configs
+# A submission's code and launch configs sit next to its results: ``<submitter>/benchmarks/<benchmark>/
+# implementations/<impl>/config_*.sh`` (shell files exporting the run's settings, e.g. ``export FP8=True``, or
+# passing flags in ``EXTRA_PARAMS``). Where a log does not state its precision, the config of the run's system
+# may. See :func:`implementation_precision`.
+_CONFIG_FILE = re.compile(r"^config.*\.sh$", re.I)
+_README_FILE = re.compile(r"^readme.*\.md$", re.I)
+_SOURCE_LINE = re.compile(r"^(?:source|\.)\s+.*?([\w.+-]+\.sh)\b")
+_FP8_ASSIGN = re.compile(r"^(?:export\s+)?FP8=(.*)$")
+_FLAG = re.compile(r"(?<![\w-])--([A-Za-z][\w-]*)")
+_SHELL_DEFAULT = re.compile(r"^\$\{[A-Za-z_]\w*:?[-=]([^}]*)\}$")
+_CONFIG_REF = re.compile(r"(?<![\w*.-])(config_[\w.+-]*?\.sh)\b(?!\*)")
+_FOLDER_REF = re.compile(r"\]\(\.\./([^)/\s]+)/?\)")
+_FP8_HELP = re.compile(r"^\s*(?:enables?|use)\s+fp8\b", re.I)
+_TRUE, _FALSE = frozenset({"true", "1", "yes", "on"}), frozenset({"false", "0", "no", "off", ""})
+_MAX_PY_CHARS = 1_000_000
+
+
+def is_implementation_file(path: str) -> bool:
+    """Whether :func:`implementation_precision` reads a file of a benchmark's implementations, by its name.
+
+    Parameters
+    ----------
+    path : str
+        The file's path (only its name counts): ``config*.sh`` launch configs, ``README*.md`` files (which name
+        a system's config) and ``*.py`` files (whose command-line flags' help texts say what a flag does).
+
+    Returns
+    -------
+    bool
+        True for a file worth reading.
+    """
+    name = str(path).replace("\\", "/").rsplit("/", 1)[-1]
+    return bool(_CONFIG_FILE.match(name) or _README_FILE.match(name) or name.endswith(".py"))
+
+
+def _impl_folder(path: str) -> str:
+    """The implementation folder a file is in: the path component after ``implementations``, else the first."""
+    parts = path.split("/")
+    if "implementations" in parts[:-1]:
+        i = parts.index("implementations")
+        return parts[i + 1] if i + 1 < len(parts) - 1 else ""
+    return parts[0] if len(parts) > 1 else ""
+
+
+def _folder_path(path: str) -> str:
+    return path.rsplit("/", 1)[0] if "/" in path else ""
+
+
+def _shell_value(raw: str) -> str:
+    """The value of a shell assignment's right-hand side: quotes, a trailing comment and a ``${X:-v}``
+    default around it dropped."""
+    v = re.split(r"\s+#", raw.strip(), maxsplit=1)[0].strip().rstrip(";").strip().strip("\"'")
+    m = _SHELL_DEFAULT.match(v)
+    return m.group(1).strip().strip("\"'") if m else v
+
+
+class _Configs:
+    """The launch configs among an implementation's files, how they source each other, what they set, and the
+    flags whose argparse help says they enable FP8."""
+
+    def __init__(self, files: Mapping[str, str]):
+        self.files = {str(p).replace("\\", "/"): t for p, t in files.items() if isinstance(t, str)}
+        self.configs = sorted(p for p in self.files if _CONFIG_FILE.match(p.rsplit("/", 1)[-1]))
+        self.by_name: dict[str, list[str]] = {}
+        for p in self.configs:
+            self.by_name.setdefault(p.rsplit("/", 1)[-1].lower(), []).append(p)
+        self._help: dict[str, str | None] = {}
+        self._settings: dict[str, dict] = {}
+
+    def sourced(self, path: str) -> set[str]:
+        """Names (lower case) of the files a config sources."""
+        out = set()
+        for line in self.files[path].splitlines():
+            m = _SOURCE_LINE.match(line.strip())
+            if m:
+                out.add(m.group(1).lower())
+        return out
+
+    def resolve(self, name: str, near: Iterable[str] = ()) -> list[str]:
+        """The configs of that file name, those in the folders ``near`` first (all of them when none is)."""
+        cands = self.by_name.get(name.lower(), [])
+        for folder in near:
+            here = [c for c in cands if _folder_path(c) == folder]
+            if here:
+                return here
+        return cands
+
+    def _sourced_file(self, name: str, by: str) -> str | None:
+        """The file a config's ``source .../name`` reads: the one next to it, else the only one of that name in
+        its implementation folder, else the only one anywhere (None where that is ambiguous)."""
+        cands = self.by_name.get(name.lower(), [])
+        for pool in ([c for c in cands if _folder_path(c) == _folder_path(by)],
+                     [c for c in cands if _impl_folder(c) == _impl_folder(by)], cands):
+            if len(pool) == 1:
+                return pool[0]
+            if pool:
+                return None
+        return None
+
+    def fp8_flag(self, flag: str) -> str | None:
+        """The Python file whose ``add_argument('--flag', action='store_true', help='Enable FP8 ...')`` defines
+        the flag (None when no file defines it so)."""
+        if flag not in self._help:
+            self._help[flag] = None
+            pat = re.compile(r"add_argument\(\s*['\"]--" + re.escape(flag) + r"['\"]([^)]{0,600})\)")
+            for p, t in sorted(self.files.items()):
+                head = t[:_MAX_PY_CHARS]
+                if not p.endswith(".py") or "--" + flag not in head:
+                    continue
+                for m in pat.finditer(head):
+                    body = m.group(1)
+                    h = re.search(r"help\s*=\s*['\"]([^'\"]*)", body)
+                    if h and _FP8_HELP.search(h.group(1)) and "store_true" in body:
+                        self._help[flag] = p
+                        break
+                if self._help[flag]:
+                    break
+        return self._help[flag]
+
+    def settings(self, path: str, seen: frozenset = frozenset()) -> dict:
+        """What a config sets, following the files it sources in order: ``{"FP8" | "DGXNNODES" | "DGXNGPU":
+        (value, file, line)}``, the last setting of each; the value is None where it is set inside a shell
+        conditional (``if``/``case``/loops: not readable without running it). ``FP8`` is a bool (``FP8=True``,
+        a ``--fp8`` flag or a flag whose argparse help says it enables FP8)."""
+        if path in self._settings:
+            return self._settings[path]
+        if path in seen:
+            return {}
+        out: dict = {}
+        depth = 0
+        for line in self.files[path].splitlines():
+            s = line.strip()
+            if not s or s.startswith("#"):
+                continue
+            word = s.split(None, 1)[0].rstrip(";")
+            if word in ("if", "case", "for", "while", "until"):
+                depth += 1
+            elif word in ("fi", "esac", "done"):
+                depth = max(0, depth - 1)
+            m = _SOURCE_LINE.match(s)
+            if m:
+                target = self._sourced_file(m.group(1), path)
+                if target:
+                    for k, (v, f, ln) in self.settings(target, seen | {path}).items():
+                        out[k] = (v if depth == 0 else None, f, ln)
+                continue
+            m = _FP8_ASSIGN.match(s)
+            if m:
+                v = _shell_value(m.group(1)).lower()
+                if v in _TRUE or v in _FALSE:
+                    out["FP8"] = (v in _TRUE if depth == 0 else None, path, s)
+                continue
+            m = re.match(r"^(?:export\s+)?(DGXNNODES|DGXNGPU)=(.*)$", s)
+            if m:
+                v = _shell_value(m.group(2))
+                out[m.group(1)] = (int(v) if v.isdigit() and depth == 0 else None, path, s)
+                continue
+            for m in _FLAG.finditer(s):
+                flag = m.group(1)
+                where = None if flag.lower() == "fp8" else self.fp8_flag(flag)
+                if flag.lower() == "fp8" or where:
+                    # the line around the flag (EXTRA_PARAMS lines run long), and where the flag is defined
+                    excerpt = s if len(s) <= 160 else "..." + s[max(0, m.start() - 60): m.end() + 40] + "..."
+                    note = "" if where is None else f" (--{flag}: 'Enable FP8' in {where})"
+                    out["FP8"] = (True if depth == 0 else None, path, excerpt + note)
+                    break
+        if not seen:
+            self._settings[path] = out
+        return out
+
+
+def _system_int(system_info: Mapping | None, key: str) -> int | None:
+    return _int(system_info.get(key)) if isinstance(system_info, Mapping) else None
+
+
+def implementation_precision(files: Mapping[str, str], system: str, system_info: Mapping | None = None):
+    """The precision the launch config of a system's run states, from a benchmark's implementation files.
+
+    MLPerf submissions publish, next to the results, ``<submitter>/benchmarks/<benchmark>/implementations/``:
+    the code and one launch config per system configuration (``config_<...>.sh``). This finds the config of
+    ``system``, in order:
+
+    1. the config named for the system, ``config_<system>.sh``;
+    2. the config a README of the system names (``README-<system>.md`` / ``README_<system>.md`` anywhere, or a
+       ``README*.md`` in the implementation folder named for the system; such a README may also point to
+       another folder, ``[..](../<folder>)``, whose configs are then the candidates);
+    3. the configs named ``config_<system>_*.sh``, else those in the implementation folder named for the
+       system (or the one its README points to);
+    4. failing these, every config of the benchmark's implementations.
+
+    In 3 and 4, only run configs count (those setting ``DGXNNODES``, else those no other config sources), and
+    of those, the ones for the system's ``number_of_nodes`` and ``accelerators_per_node`` where the configs
+    state them (``DGXNNODES`` / ``DGXNGPU``, read through the files they source). The config is read with the files it sources, in order; it states
+    fp8 by ``FP8=True`` (or 1), by a ``--fp8`` flag, or by a flag whose ``argparse`` definition in the
+    implementation's Python code is ``store_true`` with a help text starting "Enable FP8" / "Use FP8". fp8 is
+    returned only when every candidate states it, outside any shell conditional.
+
+    Parameters
+    ----------
+    files : mapping of str to str
+        Path -> text of the implementation files (configs, READMEs, Python files; see
+        :func:`is_implementation_file`), paths as in the results repository (``<submitter>/benchmarks/
+        <benchmark>/implementations/<impl>/...``) or relative to ``implementations/``.
+    system : str
+        The system's name (the ``results/<system>/`` folder, ``systems/<system>.json``).
+    system_info : mapping, optional
+        The parsed system description (``number_of_nodes``, ``accelerators_per_node``).
+
+    Returns
+    -------
+    tuple of (str, str, str) or None
+        ``("fp8", source, evidence)``: ``source`` is ``implementation_config`` where the config was identified
+        as the system's (1-3), ``implementation_configs`` where it was not and every published config for the
+        system's size states fp8 (4); ``evidence`` names the config, the file and the line that says it. None
+        where no config is found, the candidates disagree, or they do not state fp8.
+
+    Raises
+    ------
+    TypeError
+        If ``files`` is not a mapping.
+
+    Notes
+    -----
+    Only fp8 is read: a config's ``FP8=False`` does not say whether the rest ran in bf16 or fp16.
+    """
+    if not isinstance(files, Mapping):
+        raise TypeError(f"implementation_precision expects a mapping of path -> text. Got {type(files).__name__}.")
+    if not system or not isinstance(system, str):
+        return None
+    cf = _Configs(files)
+    if not cf.configs:
+        return None
+    low = system.lower()
+    how, source, chosen = "", "implementation_config", []
+    exact = cf.by_name.get(f"config_{low}.sh", [])
+    prefixed = [p for p in cf.configs if p.rsplit("/", 1)[-1].lower().startswith(f"config_{low}_")]
+    folders = sorted({_impl_folder(p) for p in cf.files if _impl_folder(p).lower() == low})
+    if exact:
+        how, chosen = "config named for the system", exact
+    else:
+        own = [p for p in cf.files if _README_FILE.match(p.rsplit("/", 1)[-1])
+               and p.rsplit("/", 1)[-1].lower() in (f"readme-{low}.md", f"readme_{low}.md")]
+        in_folder = [p for p in cf.files if _README_FILE.match(p.rsplit("/", 1)[-1])
+                     and _impl_folder(p) in folders and _folder_path(p).rsplit("/", 1)[-1] in folders]
+        for readmes in (sorted(own), sorted(set(in_folder) - set(own))):
+            names = sorted({n.lower() for r in readmes for n in _CONFIG_REF.findall(cf.files[r])
+                            if n.lower() in cf.by_name})
+            if names:
+                near = [_folder_path(r) for r in readmes]
+                chosen = sorted({p for n in names for p in cf.resolve(n, near)})
+                how = "config named by " + ", ".join(readmes)
+                break
+            for r in readmes:  # a README pointing to another implementation folder
+                folders += [d for d in _FOLDER_REF.findall(cf.files[r])
+                            if d not in folders and any(_impl_folder(p) == d for p in cf.configs)]
+        if not chosen and prefixed:
+            how, chosen = "configs named for the system", prefixed
+        elif not chosen and folders:
+            how = "configs of the implementation folder " + ", ".join(folders)
+            chosen = [p for p in cf.configs if _impl_folder(p) in folders]
+        elif not chosen:
+            how, source, chosen = "every config of the benchmark's implementations", "implementation_configs", list(
+                cf.configs)
+        if not how.startswith("config named by"):  # candidates: the run configs for the system's size
+            sourced = set().union(*(cf.sourced(p) for p in chosen)) if chosen else set()
+            runs = [p for p in chosen if p.rsplit("/", 1)[-1].lower() not in sourced]
+            runs = [p for p in runs if "DGXNNODES" in cf.settings(p)] or runs
+            for key, var, what in (("number_of_nodes", "DGXNNODES", "node"),
+                                   ("accelerators_per_node", "DGXNGPU", "accelerators per node")):
+                want = _system_int(system_info, key)
+                stated = [p for p in runs if var in cf.settings(p)]
+                if want is not None and stated:
+                    runs = [p for p in stated if cf.settings(p)[var][0] == want]
+                    how += f", {want} {what}{'s' if what == 'node' and want != 1 else ''}"
+            chosen = runs
+    if len(chosen) > 1:  # a file another chosen config sources is part of that config
+        inner = set().union(*(cf.sourced(p) for p in chosen))
+        chosen = [p for p in chosen if p.rsplit("/", 1)[-1].lower() not in inner] or chosen
+    if not chosen:
+        return None
+    statements = [cf.settings(p).get("FP8") for p in chosen]
+    if not all(st is not None and st[0] is True for st in statements):
+        return None
+    _, where, line = statements[0]
+    count = f" (all {len(chosen)} agree)" if len(chosen) > 1 else ""
+    evidence = f"{how}: {chosen[0]}{count}; {where}: {line}"
+    return "fp8", source, evidence
+
+
 def _int(value) -> int | None:
     try:
         v = _num(str(value).strip()) if value is not None else None
@@ -530,7 +829,7 @@ def _resolve(name: str | None) -> str | None:
 
 # --------------------------------------------------------------------------------------------------- one run
 def summarize_run(text: str, system_info: Mapping | None = None, *, benchmark: str | None = None,
-                  source_path: str = "", **provenance) -> dict:
+                  source_path: str = "", implementation: Mapping[str, str] | None = None, **provenance) -> dict:
     """Derive one run record from a result log's text and its system description.
 
     Parameters
@@ -543,6 +842,12 @@ def summarize_run(text: str, system_info: Mapping | None = None, *, benchmark: s
         Benchmark name when the log lacks ``submission_benchmark`` (taken from the folder name).
     source_path : str
         Where the log came from (recorded as it is).
+    implementation : mapping of str to str, optional
+        The files of the submission's ``<submitter>/benchmarks/<benchmark>/implementations/`` (path -> text;
+        see :func:`is_implementation_file`). Where neither the log nor the system description states the
+        precision, the launch config of the run's system (``provenance["system"]``) is read for it
+        (:func:`implementation_precision`); its fp8 counts only on a device with an fp8 peak in
+        :mod:`perfmodel.hardware`.
     **provenance
         Extra columns recorded as they are (``round``, ``source_commit``, ``submitter``, ``system``).
 
@@ -621,6 +926,12 @@ def summarize_run(text: str, system_info: Mapping | None = None, *, benchmark: s
 
     reported, prec_src, evidence = _precision(events, text, system, accel)
     gpu_type = _resolve(accel)
+    if (prec_src == "assumed" and gpu_type is not None and get_spec(gpu_type).peak_tflops("fp8")
+            and implementation):
+        # the log and the system description say nothing: the launch config of the run's system may
+        found = implementation_precision(implementation, str(provenance.get("system") or ""), system)
+        if found is not None:
+            reported, prec_src, evidence = found
     # fp8 where the log says so and the device has an fp8 peak; else the 16-bit type its matmuls fall back to
     precision = reported
     if reported == "fp8" and (gpu_type is None or not get_spec(gpu_type).peak_tflops("fp8")):
@@ -845,6 +1156,7 @@ def from_mlperf(paths_or_dirs, *, system: Mapping | str | os.PathLike | None = N
     elif system is not None:
         explicit = system
     rows = []
+    impl_cache: dict = {}
     for f in find_result_files(list(paths_or_dirs)):
         sub_dir, sys_name, bench = _layout(f)
         if bench in SKIPPED_BENCHMARKS:
@@ -862,8 +1174,9 @@ def from_mlperf(paths_or_dirs, *, system: Mapping | str | os.PathLike | None = N
         submitter = sysd.get("submitter") if sysd else (sub_dir.name if sub_dir else None)
         submitter = None if submitter is None else str(submitter)
         try:
-            row = summarize_run(text, sysd, benchmark=bench, source_path=str(f), round=rnd, submitter=submitter,
-                                system=sys_name, source_commit=source_commit)
+            impl = _implementation_files(sub_dir, bench, impl_cache)
+            row = summarize_run(text, sysd, benchmark=bench, source_path=str(f), implementation=impl, round=rnd,
+                                submitter=submitter, system=sys_name, source_commit=source_commit)
         except MLPerfFormatError:
             raise
         except (ValueError, TypeError, ArithmeticError, KeyError, AttributeError, RecursionError) as exc:
@@ -878,6 +1191,33 @@ def from_mlperf(paths_or_dirs, *, system: Mapping | str | os.PathLike | None = N
         row["source_id"] = "mlperf:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
         rows.append(row)
     return _mark_invalid(_frame(rows))
+
+
+def _implementation_files(submitter_dir: Path | None, benchmark: str | None, cache: dict) -> dict[str, str]:
+    """The files :func:`implementation_precision` reads from ``<submitter>/benchmarks/<benchmark>/
+    implementations/`` (paths from the submitter folder, its name included, as in the results repository),
+    read once per folder."""
+    if submitter_dir is None or not benchmark:
+        return {}
+    key = (submitter_dir, benchmark)
+    if key not in cache:
+        root = submitter_dir / "benchmarks" / benchmark / "implementations"
+        files: dict[str, str] = {}
+        if root.is_dir():
+            for f in sorted(root.rglob("*")):
+                if not f.is_file() or not is_implementation_file(f.name):
+                    continue
+                try:
+                    if f.suffix == ".py" and f.stat().st_size > _MAX_PY_CHARS:
+                        continue
+                    text = f.read_text(encoding="utf-8", errors="replace")
+                except OSError:
+                    continue
+                if f.suffix == ".py" and "add_argument" not in text:
+                    continue
+                files[f"{submitter_dir.name}/{f.relative_to(submitter_dir).as_posix()}"] = text
+        cache[key] = files
+    return cache[key]
 
 
 def _mark_invalid(runs: pd.DataFrame) -> pd.DataFrame:
