@@ -23,6 +23,9 @@ Figures (each must be 0 failures):
    spurious error); attack model files (a huge JSON list, deep nesting, a size lie, a large declared array in a
    small file), each loaded in a fresh process with its CPU time and peak memory measured; CSV and the Parquet
    error without pyarrow.
+7. inputs (issue 26 #7-#12, ``benchmarks/faults_inputs.py``): broken importer inputs, duplicate imports, device
+   files, numbers outside the documented ranges, plan/analysis arguments, the cache key and the CLI; each count
+   (tracebacks, NaN results, duplicated rows, partly registered device files...) must be 0.
 
 Only counts are reported (no timings: they depend on the machine). Usage::
 
@@ -710,7 +713,7 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="CI scale (hundreds instead of tens of thousands)")
     p.add_argument("--output", help="also write the report to this file")
     p.add_argument("--skip", default="", help="comma-separated parts to skip: "
-                   "roundtrip,kill,concurrent,orphans,api,integrity")
+                   "roundtrip,kill,concurrent,orphans,api,integrity,inputs")
     p.add_argument("--api-functions", default="load_runs,predict_training_time,predict_many",
                    help="which public functions the API fuzz calls (its calls are split evenly between them)")
     args = p.parse_args(argv)
@@ -782,6 +785,13 @@ def main(argv=None) -> int:
                 report(f"  {d}")
             s = no_pyarrow()
             report(f"without pyarrow: CSV append/load and the Parquet error message, {s['failures']} failures")
+        if "inputs" not in skip:
+            import faults_inputs
+
+            t0 = time.perf_counter()
+            counts = faults_inputs.run_all()
+            for text in faults_inputs.report_lines(counts, time.perf_counter() - t0):
+                report(text)
         if "api" not in skip:
             funcs = tuple(filter(None, args.api_functions.split(",")))
             s = api_fuzz(sizes["api"] * len(funcs) // 3, funcs)

@@ -4,9 +4,10 @@ a "traceback"), never a NaN/inf result, never a duplicated row, never a partly r
 stale cache key.
 
     python benchmarks/faults_inputs.py        # prints one count per line; every count must be 0
+    python benchmarks/faults_inputs.py --output benchmarks/results/faults_inputs.txt
 
-``benchmarks/faults.py`` calls :func:`main` (or :func:`run_all` for the counts as a dict).
-Results: ``benchmarks/results/faults_inputs.txt``.
+``benchmarks/faults.py`` runs the same attacks (its ``inputs`` part, through :func:`run_all`) and prints the
+same counts. Results: ``benchmarks/results/faults_inputs.txt``.
 """
 
 from __future__ import annotations
@@ -241,11 +242,46 @@ def attack_numerics(c: Counts) -> dict:
     for v in (10**400, 2**63, np.uint8(200), -(10**5000), float("inf")):
         c.call("check_positive_int", lambda v=v: check_positive_int(v, "n", "bench"))
         c.call("check_positive_float", lambda v=v: check_positive_float(v, "x", "bench"))
+    for kw in ({"arrival_rate": 1e-308}, {"service_time": 1e308}):
+        args = {"arrival_rate": 2.0, "service_time": 1.0, "servers": 3, "n_arrivals": 200, **kw}
+        c.call(f"simulate_queue{kw}", lambda a=args: plan.simulate_queue(**a),
+               check=lambda r: [r.mean_wait, r.mean_response, r.utilisation])
+    c.call("simulate_queue numeric text", lambda: plan.simulate_queue(
+        servers=1, jobs={"arrival": [5.0, "1"], "duration": [1.0, 10.0]}), check=lambda r: [r.mean_wait])
+    for g in (float("inf"), 1.5):
+        c.call(f"estimate_cost gpu_count={g}", lambda g=g: plan.estimate_cost(seconds=3600, gpu_type="cpu",
+                                                                             gpu_count=g), check=lambda r: [r.dollars])
+    c.call("OnlineEstimator prior_confidence=1e-308", lambda: plan.OnlineEstimator(
+        1.0, 0.5, 2.0, 100, prior_confidence=1e-308).estimate(), check=lambda r: [r.total, r.total_upper])
+    return {}
+
+
+def attack_plan_and_analysis(c: Counts) -> dict:
+    """scaling_from_model with NumPy integers and out-of-range batches; thresholds of scaling and diagnose."""
+    import numpy as np
+    import pandas as pd
+
+    from perfmodel import analysis, plan
+
+    table = lambda r: list(r.select_dtypes("number").to_numpy(dtype=float).ravel())  # noqa: E731
+    for kw in ({"batch_size": np.uint8(200), "gpu_counts": (1, 2, 8)},
+               {"batch_size": np.uint8(200), "gpu_counts": (300,), "mode": "strong"},
+               {"batch_size": 10**400}, {"batch_size": "8"}, {"threshold": float("nan")}):
+        args = {"batch_size": 8, "gpu_type": "cpu", "gpu_counts": (1, 2), **kw}
+        c.call(f"scaling_from_model{list(kw)}", lambda a=args: plan.scaling_from_model("gpt-s", **a), check=table)
+    runs = pd.DataFrame([{"model": "m", "params": 10**6, "batch_size": 8, "gpu_count": n, "gpu_type": "A100",
+                          "step_time_s": 0.1 * n ** 0.1} for n in (1, 2, 4)])
+    for v in (10**400, "3", None, float("nan")):
+        c.call(f"scaling threshold={v!r}", lambda v=v: analysis.scaling(runs, threshold=v), check=table)
+        for name in ("host_peak_flops", "util_threshold", "gap_threshold", "efficiency_threshold"):
+            # utilisation columns are missing (NaN) in these runs: the computed ones must be finite
+            c.call(f"diagnose {name}={v!r}", lambda n=name, v=v: analysis.diagnose(runs, **{n: v}),
+                   check=lambda r: list(r.table[["achieved_tflops", "mfu"]].to_numpy(dtype=float).ravel()))
     return {}
 
 
 def attack_predict(c: Counts) -> dict:
-    """The fuzz's predict_training_time overflows (need the check in predict.py's model spec for params)."""
+    """The fuzz's predict_training_time overflows: steps=10**400 and a model spec with params=10**400."""
     import perfmodel
 
     c.call("predict steps=10**400", lambda: perfmodel.predict_training_time(
@@ -274,51 +310,84 @@ def attack_cli(c: Counts, tmp: Path) -> dict:
             c.tracebacks += 1
             c.examples.append(f"cli {cmd[:2]}: {err[:160]!r}")
     bad += int((tmp / "no").exists())
-    proc = subprocess.Popen([sys.executable, "-m", "perfmodel", "hardware"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-    proc.stdout.close()
-    err = proc.stderr.read().decode()
-    proc.wait(timeout=120)
-    c.calls += 1
-    if err:
-        c.tracebacks += 1
-        c.examples.append(f"cli closed pipe: {err[:160]!r}")
+    hist = tmp / "cli-runs.csv"
+    hist.write_text("model,params,batch_size,gpu_count,gpu_type,step_time_s\n"
+                    + "".join(f"m{m},{10**5 * (m + 1)},{b},1,A100,{0.01 * (m + 1) * b}\n"
+                              for m in range(3) for b in (8, 16, 32)))
+    subprocess.run([sys.executable, "-m", "perfmodel", "fit", str(hist), "--method", "loglinear", "-o",
+                    str(tmp / "cli.perfmodel")], capture_output=True, env=env, timeout=300)
+    for cmd in (["hardware"], ["summary", str(tmp / "cli.perfmodel")]):  # `perfmodel ... | head`
+        proc = subprocess.Popen([sys.executable, "-m", "perfmodel", *cmd], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env)
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        proc.wait(timeout=120)
+        c.calls += 1
+        if err or proc.returncode != 141:
+            c.tracebacks += 1
+            c.examples.append(f"cli {cmd[0]} into a closed pipe: rc {proc.returncode}, {err[:160]!r}")
     return {"folders created by -o into a missing folder": bad}
 
 
 def run_all(*, include_predict: bool = True) -> dict:
+    """Every attack; the counts by name, plus ``calls`` and ``examples``. Fitted models go to a temporary cache
+    unless ``PERFMODEL_CACHE_DIR`` is set (the variable is restored afterwards)."""
     c = Counts()
     extra: dict = {}
+    p = Counts()
+    old_cache = os.environ.get("PERFMODEL_CACHE_DIR")
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         os.environ.setdefault("PERFMODEL_CACHE_DIR", str(tmp / "cache"))
-        extra.update(attack_importers(c, tmp))
-        extra.update(attack_duplicates(c, tmp))
-        extra.update(attack_devices(c, tmp))
-        extra.update(attack_numerics(c))
-        extra.update(attack_cli(c, tmp))
-        p = Counts()
-        if include_predict:
-            attack_predict(p)
+        try:
+            extra.update(attack_importers(c, tmp))
+            extra.update(attack_duplicates(c, tmp))
+            extra.update(attack_devices(c, tmp))
+            extra.update(attack_numerics(c))
+            extra.update(attack_plan_and_analysis(c))
+            extra.update(attack_cli(c, tmp))
+            if include_predict:
+                attack_predict(p)
+        finally:
+            if old_cache is None:
+                os.environ.pop("PERFMODEL_CACHE_DIR", None)
+            else:
+                os.environ["PERFMODEL_CACHE_DIR"] = old_cache
     return {"calls": c.calls + p.calls,
             "tracebacks (exceptions other than ValueError/TypeError/OSError)": c.tracebacks,
             "NaN/inf results": c.nan + p.nan, **extra,
-            "tracebacks in predict_training_time (params=10**400: the check belongs in predict.py)": p.tracebacks,
+            "tracebacks in predict_training_time (steps, params = 10**400)": p.tracebacks,
             "examples": c.examples + p.examples}
 
 
-def main(argv=None) -> int:
-    t0 = time.perf_counter()
-    counts = run_all()
+def report_lines(counts: dict, seconds: float) -> list[str]:
+    """The printed report of :func:`run_all`'s counts: a header line, one count per line, then examples."""
+    counts = dict(counts)
     examples = counts.pop("examples")
     calls = counts.pop("calls")
-    print(f"faults_inputs: {calls} attacks on importers, device files, numerics, cache key and CLI "
-          f"({time.perf_counter() - t0:.0f} s)")
-    for name, n in counts.items():
-        print(f"  {n:6d}  {name}")
-    for e in examples:
-        print(f"  example: {e}")
-    return 0 if all(n == 0 for n in counts.values()) else 1
+    lines = [f"faults_inputs: {calls} attacks on importers, device files, numerics, plan/analysis, cache key and "
+             f"CLI ({seconds:.0f} s)"]
+    lines += [f"  {n:6d}  {name}" for name, n in counts.items()]
+    lines += [f"  example: {e}" for e in examples]
+    return lines
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(description="Fault attacks on perfmodel's inputs (issue 26 #7-#12): one count "
+                                "per line, each must be 0.")
+    p.add_argument("--output", help="also write the report to this file")
+    args = p.parse_args(argv)
+    t0 = time.perf_counter()
+    counts = run_all()
+    lines = report_lines(counts, time.perf_counter() - t0)
+    print("\n".join(lines))
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    failures = {k: v for k, v in counts.items() if k not in ("calls", "examples")}
+    return 0 if all(n == 0 for n in failures.values()) else 1
 
 
 if __name__ == "__main__":

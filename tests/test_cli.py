@@ -175,6 +175,17 @@ class TestSmallBreaks:
         proc.wait(timeout=120)
         assert err == "" and proc.returncode == 141
 
+    def test_summary_into_a_closed_pipe_exits_quietly(self, history_csv, tmp_path):
+        """`perfmodel summary model.perfmodel | head` printed `perfmodel: error: [Errno 32] Broken pipe`."""
+        model = tmp_path / "m.perfmodel"
+        run("fit", str(history_csv), "--method", "loglinear", "-o", str(model))
+        proc = subprocess.Popen([sys.executable, "-m", "perfmodel", "summary", str(model)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        proc.wait(timeout=120)
+        assert err == "" and proc.returncode == 141
+
     def test_closed_pipe_in_process(self, monkeypatch, capsys):
         from perfmodel import cli
 

@@ -225,6 +225,29 @@ class TestSchemaRanges:
         with pytest.raises(SchemaError, match=r"'grad_accum'.*row-2.*-1"):
             load_runs(path)
 
+    def test_fits_refuse_an_out_of_range_row(self):
+        """One row with grad_accum=-1 moved another model's prediction by 28%; op_matmul_flops=inf broke the ops
+        fit. Both are refused before anything is fitted, naming the row."""
+        from conftest import make_history
+
+        runs = make_history(n_models=4)
+        runs["run_id"] = [f"r{i}" for i in range(len(runs))]
+        runs["grad_accum"] = 1
+        runs.loc[5, "grad_accum"] = -1
+        with pytest.raises(SchemaError, match=r"Column 'grad_accum' must .*run_id r5"):
+            perfmodel.fit(runs, method="loglinear", cv=None)
+        runs["grad_accum"] = 1
+        runs["op_matmul_flops"] = runs["flops_per_sample"] * runs["batch_size"]
+        runs.loc[7, "op_matmul_flops"] = np.inf
+        with pytest.raises(SchemaError, match=r"Column 'op_matmul_flops' must .*run_id r7"):
+            perfmodel.fit(runs, method="ops", cv=None)
+
+    def test_missing_op_value_is_missing_not_refused(self):
+        """NaN (or an empty CSV cell) in an optional column is a missing value, not an out-of-range one."""
+        runs = load_runs(pd.DataFrame([{**REC, "step_time_s": 0.5, "op_matmul_flops": np.nan},
+                                       {**REC, "step_time_s": 0.5, "op_matmul_flops": 1e9}]))
+        assert runs["op_matmul_flops"].isna().tolist() == [True, False]
+
 
 def _rewrite_loop(path: str, stop) -> None:
     rng = np.random.default_rng(0)

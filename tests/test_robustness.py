@@ -98,6 +98,23 @@ class TestSimulateQueue:
         with pytest.raises(ValueError, match="'n_arrivals' parameter of simulate_queue.*at most 1e\\+07"):
             plan.simulate_queue(2.0, 1.0, 3, n_arrivals=10**9)
 
+    @pytest.mark.parametrize("kwargs", [{"arrival_rate": 1e-308}, {"service_time": 1e308}], ids=["rate", "service"])
+    def test_drawn_times_beyond_floats(self, kwargs):
+        """arrival_rate=1e-308 drew infinite arrival times and the event loop raised IndexError."""
+        import warnings
+
+        args = {"arrival_rate": 2.0, "service_time": 1.0, "servers": 3, "n_arrivals": 200, **kwargs}
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no RuntimeWarning on the way either
+            with pytest.raises(ValueError, match="simulate_queue: the job times are beyond the numeric range"):
+                plan.simulate_queue(**args)
+
+    def test_jobs_are_sorted_as_numbers(self):
+        """A column mixing numbers and numeric text raised a raw TypeError from sorting ('<' between float and
+        str); the arrivals are read as numbers first, then sorted."""
+        r = plan.simulate_queue(servers=1, jobs={"arrival": [5.0, "1"], "duration": [1.0, 10.0]})
+        assert r.mean_wait == pytest.approx(3.0)  # the job arriving at 1 runs to 11; the one at 5 waits 6
+
     def test_bad_job_values(self):
         with pytest.raises(ValueError, match="must be numbers"):
             plan.simulate_queue(servers=2, jobs={"arrival": ["a"], "duration": [1.0]})
@@ -113,6 +130,13 @@ class TestCost:
         """estimate_cost(..., interruptions_per_hour=nan) returned NaN dollars."""
         with pytest.raises(ValueError, match="'interruptions_per_hour' parameter of estimate_cost"):
             plan.estimate_cost(seconds=3600, gpu_type="cpu", gpu_count=1, spot=True, interruptions_per_hour=rate)
+
+    @pytest.mark.parametrize("count", [float("inf"), 1.5])
+    def test_gpu_count_is_not_truncated(self, count):
+        """gpu_count=inf raised OverflowError (int() before the check) and 1.5 was billed as 1 device."""
+        with pytest.raises(TypeError, match="'gpu_count' parameter of estimate_cost must be a positive int"):
+            plan.estimate_cost(seconds=3600, gpu_type="cpu", gpu_count=count)
+        assert plan.estimate_cost(seconds=3600, gpu_type="cpu", gpu_count=2.0).devices == 2
 
     def test_bounds_are_checked(self):
         with pytest.raises(ValueError, match="'upper' parameter of estimate_cost"):
@@ -134,6 +158,12 @@ class TestOnline:
         with pytest.raises(ValueError, match=f"'{name}' parameter of OnlineEstimator"):
             plan.OnlineEstimator(**args).estimate()
 
+    @pytest.mark.parametrize("level", [1e-308, 1e-15])
+    def test_prior_confidence_near_zero(self, level):
+        """prior_confidence=1e-308 raised ZeroDivisionError: (1 + 1e-308) / 2 is 0.5, a zero-width quantile."""
+        with pytest.raises(ValueError, match="'prior_confidence' parameter of OnlineEstimator must be at least"):
+            plan.OnlineEstimator(1.0, 0.5, 2.0, 100, prior_confidence=level)
+
     def test_extremes_inside_the_range_are_finite(self):
         est = plan.OnlineEstimator(1e7, 1e-9, 1e7, 10**12, drift=3.0, step_noise=3.0)
         for t in (1e-9, 1e7, 1.0):
@@ -148,3 +178,109 @@ class TestOnline:
         est = plan.OnlineEstimator(1.0, 1e-9, 1e7, 10**12, prior_confidence=1e-6, confidence=0.999999)
         with pytest.raises(ValueError, match="beyond the numeric range"):
             est.estimate()
+
+
+class TestPredictInputs:
+    def test_params_beyond_floats_is_a_value_error(self):
+        """{"params": 10**400} raised OverflowError (int too large to convert to float)."""
+        import perfmodel
+
+        with pytest.raises(ValueError, match="'params' parameter of the model spec of predict_training_time"):
+            perfmodel.predict_training_time({"params": 10**400}, batch_size=8, gpu_type="cpu", steps=10)
+
+    def test_load_runs_params_beyond_int64(self):
+        """load_runs with params=2**63 raised a pandas TypeError (it does not fit int64)."""
+        from perfmodel.exceptions import SchemaError
+        from perfmodel.io import load_runs
+
+        row = {"model": "m", "params": 2**63, "batch_size": 8, "gpu_count": 1, "gpu_type": "cpu", "step_time_s": 0.5}
+        with pytest.raises(SchemaError, match="Column 'params' holds integers too large to store"):
+            load_runs(pd.DataFrame([row]))
+
+    def test_scaling_from_model_with_a_uint8_batch(self):
+        """The issue's fuzz reported an OverflowError for a numpy uint8 batch in scaling_from_model: numpy
+        integers of any width give the same table as Python ints (no arithmetic in the narrow type)."""
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for mode in ("weak", "strong"):
+                plain = plan.scaling_from_model("gpt-s", batch_size=200, gpu_type="cpu", gpu_counts=(1, 2, 8),
+                                                mode=mode)
+                narrow = plan.scaling_from_model("gpt-s", batch_size=np.uint8(200), gpu_type="cpu",
+                                                 gpu_counts=np.array([1, 2, 8], dtype=np.uint8), mode=mode)
+                pd.testing.assert_frame_equal(narrow, plain)
+        assert plain["global_batch"].tolist() == [200, 200, 200] and narrow["batch_size"].tolist() == [200, 100, 25]
+        assert np.isfinite(narrow.select_dtypes("number").to_numpy(dtype=float)).all()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            # np.uint8(200) // 300 raised OverflowError ("Python integer 300 out of bounds for uint8")
+            many = plan.scaling_from_model("gpt-s", batch_size=np.uint8(200), gpu_type="cpu", gpu_counts=(300,),
+                                           mode="strong")
+        assert many["batch_size"].tolist() == [200, 1] and many["batch_size"].dtype == np.int64
+
+    @pytest.mark.parametrize("kwargs, exc, match", [
+        ({"batch_size": 10**400}, ValueError, "'batch_size' parameter of scaling_from_model.*at most"),
+        ({"batch_size": 0}, ValueError, "'batch_size' parameter of scaling_from_model must be a positive int"),
+        ({"batch_size": "8"}, TypeError, "'batch_size' parameter of scaling_from_model must be a positive int"),
+        ({"threshold": float("nan")}, ValueError, "'threshold' parameter of scaling_from_model"),
+        ({"mode": "both"}, ValueError, "'mode' parameter of scaling_from_model")],
+        ids=["1e400", "zero", "text", "nan-threshold", "mode"])
+    def test_scaling_from_model_checks_its_arguments_first(self, kwargs, exc, match):
+        """10**400 raised OverflowError and '8' a NumPy TypeError about ufuncs, after a fit."""
+        with pytest.raises(exc, match=match):
+            plan.scaling_from_model("gpt-s", **{"batch_size": 8, "gpu_type": "cpu", **kwargs})
+
+
+@pytest.mark.xfail(strict=True, reason="issue 26 #12: the linear fit's non-positive step time is clipped to 0 "
+                   "in predict.py (_predict_frame), which this issue's files do not own")
+def test_linear_never_answers_zero_for_a_measured_configuration():
+    """method='linear' answered 0 s/step (with an ExtrapolationWarning) for a configuration measured 4 times at
+    0.039 s. A measured configuration must get a positive time, or a refusal that says why."""
+    import warnings
+
+    import perfmodel
+
+    rows = [{"model": "small", "params": 1000, "batch_size": 8, "gpu_count": 1, "gpu_type": "cpu",
+             "step_time_s": 0.039 + 0.0005 * i} for i in range(4)]
+    rng = np.random.default_rng(0)
+    for m in range(6):
+        params = int(10 ** rng.uniform(6, 8))
+        rows += [{"model": f"big{m}", "params": params, "batch_size": b, "gpu_count": n, "gpu_type": "cpu",
+                  "step_time_s": 1e-9 * params * b * n} for b in (8, 16, 32, 64) for n in (1, 2)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            r = perfmodel.predict_training_time("small", batch_size=8, gpu_type="cpu", steps=100,
+                                                history=pd.DataFrame(rows), method="linear")
+        except ValueError as exc:  # a refusal is an answer, when it names the method
+            assert "linear" in str(exc)
+            return
+    assert r.step_seconds > 0
+
+
+class TestAnalysisThresholds:
+    """Thresholds of scaling and diagnose are checked first: 10**400 raised OverflowError, '3' and None a raw
+    TypeError from a comparison deep inside."""
+
+    @pytest.mark.parametrize("value, exc", [(10**400, ValueError), (float("nan"), ValueError), (-1.0, ValueError),
+                                            ("3", TypeError), (None, TypeError)],
+                             ids=["1e400", "nan", "negative", "text", "none"])
+    def test_scaling_threshold(self, value, exc):
+        from conftest import make_history
+        from perfmodel import analysis
+
+        with pytest.raises(exc, match="'threshold' parameter of scaling"):
+            analysis.scaling(make_history(n_models=2), threshold=value)
+
+    @pytest.mark.parametrize("name, value, exc", [
+        ("host_peak_flops", 10**400, ValueError), ("host_peak_flops", "3", TypeError),
+        ("util_threshold", 10**400, ValueError), ("util_threshold", 150.0, ValueError),
+        ("gap_threshold", float("inf"), ValueError), ("efficiency_threshold", None, TypeError)])
+    def test_diagnose_thresholds(self, name, value, exc):
+        from conftest import make_history
+        from perfmodel import analysis
+
+        with pytest.raises(exc, match=f"'{name}' parameter of diagnose"):
+            analysis.diagnose(make_history(n_models=2), **{name: value})
+        assert analysis.diagnose(make_history(n_models=2), host_peak_flops=1e12).table["mfu"].notna().all()

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ._format import to_plain
+from ._validation import check_nonnegative_float, check_positive_float
 from .features import run_quantities
 from .io import load_runs
 
@@ -52,10 +53,11 @@ def scaling(runs, *, mode: str = "weak", threshold: float = DEFAULT_EFFICIENCY_T
     Raises
     ------
     ValueError
-        For a ``mode`` other than ``weak`` or ``strong``.
+        For a ``mode`` other than ``weak`` or ``strong``, or a ``threshold`` that is not a finite positive number.
     """
     if mode not in ("weak", "strong"):
         raise ValueError(f"The 'mode' parameter of scaling must be 'weak' or 'strong'. Got {mode!r} instead.")
+    threshold = check_positive_float(threshold, "threshold", "scaling")
     runs = load_runs(runs)
     keys = ["model", "gpu_type", "precision"]
     mean = runs.groupby(keys + ["batch_size", "gpu_count"], as_index=False)["step_time_s"].mean()
@@ -177,7 +179,19 @@ def diagnose(runs, *, host_peak_flops: float | None = None, util_threshold: floa
     -------
     Diagnosis
         The per-run table and the findings.
+
+    Raises
+    ------
+    ValueError
+        For a threshold or peak that is not a finite number in its range (the thresholds in percent at most
+        100), before the runs are read.
+    TypeError
+        For a threshold or peak that is not a number.
     """
+    host_peak_flops = check_positive_float(host_peak_flops, "host_peak_flops", "diagnose", allow_none=True)
+    util_threshold = check_nonnegative_float(util_threshold, "util_threshold", "diagnose", maximum=100.0)
+    gap_threshold = check_nonnegative_float(gap_threshold, "gap_threshold", "diagnose", maximum=100.0)
+    efficiency_threshold = check_positive_float(efficiency_threshold, "efficiency_threshold", "diagnose")
     if isinstance(runs, pd.Series):
         runs = runs.to_frame().T
     elif isinstance(runs, dict):

@@ -373,7 +373,8 @@ def estimate_cost(prediction=None, *, seconds=None, lower=None, upper=None, gpu_
                          f"seconds={seconds!r}, upper={upper!r}.")
     if gpu_type is None:
         raise ValueError("estimate_cost needs gpu_type (or a prediction that carries it).")
-    gpu_count = check_positive_int(1 if gpu_count is None else int(gpu_count), "gpu_count", "estimate_cost")
+    # not int() first: that truncated 1.5 to 1 and raised OverflowError on inf
+    gpu_count = check_positive_int(1 if gpu_count is None else gpu_count, "gpu_count", "estimate_cost")
     for name, val in (("checkpoint_interval_s", checkpoint_interval_s), ("checkpoint_cost_s", checkpoint_cost_s),
                       ("restart_s", restart_s)):
         check_positive_float(val, name, "estimate_cost")

@@ -133,7 +133,7 @@ class OnlineEstimator:
     confidence : float, default=0.9
         Level of the intervals of the estimates.
     prior_confidence : float, default=0.9
-        Level of ``[prior_lower, prior_upper]``.
+        Level of ``[prior_lower, prior_upper]``, in [1e-6, 1) (a level near 0 says nothing about the width).
     warmup_steps : int, default=0
         Steps observed first that count in ``elapsed`` but do not inform the level (compilation, caches).
     step_noise : float, default=DEFAULT_STEP_NOISE
@@ -168,6 +168,9 @@ class OnlineEstimator:
         self.drift = check_nonnegative_float(drift, "drift", where, maximum=MAX_LOG_SD)
         self.drift_steps = check_positive_float(drift_steps, "drift_steps", where, maximum=float(MAX_STEPS))
         z = NormalDist().inv_cdf((1 + prior_confidence) / 2)
+        if not z >= 1e-6:  # (1 + 1e-308) / 2 is 0.5: no width can be read from the prior interval
+            raise ValueError(f"The 'prior_confidence' parameter of {where} must be at least 1e-6 (the prior interval "
+                             f"at that level gives the prior's width). Got {prior_confidence!r} instead.")
         self.mu0 = math.log(prior_step_seconds)
         self.tau0 = max((math.log(prior_upper) - math.log(prior_lower)) / (2 * z), 1e-6)
         self.warmup_steps = check_positive_int(warmup_steps + 1, "warmup_steps", "OnlineEstimator") - 1

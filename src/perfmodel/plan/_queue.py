@@ -210,8 +210,9 @@ def simulate_queue(arrival_rate=None, service_time=None, servers=1, *, policy="f
         service_time = check_positive_float(service_time, "service_time", "simulate_queue")
         n_arrivals = check_positive_int(n_arrivals, "n_arrivals", "simulate_queue", maximum=MAX_JOBS)
         rng = np.random.default_rng(seed)
-        arrivals = np.cumsum(rng.exponential(1 / arrival_rate, n_arrivals))
-        durations = rng.exponential(service_time, n_arrivals)
+        with np.errstate(over="ignore"):  # infinite draws are refused below, with the reason
+            arrivals = np.cumsum(rng.exponential(1 / arrival_rate, n_arrivals))
+            durations = rng.exponential(service_time, n_arrivals)
         sizes = np.ones(n_arrivals, dtype=int)
     else:
         df = pd.DataFrame(jobs) if not isinstance(jobs, pd.DataFrame) else jobs
@@ -223,13 +224,14 @@ def simulate_queue(arrival_rate=None, service_time=None, servers=1, *, policy="f
                              "simulated. Simulate a sample.")
         if not {"arrival", "duration"} <= set(df.columns):
             raise ValueError("simulate_queue: jobs need 'arrival' and 'duration' (and optionally 'size').")
-        df = df.sort_values("arrival", kind="stable")
         try:
             arrivals = df["arrival"].to_numpy(dtype=float)
             durations = df["duration"].to_numpy(dtype=float)
             size_f = df["size"].to_numpy(dtype=float) if "size" in df.columns else np.ones(len(df))
         except (TypeError, ValueError, OverflowError):
             raise ValueError("simulate_queue: job arrivals, durations and sizes must be numbers.") from None
+        order = np.argsort(arrivals, kind="stable")  # sorted as numbers (text in the column cannot be compared)
+        arrivals, durations, size_f = arrivals[order], durations[order], size_f[order]
         if not (np.isfinite(size_f).all() and (size_f == np.round(size_f)).all()):
             raise ValueError("simulate_queue: job sizes must be whole numbers of GPUs.")
         sizes = size_f.astype(np.int64) if (np.abs(size_f) < 2**62).all() else np.full(len(df), servers + 1)
@@ -237,13 +239,16 @@ def simulate_queue(arrival_rate=None, service_time=None, servers=1, *, policy="f
                 or (arrivals < 0).any():
             raise ValueError("simulate_queue: job durations must be finite and positive, arrivals finite and "
                              "non-negative.")
-        with np.errstate(over="ignore"):
-            horizon = float(arrivals.max()) + float(durations.sum())
-        if not horizon <= 1e300:
-            raise ValueError("simulate_queue: the job times are beyond the numeric range (the last arrival plus "
-                             "all durations exceed 1e300); give arrivals and durations in a larger unit.")
         if (sizes < 1).any() or (sizes > servers).any():
             raise ValueError(f"simulate_queue: job sizes must be between 1 and servers={servers}.")
+    # drawn times too: a tiny arrival_rate or a huge service_time draws infinite times (the loop would then
+    # pop an empty heap)
+    with np.errstate(over="ignore", invalid="ignore"):
+        horizon = float(arrivals.max()) + float(durations.sum())
+    if not horizon <= 1e300:
+        raise ValueError("simulate_queue: the job times are beyond the numeric range (the last arrival plus "
+                         "all durations exceed 1e300); give arrivals and durations (or arrival_rate and "
+                         "service_time) in a larger unit.")
     n = len(arrivals)
     start = np.empty(n)
     free = servers

@@ -341,17 +341,21 @@ def scaling_from_model(model, *, batch_size, gpu_type, gpu_counts=(1, 2, 4, 8), 
         ``step_lower``, ``step_upper``, ``speedup`` (against 1 device), ``efficiency``, ``below_threshold``,
         ``comm_share`` (only for a fit that decomposes a step) and ``inside_domain``.
     """
+    # checked before anything is fitted: a NumPy integer becomes a Python int, so no arithmetic below runs in a
+    # narrow type (np.uint8(200) // 300 raised OverflowError) and 10**400 is a ValueError, not an OverflowError
+    batch_size = check_positive_int(batch_size, "batch_size", "scaling_from_model")
+    counts = [check_positive_int(n, "gpu_counts", "scaling_from_model") for n in gpu_counts]
+    if mode not in ("weak", "strong"):
+        raise ValueError(f"The 'mode' parameter of scaling_from_model must be 'weak' or 'strong'. Got {mode!r}.")
+    threshold = check_positive_float(threshold, "threshold", "scaling_from_model")
     if history is None:
         history = "cpu" if resolve_gpu_type(gpu_type) == "cpu" else "gpu"
-    counts = [check_positive_int(n, "gpu_counts", "scaling_from_model") for n in gpu_counts]
     if 1 not in counts:
         counts = [1] + counts
     # every count asked (a count the history lacks makes it a new_count query, and auto chooses for that)
     fitted = resolve_history(history, "auto", query=pd.DataFrame({
         "model": model if isinstance(model, str) else "", "gpu_type": resolve_gpu_type(gpu_type),
         "gpu_count": counts, "batch_size": batch_size}))
-    if mode not in ("weak", "strong"):
-        raise ValueError(f"The 'mode' parameter of scaling_from_model must be 'weak' or 'strong'. Got {mode!r}.")
     per_device = [batch_size if mode == "weak" else max(1, batch_size // n) for n in counts]
     spec = model_spec(model, None, fitted)
     g = resolve_gpu_type(gpu_type)
