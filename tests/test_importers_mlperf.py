@@ -425,13 +425,17 @@ class TestImplementationPrecision:
     def test_without_the_readme_every_config_for_the_size_must_agree(self):
         files = _implementation("v4.0", "NVIDIA", "llama2_70b_lora")
         files = {p: t for p, t in files.items() if "README" not in p}
-        # no config is the system's: the two 1-node, 8-GPU configs (H100 and H200) both export FP8=True
-        got = implementation_precision(files, "eos_ngc24.04_nemo", _H100x8)
-        assert got[:2] == ("fp8", "implementation_configs") and "(all 2 agree)" in got[2]
-        # one of them not stating fp8 any more: the candidates disagree, nothing is claimed
-        h200 = "NVIDIA/benchmarks/llama2_70b_lora/implementations/nemo/config_DGXH200_1x8x2xtp2pp1cp1.sh"
-        files[h200] = files[h200].replace("export FP8=True", "export FP8=False")
+        # no config is the system's: of the 1-node, 8-GPU configs, only those naming the run's device
+        got = implementation_precision(files, "eos_ngc24.04_nemo", _H100x8, device="H100-SXM5-80GB")
+        assert got[:2] == ("fp8", "implementation_configs") and "naming H100" in got[2]
+        assert "config_DGXH100_1x8x4xtp4pp1cp1.sh" in got[2] and "DGXH200" not in got[2]
+        # the device not given, or one no config names: another device's config is never read
         assert implementation_precision(files, "eos_ngc24.04_nemo", _H100x8) is None
+        assert implementation_precision(files, "eos_ngc24.04_nemo", _H100x8, device="MI325X") is None
+        # the H100 config not stating fp8 any more: nothing is claimed (the H200 one's FP8=True does not count)
+        h100 = "NVIDIA/benchmarks/llama2_70b_lora/implementations/nemo/config_DGXH100_1x8x4xtp4pp1cp1.sh"
+        files[h100] = files[h100].replace("export FP8=True", "export FP8=False")
+        assert implementation_precision(files, "eos_ngc24.04_nemo", _H100x8, device="H100-SXM5-80GB") is None
 
     def test_flag_whose_argparse_help_enables_fp8(self):
         # config_ESC-N8-E11.sh passes --use_transformer_engine2; run_pretraining.py: help='Enable FP8 layers'
@@ -447,13 +451,14 @@ class TestImplementationPrecision:
         # dgxh100_n64_nemo: 64 nodes; of the two configs only config_DGXH100_64x8x128x4x8_mbs1.sh is for 64 nodes,
         # and it states fp8 through the config_fp8.sh it sources
         system = json.loads((DATA / "v3.0/NVIDIA/systems/dgxh100_n64_nemo.json").read_text())
-        got = implementation_precision(_implementation("v3.0", "NVIDIA", "gpt3"), "dgxh100_n64_nemo", system)
+        got = implementation_precision(_implementation("v3.0", "NVIDIA", "gpt3"), "dgxh100_n64_nemo", system,
+                                       device="H100-SXM5-80GB")
         assert got[:2] == ("fp8", "implementation_configs")
         assert "64 nodes" in got[2] and "config_DGXH100_64x8x128x4x8_mbs1.sh;" in got[2]
         assert got[2].endswith("config_fp8.sh: export FP8=True")
         # a system size no published config has: no claim
         assert implementation_precision(_implementation("v3.0", "NVIDIA", "gpt3"), "dgxh100_n64_nemo",
-                                        dict(system, number_of_nodes="32")) is None
+                                        dict(system, number_of_nodes="32"), device="H100-SXM5-80GB") is None
 
     def test_config_that_does_not_state_fp8(self):
         # the 434-node BERT config passes no FP8 flag (the flag is defined, the config does not use it)

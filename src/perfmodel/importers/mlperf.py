@@ -33,7 +33,8 @@ The precision (``precision_source``) is what the log states (``mllog``: a logged
 the run's output), else what the system description states (``system_json``), else what the launch config of
 the run's system in the submission's ``benchmarks/<benchmark>/implementations/`` states
 (``implementation_config`` where the config is identified as the system's, ``implementation_configs`` where
-every published config for the system's size agrees; fp8 only, and only on devices with an fp8 peak; see
+every published config naming the device for the system's size agrees; fp8 only, and only on devices with an
+fp8 peak; see
 :func:`implementation_precision`), else ``assumed`` (bf16; fp16 on V100/T4/P100).
 
 Examples
@@ -678,7 +679,13 @@ def _system_int(system_info: Mapping | None, key: str) -> int | None:
     return _int(system_info.get(key)) if isinstance(system_info, Mapping) else None
 
 
-def implementation_precision(files: Mapping[str, str], system: str, system_info: Mapping | None = None):
+def _device_model(gpu_type: str | None) -> str:
+    """The model part of a device type as configs name it: ``H100`` for ``H100-SXM5-80GB``, ``MI325X``."""
+    return re.split(r"[-_ ]", gpu_type.strip(), maxsplit=1)[0].upper() if gpu_type and gpu_type.strip() else ""
+
+
+def implementation_precision(files: Mapping[str, str], system: str, system_info: Mapping | None = None, *,
+                             device: str | None = None):
     """The precision the launch config of a system's run states, from a benchmark's implementation files.
 
     MLPerf submissions publish, next to the results, ``<submitter>/benchmarks/<benchmark>/implementations/``:
@@ -690,8 +697,11 @@ def implementation_precision(files: Mapping[str, str], system: str, system_info:
        ``README*.md`` in the implementation folder named for the system; such a README may also point to
        another folder, ``[..](../<folder>)``, whose configs are then the candidates);
     3. the configs named ``config_<system>_*.sh``, else those in the implementation folder named for the
-       system (or the one its README points to);
-    4. failing these, every config of the benchmark's implementations.
+       system (or the one its README points to).
+
+    4. failing these, the configs of the benchmark's implementations whose file name names the run's device
+       model (``device``: ``H100`` in ``config_DGXH100_64x8x....sh``); none where ``device`` is not given
+       (another system's config may be for another device).
 
     In 3 and 4, only run configs count (those setting ``DGXNNODES``, else those no other config sources), and
     of those, the ones for the system's ``number_of_nodes`` and ``accelerators_per_node`` where the configs
@@ -710,14 +720,18 @@ def implementation_precision(files: Mapping[str, str], system: str, system_info:
         The system's name (the ``results/<system>/`` folder, ``systems/<system>.json``).
     system_info : mapping, optional
         The parsed system description (``number_of_nodes``, ``accelerators_per_node``).
+    device : str, optional
+        The run's device type (``perfmodel.hardware`` name, e.g. ``H100-SXM5-80GB``), for step 4: only configs
+        whose file name holds its model part (``H100``) are candidates there. None: step 4 is skipped.
 
     Returns
     -------
     tuple of (str, str, str) or None
         ``("fp8", source, evidence)``: ``source`` is ``implementation_config`` where the config was identified
-        as the system's (1-3), ``implementation_configs`` where it was not and every published config for the
-        system's size states fp8 (4); ``evidence`` names the config, the file and the line that says it. None
-        where no config is found, the candidates disagree, or they do not state fp8.
+        as the system's (1-3), ``implementation_configs`` where it was not and every config for the device and
+        the system's size states fp8 (4); ``evidence`` names how the configs were found, the config, the file
+        and the line that says it. None where no config is found, the candidates disagree, or they do not
+        state fp8.
 
     Raises
     ------
@@ -763,9 +777,12 @@ def implementation_precision(files: Mapping[str, str], system: str, system_info:
         elif not chosen and folders:
             how = "configs of the implementation folder " + ", ".join(folders)
             chosen = [p for p in cf.configs if _impl_folder(p) in folders]
-        elif not chosen:
-            how, source, chosen = "every config of the benchmark's implementations", "implementation_configs", list(
-                cf.configs)
+        elif not chosen:  # no config is the system's: those naming its device model, never another device's
+            model = _device_model(device)
+            chosen = [p for p in cf.configs if model and model in p.rsplit("/", 1)[-1].upper()]
+            if not chosen:
+                return None
+            how, source = f"every config of the benchmark's implementations naming {model}", "implementation_configs"
         if not how.startswith("config named by"):  # candidates: the run configs for the system's size
             sourced = set().union(*(cf.sourced(p) for p in chosen)) if chosen else set()
             runs = [p for p in chosen if p.rsplit("/", 1)[-1].lower() not in sourced]
@@ -929,7 +946,8 @@ def summarize_run(text: str, system_info: Mapping | None = None, *, benchmark: s
     if (prec_src == "assumed" and gpu_type is not None and get_spec(gpu_type).peak_tflops("fp8")
             and implementation):
         # the log and the system description say nothing: the launch config of the run's system may
-        found = implementation_precision(implementation, str(provenance.get("system") or ""), system)
+        found = implementation_precision(implementation, str(provenance.get("system") or ""), system,
+                                         device=gpu_type)
         if found is not None:
             reported, prec_src, evidence = found
     # fp8 where the log says so and the device has an fp8 peak; else the 16-bit type its matmuls fall back to
