@@ -281,14 +281,33 @@ def attack_plan_and_analysis(c: Counts) -> dict:
 
 
 def attack_predict(c: Counts) -> dict:
-    """The fuzz's predict_training_time overflows: steps=10**400 and a model spec with params=10**400."""
+    """The fuzz's predict_training_time overflows (steps, params and confidence beyond the float range), a bool
+    count, and a linear fit crossing zero at a measured model (counted in ``zero_answers``)."""
+    import numpy as np
+    import pandas as pd
+
     import perfmodel
 
     c.call("predict steps=10**400", lambda: perfmodel.predict_training_time(
         "gpt-m", batch_size=32, gpu_type="cpu", steps=10**400), check=lambda r: [r.seconds, r.lower, r.upper])
     c.call("predict params=10**400", lambda: perfmodel.predict_training_time(
         {"params": 10**400}, batch_size=8, gpu_type="cpu", steps=10), check=lambda r: [r.seconds, r.upper])
-    return {}
+    c.call("predict confidence=10**400", lambda: perfmodel.predict_training_time(
+        "gpt-m", batch_size=32, gpu_type="cpu", steps=10, confidence=10**400), check=lambda r: [r.seconds])
+    c.call("predict gpu_count=True", lambda: perfmodel.predict_training_time(
+        "gpt-m", batch_size=32, gpu_type="cpu", gpu_count=True, steps=10), check=lambda r: [r.seconds])
+    # method='linear' crossing zero at a small model measured 4 times at 0.039 s: 0 s per step is no answer
+    rows = [{"model": "small", "params": 1000, "batch_size": 8, "gpu_count": 1, "gpu_type": "cpu",
+             "step_time_s": 0.039 + 0.0005 * i} for i in range(4)]
+    rng = np.random.default_rng(0)
+    for m in range(6):
+        params = int(10 ** rng.uniform(6, 8))
+        rows += [{"model": f"big{m}", "params": params, "batch_size": b, "gpu_count": n, "gpu_type": "cpu",
+                  "step_time_s": 1e-9 * params * b * n} for b in (8, 16, 32, 64) for n in (1, 2)]
+    r = c.call("predict method=linear at a measured small model", lambda: perfmodel.predict_training_time(
+        "small", batch_size=8, gpu_type="cpu", steps=100, history=pd.DataFrame(rows), method="linear"),
+        check=lambda r: [r.seconds])
+    return {"zero_answers": int(r is not None and not r.step_seconds > 0)}
 
 
 def attack_cli(c: Counts, tmp: Path) -> dict:
@@ -335,6 +354,7 @@ def run_all(*, include_predict: bool = True) -> dict:
     c = Counts()
     extra: dict = {}
     p = Counts()
+    zero = 0
     old_cache = os.environ.get("PERFMODEL_CACHE_DIR")
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -346,8 +366,7 @@ def run_all(*, include_predict: bool = True) -> dict:
             extra.update(attack_numerics(c))
             extra.update(attack_plan_and_analysis(c))
             extra.update(attack_cli(c, tmp))
-            if include_predict:
-                attack_predict(p)
+            zero = attack_predict(p)["zero_answers"] if include_predict else 0
         finally:
             if old_cache is None:
                 os.environ.pop("PERFMODEL_CACHE_DIR", None)
@@ -356,7 +375,8 @@ def run_all(*, include_predict: bool = True) -> dict:
     return {"calls": c.calls + p.calls,
             "tracebacks (exceptions other than ValueError/TypeError/OSError)": c.tracebacks,
             "NaN/inf results": c.nan + p.nan, **extra,
-            "tracebacks in predict_training_time (steps, params = 10**400)": p.tracebacks,
+            "tracebacks in predict_training_time (steps, params, confidence = 10**400; gpu_count=True)": p.tracebacks,
+            "answers of 0 s per step (method='linear' crossing zero at a measured model)": zero,
             "examples": c.examples + p.examples}
 
 

@@ -232,8 +232,6 @@ class TestPredictInputs:
             plan.scaling_from_model("gpt-s", **{"batch_size": 8, "gpu_type": "cpu", **kwargs})
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26 #12: the linear fit's non-positive step time is clipped to 0 "
-                   "in predict.py (_predict_frame), which this issue's files do not own")
 def test_linear_never_answers_zero_for_a_measured_configuration():
     """method='linear' answered 0 s/step (with an ExtrapolationWarning) for a configuration measured 4 times at
     0.039 s. A measured configuration must get a positive time, or a refusal that says why."""
@@ -250,12 +248,13 @@ def test_linear_never_answers_zero_for_a_measured_configuration():
                   "step_time_s": 1e-9 * params * b * n} for b in (8, 16, 32, 64) for n in (1, 2)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        try:
-            r = perfmodel.predict_training_time("small", batch_size=8, gpu_type="cpu", steps=100,
-                                                history=pd.DataFrame(rows), method="linear")
-        except ValueError as exc:  # a refusal is an answer, when it names the method
-            assert "linear" in str(exc)
-            return
+        # the linear fit crosses zero at the small model: refused, naming the method and what to use instead
+        with pytest.raises(perfmodel.PredictionError, match="linear fit predicts a non-positive step time.*log scale"):
+            perfmodel.predict_training_time("small", batch_size=8, gpu_type="cpu", steps=100,
+                                            history=pd.DataFrame(rows), method="linear")
+        # a log-scale method answers the same query with a positive time
+        r = perfmodel.predict_training_time("small", batch_size=8, gpu_type="cpu", steps=100,
+                                            history=pd.DataFrame(rows), method="loglinear")
     assert r.step_seconds > 0
 
 
@@ -284,3 +283,19 @@ class TestAnalysisThresholds:
         with pytest.raises(exc, match=f"'{name}' parameter of diagnose"):
             analysis.diagnose(make_history(n_models=2), **{name: value})
         assert analysis.diagnose(make_history(n_models=2), host_peak_flops=1e12).table["mfu"].notna().all()
+
+
+class TestValidationEdges:
+    """issue 26: a confidence beyond the float range raised OverflowError; True passed as a count of 1."""
+
+    def test_confidence_beyond_floats_is_a_value_error(self):
+        import perfmodel
+
+        with pytest.raises(ValueError, match="'confidence' parameter of predict_training_time must be a float"):
+            perfmodel.predict_training_time("gpt-m", batch_size=32, gpu_type="cpu", steps=10, confidence=10**400)
+
+    def test_a_bool_is_not_a_count(self):
+        import perfmodel
+
+        with pytest.raises(TypeError, match="'gpu_count' parameter of predict_training_time must be a positive int"):
+            perfmodel.predict_training_time("gpt-m", batch_size=32, gpu_type="cpu", gpu_count=True, steps=10)

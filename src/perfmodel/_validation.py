@@ -33,7 +33,7 @@ def check_positive_int(value: Any, name: str, where: str, *, allow_none: bool = 
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        if isinstance(value, numbers.Real) and math.isfinite(float(value)) and float(value).is_integer():
+        if not isinstance(value, bool) and isinstance(value, numbers.Real) and _finite_integer(value):
             value = int(value)
         else:
             raise TypeError(
@@ -90,6 +90,15 @@ def check_nonnegative_float(value: Any, name: str, where: str, *, maximum: float
     return out
 
 
+def _finite_integer(value) -> bool:
+    """Whether a real number is finite and integral (False beyond the float range, not an OverflowError)."""
+    try:
+        v = float(value)
+    except OverflowError:
+        return False
+    return math.isfinite(v) and v.is_integer()
+
+
 def check_confidence(value: Any, where: str) -> float:
     """The interval level, a float strictly between 0 and 1."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -97,7 +106,11 @@ def check_confidence(value: Any, where: str) -> float:
             f"The 'confidence' parameter of {where} must be a float in (0, 1). Got {_fmt(value)} "
             f"of type {type(value).__name__} instead."
         )
-    if not (0.0 < float(value) < 1.0):
+    try:
+        level = float(value)
+    except OverflowError:  # an int beyond the float range
+        level = math.inf
+    if not (0.0 < level < 1.0):
         raise ValueError(f"The 'confidence' parameter of {where} must be a float in (0, 1). Got {_fmt(value)} instead.")
     return float(value)
 

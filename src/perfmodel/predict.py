@@ -24,7 +24,7 @@ from ._format import format_duration, to_plain
 from ._rows import distinct_rows
 from ._validation import (check_choice, check_confidence, check_positive_float, check_positive_int,
                           check_prediction_frame)
-from .exceptions import DataQualityWarning, ExtrapolationWarning, SchemaError, UnsupportedQueryError
+from .exceptions import DataQualityWarning, ExtrapolationWarning, PredictionError, SchemaError, UnsupportedQueryError
 from .fitting import DEFAULT_METHOD, fit_cached, fit_history, stored_fit
 from .hardware import PRECISIONS, get_spec, resolve_gpu_type, table_digest
 from .history import (BUNDLED_PREFIX, HistoryFiles, LoadedHistory, default_history, file_digest, frame_digest,
@@ -702,8 +702,6 @@ class BasePredictor:
         notes = _check_support(fitted, q) + _domain_warnings(fitted, q)[0]
         res = _predict_frame(fitted, q, self.confidence).iloc[0]
         prior_note = _prior_note(provenance, q, self._own_devices(source))
-        if bool(res["nonpositive_fit"]):
-            notes.append(f"the {fitted.method} fit predicts a non-positive step time here; clipped to 0")
         for note in notes:
             warnings.warn(f"{_WHERE}: {note}.", ExtrapolationWarning, stacklevel=3)
         for note in prior_note:
@@ -880,16 +878,21 @@ def _predict_frame(fitted: TrainingTimeModel, q: pd.DataFrame, confidence: float
         rows, inverse = distinct
         per = fitted.predict_interval(rows, confidence)
         out = pd.DataFrame({c: per[c].to_numpy()[inverse] for c in per.columns}, index=q.index)
-    nonpos = (out["step_time_s"] <= 0).to_numpy()
-    cols = ["step_time_s", "step_lower", "step_upper"]
-    out[cols] = out[cols].clip(lower=0.0)
+    point = out["step_time_s"].to_numpy(dtype=float)
+    nonpos = np.flatnonzero(point <= 0)
+    if len(nonpos):  # a fit on the linear scale can cross zero; 0 s per step is no answer
+        i = int(nonpos[0])
+        raise PredictionError(
+            f"{_WHERE}: the {fitted.method} fit predicts a non-positive step time ({point[i]:.3g} s) for query row "
+            f"{i}: a fit on the linear scale can cross zero where the runs are small. Use a method fitted on the "
+            "log scale ('auto', 'loglinear', 'roofline').")
+    out[["step_lower"]] = out[["step_lower"]].clip(lower=0.0)
     steps = q["steps"].to_numpy(dtype=float)
     start = fitted.startup_s_
     out["steps"] = steps
     out["seconds"] = start + steps * out["step_time_s"].to_numpy()
     out["lower"] = start + steps * out["step_lower"].to_numpy()
     out["upper"] = start + steps * out["step_upper"].to_numpy()
-    out["nonpositive_fit"] = nonpos
     check_prediction_frame(out, confidence=confidence, n_runs=int(fitted.n_runs_), method=fitted.method, where=_WHERE)
     return out
 

@@ -141,7 +141,8 @@ COLUMNS: tuple[Column, ...] = (
     _C("python_version", "str", "Python version"),
     _C("source", "str", "where the record came from: sweep | recorder | user | hf_callback | lightning_callback "
        "| mlflow | hf_output"),
-    _C("source_id", "str", "id of the run where it was imported from (MLflow run id, output dir + mtime)"),
+    _C("source_id", "str", "id of the run where it was imported from (MLflow run id; for a Hugging Face output "
+       "dir, a digest of its result files)"),
     _C("protocol", "str", "measurement protocol (warm-up, stopping rule)"),
     _C("sweep_id", "str", "id of the sweep that produced the run"),
     _C("timestamp", "str", "ISO-8601 UTC time the run finished"),
