@@ -255,6 +255,11 @@ def test_linear_never_answers_zero_for_a_measured_configuration():
         # a log-scale method answers the same query with a positive time
         r = perfmodel.predict_training_time("small", batch_size=8, gpu_type="cpu", steps=100,
                                             history=pd.DataFrame(rows), method="loglinear")
+        # in predict_many the refused row is named as the caller counts it (the third of three)
+        q = pd.DataFrame({"model": ["big0", "big1", "small"], "batch_size": [64, 64, 8], "gpu_count": 1,
+                          "gpu_type": "cpu", "steps": 100})
+        with pytest.raises(perfmodel.PredictionError, match=r"^predict_many: .*row 3 \(counting from 1\)"):
+            perfmodel.predict_many(q, history=pd.DataFrame(rows), method="linear")
     assert r.step_seconds > 0
 
 

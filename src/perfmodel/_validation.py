@@ -138,11 +138,18 @@ def check_fit_arrays(X, y, columns, where: str):
     return X, y
 
 
-def check_prediction_frame(out, *, confidence: float, n_runs: int, method: str, where: str) -> None:
+def row_label(i: int, numbers=None) -> str:
+    """``query row i`` (0-based, a frame's own order), or ``row N (counting from 1)`` where ``numbers`` gives each
+    row's 1-based number in what the caller passed."""
+    return f"row {int(numbers[i])} (counting from 1)" if numbers is not None else f"query row {i}"
+
+
+def check_prediction_frame(out, *, confidence: float, n_runs: int, method: str, where: str, numbers=None) -> None:
     """Refuse to return a prediction that is not a finite, non-negative time inside a bounded interval.
 
     ``out`` has columns ``step_time_s, step_lower, step_upper, seconds, lower, upper`` (a frame from the
-    predict layer). Raises :class:`~perfmodel.exceptions.PredictionError` naming the first bad row and why.
+    predict layer); ``numbers``, where given, the 1-based number of each of its rows in the caller's input.
+    Raises :class:`~perfmodel.exceptions.PredictionError` naming the first bad row and why.
     """
     import numpy as np
 
@@ -154,14 +161,16 @@ def check_prediction_frame(out, *, confidence: float, n_runs: int, method: str, 
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise PredictionError(
-            f"{where}: the {method} fit gives no finite step time for query row {i} ({point[i, 0]!r} s); the "
+            f"{where}: the {method} fit gives no finite step time for {row_label(i, numbers)} ({point[i, 0]!r} s); "
+            "the "
             "query is beyond the numeric range of the fit. Check its sizes and counts.")
     unbounded = ~np.isfinite(bounds).all(axis=1)
     if unbounded.any():
         i = int(np.flatnonzero(unbounded)[0])
         most = n_runs / (n_runs + 1)
         raise PredictionError(
-            f"{where}: the {confidence:g} prediction interval of query row {i} is unbounded with this history "
+            f"{where}: the {confidence:g} prediction interval of {row_label(i, numbers)} is unbounded with this "
+            "history "
             f"({n_runs} runs, {method} fit): its split-conformal interval needs confidence <= n/(n+1) = {most:.4g} "
             "for n conformity scores, one per run whose refit without it succeeded (a 90% interval needs at least 9). "
             "Lower the confidence or add runs.")
@@ -172,5 +181,6 @@ def check_prediction_frame(out, *, confidence: float, n_runs: int, method: str, 
         i = int(np.flatnonzero(inverted)[0])
         raise PredictionError(
             f"{where}: the {method} fit gives an interval [{lo[i, 1]!r}, {hi[i, 1]!r}] s that does not contain its "
-            f"prediction {point[i, 1]!r} s for query row {i} (a numeric overflow); the query is beyond what the "
+            f"prediction {point[i, 1]!r} s for {row_label(i, numbers)} (a numeric overflow); the query is beyond "
+            "what the "
             "fit can represent.")

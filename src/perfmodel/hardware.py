@@ -409,9 +409,9 @@ _BUILTIN: tuple[HardwareSpec, ...] = (
     _s("TPU-v5e",          "google", "tpu-v5e",   2023, None,  None,   None,   197.0,  None,   16,    819,   400,  "ici",
        "Cloud TPU v5e docs: 197 bf16 TFLOPS per chip (int8 only below bf16), 16 GB HBM2 819 GBps, bidirectional ICI "
        "400 GBps per chip"),
-    _s("TPU-v5p",          "google", "tpu-v5p",   2023, None,  None,   None,   459.0,  459.0,  95,    2765,  1200, "ici",
-       "Cloud TPU v5p docs: 459 bf16 and 459 FP8 TFLOPS per chip, 95 GiB HBM2e 2,765 GBps, bidirectional ICI "
-       "1,200 GBps per chip"),
+    _s("TPU-v5p",          "google", "tpu-v5p",   2023, None,  None,   None,   459.0,  None,   95,    2765,  1200, "ici",
+       "Cloud TPU v5p docs (System architecture): 459 bf16 TFLOPS per chip (no FP8 figure; int8 is not a "
+       "perfmodel precision), 95 GiB HBM2e 2,765 GBps, bidirectional ICI 1,200 GBps per chip"),
     _s("TPU-v6e",          "google", "tpu-v6e",   2024, None,  None,   None,   918.0,  None,   32,    1638,  800,  "ici",
        "Cloud TPU v6e (Trillium) docs: 918 bf16 TFLOPS per chip (int8 1,836 TOPs; no FP8 figure), 32 GB HBM "
        "1,638 GBps, bidirectional ICI 800 GBps per chip"),

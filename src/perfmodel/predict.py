@@ -23,8 +23,9 @@ import pandas as pd
 from ._format import format_duration, to_plain
 from ._rows import distinct_rows
 from ._validation import (check_choice, check_confidence, check_positive_float, check_positive_int,
-                          check_prediction_frame)
-from .exceptions import DataQualityWarning, ExtrapolationWarning, PredictionError, SchemaError, UnsupportedQueryError
+                          check_prediction_frame, row_label)
+from .exceptions import (DataQualityWarning, ExtrapolationWarning, PredictionError, SchemaError,
+                         UnsupportedQueryError)
 from .fitting import DEFAULT_METHOD, fit_cached, fit_history, stored_fit
 from .hardware import PRECISIONS, get_spec, resolve_gpu_type, table_digest
 from .history import (BUNDLED_PREFIX, HistoryFiles, LoadedHistory, default_history, file_digest, frame_digest,
@@ -824,7 +825,8 @@ class BasePredictor:
             _check_support(fitted, q.iloc[take])
             pos = np.full(len(rows), -1)
             pos[at] = np.arange(len(at))
-            part = _predict_frame(fitted, q.iloc[take], self.confidence, distinct=(rows.iloc[at], pos[inverse[take]]))
+            part = _predict_frame(fitted, q.iloc[take], self.confidence, distinct=(rows.iloc[at], pos[inverse[take]]),
+                                  where="predict_many", numbers=positions[take] + 1)
             masks = list(_outside(fitted, rows.iloc[at]).values())
             inside = ~np.logical_or.reduce(masks) if masks else np.ones(len(at), dtype=bool)
             part["inside_domain"] = inside[pos[inverse[take]]]
@@ -869,9 +871,10 @@ def _distinct_rows(q: pd.DataFrame, skip: tuple = ()) -> tuple[np.ndarray, np.nd
 
 
 def _predict_frame(fitted: TrainingTimeModel, q: pd.DataFrame, confidence: float,
-                   distinct: tuple | None = None) -> pd.DataFrame:
+                   distinct: tuple | None = None, *, where: str = _WHERE, numbers=None) -> pd.DataFrame:
     """Per-step and whole-run predictions of each query row; ``distinct`` = (rows, inverse) from
-    :func:`_distinct_rows` predicts each distinct configuration once (the per-step prediction is row-wise)."""
+    :func:`_distinct_rows` predicts each distinct configuration once (the per-step prediction is row-wise).
+    ``where`` and ``numbers`` (each row's 1-based number in the caller's queries) name a refused row."""
     if distinct is None:
         out = fitted.predict_interval(q, confidence)
     else:
@@ -883,9 +886,9 @@ def _predict_frame(fitted: TrainingTimeModel, q: pd.DataFrame, confidence: float
     if len(nonpos):  # a fit on the linear scale can cross zero; 0 s per step is no answer
         i = int(nonpos[0])
         raise PredictionError(
-            f"{_WHERE}: the {fitted.method} fit predicts a non-positive step time ({point[i]:.3g} s) for query row "
-            f"{i}: a fit on the linear scale can cross zero where the runs are small. Use a method fitted on the "
-            "log scale ('auto', 'loglinear', 'roofline').")
+            f"{where}: the {fitted.method} fit predicts a non-positive step time ({point[i]:.3g} s) for "
+            f"{row_label(i, numbers)}: a fit on the linear scale can cross zero where the runs are small. Use a "
+            "method fitted on the log scale ('auto', 'loglinear', 'roofline').")
     out[["step_lower"]] = out[["step_lower"]].clip(lower=0.0)
     steps = q["steps"].to_numpy(dtype=float)
     start = fitted.startup_s_
@@ -893,7 +896,8 @@ def _predict_frame(fitted: TrainingTimeModel, q: pd.DataFrame, confidence: float
     out["seconds"] = start + steps * out["step_time_s"].to_numpy()
     out["lower"] = start + steps * out["step_lower"].to_numpy()
     out["upper"] = start + steps * out["step_upper"].to_numpy()
-    check_prediction_frame(out, confidence=confidence, n_runs=int(fitted.n_runs_), method=fitted.method, where=_WHERE)
+    check_prediction_frame(out, confidence=confidence, n_runs=int(fitted.n_runs_), method=fitted.method, where=where,
+                           numbers=numbers)
     return out
 
 
