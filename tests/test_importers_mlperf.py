@@ -205,6 +205,17 @@ class TestRecord:
         assert "open division" in row["excluded_reason"] and row["division"] == "open"
         assert loadable(pd.DataFrame([row])).empty
 
+    def test_open_division_from_the_system_description_is_excluded(self):
+        # the log does not say its division; the system JSON's "division" does
+        text = _log(("submission_benchmark", "bert", 0, {}), ("global_batch_size", 768, 0, {}),
+                    ("run_start", None, 0, {}), ("tracked_stats", {"throughput": 8000.0}, 10, {"step": 1}),
+                    ("run_stop", None, 20, {"status": "success"}))
+        row = summarize_run(text, dict(_H100x8, division="Open"))
+        assert "open division" in row["excluded_reason"] and row["division"] == "Open"
+        assert loadable(pd.DataFrame([row])).empty
+        closed = summarize_run(text, dict(_H100x8, division="closed"))
+        assert closed["division"] == "closed" and "open division" not in (closed["excluded_reason"] or "")
+
     def test_round_and_run_id_from_the_path(self, runs):
         assert runs.loc["resnet", "round"] == "v1.0"
         assert runs.loc["bert", "run_id"] == "mlperf-v4.0/Dell/XE9680x8H100-SXM-80GB/bert/result_0"
@@ -525,3 +536,163 @@ class TestPrecisionFromTheImplementation:
         assert (row["precision"], row["precision_source"]) == ("fp8", "implementation_config")
         assert "NVIDIA/benchmarks/resnet/implementations/nemo/config_DGXH100_1x8x4xtp4pp1cp1.sh" in row[
             "precision_evidence"]
+
+
+# ------------------------------------------------------------------------ device names, flags, sourcing limits
+def _one_node(gpus=8):
+    return {"number_of_nodes": "1", "accelerators_per_node": str(gpus)}
+
+
+def _fp8_configs(*names):
+    """Configs under one implementation folder, each for one node of 8 accelerators and exporting FP8=True."""
+    return {f"x/benchmarks/b/implementations/impl/{n}": "export DGXNNODES=1\nexport DGXNGPU=8\nexport FP8=True\n"
+            for n in names}
+
+
+class TestDeviceNamedByTheConfig:
+    """Step 4: a config counts for a device only where a part of its file name is the device's model."""
+
+    @pytest.mark.parametrize("device, other", [
+        ("B200", "config_GB200_1x8x1xtp1pp1cp1.sh"),
+        ("H200-SXM-141GB", "config_GH200_1x8x1.sh"),
+        ("L4", "config_L40S_1x8x1.sh"),
+        ("L40", "config_L40S_1x8x1.sh"),
+        ("H100-PCIE-80GB", "config_DGXH100_1x8x1.sh"),
+        ("H100-PCIE-80GB", "config_XE9680x8H100-SXM-80GB_1x8x1.sh"),
+        ("H100-SXM5-80GB", "config_R760xa_H100-PCIe-80GB_1x8x1.sh"),
+        ("B200", "config_1ccGB200_1x8x1.sh"),
+    ])
+    def test_another_devices_config_is_not_taken(self, device, other):
+        assert implementation_precision(_fp8_configs(other), "box", _one_node(), device=device) is None
+
+    @pytest.mark.parametrize("device, own", [
+        ("B200", "config_DGXB200_1x8x1xtp1pp1cp1.sh"),
+        ("GB200", "config_GB200_1x8x1xtp1pp1cp1.sh"),
+        ("H200-SXM-141GB", "config_DGXH200_1x8x1.sh"),
+        ("L4", "config_L4_1x8x1.sh"),
+        ("L40S", "config_L40S_1x8x1.sh"),
+        ("H100-SXM5-80GB", "config_DGXH100_1x8x1.sh"),
+        ("H100-SXM5-80GB", "config_XE9680x8H100-SXM-80GB_1x8x1.sh"),
+        ("H100-PCIE-80GB", "config_R760xa_H100-PCIe-80GB_1x8x1.sh"),
+        ("H100-PCIE-80GB", "config_H100_1x8x1.sh"),  # the name does not say which part: taken
+        ("B200", "config_1ccB200_1x8x1xtp1pp1cp1.sh"),  # as v5.0 Lambda's
+    ])
+    def test_the_devices_config_is_taken(self, device, own):
+        got = implementation_precision(_fp8_configs(own), "box", _one_node(), device=device)
+        assert got is not None and got[:2] == ("fp8", "implementation_configs") and own in got[2]
+
+    def test_only_the_matching_one_among_several(self):
+        files = _fp8_configs("config_DGXB200_1x8x1.sh", "config_GB200_1x8x1.sh")
+        gb = "x/benchmarks/b/implementations/impl/config_GB200_1x8x1.sh"
+        files[gb] = files[gb].replace("FP8=True", "FP8=False")
+        got = implementation_precision(files, "box", _one_node(), device="B200")
+        assert got[0] == "fp8" and "config_DGXB200_1x8x1.sh" in got[2] and "GB200" not in got[2]
+        assert implementation_precision(files, "box", _one_node(), device="GB200") is None
+
+    def test_family_word_devices(self):
+        files = _fp8_configs("config_RTX_1x8x1.sh", "config_TPU_1x8x1.sh")
+        assert implementation_precision(files, "box", _one_node(), device="RTX-4090") is None
+        assert implementation_precision(files, "box", _one_node(), device="TPU-v5p") is None
+        assert implementation_precision(_fp8_configs("config_RTX4090_1x8x1.sh"), "box", _one_node(),
+                                        device="RTX-4090")[0] == "fp8"
+
+    def test_device_must_be_a_str(self):
+        with pytest.raises(TypeError, match="device"):
+            implementation_precision(_fp8_configs("config_DGXH100_1x8x1.sh"), "box", _one_node(), device=5)
+
+
+class TestWhatAConfigStates:
+    @pytest.mark.parametrize("line", ["--fp8=False", "--fp8 0", "--fp8=0", "--fp8=OFF", "--fp8 no", '--fp8="false"'])
+    def test_a_flag_with_a_false_value_is_not_fp8(self, line):
+        files = {"x/implementations/impl/config_box.sh": f'EXTRA_PARAMS="--lr 1e-4 {line} --seed 1"\n'}
+        assert implementation_precision(files, "box") is None
+
+    @pytest.mark.parametrize("line", ["--fp8", "--fp8=True", "--fp8 1", "--fp8 --seed 1", "--fp8=hybrid"])
+    def test_a_flag_alone_or_true_is_fp8(self, line):
+        files = {"x/implementations/impl/config_box.sh": f'EXTRA_PARAMS="--lr 1e-4 {line}"\n'}
+        assert implementation_precision(files, "box")[0] == "fp8"
+
+    def test_unset_after_export(self):
+        unset = {"x/implementations/impl/config_box.sh": "export FP8=True\nunset FP8\n"}
+        assert implementation_precision(unset, "box") is None
+        again = {"x/implementations/impl/config_box.sh": "export FP8=True\nunset FP8\nexport FP8=1\n"}
+        assert implementation_precision(again, "box")[0] == "fp8"
+        other = {"x/implementations/impl/config_box.sh": "export FP8=True\nunset FP8_RECIPE\n"}
+        assert implementation_precision(other, "box")[0] == "fp8"
+
+    def test_a_deep_chain_of_sourced_configs_states_nothing(self):
+        folder = "x/implementations/impl"
+        files = {f"{folder}/config_c{i}.sh": f"source $(dirname ${{BASH_SOURCE[0]}})/config_c{i + 1}.sh\n"
+                 for i in range(2000)}
+        files[f"{folder}/config_c2000.sh"] = "export FP8=True\n"
+        files[f"{folder}/config_box.sh"] = "source $(dirname ${BASH_SOURCE[0]})/config_c0.sh\n"
+        assert implementation_precision(files, "box") is None  # no RecursionError, no claim
+        # a short chain is followed
+        short = {f"{folder}/config_box.sh": "source $(dirname ${BASH_SOURCE[0]})/config_c0.sh\n",
+                 f"{folder}/config_c0.sh": "source $(dirname ${BASH_SOURCE[0]})/config_c1.sh\n",
+                 f"{folder}/config_c1.sh": "export FP8=True\n"}
+        assert implementation_precision(short, "box")[0] == "fp8"
+
+    def test_an_oversized_config_is_not_read(self):
+        files = {"x/implementations/impl/config_box.sh": "export FP8=True\n" + "#" * 1_000_001 + "\n"}
+        assert implementation_precision(files, "box") is None
+
+    def test_a_long_line_is_read_quickly(self):
+        import time
+
+        line = "source " + "a" * 200_000 + " b"
+        files = {"x/implementations/impl/config_box.sh": line + "\nexport FP8=True\n"}
+        t = time.perf_counter()
+        assert implementation_precision(files, "box")[0] == "fp8"
+        assert time.perf_counter() - t < 2.0
+
+
+class TestReadmePointer:
+    def test_a_pointer_to_another_folder_gives_implementation_configs(self):
+        # as v5.0 Supermicro llama2_70b_lora: AS-4126GS-NBR-LCC_N1/README.md points to ../b200_nemo, whose configs
+        # are named for other systems (the README line is the real one; the configs are reduced to what counts)
+        root = "Supermicro/benchmarks/llama2_70b_lora/implementations"
+        files = {f"{root}/AS-4126GS-NBR-LCC_N1/README.md":
+                 "Please refer to the implementation directory [b200_nemo](../b200_nemo) for the details.\n"}
+        for name in ("config_AS-A126GS-TNBR_1x8x1xtp1pp1cp1.sh", "config_DGXB200_1x8x1xtp1pp1cp1.sh"):
+            files[f"{root}/b200_nemo/{name}"] = "export DGXNNODES=1\nexport DGXNGPU=8\nexport FP8=True\n"
+        got = implementation_precision(files, "AS-4126GS-NBR-LCC_N1", _one_node(), device="B200")
+        assert got[:2] == ("fp8", "implementation_configs") and "b200_nemo" in got[2]
+        # the folder named for the system itself: its configs are the system's own
+        own = {f"{root}/AS-4126GS-NBR-LCC_N1/config_x_1x8.sh": "export DGXNNODES=1\nexport DGXNGPU=8\nexport FP8=1\n"}
+        assert implementation_precision(own, "AS-4126GS-NBR-LCC_N1", _one_node())[:2] == ("fp8", "implementation_config")
+
+
+class TestGeneric16BitLogLine:
+    """A log's "16-bits training: True" is the AMP switch: it does not rule out fp8, the launch config is read."""
+
+    _TEXT = _log(("submission_benchmark", "bert", 0, {}), ("global_batch_size", 768, 0, {}),
+                 ("run_start", None, 0, {}), ("tracked_stats", {"throughput": 8000.0}, 10, {"step": 1}),
+                 ("run_stop", None, 20, {"status": "success"}))
+
+    def _impl(self, fp8: str):
+        return {"NVIDIA/benchmarks/bert/implementations/pytorch/config_box.sh": f"export FP8={fp8}\n"}
+
+    def test_the_configs_fp8_wins_and_the_log_line_is_kept(self):
+        row = summarize_run(self._TEXT + "\n16-bits training: True\n", _H100x8, system="box",
+                            implementation=self._impl("True"))
+        assert (row["precision"], row["precision_source"]) == ("fp8", "implementation_config")
+        assert row["precision_evidence"].startswith("log: 16-bits training: true; config named for the system")
+
+    def test_without_an_fp8_config_the_log_line_stands(self):
+        row = summarize_run(self._TEXT + "\n16-bits training: True\n", _H100x8, system="box",
+                            implementation=self._impl("False"))
+        assert (row["precision"], row["precision_source"], row["precision_evidence"]) == (
+            "fp16", "log_text", "16-bits training: true")
+
+    def test_a_named_dtype_is_authoritative(self):
+        for line, prec in (("fp16=True", "fp16"), ("precision: 'bf16'", "bf16"), ("bf16: 1", "bf16")):
+            row = summarize_run(self._TEXT + f"\n16-bits training: True\n{line}\n", _H100x8, system="box",
+                                implementation=self._impl("True"))
+            assert (row["precision"], row["precision_source"]) == (prec, "log_text"), line
+
+    def test_no_fp8_peak_no_config(self):
+        a100 = dict(_H100x8, accelerator_model_name="NVIDIA A100-SXM4-80GB")
+        row = summarize_run(self._TEXT + "\n16-bits training: True\n", a100, system="box",
+                            implementation=self._impl("True"))
+        assert (row["precision"], row["precision_source"]) == ("fp16", "log_text")

@@ -33,9 +33,11 @@ The precision (``precision_source``) is what the log states (``mllog``: a logged
 the run's output), else what the system description states (``system_json``), else what the launch config of
 the run's system in the submission's ``benchmarks/<benchmark>/implementations/`` states
 (``implementation_config`` where the config is identified as the system's, ``implementation_configs`` where
-every published config naming the device for the system's size agrees; fp8 only, and only on devices with an
-fp8 peak; see
-:func:`implementation_precision`), else ``assumed`` (bf16; fp16 on V100/T4/P100).
+every candidate config for the system's size agrees but none is identified as the system's own; fp8 only, and
+only on devices with an fp8 peak; see :func:`implementation_precision`), else ``assumed`` (bf16; fp16 on
+V100/T4/P100). A log line that only switches 16-bit mixed precision on (``16-bits training: True``,
+``amp=True``, ``precision=16``) does not rule out fp8: there the launch config is read too, and its fp8
+wins (the evidence keeps the log line).
 
 Examples
 --------
@@ -463,12 +465,19 @@ def _tracked(events):
 
 
 _PREC_KEY = re.compile(r"precision|fp8|fp16|bf16|dtype|\bamp\b", re.I)
+#: Log lines that state a precision: ``(precision, pattern, generic)``, tried in order. ``generic`` marks the
+#: 16-bit *switches* that do not name a dtype: ``16-bits training: True`` (the NVIDIA BERT code's AMP flag),
+#: ``amp=True`` and ``precision=16``: mixed precision is on, but fp8 matmuls (Transformer Engine) may run on top
+#: of it, so for these the launch configs are still read (:func:`summarize_run`). Lines naming a dtype
+#: (``fp16=True``, ``bf16: 1``, ``precision='bf16'``, ``bfloat16``, the fp8 forms) are authoritative.
 _PREC_TEXT = [
     ("fp8", re.compile(r"\bfp8\b[^\n]{0,40}?(?:=|:)\s*(?:true|1|on|hybrid|e4m3)\b|\bfp8_(?:e4m3|hybrid)\b"
-                       r"|using fp8\b|\bfp8 (?:enabled|training|recipe)\b", re.I)),
-    ("bf16", re.compile(r"\bbf16\b\s*(?:=|:)\s*(?:true|1)\b|precision\s*(?:=|:)\s*['\"]?bf16|\bbfloat16\b", re.I)),
-    ("fp16", re.compile(r"\bfp16\b\s*(?:=|:)\s*(?:true|1)\b|precision\s*(?:=|:)\s*['\"]?(?:fp16|16)\b"
-                        r"|\bamp\b\s*(?:=|:)\s*(?:true|1)\b|16-bits training: True", re.I)),
+                       r"|using fp8\b|\bfp8 (?:enabled|training|recipe)\b", re.I), False),
+    ("bf16", re.compile(r"\bbf16\b\s*(?:=|:)\s*(?:true|1)\b|precision\s*(?:=|:)\s*['\"]?bf16|\bbfloat16\b", re.I),
+     False),
+    ("fp16", re.compile(r"\bfp16\b\s*(?:=|:)\s*(?:true|1)\b|precision\s*(?:=|:)\s*['\"]?fp16\b", re.I), False),
+    ("fp16", re.compile(r"precision\s*(?:=|:)\s*['\"]?16\b|\bamp\b\s*(?:=|:)\s*(?:true|1)\b"
+                        r"|16-bits training: True", re.I), True),
 ]
 
 
@@ -476,31 +485,35 @@ _PREC_HINTS = ("fp8", "fp16", "bf16", "bfloat16", "amp", "16-bits", "precision")
 
 
 def _precision(events, text: str, system: Mapping | None, accelerator: str | None):
-    """(reported precision, source, evidence)."""
+    """(reported precision, source, evidence, generic): ``generic`` is True where the only statement is a log
+    line's generic 16-bit switch (see :data:`_PREC_TEXT`)."""
     for e in events:
         key = str(e["key"])
         if any(h in key.lower() for h in _PREC_KEY_HINTS) and _PREC_KEY.search(key):
             val = str(e.get("value")).lower()
             for p in ("fp8", "bf16", "fp16"):
                 if p in key.lower() and val in ("true", "1") or p in val:
-                    return p, "mllog", f"{key}={e.get('value')}"
+                    return p, "mllog", f"{key}={e.get('value')}", False
     if system:
         blob = " ".join(str(v) for v in system.values())
         for p, pat in (("fp8", r"\bfp8\b"), ("bf16", r"\bbf16\b|bfloat16"), ("fp16", r"\bfp16\b|float16")):
             m = re.search(pat, blob, re.I)
             if m:
-                return p, "system_json", blob[max(0, m.start() - 30): m.end() + 30].strip()
+                return p, "system_json", blob[max(0, m.start() - 30): m.end() + 30].strip(), False
     # Only lines that mention a dtype are searched (a log can be megabytes of training output).
     low = text.lower()
     hints = [h for h in _PREC_HINTS if h in low]
     lines = "\n".join(ln for ln in low.splitlines() if any(h in ln for h in hints) and _MARKER.lower() not in ln
                       ) if hints else ""
-    for p, pat in _PREC_TEXT:
-        m = pat.search(lines)
-        if m:
-            return p, "log_text", m.group(0)[:80]
+    found = [(p, m.group(0)[:80], generic) for p, pat, generic in _PREC_TEXT
+             for m in [pat.search(lines)] if m]
+    explicit = [f for f in found if not f[2]]
+    if explicit:  # a dtype named anywhere in the log outranks a generic 16-bit switch
+        return explicit[0][0], "log_text", explicit[0][1], False
+    if found:
+        return found[0][0], "log_text", found[0][1], True
     assumed = "fp16" if accelerator and _ASSUMED_FP16.search(accelerator) else "bf16"
-    return assumed, "assumed", ""
+    return assumed, "assumed", "", False
 
 
 # ------------------------------------------------------------------------------------- implementation configs
@@ -510,15 +523,24 @@ def _precision(events, text: str, system: Mapping | None, accelerator: str | Non
 # may. See :func:`implementation_precision`.
 _CONFIG_FILE = re.compile(r"^config.*\.sh$", re.I)
 _README_FILE = re.compile(r"^readme.*\.md$", re.I)
-_SOURCE_LINE = re.compile(r"^(?:source|\.)\s+.*?([\w.+-]+\.sh)\b")
+#: ``source <...>/name.sh`` / ``. name.sh``: matched on a line's first :data:`_SOURCE_SPAN` characters only, so
+#: that a very long line costs no more than a short one (the lazy ``.*?`` would be quadratic in its length).
+_SOURCE_LINE = re.compile(r"^(?:source|\.)\s+[^\n]{0,300}?([\w.+-]{1,200}\.sh)\b")
+_SOURCE_SPAN = 600
 _FP8_ASSIGN = re.compile(r"^(?:export\s+)?FP8=(.*)$")
-_FLAG = re.compile(r"(?<![\w-])--([A-Za-z][\w-]*)")
+#: A ``--flag``, with the value it is given where one follows (``--fp8=False``, ``--fp8 0``).
+_FLAG = re.compile(r"(?<![\w-])--([A-Za-z][\w-]*)(?:=(['\"]?)([^\s'\"]*)\2|\s+(['\"]?)([^\s'\"-][^\s'\"]*)\4)?")
+_UNSET = re.compile(r"^unset\s+(?:-v\s+)?(.*)$")
 _SHELL_DEFAULT = re.compile(r"^\$\{[A-Za-z_]\w*:?[-=]([^}]*)\}$")
 _CONFIG_REF = re.compile(r"(?<![\w*.-])(config_[\w.+-]*?\.sh)\b(?!\*)")
 _FOLDER_REF = re.compile(r"\]\(\.\./([^)/\s]+)/?\)")
 _FP8_HELP = re.compile(r"^\s*(?:enables?|use)\s+fp8\b", re.I)
 _TRUE, _FALSE = frozenset({"true", "1", "yes", "on"}), frozenset({"false", "0", "no", "off", ""})
 _MAX_PY_CHARS = 1_000_000
+#: Configs longer than this are not read (they state nothing): a launch config is a few kilobytes.
+_MAX_SH_CHARS = 1_000_000
+#: Configs sourcing each other deeper than this state nothing (a real chain is two or three files deep).
+_MAX_SOURCE_DEPTH = 32
 
 
 def is_implementation_file(path: str) -> bool:
@@ -567,6 +589,10 @@ class _Configs:
     def __init__(self, files: Mapping[str, str]):
         self.files = {str(p).replace("\\", "/"): t for p, t in files.items() if isinstance(t, str)}
         self.configs = sorted(p for p in self.files if _CONFIG_FILE.match(p.rsplit("/", 1)[-1]))
+        # a config too large to be one is kept as a config (so that it still counts as a candidate) but not read
+        self.oversize = {p for p in self.configs if len(self.files[p]) > _MAX_SH_CHARS}
+        for p in self.oversize:
+            self.files[p] = ""
         self.by_name: dict[str, list[str]] = {}
         for p in self.configs:
             self.by_name.setdefault(p.rsplit("/", 1)[-1].lower(), []).append(p)
@@ -577,7 +603,7 @@ class _Configs:
         """Names (lower case) of the files a config sources."""
         out = set()
         for line in self.files[path].splitlines():
-            m = _SOURCE_LINE.match(line.strip())
+            m = _SOURCE_LINE.match(line.strip()[:_SOURCE_SPAN])
             if m:
                 out.add(m.group(1).lower())
         return out
@@ -623,17 +649,25 @@ class _Configs:
                     break
         return self._help[flag]
 
-    def settings(self, path: str, seen: frozenset = frozenset()) -> dict:
+    def settings(self, path: str, seen: tuple = ()) -> dict:
         """What a config sets, following the files it sources in order: ``{"FP8" | "DGXNNODES" | "DGXNGPU":
         (value, file, line)}``, the last setting of each; the value is None where it is set inside a shell
         conditional (``if``/``case``/loops: not readable without running it). ``FP8`` is a bool (``FP8=True``,
-        a ``--fp8`` flag or a flag whose argparse help says it enables FP8)."""
+        a ``--fp8`` flag or a flag whose argparse help says it enables FP8; ``FP8=False``, or such a flag given
+        an explicit false value, ``--fp8=False`` / ``--fp8 0``: False); ``unset FP8`` removes it. A config
+        larger than :data:`_MAX_SH_CHARS`, or whose sourcing goes deeper than :data:`_MAX_SOURCE_DEPTH` files,
+        gets ``FP8`` None (not readable)."""
         if path in self._settings:
             return self._settings[path]
         if path in seen:
             return {}
+        if path in self.oversize:
+            return {"FP8": (None, path, f"larger than {_MAX_SH_CHARS} characters: not read")}
+        if len(seen) >= _MAX_SOURCE_DEPTH:
+            return {"FP8": (None, path, f"sourced more than {_MAX_SOURCE_DEPTH} files deep: not read")}
         out: dict = {}
         depth = 0
+        unreadable = None
         for line in self.files[path].splitlines():
             s = line.strip()
             if not s or s.startswith("#"):
@@ -643,11 +677,13 @@ class _Configs:
                 depth += 1
             elif word in ("fi", "esac", "done"):
                 depth = max(0, depth - 1)
-            m = _SOURCE_LINE.match(s)
+            m = _SOURCE_LINE.match(s[:_SOURCE_SPAN])
             if m:
                 target = self._sourced_file(m.group(1), path)
                 if target:
-                    for k, (v, f, ln) in self.settings(target, seen | {path}).items():
+                    for k, (v, f, ln) in self.settings(target, seen + (path,)).items():
+                        if k == "FP8" and v is None and "not read" in ln:
+                            unreadable = (None, f, ln)  # part of the config could not be read: no claim
                         out[k] = (v if depth == 0 else None, f, ln)
                 continue
             m = _FP8_ASSIGN.match(s)
@@ -655,6 +691,14 @@ class _Configs:
                 v = _shell_value(m.group(1)).lower()
                 if v in _TRUE or v in _FALSE:
                     out["FP8"] = (v in _TRUE if depth == 0 else None, path, s)
+                continue
+            m = _UNSET.match(s)
+            if m:
+                if "FP8" in re.split(r"[\s;]+", m.group(1)):
+                    if depth == 0:
+                        out.pop("FP8", None)
+                    else:
+                        out["FP8"] = (None, path, s)
                 continue
             m = re.match(r"^(?:export\s+)?(DGXNNODES|DGXNGPU)=(.*)$", s)
             if m:
@@ -665,11 +709,17 @@ class _Configs:
                 flag = m.group(1)
                 where = None if flag.lower() == "fp8" else self.fp8_flag(flag)
                 if flag.lower() == "fp8" or where:
+                    # an explicit false value (--fp8=False, --fp8 0, --fp8=off) says fp8 is off; any other
+                    # value, or none (a store_true flag), says it is on
+                    value = m.group(3) if m.group(3) is not None else m.group(5)
+                    on = value is None or value.lower() not in _FALSE
                     # the line around the flag (EXTRA_PARAMS lines run long), and where the flag is defined
                     excerpt = s if len(s) <= 160 else "..." + s[max(0, m.start() - 60): m.end() + 40] + "..."
                     note = "" if where is None else f" (--{flag}: 'Enable FP8' in {where})"
-                    out["FP8"] = (True if depth == 0 else None, path, excerpt + note)
+                    out["FP8"] = (on if depth == 0 else None, path, excerpt + note)
                     break
+        if unreadable is not None:
+            out["FP8"] = unreadable
         if not seen:
             self._settings[path] = out
         return out
@@ -679,9 +729,61 @@ def _system_int(system_info: Mapping | None, key: str) -> int | None:
     return _int(system_info.get(key)) if isinstance(system_info, Mapping) else None
 
 
+#: Family words that are not a device model on their own: the model is the family and the next part
+#: (``RTX-4090`` -> ``RTX4090``, ``TPU-v5p`` -> ``TPUV5P``, ``RX-7900-XTX`` -> ``RX7900``).
+_FAMILY_WORDS = frozenset({"RTX", "TPU", "RX"})
+#: Vendor system prefixes glued to the model in config names (``DGXH100``): NVIDIA's DGX / HGX boards carry the
+#: SXM parts.
+_SXM_SYSTEM = re.compile(r"^(?:DGX|HGX)([A-Z0-9]+)$")
+#: ``<system>x<count><model>`` in config names (``XE9680x8H100``), or the model after a lower-case / digit
+#: prefix (``2xA5000``, Lambda's ``1ccB200``): the model part starts at an upper-case letter, so ``GB200``
+#: never yields ``B200``.
+_COUNTED = re.compile(r"^(?:[A-Za-z0-9]*?[0-9a-z])?x\d+([A-Z][A-Za-z0-9]*)$|^[0-9a-z]+([A-Z][A-Za-z0-9]*)$")
+#: Device types (``perfmodel.hardware`` names) of PCIe cards: ``H100-PCIE-80GB``; ``H200-NVL-141GB`` (the NVL
+#: parts are PCIe cards too).
+_PCIE_DEVICE = re.compile(r"PCIE|(?:^|-)NVL(?:-|$)", re.I)
+
+
 def _device_model(gpu_type: str | None) -> str:
-    """The model part of a device type as configs name it: ``H100`` for ``H100-SXM5-80GB``, ``MI325X``."""
-    return re.split(r"[-_ ]", gpu_type.strip(), maxsplit=1)[0].upper() if gpu_type and gpu_type.strip() else ""
+    """The model part of a device type as configs name it: its first ``-``-separated part, upper case
+    (``H100`` for ``H100-SXM5-80GB``, ``B200``, ``GB200``, ``L40S``, ``MI325X``), or the first two joined where
+    the first is a family word (``RTX4090``, ``TPUV5P``; :data:`_FAMILY_WORDS`)."""
+    if not isinstance(gpu_type, str) or not gpu_type.strip():
+        return ""
+    parts = [p for p in re.split(r"[-_ ]+", gpu_type.strip().upper()) if p]
+    if len(parts) > 1 and parts[0] in _FAMILY_WORDS:
+        return parts[0] + parts[1]
+    return parts[0]
+
+
+def _config_names_device(name: str, model: str, pcie: bool) -> bool:
+    """Whether a config's file name names the device ``model`` (from :func:`_device_model`): one of its
+    alphanumeric parts is the model, exactly (``B200`` is not ``GB200``, ``L4`` not ``L40S``), also after a
+    DGX/HGX prefix (``DGXH100``), a count (``XE9680x8H100``, ``2xA5000``) or a lower-case prefix
+    (``1ccB200``). The PCIe and SXM parts of a model are told apart only where the name says which: a
+    DGX/HGX prefix or an ``SXM`` part is an SXM system, not a PCIe card's (``pcie``), and a ``PCIE`` part is
+    not an SXM part's."""
+    if not model:
+        return False
+    stem = re.sub(r"(?i)\.sh$", "", name)
+    tokens = [t for t in re.split(r"[^A-Za-z0-9]+", stem) if t]
+    upper = {t.upper() for t in tokens}
+    named_pcie = any("PCIE" in t for t in upper)
+    sxm = any(t.startswith("SXM") for t in upper)
+    hit = False
+    for t in tokens:
+        u = t.upper()
+        m = _SXM_SYSTEM.match(u)
+        c = _COUNTED.match(t)
+        if u == model:
+            hit = True
+        elif m and m.group(1) == model:
+            hit, sxm = True, True
+        elif c and (c.group(1) or c.group(2)).upper() == model:
+            hit = True
+    if not hit:
+        return False
+    return not (pcie and sxm) and not (named_pcie and not pcie)
 
 
 def implementation_precision(files: Mapping[str, str], system: str, system_info: Mapping | None = None, *,
@@ -701,14 +803,24 @@ def implementation_precision(files: Mapping[str, str], system: str, system_info:
 
     4. failing these, the configs of the benchmark's implementations whose file name names the run's device
        model (``device``: ``H100`` in ``config_DGXH100_64x8x....sh``); none where ``device`` is not given
-       (another system's config may be for another device).
+       (another system's config may be for another device). The name is split into alphanumeric parts and
+       one of them must be the model exactly (after a ``DGX``/``HGX`` prefix, a count such as
+       ``XE9680x8H100`` or a lower-case prefix such as ``1ccB200``): a B200 run does not take
+       ``config_GB200_*``, an H200 run not ``config_GH200_*``, an L4 run not ``config_L40S_*``. The model is the device type's first ``-``-separated part (``H100``,
+       ``B200``, ``GB200``, ``L40S``, ``MI300X``), the first two joined after a family word (``RTX4090``,
+       ``TPUV5P``). PCIe and SXM parts share a model; they are told apart where the name says which: a
+       ``DGX``/``HGX`` prefix or an ``SXM`` part names an SXM system and is not taken for a PCIe device
+       (``PCIE`` or ``NVL`` in the device type, e.g. ``H100-PCIE-80GB``), a ``PCIE`` part is not taken for
+       an SXM device.
 
     In 3 and 4, only run configs count (those setting ``DGXNNODES``, else those no other config sources), and
     of those, the ones for the system's ``number_of_nodes`` and ``accelerators_per_node`` where the configs
-    state them (``DGXNNODES`` / ``DGXNGPU``, read through the files they source). The config is read with the files it sources, in order; it states
-    fp8 by ``FP8=True`` (or 1), by a ``--fp8`` flag, or by a flag whose ``argparse`` definition in the
-    implementation's Python code is ``store_true`` with a help text starting "Enable FP8" / "Use FP8". fp8 is
-    returned only when every candidate states it, outside any shell conditional.
+    state them (``DGXNNODES`` / ``DGXNGPU``, read through the files they source). The config is read with the
+    files it sources, in order; it states fp8 by ``FP8=True`` (or 1), by a ``--fp8`` flag, or by a flag whose
+    ``argparse`` definition in the implementation's Python code is ``store_true`` with a help text starting
+    "Enable FP8" / "Use FP8". A flag given an explicit false value (``--fp8=False``, ``--fp8 0``; false, 0,
+    no, off in any case) and ``unset FP8`` after ``FP8=True`` do not state fp8. fp8 is returned only when
+    every candidate states it, outside any shell conditional.
 
     Parameters
     ----------
@@ -728,22 +840,29 @@ def implementation_precision(files: Mapping[str, str], system: str, system_info:
     -------
     tuple of (str, str, str) or None
         ``("fp8", source, evidence)``: ``source`` is ``implementation_config`` where the config was identified
-        as the system's (1-3), ``implementation_configs`` where it was not and every config for the device and
-        the system's size states fp8 (4); ``evidence`` names how the configs were found, the config, the file
+        as the system's (1-3), ``implementation_configs`` where it was not and every candidate for the system's
+        size states fp8: the configs naming the device (4), or those of another folder a README of the system
+        points to (3: v5.0 Supermicro ``AS-4126GS-NBR-LCC_N1``'s README points to ``../b200_nemo``, whose
+        configs are named for other systems); ``evidence`` names how the configs were found, the config, the file
         and the line that says it. None where no config is found, the candidates disagree, or they do not
         state fp8.
 
     Raises
     ------
     TypeError
-        If ``files`` is not a mapping.
+        If ``files`` is not a mapping, or ``device`` is neither a str nor None.
 
     Notes
     -----
-    Only fp8 is read: a config's ``FP8=False`` does not say whether the rest ran in bf16 or fp16.
+    Only fp8 is read: a config's ``FP8=False`` does not say whether the rest ran in bf16 or fp16. A config
+    larger than 1,000,000 characters is not read, and configs sourcing each other more than 32 files deep
+    are not followed: such a candidate states nothing (no fp8 claim).
     """
     if not isinstance(files, Mapping):
         raise TypeError(f"implementation_precision expects a mapping of path -> text. Got {type(files).__name__}.")
+    if device is not None and not isinstance(device, str):
+        raise TypeError(f"implementation_precision expects device as a str (a device type such as "
+                        f"'H100-SXM5-80GB') or None. Got {type(device).__name__}.")
     if not system or not isinstance(system, str):
         return None
     cf = _Configs(files)
@@ -754,6 +873,7 @@ def implementation_precision(files: Mapping[str, str], system: str, system_info:
     exact = cf.by_name.get(f"config_{low}.sh", [])
     prefixed = [p for p in cf.configs if p.rsplit("/", 1)[-1].lower().startswith(f"config_{low}_")]
     folders = sorted({_impl_folder(p) for p in cf.files if _impl_folder(p).lower() == low})
+    own_folders = set(folders)
     if exact:
         how, chosen = "config named for the system", exact
     else:
@@ -777,9 +897,14 @@ def implementation_precision(files: Mapping[str, str], system: str, system_info:
         elif not chosen and folders:
             how = "configs of the implementation folder " + ", ".join(folders)
             chosen = [p for p in cf.configs if _impl_folder(p) in folders]
+            if any(_impl_folder(p) not in own_folders for p in chosen):
+                # a README's pointer to another folder (v5.0 Supermicro AS-4126GS-NBR-LCC_N1 -> ../b200_nemo):
+                # that folder's configs are other systems', none identified as this system's own
+                source = "implementation_configs"
         elif not chosen:  # no config is the system's: those naming its device model, never another device's
             model = _device_model(device)
-            chosen = [p for p in cf.configs if model and model in p.rsplit("/", 1)[-1].upper()]
+            pcie = bool(device and _PCIE_DEVICE.search(device))
+            chosen = [p for p in cf.configs if _config_names_device(p.rsplit("/", 1)[-1], model, pcie)]
             if not chosen:
                 return None
             how, source = f"every config of the benchmark's implementations naming {model}", "implementation_configs"
@@ -862,9 +987,11 @@ def summarize_run(text: str, system_info: Mapping | None = None, *, benchmark: s
     implementation : mapping of str to str, optional
         The files of the submission's ``<submitter>/benchmarks/<benchmark>/implementations/`` (path -> text;
         see :func:`is_implementation_file`). Where neither the log nor the system description states the
-        precision, the launch config of the run's system (``provenance["system"]``) is read for it
-        (:func:`implementation_precision`); its fp8 counts only on a device with an fp8 peak in
-        :mod:`perfmodel.hardware`.
+        precision, or the log states only a generic 16-bit switch (``16-bits training: True``, ``amp=True``,
+        ``precision=16``: mixed precision on, fp8 not ruled out), the launch config of the run's system
+        (``provenance["system"]``) is read for it (:func:`implementation_precision`); its fp8 counts only on a
+        device with an fp8 peak in :mod:`perfmodel.hardware`, and where it overrides such a log line the
+        evidence keeps the line (``log: 16-bits training: true; <config evidence>``).
     **provenance
         Extra columns recorded as they are (``round``, ``source_commit``, ``submitter``, ``system``).
 
@@ -941,15 +1068,17 @@ def summarize_run(text: str, system_info: Mapping | None = None, *, benchmark: s
         logged_thr = statistics.median(thr[1:] if len(thr) > 1 else thr)
     check = stamp_thr / logged_thr if stamp_thr and logged_thr else None
 
-    reported, prec_src, evidence = _precision(events, text, system, accel)
+    reported, prec_src, evidence, generic = _precision(events, text, system, accel)
     gpu_type = _resolve(accel)
-    if (prec_src == "assumed" and gpu_type is not None and get_spec(gpu_type).peak_tflops("fp8")
+    if ((prec_src == "assumed" or generic) and gpu_type is not None and get_spec(gpu_type).peak_tflops("fp8")
             and implementation):
-        # the log and the system description say nothing: the launch config of the run's system may
+        # the log and the system description say nothing, or the log only says that mixed precision is on
+        # (which does not rule out fp8 matmuls): the launch config of the run's system may say fp8
         found = implementation_precision(implementation, str(provenance.get("system") or ""), system,
                                          device=gpu_type)
         if found is not None:
-            reported, prec_src, evidence = found
+            log_line = f"log: {evidence}; " if generic else ""
+            reported, prec_src, evidence = found[0], found[1], log_line + found[2]
     # fp8 where the log says so and the device has an fp8 peak; else the 16-bit type its matmuls fall back to
     precision = reported
     if reported == "fp8" and (gpu_type is None or not get_spec(gpu_type).peak_tflops("fp8")):
@@ -1228,7 +1357,11 @@ def _implementation_files(submitter_dir: Path | None, benchmark: str | None, cac
                 try:
                     if f.suffix == ".py" and f.stat().st_size > _MAX_PY_CHARS:
                         continue
-                    text = f.read_text(encoding="utf-8", errors="replace")
+                    if f.suffix == ".sh":  # no more than the cap (and one more, to tell it was over)
+                        with f.open(encoding="utf-8", errors="replace") as fh:
+                            text = fh.read(_MAX_SH_CHARS + 1)
+                    else:
+                        text = f.read_text(encoding="utf-8", errors="replace")
                 except OSError:
                     continue
                 if f.suffix == ".py" and "add_argument" not in text:
