@@ -173,7 +173,8 @@ def _decoder_flops(n_params: float, n_layer: int, d_model: int, n_ctx: int, *, f
     return (weights + attention) * n_ctx
 
 
-#: BERT: the mean sequence length the work is counted at (tokens, padding excluded; see its entry below).
+#: BERT: the mean sequence length the work is counted at (tokens, padding excluded: about half of 512, at most;
+#: see its entry below).
 _BERT_TOKENS = 256
 
 _KAPLAN = "Kaplan et al. 2020, 'Scaling Laws for Neural Language Models', Table 1 (C_fwd = 2N + 2 n_layer n_ctx d)"
@@ -189,10 +190,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         "bert-large", "transformer", 340e6, _decoder_flops(12 * 24 * 1024**2, 24, 1024, _BERT_TOKENS), "samples",
         "one sequence of at most 512 tokens (256 on average without padding)",
         "Devlin et al. 2019 (BERT-large: 24 layers, d=1024, 340M params); FLOPs by " + _KAPLAN
-        + " with non-embedding N = 12 n_layer d^2 at the mean unpadded length, 256 tokens: at length 512, "
-        "padding is more than 50% of the MLPerf Wikipedia data, and MLPerf submissions skip it (unpadded or "
-        "packed kernels; Krell et al. 2021, 'Efficient Sequence Packing without Cross-contamination', "
-        "arXiv:2107.02027). Counting the padded 512 would double the work and put tuned runs above the peak",
+        + " with non-embedding N = 12 n_layer d^2 at the mean unpadded length, about 256 tokens (at most: at "
+        "length 512, padding is in excess of 50% of the Wikipedia data BERT pre-trains on, Krell et al. 2021, "
+        "'Efficient Sequence Packing without Cross-contamination', arXiv:2107.02027; NVIDIA's MLPerf BERT "
+        "packs about 2 sequences per 512-token row, its run_pretraining.py --average_packing_rate default 2). "
+        "MLPerf submissions skip padding (unpadded or packed kernels); counting the padded 512 would double the "
+        "work and put tuned runs above the peak",
         timing=_BERT_TIMING, run_average=True,
     ),
     "gpt3": Benchmark(
