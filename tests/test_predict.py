@@ -518,3 +518,14 @@ class TestModelSpecFamily:
     def test_bad_family_is_refused(self):
         with pytest.raises(TypeError, match="family"):
             predict_training_time({"params": 1e6, "family": 3}, batch_size=8, gpu_type="cpu", steps=10)
+
+
+def test_fp8_is_never_assumed_unless_every_run_used_it():
+    """fp8 is an opt-in: a device whose runs are mostly fp8 answers an unnamed precision in its usual other one."""
+    from perfmodel.history import precision_by_device
+
+    runs = pd.DataFrame({"gpu_type": ["H100"] * 6 + ["B200"] * 2,
+                         "precision": ["fp8", "fp8", "fp8", "bf16", "bf16", "fp16"] + ["fp8", "fp8"]})
+    by = precision_by_device(runs)
+    assert by["H100"] == ("bf16", False)  # fp8 is the mode, but not every run used it
+    assert by["B200"] == ("fp8", True)  # every run fp8: that is what the history knows

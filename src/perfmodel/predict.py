@@ -304,15 +304,17 @@ def default_precision(by_device: dict, gpu_type: str) -> tuple[str, str | None]:
     Returns
     -------
     precision : str
-        What most runs on ``gpu_type`` used; on a device the history lacks, ``"*gpu*"``'s precision where given,
-        else what most of the history's GPU device types used; else (CPU, or no GPU runs) ``fp32``.
+        What most runs on ``gpu_type`` used (fp8 only where all of them did:
+        :func:`~perfmodel.history.precision_by_device`); on a device the history lacks, ``"*gpu*"``'s precision
+        where given, else what most of the history's GPU device types used; else (CPU, or no GPU runs) ``fp32``.
     note : str or None
         What was assumed, for the prediction's warnings; None when every run on that device used that precision
         or nothing was assumed.
     """
     if gpu_type in by_device:
         p, unanimous = by_device[gpu_type]
-        return p, None if unanimous else f"precision not given: assumed {p!r}, what most runs on {gpu_type} used"
+        return p, None if unanimous else (f"precision not given: assumed {p!r}, what most runs on {gpu_type} used"
+                                          " (fp8, an opt-in, only where all of them did)")
     if gpu_type != "cpu" and "*gpu*" in by_device:
         p = by_device["*gpu*"][0]
         return p, f"precision not given: assumed {p!r}, what most of your own GPU runs used"
