@@ -446,8 +446,10 @@ class TestOrphanWorkers:
         pytest.importorskip("torch")
         env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": SRC}
         out = tmp_path / "runs.csv"
+        # a fixed 200,000 steps (minutes): the adaptive budget stops early on a quiet machine, and a worker that
+        # has finished leaves no run directory to find stale
         sweep = subprocess.Popen([sys.executable, "-m", "perfmodel", "measure", "--models", "mlp-xs",
-                                  "--batch-sizes", "2", "--max-seconds", "120", "--ci-target", "1e-9",
+                                  "--batch-sizes", "2", "--steps", "200000",
                                   "--output", str(out)], env=env, start_new_session=True,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         owner = None
