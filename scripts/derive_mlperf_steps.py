@@ -29,8 +29,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from perfmodel.importers.mlperf import (SKIPPED_BENCHMARKS, _frame, is_implementation_file, loadable, make_run_id,
-                                       summarize_run)
+from perfmodel.importers.mlperf import (SKIPPED_BENCHMARKS, _frame, implementation_text, is_implementation_file,
+                                       loadable, make_run_id, summarize_run)
 from perfmodel.hardware import get_spec
 from perfmodel.io import load_runs
 
@@ -84,10 +84,9 @@ class _LazyFiles(Mapping):
                 raw = self.blobs.read(f"{self.commit}:{n}")
                 if raw is None:  # absent from the mirror (large file)
                     continue
-                text = raw.decode("utf-8", "replace")
-                if n.endswith(".py") and "add_argument" not in text:
-                    continue
-                self._files[n] = text
+                text = implementation_text(n, raw.decode("utf-8", "replace"))
+                if text is not None:
+                    self._files[n] = text
         return self._files
 
     def __getitem__(self, key):
@@ -231,6 +230,11 @@ def summary(ok: pd.DataFrame, rest: pd.DataFrame) -> str:
         out += ["", "Implied utilisation of the loadable rows (FLOPs per sample x per-device batch / step time / the "
                 "device's dense peak at the row's precision, `perfmodel.hardware`), per benchmark:", ""]
         out.append(_md(_utilisation(ok)))
+        out += ["", "Where the loadable rows' precision comes from (`precision_source`), per benchmark:", ""]
+        src = ok.pivot_table(index="benchmark", columns="precision_source", values="run_id", aggfunc="count",
+                             fill_value=0)
+        src["total"] = src.sum(axis=1)
+        out.append(_md(src))
     out += ["", "Rows per round (loadable / excluded):", ""]
     rounds = pd.concat([ok.assign(kind="loadable"), rest.assign(kind="excluded")]) if len(rest) else ok.assign(
         kind="loadable")

@@ -145,7 +145,7 @@ def row_label(i: int, numbers=None) -> str:
 
 
 def check_prediction_frame(out, *, confidence: float, n_runs: int, method: str, where: str, numbers=None) -> None:
-    """Refuse to return a prediction that is not a finite, non-negative time inside a bounded interval.
+    """Refuse to return a prediction that is not a finite, positive step time inside a bounded interval.
 
     ``out`` has columns ``step_time_s, step_lower, step_upper, seconds, lower, upper`` (a frame from the
     predict layer); ``numbers``, where given, the 1-based number of each of its rows in the caller's input.
@@ -157,23 +157,28 @@ def check_prediction_frame(out, *, confidence: float, n_runs: int, method: str, 
 
     point = out[["step_time_s", "seconds"]].to_numpy(dtype=float)
     bounds = out[["step_lower", "step_upper", "lower", "upper"]].to_numpy(dtype=float)
+    nonpos = np.isfinite(point[:, 0]) & (point[:, 0] <= 0)
+    if nonpos.any():  # a fit on the linear scale can cross zero; 0 s per step is no answer
+        i = int(np.flatnonzero(nonpos)[0])
+        raise PredictionError(
+            f"{where}: the {method} fit predicts a non-positive step time ({point[i, 0]:.3g} s) for "
+            f"{row_label(i, numbers)}: a fit on the linear scale can cross zero where the runs are small. Use a "
+            "method fitted on the log scale ('auto', 'loglinear', 'roofline').")
     bad = ~np.isfinite(point).all(axis=1) | (point < 0).any(axis=1)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise PredictionError(
             f"{where}: the {method} fit gives no finite step time for {row_label(i, numbers)} ({point[i, 0]!r} s); "
-            "the "
-            "query is beyond the numeric range of the fit. Check its sizes and counts.")
+            "the query is beyond the numeric range of the fit. Check its sizes and counts.")
     unbounded = ~np.isfinite(bounds).all(axis=1)
     if unbounded.any():
         i = int(np.flatnonzero(unbounded)[0])
         most = n_runs / (n_runs + 1)
         raise PredictionError(
             f"{where}: the {confidence:g} prediction interval of {row_label(i, numbers)} is unbounded with this "
-            "history "
-            f"({n_runs} runs, {method} fit): its split-conformal interval needs confidence <= n/(n+1) = {most:.4g} "
-            "for n conformity scores, one per run whose refit without it succeeded (a 90% interval needs at least 9). "
-            "Lower the confidence or add runs.")
+            f"history ({n_runs} runs, {method} fit): its split-conformal interval needs confidence <= n/(n+1) = "
+            f"{most:.4g} for n conformity scores, one per run whose refit without it succeeded (a 90% interval "
+            "needs at least 9). Lower the confidence or add runs.")
     lo, hi = bounds[:, [0, 2]], bounds[:, [1, 3]]
     tol = 1e-12 * np.abs(point)
     inverted = ((lo > point + tol) | (point > hi + tol) | (lo < 0)).any(axis=1)
@@ -182,5 +187,4 @@ def check_prediction_frame(out, *, confidence: float, n_runs: int, method: str, 
         raise PredictionError(
             f"{where}: the {method} fit gives an interval [{lo[i, 1]!r}, {hi[i, 1]!r}] s that does not contain its "
             f"prediction {point[i, 1]!r} s for {row_label(i, numbers)} (a numeric overflow); the query is beyond "
-            "what the "
-            "fit can represent.")
+            "what the fit can represent.")

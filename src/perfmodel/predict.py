@@ -23,9 +23,8 @@ import pandas as pd
 from ._format import format_duration, to_plain
 from ._rows import distinct_rows
 from ._validation import (check_choice, check_confidence, check_positive_float, check_positive_int,
-                          check_prediction_frame, row_label)
-from .exceptions import (DataQualityWarning, ExtrapolationWarning, PredictionError, SchemaError,
-                         UnsupportedQueryError)
+                          check_prediction_frame)
+from .exceptions import DataQualityWarning, ExtrapolationWarning, SchemaError, UnsupportedQueryError
 from .fitting import DEFAULT_METHOD, fit_cached, fit_history, stored_fit
 from .hardware import PRECISIONS, get_spec, resolve_gpu_type, table_digest
 from .history import (BUNDLED_PREFIX, HistoryFiles, LoadedHistory, default_history, file_digest, frame_digest,
@@ -883,15 +882,7 @@ def _predict_frame(fitted: TrainingTimeModel, q: pd.DataFrame, confidence: float
         rows, inverse = distinct
         per = fitted.predict_interval(rows, confidence)
         out = pd.DataFrame({c: per[c].to_numpy()[inverse] for c in per.columns}, index=q.index)
-    point = out["step_time_s"].to_numpy(dtype=float)
-    nonpos = np.flatnonzero(point <= 0)
-    if len(nonpos):  # a fit on the linear scale can cross zero; 0 s per step is no answer
-        i = int(nonpos[0])
-        raise PredictionError(
-            f"{where}: the {fitted.method} fit predicts a non-positive step time ({point[i]:.3g} s) for "
-            f"{row_label(i, numbers)}: a fit on the linear scale can cross zero where the runs are small. Use a "
-            "method fitted on the log scale ('auto', 'loglinear', 'roofline').")
-    out[["step_lower"]] = out[["step_lower"]].clip(lower=0.0)
+    out["step_lower"] = out["step_lower"].clip(lower=0.0)  # a non-positive point is refused below
     steps = q["steps"].to_numpy(dtype=float)
     start = fitted.startup_s_
     out["steps"] = steps

@@ -78,6 +78,7 @@ __all__ = [
     "summarize_run",
     "find_result_files",
     "implementation_precision",
+    "implementation_text",
     "is_implementation_file",
     "loadable",
 ]
@@ -564,6 +565,27 @@ def is_implementation_file(path: str) -> bool:
     return bool(_CONFIG_FILE.match(name) or _README_FILE.match(name) or name.endswith(".py"))
 
 
+def implementation_text(path: str, text: str) -> str | None:
+    """The text of an implementation file as :func:`implementation_precision` needs it, or None to drop it.
+
+    Parameters
+    ----------
+    path : str
+        The file's path (only its name counts).
+    text : str
+        Its contents.
+
+    Returns
+    -------
+    str or None
+        ``text``; None for a Python file longer than 1,000,000 characters or that defines no command-line flag
+        (no ``add_argument``): only flag definitions are read from Python files.
+    """
+    if str(path).endswith(".py") and (len(text) > _MAX_PY_CHARS or "add_argument" not in text):
+        return None
+    return text
+
+
 def _impl_folder(path: str) -> str:
     """The implementation folder a file is in: the path component after ``implementations``, else the first."""
     parts = path.split("/")
@@ -802,16 +824,15 @@ def implementation_precision(files: Mapping[str, str], system: str, system_info:
        ``README*.md`` in the implementation folder named for the system; such a README may also point to
        another folder, ``[..](../<folder>)``, whose configs are then the candidates);
     3. the configs named ``config_<system>_*.sh``, else those in the implementation folder named for the
-       system (or the one its README points to).
-
+       system (or the one its README points to);
     4. failing these, the configs of the benchmark's implementations whose file name names the run's device
        model (``device``: ``H100`` in ``config_DGXH100_64x8x....sh``); none where ``device`` is not given
        (another system's config may be for another device). The name is split into alphanumeric parts and
        one of them must be the model exactly (after a ``DGX``/``HGX`` prefix, a count such as
        ``XE9680x8H100`` or a lower-case prefix such as ``1ccB200``): a B200 run does not take
-       ``config_GB200_*``, an H200 run not ``config_GH200_*``, an L4 run not ``config_L40S_*``. The model is the device type's first ``-``-separated part (``H100``,
-       ``B200``, ``GB200``, ``L40S``, ``MI300X``), the first two joined after a family word (``RTX4090``,
-       ``TPUV5P``). PCIe and SXM parts share a model; they are told apart where the name says which: a
+       ``config_GB200_*``, an H200 run not ``config_GH200_*``, an L4 run not ``config_L40S_*``. The model is
+       the device type's first ``-``-separated part (``H100``, ``B200``, ``GB200``, ``L40S``, ``MI300X``),
+       the first two joined after a family word (``RTX4090``, ``TPUV5P``). PCIe and SXM parts share a model; they are told apart where the name says which: a
        ``DGX``/``HGX`` prefix or an ``SXM`` part names an SXM system and is not taken for a PCIe device
        (``PCIE`` or ``NVL`` in the device type, e.g. ``H100-PCIE-80GB``), a ``PCIE`` part is not taken for
        an SXM device.
@@ -1360,16 +1381,14 @@ def _implementation_files(submitter_dir: Path | None, benchmark: str | None, cac
                 try:
                     if f.suffix == ".py" and f.stat().st_size > _MAX_PY_CHARS:
                         continue
-                    if f.suffix == ".sh":  # no more than the cap (and one more, to tell it was over)
-                        with f.open(encoding="utf-8", errors="replace") as fh:
-                            text = fh.read(_MAX_SH_CHARS + 1)
-                    else:
-                        text = f.read_text(encoding="utf-8", errors="replace")
+                    # no more than the caps (and one more character, to tell a file was over)
+                    with f.open(encoding="utf-8", errors="replace") as fh:
+                        text = fh.read((_MAX_SH_CHARS if f.suffix == ".sh" else _MAX_PY_CHARS) + 1)
                 except OSError:
                     continue
-                if f.suffix == ".py" and "add_argument" not in text:
-                    continue
-                files[f"{submitter_dir.name}/{f.relative_to(submitter_dir).as_posix()}"] = text
+                text = implementation_text(f.name, text)
+                if text is not None:
+                    files[f"{submitter_dir.name}/{f.relative_to(submitter_dir).as_posix()}"] = text
         cache[key] = files
     return cache[key]
 

@@ -167,10 +167,10 @@ class OnlineEstimator:
         self.step_noise = check_positive_float(step_noise, "step_noise", where, maximum=MAX_LOG_SD)
         self.drift = check_nonnegative_float(drift, "drift", where, maximum=MAX_LOG_SD)
         self.drift_steps = check_positive_float(drift_steps, "drift_steps", where, maximum=float(MAX_STEPS))
-        z = NormalDist().inv_cdf((1 + prior_confidence) / 2) if prior_confidence >= 1e-6 else 0.0
         if not prior_confidence >= 1e-6:  # (1 + 1e-308) / 2 is 0.5: no width can be read from the prior interval
             raise ValueError(f"The 'prior_confidence' parameter of {where} must be at least 1e-6 (the prior interval "
                              f"at that level gives the prior's width). Got {prior_confidence!r} instead.")
+        z = NormalDist().inv_cdf((1 + prior_confidence) / 2)
         self.mu0 = math.log(prior_step_seconds)
         self.tau0 = max((math.log(prior_upper) - math.log(prior_lower)) / (2 * z), 1e-6)
         self.warmup_steps = check_positive_int(warmup_steps + 1, "warmup_steps", "OnlineEstimator") - 1
