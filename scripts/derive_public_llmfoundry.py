@@ -26,7 +26,10 @@ Derivations (stated once here, repeated in data/README.md):
 * ``flops_per_sample`` (one sequence, forward + backward) is MosaicML's own MFU numerator
   (``collect_results.py``): ``3 * (2 * NumParams * seq) + 3 * (4 * n_layers * d_model * seq**2)``, i.e.
   6·N·seq plus the attention score/value matmuls. Checked against the table's ``Model TFLOP`` (achieved model
-  TFLOP/s per GPU) for every row.
+  TFLOP/s per GPU) for every row. Its two terms are also written as the op-level split the ``mfu`` rule reads
+  (:func:`perfmodel.features.attention_share`): ``op_matmul_flops = 6·N·seq`` (the dense GEMMs) and
+  ``op_attention_flops = 12·n_layers·d_model·seq**2`` (QKᵀ and AV, forward + backward), analytic like
+  ``flops_per_sample`` (no other op column is written: the rows carry no traced op features).
 * ``precision``: ``amp_bf16`` / ``bf16`` -> ``bf16``; ``amp_fp8`` -> ``fp8`` (H100, Transformer Engine).
 * ``gpu_type``: ``h100_80gb`` -> H100-SXM5-80GB, ``a100_80gb`` -> A100-SXM4-80GB, ``a100_40gb`` ->
   A100-SXM4-40GB. The table names neither form factor; the MosaicML platform's 8-GPU nodes with 1600 Gbps RoCE
@@ -54,9 +57,9 @@ SHAPES = {"125m": (12, 768), "350m": (24, 1024), "760m": (24, 1536), "1b": (24, 
           "7b": (32, 4096), "13b": (40, 5120), "30b": (48, 7168), "70b": (80, 8192)}
 GPU_TYPES = {"h100_80gb": "H100-SXM5-80GB", "a100_80gb": "A100-SXM4-80GB", "a100_40gb": "A100-SXM4-40GB"}
 PRECISIONS = {"amp_bf16": "bf16", "bf16": "bf16", "amp_fp8": "fp8"}
-COLUMNS = ["run_id", "status", "model", "family", "params", "flops_per_sample", "flops_method", "batch_size",
-           "grad_accum", "gpu_count", "gpu_type", "precision", "fp32_mode", "seq_len", "activation_checkpointing",
-           "step_time_s", "samples_per_s", "nodes", "source", "protocol", "table_section", "n_layers", "d_model",
+COLUMNS = ["run_id", "status", "model", "family", "params", "flops_per_sample", "flops_method", "op_matmul_flops",
+           "op_attention_flops", "batch_size", "grad_accum", "gpu_count", "gpu_type", "precision", "fp32_mode",
+           "seq_len", "activation_checkpointing", "step_time_s", "samples_per_s", "nodes", "source", "protocol", "table_section", "n_layers", "d_model",
            "global_batch_size", "global_batch_tokens", "throughput_tokens_per_s", "throughput_samples_per_s",
            "throughput_tokens_per_s_per_gpu", "mfu_reported", "hfu_reported", "model_tflops_reported",
            "flops_check_ratio", "mp_mode", "sharding_strategy", "activation_cpu_offload", "gpu_name_reported",
@@ -115,7 +118,8 @@ def build(text: str, commit: str, shapes: dict[str, tuple[int, int]] = SHAPES) -
         if gbt != gbs * seq:
             raise ValueError(f"{size} seq {seq} on {gpus}: global tokens {gbt} != {gbs} x {seq}")
         params = int(r["NumParams"])
-        flops = 3 * (2 * params * seq) + 3 * (4 * n_layers * d_model * seq ** 2)
+        dense, attention = 3 * (2 * params * seq), 3 * (4 * n_layers * d_model * seq ** 2)
+        flops = dense + attention
         step = gbt / tps
         sps = gbs / step
         tflops = float(r["Model TFLOP"])
@@ -127,7 +131,8 @@ def build(text: str, commit: str, shapes: dict[str, tuple[int, int]] = SHAPES) -
                   f"{r['Sharding Strategy']}/ac{ac}")
         out.append({
             "run_id": run_id, "status": "ok", "model": f"mpt-{size}", "family": "decoder", "params": params,
-            "flops_per_sample": flops, "flops_method": "analytic", "batch_size": micro,
+            "flops_per_sample": flops, "flops_method": "analytic", "op_matmul_flops": float(dense),
+            "op_attention_flops": float(attention), "batch_size": micro,
             "grad_accum": accum, "gpu_count": gpus, "gpu_type": GPU_TYPES[gpu_raw],
             "precision": PRECISIONS[prec_raw], "fp32_mode": "", "seq_len": seq, "activation_checkpointing": ac,
             "step_time_s": step, "samples_per_s": sps, "nodes": max(1, gpus // 8), "source": "llm-foundry",

@@ -14,7 +14,7 @@ import perfmodel
 import pytest
 from sklearn.base import clone
 
-from perfmodel.features import conv_share, fp32_modes, peak_basis, run_quantities
+from perfmodel.features import attention_share, conv_share, fp32_modes, peak_basis, run_quantities
 from perfmodel.fitting import AUTO_CANDIDATES, fit_history
 from perfmodel.hardware import get_spec
 from perfmodel.models import METHODS, MFURegressor, RatioRegressor, TrainingTimeModel
@@ -48,17 +48,18 @@ class TestRegistry:
     @pytest.mark.parametrize("reg", [MFURegressor(), RatioRegressor()])
     def test_sklearn_contract(self, reg):
         assert clone(reg).get_params() == {"columns": None}  # where each quantity is (None: by its own name)
-        X = np.array([[np.log(1e12), np.log(1e14), np.log(1e12), 0.0, np.log(8), 0, 0, 0, 0, 0]] * 3)
+        X = np.array([[np.log(1e12), np.log(1e14), np.log(1e12), 0.0, np.log(8), 0, 0, 0, 0, 0, np.nan]] * 3)
         assert reg.fit(X, [1.0, 1.0, 1.0]) is reg
-        with pytest.raises(ValueError, match="10 columns"):
+        with pytest.raises(ValueError, match="11 columns"):
             clone(reg).fit(X[:, :3], [1.0, 1.0, 1.0])
 
 
 class TestMFU:
     def test_imputed_flops_stay_out_of_the_pools_and_take_their_models_own(self):
-        # columns: log work, log peak, log bw, log n, log batch, model, device, precision, flops imputed, conv share
-        counted = [np.log(4e12), np.log(1e13), 0, 0, 0, 0, 0, 0, 0, 0]   # model 0, counted: MFU 0.4 at 1 s
-        imputed = [np.log(8e12), np.log(1e13), 0, 0, 0, 1, 0, 0, 1, 0]   # model 1, imputed: "MFU" 8.0 at 0.1 s
+        # columns: log work, log peak, log bw, log n, log batch, model, device, precision, flops imputed, conv share,
+        # attention share
+        counted = [np.log(4e12), np.log(1e13), 0, 0, 0, 0, 0, 0, 0, 0, np.nan]   # model 0, counted: MFU 0.4 at 1 s
+        imputed = [np.log(8e12), np.log(1e13), 0, 0, 0, 1, 0, 0, 1, 0, np.nan]   # model 1, imputed: "MFU" 8.0 at 0.1 s
         X = np.array([counted] * 3 + [imputed] * 3)
         reg = MFURegressor().fit(X, [1.0] * 3 + [0.1] * 3)
         assert np.exp(reg.log_u_) == pytest.approx(0.4)  # the pools hold counted runs only
@@ -69,16 +70,16 @@ class TestMFU:
 
     def test_convolutions_and_matmuls_pool_apart(self):
         # columns as above; device 0 ran a CNN (MFU 0.1) and a transformer (MFU 0.5), device 1 a transformer only
-        cnn = [np.log(1e12), np.log(1e13), 0, 0, 0, 0, 0, 0, 0, 1.0]      # 1e12 FLOP at 1e13 peak in 1 s: 0.1
-        mm = [np.log(5e12), np.log(1e13), 0, 0, 0, 1, 0, 0, 0, 0.0]       # 0.5
-        mm1 = [np.log(2.5e13), np.log(1e14), 0, 0, 0, 2, 1, 0, 0, 0.0]    # device 1: 2.5e13 / 1e14 in 0.5 s: 0.5
+        cnn = [np.log(1e12), np.log(1e13), 0, 0, 0, 0, 0, 0, 0, 1.0, np.nan]  # 1e12 FLOP at 1e13 peak in 1 s: 0.1
+        mm = [np.log(5e12), np.log(1e13), 0, 0, 0, 1, 0, 0, 0, 0.0, np.nan]   # 0.5
+        mm1 = [np.log(2.5e13), np.log(1e14), 0, 0, 0, 2, 1, 0, 0, 0.0, np.nan]  # device 1: 2.5e13 / 1e14 in 0.5 s: 0.5
         X = np.array([cnn] * 3 + [mm] * 3 + [mm1] * 3)
         reg = MFURegressor().fit(X, [1.0] * 6 + [0.5] * 3)
         new_cnn = list(cnn)
         new_cnn[5] = 7
         assert reg.predict(np.array([new_cnn]))[0] == pytest.approx(1.0)  # device 0's CNN pool: 0.1
         # a CNN on device 1, which ran none: the CNN pool of that precision on any device, not device 1's 0.5
-        cnn_on_1 = [np.log(1e13), np.log(1e14), 0, 0, 0, 7, 1, 0, 0, 1.0]
+        cnn_on_1 = [np.log(1e13), np.log(1e14), 0, 0, 0, 7, 1, 0, 0, 1.0, np.nan]
         assert reg.predict(np.array([cnn_on_1]))[0] == pytest.approx(1.0)
         # a model of unknown op class (no family, no op columns): the class-blind pool of its device, not matmul's
         unknown = list(new_cnn)
@@ -149,6 +150,63 @@ class TestRatio:
         assert (pi["query_kind"] == "new_model").all()
         assert pi["interval_rule"].str.startswith("leave-one-model-out").all()
         assert (pi["step_lower"] < pi["step_time_s"]).all() and (pi["step_time_s"] < pi["step_upper"]).all()
+
+
+def _split_history(shares, u_dense=0.5, u_attn=0.25, gpu=A100, model="m"):
+    """Runs on one device whose dense FLOPs ran at ``u_dense`` of the peak and attention's at ``u_attn``."""
+    rows = []
+    for i, a in enumerate(shares):
+        fps = 1e12
+        t = 8 * fps / _peak(gpu) * ((1 - a) / u_dense + a / u_attn)
+        rows.append(_row(f"{model}{i}", gpu, t, fps=fps, op_matmul_flops=(1 - a) * fps, op_attention_flops=a * fps))
+    return pd.DataFrame(rows)
+
+
+class TestAttentionSplit:
+    def test_attention_share_from_the_op_columns(self):
+        frame = pd.DataFrame({"op_matmul_flops": [3.0, 1.0, np.nan, 0.0],
+                              "op_attention_flops": [1.0, np.nan, 2.0, 0.0], "op_norm_flops": [0.0, 1.0, np.nan, 0.0]})
+        np.testing.assert_allclose(attention_share(frame), [0.25, np.nan, 1.0, np.nan])
+        assert np.isnan(attention_share(pd.DataFrame({"op_matmul_flops": [1.0]}))).all()
+
+    def test_dense_and_attention_parts_get_their_own_utilisation(self):
+        runs = _split_history([0.05, 0.2, 0.4, 0.6, 0.8])
+        m = TrainingTimeModel(method="mfu").fit(runs)
+        q = _split_history([0.5], model="new")
+        # one pooled utilisation would price the new share at the runs' median; the split gets it exactly
+        assert m.predict(q.drop(columns="step_time_s"))[0] == pytest.approx(q["step_time_s"].iloc[0], rel=1e-6)
+        split = MFURegressor().fit(*_baseline_design(runs))
+        assert split.split_by_pair_ == {(0.0, 0.0): (pytest.approx(0.5), pytest.approx(0.25))}
+        tab = split.utilisation_table(["A100"], ["bf16"])
+        assert tab.loc["utilisation[A100, bf16, attention]", "value"] == pytest.approx(0.25)
+
+    def test_a_pool_that_cannot_tell_the_parts_apart_keeps_one_utilisation(self):
+        runs = _split_history([0.3] * 5)  # the same share everywhere: no split to fit
+        reg = MFURegressor().fit(*_baseline_design(runs))
+        assert reg.split_by_pair_ == {}
+        few = MFURegressor().fit(*_baseline_design(_split_history([0.1, 0.5, 0.9])))  # under 4 runs
+        assert few.split_by_pair_ == {}
+        # an unphysical fit (attention faster than the peak allows) keeps one utilisation too
+        fast = MFURegressor().fit(*_baseline_design(_split_history([0.1, 0.3, 0.5, 0.7], u_attn=2.0)))
+        assert fast.split_by_pair_ == {}
+
+    def test_rows_without_a_share_keep_the_pooled_rule(self):
+        runs = _split_history([0.05, 0.2, 0.4, 0.6, 0.8])
+        reg = MFURegressor().fit(*_baseline_design(runs))
+        X, _ = _baseline_design(runs)
+        X = X.assign(attn_share=np.nan)
+        no_split = MFURegressor().fit(X, runs["step_time_s"].to_numpy())
+        assert no_split.split_by_pair_ == {}
+        np.testing.assert_allclose(reg.predict(X), no_split.predict(X))  # the pooled median of the runs
+
+
+def _baseline_design(runs):
+    from perfmodel.features import RunFeaturizer
+    from perfmodel.schema import validate_runs
+
+    runs = validate_runs(runs)
+    f = RunFeaturizer(kind="baseline").fit(runs)
+    return pd.DataFrame(f.transform(runs), columns=f.feature_names_out_), runs["step_time_s"].to_numpy()
 
 
 class TestPrecisionSemantics:

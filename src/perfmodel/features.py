@@ -21,7 +21,8 @@ Feature sets
 ``"baseline"``
     :data:`BASELINE_COLUMNS`: log work per device-step, log peak FLOP/s and log memory bandwidth of the device at
     the run's precision (CPU: the nominal figures), log device count and batch, and model, device-type and
-    precision codes: what the one-line rules of :mod:`perfmodel.models._baselines` (``ratio``, ``mfu``) need.
+    precision codes, the convolution share and the attention share of the FLOPs (:func:`attention_share`): what
+    the one-line rules of :mod:`perfmodel.models._baselines` (``ratio``, ``mfu``) need.
 ``"log"``
     Logs of the work per device per step (FLOPs), params, per-device batch and device count; an indicator of
     data-parallel runs and the log all-reduce volume; precision indicators; and, when the history spans two or
@@ -43,7 +44,7 @@ from .schema import OP_TRACED_CLASSES
 
 __all__ = ["run_quantities", "RunFeaturizer", "FEATURE_SETS", "FP32_GRAD_BYTES", "ROOFLINE_COLUMNS", "OPS_COLUMNS",
            "GPUS_PER_NODE", "BASELINE_COLUMNS", "FP32_MODES", "CONV_FAMILIES", "fp32_modes", "conv_share",
-           "fp32_basis", "peak_basis"]
+           "attention_share", "fp32_basis", "peak_basis"]
 
 FEATURE_SETS = ("seed", "log", "physics", "roofline", "ops", "baseline")
 #: Canonical values of a history's ``fp32_mode`` column ("" = PyTorch's defaults; module docstring).
@@ -52,7 +53,7 @@ FP32_MODES = ("tf32", "full", "")
 CONV_FAMILIES = ("cnn",)
 #: The columns RunFeaturizer(kind="baseline") produces, in order (see :mod:`perfmodel.models._baselines`).
 BASELINE_COLUMNS = ("log_work", "log_peak", "log_bw", "log_n", "log_batch", "model_code", "device_code",
-                    "precision_code", "flops_imputed", "conv_share")
+                    "precision_code", "flops_imputed", "conv_share", "attn_share")
 _CONV_OPS = ("op_conv_dense_flops", "op_conv_depthwise_flops", "op_conv_grouped_flops")
 #: GEMM-class ops (cuBLAS): matmuls, attention, recurrent cells.
 _MATMUL_OPS = ("op_matmul_flops", "op_attention_flops", "op_recurrent_flops")
@@ -181,6 +182,35 @@ def fp32_modes(runs: pd.DataFrame) -> np.ndarray:
         return ""
 
     return _per_distinct(runs["fp32_mode"].astype("string").fillna("").astype(object), one).astype(object)
+
+
+def attention_share(runs: pd.DataFrame) -> np.ndarray:
+    """Per row, the share of its FLOPs in attention's score and value products (``QKᵀ``, ``AV``), 0 to 1.
+
+    ``op_attention_flops`` over the sum of the row's finite ``op_*_flops`` (the traced op classes,
+    :data:`perfmodel.schema.OP_TRACED_CLASSES`); NaN where the row has no ``op_attention_flops`` or no op FLOPs.
+    Attention kernels (FlashAttention, SDPA) reach a different fraction of the peak than the dense GEMMs around
+    them, so the share of the work they take moves a transformer's utilisation with its sequence length.
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        Runs or query rows (the ``op_*_flops`` columns where known).
+
+    Returns
+    -------
+    numpy.ndarray of float, shape (len(runs),)
+        The share per row, NaN where unknown.
+    """
+    if "op_attention_flops" not in runs.columns:
+        return np.full(len(runs), np.nan)
+    cols = [f"op_{c}_flops" for c in OP_TRACED_CLASSES if f"op_{c}_flops" in runs.columns]
+    flops = np.column_stack([pd.to_numeric(runs[c], errors="coerce").to_numpy(dtype=float) for c in cols])
+    attn = pd.to_numeric(runs["op_attention_flops"], errors="coerce").to_numpy(dtype=float)
+    total = np.nansum(flops, axis=1)
+    ok = np.isfinite(attn) & (total > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(ok, attn / np.where(ok, total, 1.0), np.nan)
 
 
 def _known_conv_share(runs: pd.DataFrame) -> np.ndarray:
@@ -494,6 +524,7 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
                 "precision_code": _codes(q["precision"], self.precisions_),
                 "flops_imputed": q["flops_imputed"].to_numpy(dtype=float),
                 "conv_share": _known_conv_share(X),
+                "attn_share": attention_share(X),
             }, index=X.index)
 
     @staticmethod

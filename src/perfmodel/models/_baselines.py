@@ -3,7 +3,7 @@
 Both are point regressors on the columns of ``RunFeaturizer(kind="baseline")`` (:data:`BASELINE_COLUMNS`: log
 work per device-step, log peak FLOP/s and log memory bandwidth at the precision the run used, log device count,
 log per-device batch, model, device-type and precision codes, whether the FLOPs were imputed, the convolution
-share). Their prediction intervals come from
+share, the attention share). Their prediction intervals come from
 :class:`~perfmodel.models.TrainingTimeModel`'s conformity scores like every method's
 (:mod:`perfmodel.models._conformal`).
 
@@ -17,6 +17,16 @@ share). Their prediction intervals come from
     that precision; then of the runs at that precision; then of all runs. Convolutions and matmuls reach
     different fractions of the peak (MLPerf's CNNs a few times less than its transformers), so a transformer
     is not given a CNN's utilisation where the runs hold transformers.
+
+    Attention, split out. A matmul-class run whose FLOPs say how much of them is attention's score and value
+    products (``attn_share``, :func:`~perfmodel.features.attention_share`) is priced in two parts when the
+    runs of its device type and precision carry that share too: ``T = work / peak · ((1 − a) / u_dense +
+    a / u_attn)``, with ``a`` the share and the two utilisations fitted on those runs (non-negative least
+    squares on the relative error). Attention kernels (FlashAttention, SDPA) run at a different fraction of the
+    peak than the dense GEMMs around them, and their share grows with the sequence length, so one pooled
+    utilisation misprices a long sequence. A pool of fewer than 4 such runs, or whose fit is not physical (a
+    utilisation zero or above 1: the shares did not vary enough to tell the parts apart), keeps the single
+    utilisation.
 ``ratio``
     A workload seen on other devices, scaled: the nearest training run of the same model (distance
     ``10·|Δlog n| + |Δlog batch| + 0.5·[other device type] + 0.5·[other precision]``; ties: the median over them)
@@ -31,6 +41,7 @@ import math
 
 import numpy as np
 import pandas as pd
+from scipy.optimize import nnls
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
@@ -47,6 +58,9 @@ RATIO_COUNT_WEIGHT = 10.0
 #: ``ratio``: distance added for a reference on another device type or at another precision (a same-device run
 #: at a nearby batch beats another device's run at the same batch).
 RATIO_MISMATCH_COST = 0.5
+#: ``mfu``: runs of one device type and precision with a known attention share needed to split their utilisation
+#: into dense and attention parts (two utilisations from fewer runs would be a fit to noise).
+_SPLIT_MIN_RUNS = 4
 
 
 class _Baseline(NamedColumnsMixin):
@@ -111,6 +125,10 @@ class MFURegressor(_Baseline, RegressorMixin, BaseEstimator):
     log_u_by_model_ : dict
         ``model code -> log median utilisation`` of the runs whose FLOPs were imputed (not counted): they are
         left out of the pools above, and a query of such a model takes its own.
+    split_by_pair_ : dict
+        ``(device code, precision code) -> (u_dense, u_attn)``: the utilisations of the dense and the attention
+        FLOPs of the matmul-class runs with a known attention share (module docstring), where the fit is
+        physical.
     resid_std_, rsquared_ : float
         In-sample residual standard deviation and R² of log step time (runs with a finite prediction).
     columns_ : dict
@@ -122,7 +140,7 @@ class MFURegressor(_Baseline, RegressorMixin, BaseEstimator):
     Examples
     --------
     >>> import numpy as np
-    >>> X = np.array([[np.log(4e12), np.log(1e13), 0, 0, 0, 0, 0, 0, 0, 0]] * 3)  # 4 TFLOP at 10 TFLOP/s peak
+    >>> X = np.array([[np.log(4e12), np.log(1e13), 0, 0, 0, 0, 0, 0, 0, 0, np.nan]] * 3)  # 4 TFLOP, 10 TFLOP/s
     >>> MFURegressor().fit(X, [0.8, 1.0, 2.0]).predict(X[:1]).round(3)  # median MFU 0.4 -> 1 s
     array([1.])
     """
@@ -169,11 +187,26 @@ class MFURegressor(_Baseline, RegressorMixin, BaseEstimator):
                                for (d, p), v in frame.groupby(["dev", "prec"])["log_u"].median().items()}
         self.log_u_by_precision_ = {float(p): float(v) for p, v in frame.groupby("prec")["log_u"].median().items()}
         self.log_u_ = float(np.median(log_u[ok]))
+        self.split_by_pair_ = {}
+        share = X[:, _COL["attn_share"]]
+        split = ok & np.isfinite(share) & (_op_class(X) == 0.0) & (dev >= 0)
+        t_peak = np.exp(X[:, _COL["log_work"]] - X[:, _COL["log_peak"]])
+        for key in sorted(set(zip(dev[split].tolist(), prec[split].tolist()))):
+            rows = np.flatnonzero(split & (dev == key[0]) & (prec == key[1]))
+            if len(rows) < _SPLIT_MIN_RUNS:
+                continue
+            # T / t_peak = (1 - a) / u_dense + a / u_attn, each run weighted by 1 / T (relative error)
+            design = np.column_stack([1.0 - share[rows], share[rows]]) * (t_peak[rows] / y[rows])[:, None]
+            inv, _ = nnls(design, np.ones(len(rows)))
+            if np.all(inv >= 1.0):  # both utilisations in (0, 1]: a physical split (module docstring)
+                self.split_by_pair_[(float(key[0]), float(key[1]))] = (float(1 / inv[0]), float(1 / inv[1]))
         _in_sample(self, X, y)
 
     def log_utilisation(self, X) -> np.ndarray:
-        """The pooled log utilisation of each row: its (device, precision) pool, else its precision's, else all
-        runs' (a row whose FLOPs were imputed: its model's own, when the runs have it).
+        """The pooled log utilisation of each row: its (device, precision, op class) pool, else the next pool of
+        the module docstring's order (a row whose FLOPs were imputed: its model's own, when the runs have it);
+        a matmul row with a known attention share on a device and precision with a split fit: the effective
+        utilisation of its dense and attention parts, ``1 / ((1 − a) / u_dense + a / u_attn)``.
 
         Parameters
         ----------
@@ -187,7 +220,7 @@ class MFURegressor(_Baseline, RegressorMixin, BaseEstimator):
         """
         return self._log_utilisation(self._validate_predict(X, "log_u_"))
 
-    def _log_utilisation(self, X) -> np.ndarray:
+    def _log_pooled(self, X) -> np.ndarray:
         out = np.full(len(X), self.log_u_)
         by_model = getattr(self, "log_u_by_model_", {})
         by_class_pair = getattr(self, "log_u_by_class_pair_", {})
@@ -226,9 +259,24 @@ class MFURegressor(_Baseline, RegressorMixin, BaseEstimator):
     def _predict_design(self, X) -> np.ndarray:
         return np.exp(X[:, _COL["log_work"]] - X[:, _COL["log_peak"]] - self._log_utilisation(X))
 
+    def _log_utilisation(self, X) -> np.ndarray:
+        out = self._log_pooled(X)
+        split = getattr(self, "split_by_pair_", {})
+        if not split:
+            return out
+        share = X[:, _COL["attn_share"]]
+        cls = _op_class(X)
+        for i in np.flatnonzero(np.isfinite(share) & (cls == 0.0) & (X[:, _COL["flops_imputed"]] <= 0)):
+            key = (float(X[i, _COL["device_code"]]), float(X[i, _COL["precision_code"]]))
+            if key in split:  # the effective utilisation of the two parts: 1 / ((1 - a) / u_d + a / u_a)
+                u_d, u_a = split[key]
+                out[i] = -math.log((1.0 - share[i]) / u_d + share[i] / u_a)
+        return out
+
     def utilisation_table(self, device_names=None, precision_names=None) -> pd.DataFrame:
         """The pooled utilisations (median achieved MFU): by device type, precision and op class; by precision and
-        op class; by device type and precision; by precision; and all.
+        op class; by device type and precision; by precision; the dense and attention parts of a split fit; and
+        all.
 
         Parameters
         ----------
@@ -241,7 +289,8 @@ class MFURegressor(_Baseline, RegressorMixin, BaseEstimator):
         DataFrame
             One column, ``value`` (a fraction of the peak), indexed ``utilisation[<device>, <precision>,
             <conv|matmul>]``, ``utilisation[<precision>, <conv|matmul>]``, ``utilisation[<device>, <precision>]``,
-            ``utilisation[<precision>]`` and ``utilisation[all runs]``.
+            ``utilisation[<precision>]``, ``utilisation[<device>, <precision>, dense matmul|attention]`` and
+            ``utilisation[all runs]``.
         """
         check_is_fitted(self, "log_u_")
 
@@ -258,6 +307,11 @@ class MFURegressor(_Baseline, RegressorMixin, BaseEstimator):
         idx += [f"utilisation[{name(precision_names, p)}]" for p in self.log_u_by_precision_]
         vals = [math.exp(v) for pool in (by_class_pair, by_class, self.log_u_by_pair_, self.log_u_by_precision_)
                 for v in pool.values()]
+        split = getattr(self, "split_by_pair_", {})
+        for (d, p), parts in split.items():
+            idx += [f"utilisation[{name(device_names, d)}, {name(precision_names, p)}, {part}]"
+                    for part in ("dense matmul", "attention")]
+            vals += list(parts)
         return pd.DataFrame({"value": vals + [math.exp(self.log_u_)]}, index=idx + ["utilisation[all runs]"])
 
 
@@ -295,9 +349,9 @@ class RatioRegressor(_Baseline, RegressorMixin, BaseEstimator):
     Examples
     --------
     >>> import numpy as np
-    >>> ref = [np.log(1e12), np.log(1e14), np.log(1e12), 0.0, np.log(8), 0, 0, 0, 0, 0]  # peak 100, bw 1000 GB/s
+    >>> ref = [np.log(1e12), np.log(1e14), np.log(1e12), 0.0, np.log(8), 0, 0, 0, 0, 0, np.nan]  # 100 TFLOP/s, 1 TB/s
     >>> X = np.array([ref] * 3)
-    >>> q = np.array([[np.log(2e12), np.log(4e14), np.log(4e12), 0.0, np.log(16), 0, 1, 0, 0, 0]])  # 2x work, 4x specs
+    >>> q = np.array([[np.log(2e12), np.log(4e14), np.log(4e12), 0.0, np.log(16), 0, 1, 0, 0, 0, np.nan]])  # 2x, 4x
     >>> RatioRegressor().fit(X, [1.0, 1.0, 1.0]).predict(q).round(3)  # 1 s x 2 x sqrt(1/4 x 1/4)
     array([0.5])
     """
