@@ -34,6 +34,7 @@ import pandas as pd
 import perfmodel
 from perfmodel.datasets import bundled_runs_path
 from perfmodel.metrics import coverage, median_ape
+from perfmodel.schema import OP_TRACED_CLASSES
 
 #: (name, bundled file, row filter) of the sets that stand in for a user's own runs.
 SETS = {
@@ -43,8 +44,10 @@ SETS = {
 
 
 #: What a user states of a job when asking for it (its size, shape, layout and precision), never what was measured.
+#: What a query says of its workload: the model, its size and FLOPs (per op class where the runs give them, as a
+#: user's own model does: the ``mfu`` rule reads the attention share from them), and the job's shape.
 QUERY_COLUMNS = ("model", "family", "params", "flops_per_sample", "batch_size", "gpu_count", "gpu_type", "precision",
-                 "fp32_mode", "grad_accum", "seq_len", "nodes")
+                 "fp32_mode", "grad_accum", "seq_len", "nodes", *(f"op_{c}_flops" for c in OP_TRACED_CLASSES))
 
 
 def own_set(name: str) -> pd.DataFrame:

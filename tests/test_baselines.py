@@ -152,13 +152,15 @@ class TestRatio:
         assert (pi["step_lower"] < pi["step_time_s"]).all() and (pi["step_time_s"] < pi["step_upper"]).all()
 
 
-def _split_history(shares, u_dense=0.5, u_attn=0.25, gpu=A100, model="m"):
-    """Runs on one device whose dense FLOPs ran at ``u_dense`` of the peak and attention's at ``u_attn``."""
+def _split_history(shares, u_dense=0.5, u_attn=0.25, gpu=A100, models=None):
+    """Runs on one device whose dense FLOPs ran at ``u_dense`` of the peak and attention's at ``u_attn`` (by
+    default two models, each at several sequence lengths: several shares)."""
+    models = models or [f"m{i % 2}" for i in range(len(shares))]
     rows = []
-    for i, a in enumerate(shares):
+    for model, a in zip(models, shares):
         fps = 1e12
         t = 8 * fps / _peak(gpu) * ((1 - a) / u_dense + a / u_attn)
-        rows.append(_row(f"{model}{i}", gpu, t, fps=fps, op_matmul_flops=(1 - a) * fps, op_attention_flops=a * fps))
+        rows.append(_row(model, gpu, t, fps=fps, op_matmul_flops=(1 - a) * fps, op_attention_flops=a * fps))
     return pd.DataFrame(rows)
 
 
@@ -172,7 +174,7 @@ class TestAttentionSplit:
     def test_dense_and_attention_parts_get_their_own_utilisation(self):
         runs = _split_history([0.05, 0.2, 0.4, 0.6, 0.8])
         m = TrainingTimeModel(method="mfu").fit(runs)
-        q = _split_history([0.5], model="new")
+        q = _split_history([0.5], models=["new"])
         # one pooled utilisation would price the new share at the runs' median; the split gets it exactly
         assert m.predict(q.drop(columns="step_time_s"))[0] == pytest.approx(q["step_time_s"].iloc[0], rel=1e-6)
         split = MFURegressor().fit(*_baseline_design(runs))
@@ -186,6 +188,10 @@ class TestAttentionSplit:
         assert reg.split_by_pair_ == {}
         few = MFURegressor().fit(*_baseline_design(_split_history([0.1, 0.5, 0.9])))  # under 4 runs
         assert few.split_by_pair_ == {}
+        # shares that differ only between models (one sequence length each) confound attention with model size
+        across = MFURegressor().fit(*_baseline_design(_split_history([0.1, 0.3, 0.5, 0.7],
+                                                                     models=["a", "b", "c", "d"])))
+        assert across.split_by_pair_ == {}
         # an unphysical fit (attention faster than the peak allows) keeps one utilisation too
         fast = MFURegressor().fit(*_baseline_design(_split_history([0.1, 0.3, 0.5, 0.7], u_attn=2.0)))
         assert fast.split_by_pair_ == {}
@@ -198,6 +204,50 @@ class TestAttentionSplit:
         no_split = MFURegressor().fit(X, runs["step_time_s"].to_numpy())
         assert no_split.split_by_pair_ == {}
         np.testing.assert_allclose(reg.predict(X), no_split.predict(X))  # the pooled median of the runs
+
+
+class TestAttentionInQueries:
+    def test_a_model_spec_gives_its_attention_flops(self):
+        runs = _split_history(np.linspace(0.05, 0.8, 12))  # 12 runs: enough for a 90% interval
+        truth = _split_history([0.5], models=["new"])["step_time_s"].iloc[0]
+        spec = {"params": 1e8, "flops_per_sample": 1e12, "family": "decoder"}
+        kw = dict(batch_size=8, gpu_type=A100, precision="bf16", steps=1, history=runs, method="mfu")
+        split = perfmodel.predict_training_time({**spec, "attention_flops_per_sample": 5e11}, **kw)
+        assert split.step_seconds == pytest.approx(truth, rel=1e-6)
+        pooled = perfmodel.predict_training_time(spec, **kw)  # no share given: the pooled utilisation
+        assert pooled.step_seconds != pytest.approx(truth, rel=1e-3)
+
+    @pytest.mark.parametrize("attn, fps, match", [(2e12, 1e12, "no smaller"), (5e11, None, "needs it"),
+                                                 (-1.0, 1e12, "attention_flops_per_sample")])
+    def test_bad_attention_flops_are_refused(self, attn, fps, match):
+        spec = {"params": 1e8, "flops_per_sample": fps, "attention_flops_per_sample": attn}
+        with pytest.raises(ValueError, match=match):
+            perfmodel.predict_training_time(spec, batch_size=8, gpu_type=A100, steps=1,
+                                            history=_split_history([0.1, 0.5, 0.2, 0.6]), method="mfu")
+
+    def test_the_cli_takes_the_attention_flops(self, tmp_path, capsys):
+        from perfmodel.cli import main
+
+        path = tmp_path / "runs.csv"
+        _split_history(np.linspace(0.05, 0.8, 12)).to_csv(path, index=False)
+        args = ["predict", "--params", "1e8", "--flops-per-sample", "1e12", "--batch-size", "8", "--gpu-type", A100,
+                "--precision", "bf16", "--steps", "1", "--history", str(path), "--method", "mfu", "--json"]
+        assert main(args + ["--attention-flops-per-sample", "5e11"]) == 0
+        with_share = capsys.readouterr().out
+        assert main(args + ["--attention-flops-per-sample", "2e12"]) == 2  # more than the whole: one-line error
+        err = capsys.readouterr().err
+        assert "no smaller" in err and "Traceback" not in err
+        assert main(args) == 0
+        assert capsys.readouterr().out != with_share
+
+    @pytest.mark.filterwarnings("ignore::perfmodel.exceptions.ExtrapolationWarning")
+    def test_plan_llm_passes_the_attention_term(self):
+        from perfmodel.plan import plan_llm_job
+
+        runs = _split_history(np.linspace(0.05, 0.8, 12))
+        plan = plan_llm_job(n_layers=4, d_model=512, vocab=1000, seq_len=1024, tokens=1e9, global_batch=8,
+                            gpu_type=A100, gpu_count=1, precision="bf16", history=runs, method="mfu")
+        assert plan.prediction.query["op_attention_flops"] == pytest.approx(12 * 4 * 512 * 1024 ** 2)
 
 
 def _baseline_design(runs):

@@ -83,6 +83,9 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--model", help="model name in the history (or a label with --params)")
     pr.add_argument("--params", type=float, help="parameter count of a model not in the history")
     pr.add_argument("--flops-per-sample", type=float, help="forward+backward FLOPs per sample (with --params)")
+    pr.add_argument("--attention-flops-per-sample", type=float,
+                    help="the part of --flops-per-sample in attention's score and value products (the mfu rule "
+                         "prices it at its own utilisation where the history's runs give theirs)")
     pr.add_argument("--batch-size", type=_count, required=True, help="per-device batch size")
     pr.add_argument("--gpu-count", type=_count, default=1)
     pr.add_argument("--gpu-type", required=True, help="device name, e.g. A100, H100, cpu")
@@ -550,6 +553,8 @@ def _model_arg(args):
         model = {"params": args.params, "name": args.model or "custom"}
         if args.flops_per_sample is not None:
             model["flops_per_sample"] = args.flops_per_sample
+        if getattr(args, "attention_flops_per_sample", None) is not None:
+            model["attention_flops_per_sample"] = args.attention_flops_per_sample
         return model
     if args.model:
         return args.model

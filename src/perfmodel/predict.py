@@ -204,6 +204,13 @@ def model_spec(model, example_input, fitted) -> dict:
                 raise TypeError(f"The 'family' of {where} must be a non-empty string such as 'cnn' or 'decoder'. "
                                 f"Got {family!r}.")
             spec["family"] = family.strip().lower()
+        attn = check_positive_float(model.get("attention_flops_per_sample"), "attention_flops_per_sample", where,
+                                    allow_none=True)
+        if attn is not None:  # attention's share of the FLOPs: the mfu rule prices it at its own utilisation
+            if fps is None or attn > fps:
+                raise ValueError(f"The 'attention_flops_per_sample' of {where} is part of 'flops_per_sample' and "
+                                 f"needs it, no smaller: got {attn!r} of {fps!r}.")
+            spec["op_attention_flops"], spec["op_matmul_flops"] = attn, fps - attn
         return spec
     if _is_torch_module(model):
         if example_input is None:
@@ -1011,7 +1018,9 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
     ----------
     model : str, dict or torch.nn.Module
         A model name in the history; a dict with ``params`` (and optionally ``flops_per_sample``, forward +
-        backward FLOPs of one sample); or a ``torch.nn.Module`` with ``example_input``.
+        backward FLOPs of one sample, ``family``, and ``attention_flops_per_sample``, the part of them in
+        attention's score and value products, which the ``mfu`` rule prices at its own utilisation where the
+        history's runs give theirs); or a ``torch.nn.Module`` with ``example_input``.
     batch_size : int
         Per-device batch size.
     gpu_count : int, default=1

@@ -24,9 +24,10 @@ share, the attention share). Their prediction intervals come from
     a / u_attn)``, with ``a`` the share and the two utilisations fitted on those runs (non-negative least
     squares on the relative error). Attention kernels (FlashAttention, SDPA) run at a different fraction of the
     peak than the dense GEMMs around them, and their share grows with the sequence length, so one pooled
-    utilisation misprices a long sequence. A pool of fewer than 4 such runs, or whose fit is not physical (a
-    utilisation zero or above 1: the shares did not vary enough to tell the parts apart), keeps the single
-    utilisation.
+    utilisation misprices a long sequence. The split is fitted only where some model of the pool ran at two
+    sequence lengths: across models alone the share falls as the model grows, and the fit would take a small
+    model's slower GEMMs for slower attention. A pool of fewer than 4 such runs, without such a model, or whose
+    fit is not physical (a utilisation zero or above 1), keeps the single utilisation.
 ``ratio``
     A workload seen on other devices, scaled: the nearest training run of the same model (distance
     ``10·|Δlog n| + |Δlog batch| + 0.5·[other device type] + 0.5·[other precision]``; ties: the median over them)
@@ -93,6 +94,15 @@ def _op_class(X) -> np.ndarray:
     the share is unknown (no family, no op columns: such a row uses and feeds only the class-blind pools)."""
     share = X[:, _COL["conv_share"]]
     return np.where(np.isfinite(share), (share >= 0.5).astype(float), np.nan)
+
+
+def _share_varies_within_a_model(X) -> bool:
+    """Whether some model of these runs ran at two attention shares (two sequence lengths). Across models alone the
+    share falls as the model grows, so a split fitted on it would take a small model's slower GEMMs for slower
+    attention; within one model only the sequence length moves it."""
+    frame = pd.DataFrame({"model": X[:, _COL["model_code"]], "share": X[:, _COL["attn_share"]].round(6)})
+    frame = frame[frame["model"] >= 0]
+    return bool(len(frame)) and bool((frame.groupby("model")["share"].nunique() >= 2).any())
 
 
 class MFURegressor(_Baseline, RegressorMixin, BaseEstimator):
@@ -193,7 +203,7 @@ class MFURegressor(_Baseline, RegressorMixin, BaseEstimator):
         t_peak = np.exp(X[:, _COL["log_work"]] - X[:, _COL["log_peak"]])
         for key in sorted(set(zip(dev[split].tolist(), prec[split].tolist()))):
             rows = np.flatnonzero(split & (dev == key[0]) & (prec == key[1]))
-            if len(rows) < _SPLIT_MIN_RUNS:
+            if len(rows) < _SPLIT_MIN_RUNS or not _share_varies_within_a_model(X[rows]):
                 continue
             # T / t_peak = (1 - a) / u_dense + a / u_attn, each run weighted by 1 / T (relative error)
             design = np.column_stack([1.0 - share[rows], share[rows]]) * (t_peak[rows] / y[rows])[:, None]

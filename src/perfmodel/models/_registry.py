@@ -28,7 +28,9 @@ METHODS = {
               "work and sqrt(peak ratio x memory-bandwidth ratio) at the precision used; a model the runs lack "
               "gets the mfu rule", "baseline"),
     "mfu": ("baseline: FLOPs per device-step / (peak at the precision used x the median achieved MFU of the runs "
-            "on that device type and precision, else that precision, else all runs)", "baseline"),
+            "of the same op class on that device type and precision, else that precision, else all runs); a "
+            "transformer's attention FLOPs, where its op columns give them, at their own fitted utilisation",
+            "baseline"),
 }
 
 #: Methods whose form carries a change of device count that the runs never made: a communication term with a
