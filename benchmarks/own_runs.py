@@ -43,9 +43,10 @@ SETS = {
 }
 
 
-#: What a user states of a job when asking for it (its size, shape, layout and precision), never what was measured.
-#: What a query says of its workload: the model, its size and FLOPs (per op class where the runs give them, as a
-#: user's own model does: the ``mfu`` rule reads the attention share from them), and the job's shape.
+#: What a user states of a job when asking for it (its size, FLOPs, shape, layout and precision), never what was
+#: measured. The FLOPs per op class go too where the runs give them (a user's own model has them). Here they change
+#: nothing: ``own_set`` names a workload per sequence length, so no model has two attention shares and the ``mfu``
+#: rule fits no attention split on these sets.
 QUERY_COLUMNS = ("model", "family", "params", "flops_per_sample", "batch_size", "gpu_count", "gpu_type", "precision",
                  "fp32_mode", "grad_accum", "seq_len", "nodes", *(f"op_{c}_flops" for c in OP_TRACED_CLASSES))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -168,8 +169,12 @@ class TestAttentionSplit:
     def test_attention_share_from_the_op_columns(self):
         frame = pd.DataFrame({"op_matmul_flops": [3.0, 1.0, np.nan, 0.0],
                               "op_attention_flops": [1.0, np.nan, 2.0, 0.0], "op_norm_flops": [0.0, 1.0, np.nan, 0.0]})
-        np.testing.assert_allclose(attention_share(frame), [0.25, np.nan, 1.0, np.nan])
+        # no matmul count (a partial split) or no FLOPs at all: unknown
+        np.testing.assert_allclose(attention_share(frame), [0.25, np.nan, np.nan, np.nan])
         assert np.isnan(attention_share(pd.DataFrame({"op_matmul_flops": [1.0]}))).all()
+        assert np.isnan(attention_share(pd.DataFrame({"op_attention_flops": [1.0]}))).all()
+        negative = pd.DataFrame({"op_matmul_flops": [1e12], "op_attention_flops": [-9e11]})
+        assert np.isnan(attention_share(negative)).all()  # not a share; the pooled rule prices such a row
 
     def test_dense_and_attention_parts_get_their_own_utilisation(self):
         runs = _split_history([0.05, 0.2, 0.4, 0.6, 0.8])
@@ -181,6 +186,21 @@ class TestAttentionSplit:
         assert split.split_by_pair_ == {(0.0, 0.0): (pytest.approx(0.5), pytest.approx(0.25))}
         tab = split.utilisation_table(["A100"], ["bf16"])
         assert tab.loc["utilisation[A100, bf16, attention]", "value"] == pytest.approx(0.25)
+
+    def test_the_split_survives_save_and_load(self, tmp_path):
+        from perfmodel.persistence import load_model, save_model
+
+        m = TrainingTimeModel(method="mfu").fit(_split_history(np.linspace(0.05, 0.8, 12)))
+        q = _split_history([0.5], models=["new"]).drop(columns="step_time_s")
+        save_model(m, tmp_path / "m.perfmodel")
+        back = load_model(tmp_path / "m.perfmodel")
+        assert back.predict(q)[0] == pytest.approx(m.predict(q)[0], rel=1e-12)
+
+    def test_the_ratio_rule_uses_the_split_for_a_model_it_lacks(self):
+        runs = _split_history(np.linspace(0.05, 0.8, 12))
+        q = _split_history([0.5], models=["new"])
+        m = TrainingTimeModel(method="ratio").fit(runs)
+        assert m.predict(q.drop(columns="step_time_s"))[0] == pytest.approx(q["step_time_s"].iloc[0], rel=1e-6)
 
     def test_a_pool_that_cannot_tell_the_parts_apart_keeps_one_utilisation(self):
         runs = _split_history([0.3] * 5)  # the same share everywhere: no split to fit
@@ -217,7 +237,7 @@ class TestAttentionInQueries:
         pooled = perfmodel.predict_training_time(spec, **kw)  # no share given: the pooled utilisation
         assert pooled.step_seconds != pytest.approx(truth, rel=1e-3)
 
-    @pytest.mark.parametrize("attn, fps, match", [(2e12, 1e12, "no smaller"), (5e11, None, "needs it"),
+    @pytest.mark.parametrize("attn, fps, match", [(2e12, 1e12, "exceeds"), (5e11, None, "must be given with it"),
                                                  (-1.0, 1e12, "attention_flops_per_sample")])
     def test_bad_attention_flops_are_refused(self, attn, fps, match):
         spec = {"params": 1e8, "flops_per_sample": fps, "attention_flops_per_sample": attn}
@@ -232,13 +252,30 @@ class TestAttentionInQueries:
         _split_history(np.linspace(0.05, 0.8, 12)).to_csv(path, index=False)
         args = ["predict", "--params", "1e8", "--flops-per-sample", "1e12", "--batch-size", "8", "--gpu-type", A100,
                 "--precision", "bf16", "--steps", "1", "--history", str(path), "--method", "mfu", "--json"]
+        truth = _split_history([0.5], models=["new"])["step_time_s"].iloc[0]
         assert main(args + ["--attention-flops-per-sample", "5e11"]) == 0
-        with_share = capsys.readouterr().out
+        assert json.loads(capsys.readouterr().out)["step_seconds"] == pytest.approx(truth, rel=1e-6)
+        assert main(args) == 0  # no split given: the pooled utilisation, another answer
+        assert json.loads(capsys.readouterr().out)["step_seconds"] != pytest.approx(truth, rel=1e-3)
         assert main(args + ["--attention-flops-per-sample", "2e12"]) == 2  # more than the whole: one-line error
         err = capsys.readouterr().err
-        assert "no smaller" in err and "Traceback" not in err
-        assert main(args) == 0
-        assert capsys.readouterr().out != with_share
+        assert "exceeds its 'flops_per_sample'" in err and "Traceback" not in err
+        named = ["predict", "--model", "m0", "--attention-flops-per-sample", "5e11", "--batch-size", "8",
+                 "--gpu-type", A100, "--steps", "1", "--history", str(path)]
+        assert main(named) == 2  # a FLOPs flag without --params is refused, not dropped
+        assert "--attention-flops-per-sample describes a model given by --params" in capsys.readouterr().err
+
+    def test_predict_many_takes_the_attention_flops(self):
+        runs = _split_history(np.linspace(0.05, 0.8, 12))
+        truth = _split_history([0.5], models=["new"])["step_time_s"].iloc[0]
+        q = pd.DataFrame({"params": [1e8, 1e8], "flops_per_sample": [1e12, 1e12], "family": "decoder",
+                          "attention_flops_per_sample": [5e11, np.nan], "batch_size": 8, "gpu_type": A100,
+                          "precision": "bf16", "steps": 1})
+        out = perfmodel.predict_many(q, history=runs, method="mfu")
+        assert out["step_time_s"].iloc[0] == pytest.approx(truth, rel=1e-6)
+        assert out["step_time_s"].iloc[1] != pytest.approx(truth, rel=1e-3)  # not given: the pooled rule
+        with pytest.raises(ValueError, match="exceeds"):
+            perfmodel.predict_many(q.assign(attention_flops_per_sample=2e12), history=runs, method="mfu")
 
     @pytest.mark.filterwarnings("ignore::perfmodel.exceptions.ExtrapolationWarning")
     def test_plan_llm_passes_the_attention_term(self):
@@ -248,6 +285,10 @@ class TestAttentionInQueries:
         plan = plan_llm_job(n_layers=4, d_model=512, vocab=1000, seq_len=1024, tokens=1e9, global_batch=8,
                             gpu_type=A100, gpu_count=1, precision="bf16", history=runs, method="mfu")
         assert plan.prediction.query["op_attention_flops"] == pytest.approx(12 * 4 * 512 * 1024 ** 2)
+        ckpt = plan_llm_job(n_layers=4, d_model=512, vocab=1000, seq_len=1024, tokens=1e9, global_batch=8,
+                            gpu_type=A100, gpu_count=1, precision="bf16", history=runs, method="mfu",
+                            activation_checkpointing=True)  # the forward pass recomputed: 16·L·d·seq²
+        assert ckpt.prediction.query["op_attention_flops"] == pytest.approx(16 * 4 * 512 * 1024 ** 2)
 
 
 def _baseline_design(runs):

@@ -33,7 +33,7 @@ __all__ = ["cache_dir", "cache_key", "load_cached", "load_if_readable", "store",
 
 _SUFFIX = ".perfmodel"
 #: Bumped when fitted state changes meaning within one perfmodel version (part of every key).
-_LAYOUT = 11  # 11: the mfu baseline pools by op class (a conv_share column); 10: one score book per model (perfmodel.models._conformal), keyed by history digest; 4: per-model new-device scores; 5: threads_shared_; 6: ops pools the recurrent class toward matmul; 7: held-out device scores per model; 8: interpolation scores for held-out batch sizes / counts, physics count extrapolation by distance; 9: per-model new-device scores from 2-8 device types widen
+_LAYOUT = 12  # 12: the mfu baseline splits attention (an attn_share column, split_by_pair_); 11: the mfu baseline pools by op class (a conv_share column); 10: one score book per model (perfmodel.models._conformal), keyed by history digest; 4: per-model new-device scores; 5: threads_shared_; 6: ops pools the recurrent class toward matmul; 7: held-out device scores per model; 8: interpolation scores for held-out batch sizes / counts, physics count extrapolation by distance; 9: per-model new-device scores from 2-8 device types widen
 log = logging.getLogger("perfmodel")
 
 

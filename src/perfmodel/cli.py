@@ -549,6 +549,10 @@ def _model_arg(args):
         raise ValueError(f"--model {args.model} names a model in the history and --params gives another size; "
                          "pass --model NAME alone to predict that model, or --params N (with --model LABEL only "
                          "as a label for a model that is not in the history).")
+    for flag in ("flops_per_sample", "attention_flops_per_sample"):
+        if args.params is None and getattr(args, flag, None) is not None:
+            raise ValueError(f"--{flag.replace('_', '-')} describes a model given by --params; with --model NAME "
+                             "alone the history's own FLOPs of that model are used. Pass --params N too.")
     if args.params is not None:
         model = {"params": args.params, "name": args.model or "custom"}
         if args.flops_per_sample is not None:

@@ -188,9 +188,18 @@ def attention_share(runs: pd.DataFrame) -> np.ndarray:
     """Per row, the share of its FLOPs in attention's score and value products (``QKᵀ``, ``AV``), 0 to 1.
 
     ``op_attention_flops`` over the sum of the row's finite ``op_*_flops`` (the traced op classes,
-    :data:`perfmodel.schema.OP_TRACED_CLASSES`); NaN where the row has no ``op_attention_flops`` or no op FLOPs.
-    Attention kernels (FlashAttention, SDPA) reach a different fraction of the peak than the dense GEMMs around
-    them, so the share of the work they take moves a transformer's utilisation with its sequence length.
+    :data:`perfmodel.schema.OP_TRACED_CLASSES`); NaN where the row lacks a finite ``op_attention_flops`` or
+    ``op_matmul_flops`` (a partial op split says nothing of the whole), where an op FLOPs column is negative, or
+    where there are no op FLOPs. Attention kernels (FlashAttention, SDPA) reach a different fraction of the peak
+    than the dense GEMMs around them, so the share of the work they take moves a transformer's utilisation with
+    its sequence length.
+
+    Notes
+    -----
+    Traced runs (:mod:`perfmodel.measure.opcount`) count a fused attention kernel's backward pass with its score
+    recomputation (``4`` forward + ``10`` backward ``·h·L·S·E``); the analytic count of
+    :mod:`perfmodel.plan` and of ``public_llmfoundry.csv`` is ``12·L·d·seq²`` (no recomputation). A query counted
+    one way against runs counted the other puts its share about 14/12 off.
 
     Parameters
     ----------
@@ -202,13 +211,14 @@ def attention_share(runs: pd.DataFrame) -> np.ndarray:
     numpy.ndarray of float, shape (len(runs),)
         The share per row, NaN where unknown.
     """
-    if "op_attention_flops" not in runs.columns:
+    if "op_attention_flops" not in runs.columns or "op_matmul_flops" not in runs.columns:
         return np.full(len(runs), np.nan)
     cols = [f"op_{c}_flops" for c in OP_TRACED_CLASSES if f"op_{c}_flops" in runs.columns]
     flops = np.column_stack([pd.to_numeric(runs[c], errors="coerce").to_numpy(dtype=float) for c in cols])
     attn = pd.to_numeric(runs["op_attention_flops"], errors="coerce").to_numpy(dtype=float)
+    dense = pd.to_numeric(runs["op_matmul_flops"], errors="coerce").to_numpy(dtype=float)
     total = np.nansum(flops, axis=1)
-    ok = np.isfinite(attn) & (total > 0)
+    ok = np.isfinite(attn) & np.isfinite(dense) & np.isfinite(total) & (total > 0) & ~(flops < 0).any(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(ok, attn / np.where(ok, total, 1.0), np.nan)
 
@@ -738,8 +748,8 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
             return self._roofline_columns(X, run_quantities(X)).to_numpy(dtype=float)
         if self.kind == "ops":
             return self._ops_columns(X, run_quantities(X)).to_numpy(dtype=float)
-        if self.kind == "baseline":
-            return self._baseline_columns(X, run_quantities(X)).to_numpy(dtype=float)
+        if self.kind == "baseline":  # the fitted columns (a model saved before attn_share existed has 10)
+            return self._baseline_columns(X, run_quantities(X))[list(self.feature_names_out_)].to_numpy(dtype=float)
         full = self._all_columns(run_quantities(X))
         return full[list(self.feature_names_out_)].to_numpy(dtype=float)
 

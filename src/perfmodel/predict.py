@@ -144,15 +144,30 @@ def _is_torch_module(obj) -> bool:
     return any(c.__module__.startswith("torch.nn") and c.__name__ == "Module" for c in type(obj).__mro__)
 
 
+def _dense_part(attn: np.ndarray, fps: np.ndarray, where: str) -> np.ndarray:
+    """``flops_per_sample − attention_flops_per_sample``: the dense part of a query's FLOPs (checked)."""
+    if np.isnan(fps).any():
+        raise ValueError(f"The 'attention_flops_per_sample' of {where} is a part of 'flops_per_sample', which "
+                         "must be given with it.")
+    over = np.flatnonzero(attn > fps)
+    if len(over):
+        i = int(over[0])
+        raise ValueError(f"The 'attention_flops_per_sample' of {where} exceeds its 'flops_per_sample', of which it "
+                         f"is a part: {attn[i]:g} > {fps[i]:g}.")
+    return fps - attn
+
+
 def model_spec(model, example_input, fitted) -> dict:
     """The query's model as the columns of a query row.
 
     Parameters
     ----------
     model : str, dict or torch.nn.Module
-        A model name in the history; a dict with ``params`` (and optionally ``flops_per_sample``, ``name`` and
-        ``family``: ``"cnn"`` for convolutions, ``"decoder"``, ``"encoder"``... for matmuls);
-        or a ``torch.nn.Module`` (its parameters and FLOPs counted with :func:`perfmodel.measure.flops.count_module`).
+        A model name in the history; a dict with ``params`` (and optionally ``flops_per_sample``, ``name``,
+        ``family``: ``"cnn"`` for convolutions, ``"decoder"``, ``"encoder"``... for matmuls, and
+        ``attention_flops_per_sample``: the part of ``flops_per_sample`` in attention's score and value
+        products); or a ``torch.nn.Module`` (its parameters and FLOPs counted with
+        :func:`perfmodel.measure.flops.count_module`).
     example_input : torch.Tensor or None
         One sample without the batch dimension; needed when ``model`` is a module, ignored otherwise.
     fitted : TrainingTimeModel or pandas.DataFrame
@@ -163,7 +178,8 @@ def model_spec(model, example_input, fitted) -> dict:
     -------
     dict
         ``model``, ``params``, ``flops_per_sample`` (None where unknown), and for a named model its family and
-        op counts as its runs had them.
+        op counts as its runs had them; for a dict, its ``family`` and, from ``attention_flops_per_sample``,
+        ``op_attention_flops`` and ``op_matmul_flops`` (the rest of the FLOPs) where given.
 
     Raises
     ------
@@ -207,10 +223,8 @@ def model_spec(model, example_input, fitted) -> dict:
         attn = check_positive_float(model.get("attention_flops_per_sample"), "attention_flops_per_sample", where,
                                     allow_none=True)
         if attn is not None:  # attention's share of the FLOPs: the mfu rule prices it at its own utilisation
-            if fps is None or attn > fps:
-                raise ValueError(f"The 'attention_flops_per_sample' of {where} is part of 'flops_per_sample' and "
-                                 f"needs it, no smaller: got {attn!r} of {fps!r}.")
-            spec["op_attention_flops"], spec["op_matmul_flops"] = attn, fps - attn
+            dense = _dense_part(np.array([attn]), np.array([np.nan if fps is None else fps]), where)[0]
+            spec["op_attention_flops"], spec["op_matmul_flops"] = attn, float(dense)
         return spec
     if _is_torch_module(model):
         if example_input is None:
@@ -762,6 +776,19 @@ class BasePredictor:
             raise ValueError("predict_many got an empty DataFrame of queries.")
         positions = np.arange(len(queries)) if _positions is None else np.asarray(_positions)
         q = queries.copy()
+        if "attention_flops_per_sample" in q.columns:  # as in a model spec: the op split the mfu rule reads
+            attn = pd.to_numeric(q.pop("attention_flops_per_sample"), errors="coerce").to_numpy(dtype=float)
+            given = ~np.isnan(attn)
+            if given.any():
+                if (attn[given] < 0).any() or not np.isfinite(attn[given]).all():
+                    raise ValueError("predict_many: 'attention_flops_per_sample' must be a finite number >= 0 "
+                                     "where given.")
+                fps = (pd.to_numeric(q["flops_per_sample"], errors="coerce").to_numpy(dtype=float)
+                       if "flops_per_sample" in q.columns else np.full(len(q), np.nan))
+                dense = _dense_part(attn[given], fps[given], "predict_many's queries")
+                q["op_attention_flops"] = np.where(given, attn, np.nan)
+                q["op_matmul_flops"] = np.nan
+                q.loc[given, "op_matmul_flops"] = dense
         if "gpu_type" not in q.columns:
             raise SchemaError("predict_many needs a 'gpu_type' column in the queries.")
         codes, uniq = pd.factorize(q["gpu_type"])
@@ -1077,8 +1104,10 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
     queries : DataFrame
         Columns ``batch_size``, ``gpu_type``, ``steps`` and either ``params`` (optionally ``flops_per_sample``)
         or ``model`` (a name in the history; with ``params`` too, a name the history lacks is a label); optional
-        ``gpu_count`` (default 1) and ``precision`` (default: what most of the history's runs on that device type
-        used, as in :func:`predict_training_time`).
+        ``gpu_count`` (default 1), ``precision`` (default: what most of the history's runs on that device type
+        used, as in :func:`predict_training_time`), ``family``, and ``attention_flops_per_sample`` (the part of
+        ``flops_per_sample`` in attention, as in a model spec; or the op columns ``op_attention_flops`` and
+        ``op_matmul_flops`` themselves).
     history : None, path, DataFrame, bundled name, list of these, or TrainingTimeModel, default=None
         As in :func:`predict_training_time`.
     confidence : float, default=0.9

@@ -341,7 +341,7 @@ class RatioRegressor(_Baseline, RegressorMixin, BaseEstimator):
 
     Attributes
     ----------
-    ref_ : ndarray, shape (n_refs, 9)
+    ref_ : ndarray, shape (n_refs, 11)
         The reference runs: the training design (quantities in :data:`~perfmodel.features.BASELINE_COLUMNS`
         order) of the runs with a finite work, peak and bandwidth and a model code.
     ref_y_ : ndarray, shape (n_refs,)
