@@ -274,8 +274,15 @@ class TestAttentionInQueries:
         out = perfmodel.predict_many(q, history=runs, method="mfu")
         assert out["step_time_s"].iloc[0] == pytest.approx(truth, rel=1e-6)
         assert out["step_time_s"].iloc[1] != pytest.approx(truth, rel=1e-3)  # not given: the pooled rule
-        with pytest.raises(ValueError, match="exceeds"):
+        with pytest.raises(ValueError, match=r"\(row 1 \(counting from 1\)\) exceeds"):
             perfmodel.predict_many(q.assign(attention_flops_per_sample=2e12), history=runs, method="mfu")
+        with pytest.raises(ValueError, match=r"row 2 \(counting from 1\) has -1.0"):
+            perfmodel.predict_many(q.assign(attention_flops_per_sample=[5e11, -1.0]), history=runs, method="mfu")
+        with pytest.raises(ValueError, match="give the attention FLOPs one way"):
+            perfmodel.predict_many(q.assign(op_attention_flops=5e11), history=runs, method="mfu")
+        pure = perfmodel.predict_many(q.assign(attention_flops_per_sample=0.0), history=runs, method="mfu")
+        dense_only = _split_history([0.0], models=["new"])["step_time_s"].iloc[0]  # no attention: u_dense alone
+        np.testing.assert_allclose(pure["step_time_s"], dense_only, rtol=1e-6)
 
     @pytest.mark.filterwarnings("ignore::perfmodel.exceptions.ExtrapolationWarning")
     def test_plan_llm_passes_the_attention_term(self):

@@ -22,8 +22,8 @@ import pandas as pd
 
 from ._format import format_duration, to_plain
 from ._rows import distinct_rows
-from ._validation import (check_choice, check_confidence, check_positive_float, check_positive_int,
-                          check_prediction_frame)
+from ._validation import (check_choice, check_confidence, check_nonnegative_float, check_positive_float,
+                          check_positive_int, check_prediction_frame, row_label)
 from .exceptions import DataQualityWarning, ExtrapolationWarning, SchemaError, UnsupportedQueryError
 from .fitting import DEFAULT_METHOD, fit_cached, fit_history, stored_fit
 from .hardware import PRECISIONS, get_spec, resolve_gpu_type, table_digest
@@ -144,16 +144,18 @@ def _is_torch_module(obj) -> bool:
     return any(c.__module__.startswith("torch.nn") and c.__name__ == "Module" for c in type(obj).__mro__)
 
 
-def _dense_part(attn: np.ndarray, fps: np.ndarray, where: str) -> np.ndarray:
-    """``flops_per_sample − attention_flops_per_sample``: the dense part of a query's FLOPs (checked)."""
-    if np.isnan(fps).any():
-        raise ValueError(f"The 'attention_flops_per_sample' of {where} is a part of 'flops_per_sample', which "
-                         "must be given with it.")
-    over = np.flatnonzero(attn > fps)
-    if len(over):
-        i = int(over[0])
-        raise ValueError(f"The 'attention_flops_per_sample' of {where} exceeds its 'flops_per_sample', of which it "
-                         f"is a part: {attn[i]:g} > {fps[i]:g}.")
+def _dense_part(attn: np.ndarray, fps: np.ndarray, where: str, numbers=None) -> np.ndarray:
+    """``flops_per_sample − attention_flops_per_sample`` of each query (``numbers``: the rows' 1-based numbers in
+    the caller's queries, to name a refused one): the dense part of its FLOPs, checked."""
+    bad = np.flatnonzero(np.isnan(fps) | (attn > fps))
+    if len(bad):
+        i = int(bad[0])
+        of = "" if numbers is None else f" ({row_label(i, numbers)})"
+        if np.isnan(fps[i]):
+            raise ValueError(f"The 'attention_flops_per_sample' of {where}{of} is a part of 'flops_per_sample', "
+                             "which must be given with it.")
+        raise ValueError(f"The 'attention_flops_per_sample' of {where}{of} exceeds its 'flops_per_sample', of which "
+                         f"it is a part: {attn[i]:g} > {fps[i]:g}.")
     return fps - attn
 
 
@@ -220,9 +222,8 @@ def model_spec(model, example_input, fitted) -> dict:
                 raise TypeError(f"The 'family' of {where} must be a non-empty string such as 'cnn' or 'decoder'. "
                                 f"Got {family!r}.")
             spec["family"] = family.strip().lower()
-        attn = check_positive_float(model.get("attention_flops_per_sample"), "attention_flops_per_sample", where,
-                                    allow_none=True)
-        if attn is not None:  # attention's share of the FLOPs: the mfu rule prices it at its own utilisation
+        if model.get("attention_flops_per_sample") is not None:  # the mfu rule prices it at its own utilisation
+            attn = check_nonnegative_float(model["attention_flops_per_sample"], "attention_flops_per_sample", where)
             dense = _dense_part(np.array([attn]), np.array([np.nan if fps is None else fps]), where)[0]
             spec["op_attention_flops"], spec["op_matmul_flops"] = attn, float(dense)
         return spec
@@ -777,18 +778,22 @@ class BasePredictor:
         positions = np.arange(len(queries)) if _positions is None else np.asarray(_positions)
         q = queries.copy()
         if "attention_flops_per_sample" in q.columns:  # as in a model spec: the op split the mfu rule reads
+            both = [c for c in ("op_attention_flops", "op_matmul_flops") if c in q.columns]
+            if both:
+                raise ValueError(f"predict_many got 'attention_flops_per_sample' and {both[0]!r}: give the attention "
+                                 "FLOPs one way (the op columns, or attention_flops_per_sample with "
+                                 "flops_per_sample).")
             attn = pd.to_numeric(q.pop("attention_flops_per_sample"), errors="coerce").to_numpy(dtype=float)
-            given = ~np.isnan(attn)
-            if given.any():
-                if (attn[given] < 0).any() or not np.isfinite(attn[given]).all():
-                    raise ValueError("predict_many: 'attention_flops_per_sample' must be a finite number >= 0 "
-                                     "where given.")
-                fps = (pd.to_numeric(q["flops_per_sample"], errors="coerce").to_numpy(dtype=float)
-                       if "flops_per_sample" in q.columns else np.full(len(q), np.nan))
-                dense = _dense_part(attn[given], fps[given], "predict_many's queries")
-                q["op_attention_flops"] = np.where(given, attn, np.nan)
-                q["op_matmul_flops"] = np.nan
-                q.loc[given, "op_matmul_flops"] = dense
+            given = np.flatnonzero(~np.isnan(attn))
+            wrong = given[~(np.isfinite(attn[given]) & (attn[given] >= 0))]
+            if len(wrong):
+                raise ValueError(f"predict_many: 'attention_flops_per_sample' must be a finite number >= 0 where "
+                                 f"given; {row_label(int(wrong[0]), positions + 1)} has {float(attn[wrong[0]])!r}.")
+            fps = (pd.to_numeric(q["flops_per_sample"], errors="coerce").to_numpy(dtype=float)
+                   if "flops_per_sample" in q.columns else np.full(len(q), np.nan))
+            dense = np.full(len(q), np.nan)
+            dense[given] = _dense_part(attn[given], fps[given], "predict_many's queries", positions[given] + 1)
+            q["op_attention_flops"], q["op_matmul_flops"] = attn, dense
         if "gpu_type" not in q.columns:
             raise SchemaError("predict_many needs a 'gpu_type' column in the queries.")
         codes, uniq = pd.factorize(q["gpu_type"])

@@ -275,12 +275,11 @@ class MFURegressor(_Baseline, RegressorMixin, BaseEstimator):
         if not split:
             return out
         share = X[:, _COL["attn_share"]]
-        cls = _op_class(X)
-        for i in np.flatnonzero(np.isfinite(share) & (cls == 0.0) & (X[:, _COL["flops_imputed"]] <= 0)):
-            key = (float(X[i, _COL["device_code"]]), float(X[i, _COL["precision_code"]]))
-            if key in split:  # the effective utilisation of the two parts: 1 / ((1 - a) / u_d + a / u_a)
-                u_d, u_a = split[key]
-                out[i] = -math.log((1.0 - share[i]) / u_d + share[i] / u_a)
+        rows = np.isfinite(share) & (_op_class(X) == 0.0) & (X[:, _COL["flops_imputed"]] <= 0)
+        dev, prec = X[:, _COL["device_code"]], X[:, _COL["precision_code"]]
+        for (d, p), (u_d, u_a) in split.items():  # the effective utilisation: 1 / ((1 - a) / u_d + a / u_a)
+            i = rows & (dev == d) & (prec == p)
+            out[i] = -np.log((1.0 - share[i]) / u_d + share[i] / u_a)
         return out
 
     def utilisation_table(self, device_names=None, precision_names=None) -> pd.DataFrame:

@@ -731,7 +731,8 @@ def plan_llm_job(*, seq_len, global_batch, gpu_type, params=None, n_layers=None,
         warnings.simplefilter("always")
         query = {"params": params, "flops_per_sample": fps, "name": name, "family": "decoder"}  # matmuls
         if L is not None and d is not None:  # the attention term of the FLOPs, for the mfu rule's split
-            query["attention_flops_per_sample"] = (16 if activation_checkpointing else 12) * L * d * seq_len ** 2
+            query["attention_flops_per_sample"] = fps - decoder_flops_per_sample(
+                flops_params or params, seq_len, activation_checkpointing=activation_checkpointing)
         pred = predict_training_time(query,
                                      batch_size=per_device, gpu_count=devices, gpu_type=g, steps=n_steps,
                                      precision=precision, history=history, confidence=confidence, method=method)
