@@ -19,6 +19,7 @@ from perfmodel.features import attention_share, conv_share, fp32_modes, peak_bas
 from perfmodel.fitting import AUTO_CANDIDATES, fit_history
 from perfmodel.hardware import get_spec
 from perfmodel.models import METHODS, MFURegressor, RatioRegressor, TrainingTimeModel
+from perfmodel.models._baselines import RATIO_BAND
 from perfmodel.models._conformal import clip_at_peak
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,9 +47,10 @@ class TestRegistry:
     def test_baselines_are_methods_auto_may_choose(self):
         assert {"ratio", "mfu"} <= set(METHODS) and {"ratio", "mfu"} <= set(AUTO_CANDIDATES)
 
-    @pytest.mark.parametrize("reg", [MFURegressor(), RatioRegressor()])
-    def test_sklearn_contract(self, reg):
-        assert clone(reg).get_params() == {"columns": None}  # where each quantity is (None: by its own name)
+    @pytest.mark.parametrize("reg, params", [(MFURegressor(), {"columns": None}),
+                                             (RatioRegressor(), {"band": RATIO_BAND, "columns": None})])
+    def test_sklearn_contract(self, reg, params):
+        assert clone(reg).get_params() == params  # columns: where each quantity is (None: by its own name)
         X = np.array([[np.log(1e12), np.log(1e14), np.log(1e12), 0.0, np.log(8), 0, 0, 0, 0, 0, np.nan]] * 3)
         assert reg.fit(X, [1.0, 1.0, 1.0]) is reg
         with pytest.raises(ValueError, match="11 columns"):
@@ -134,6 +136,41 @@ class TestRatio:
         assert m.predict(pd.DataFrame([_row("a", A100, np.nan, b=8, n=8)]))[0] == pytest.approx(5.0)
         # at 1 device: the 1-device run, scaled by batch
         assert m.predict(pd.DataFrame([_row("a", A100, np.nan, b=16, n=1)]))[0] == pytest.approx(2.0)
+
+    def test_nearby_batches_are_pooled_so_one_odd_run_does_not_decide(self):
+        # model a at 8 devices: one run of another stack 10x slower at batch 128, three at batch 64; the query, at
+        # batch 96 on an H100, is nearest in batch to the odd run (|log 128/96| = 0.29 < |log 64/96| = 0.41)
+        refs = [("MI300X", 128, 10.0), (A100, 64, 0.5), ("A100-SXM4-40GB", 64, 0.55), ("H200-SXM-141GB", 64, 0.2)]
+        runs = pd.DataFrame([_row("a", g, t, b=b, n=8) for g, b, t in refs])
+        q = pd.DataFrame([_row("a", H100, np.nan, b=96, n=8)])
+        h = get_spec(H100)
+        scaled = np.log([t * 96 / b * math.sqrt(get_spec(g).bf16_tflops / h.bf16_tflops
+                                                * get_spec(g).memory_bandwidth_gbps / h.memory_bandwidth_gbps)
+                         for g, b, t in refs])
+        pooled = TrainingTimeModel(method="ratio").fit(runs).predict(q)[0]
+        assert pooled == pytest.approx(math.exp(np.median(scaled)))  # the median of all four: the odd run is one
+        assert pooled < 0.5 * math.exp(scaled[0])
+        feat = perfmodel.features.RunFeaturizer(kind="baseline").fit(runs)
+        y = runs["step_time_s"].to_numpy()
+        nearest = RatioRegressor(band=0.0).fit(feat.transform(runs), y).predict(feat.transform(q))[0]
+        assert nearest == pytest.approx(math.exp(scaled[0]))  # band 0: the nearest run alone, as before
+        old = RatioRegressor().fit(feat.transform(runs), y)
+        del old.band  # a model saved before the band pooled only the nearest run: it predicts as it did
+        assert old.predict(feat.transform(q))[0] == pytest.approx(nearest)
+
+    def test_the_band_keeps_a_same_device_run_before_other_devices(self):
+        runs = pd.DataFrame([_row("a", A100, 5.0, b=8, n=8), _row("a", H100, 0.7, b=8, n=8),
+                             _row("a", "H200-SXM-141GB", 0.6, b=8, n=8)])
+        m = TrainingTimeModel(method="ratio").fit(runs)
+        # the A100's own run is at distance 0, the others at 0.5 (another device): beyond the band
+        assert m.predict(pd.DataFrame([_row("a", A100, np.nan, b=8, n=8)]))[0] == pytest.approx(5.0)
+
+    @pytest.mark.parametrize("band, error", [(-0.1, ValueError), (float("nan"), ValueError), ("0.3", TypeError),
+                                             (True, TypeError)])
+    def test_bad_band_is_refused(self, band, error):
+        X = np.array([[np.log(1e12), np.log(1e14), np.log(1e12), 0.0, np.log(8), 0, 0, 0, 0, 0, np.nan]] * 3)
+        with pytest.raises(error, match="band"):
+            RatioRegressor(band=band).fit(X, [1.0, 1.0, 1.0])
 
     def test_unseen_model_gets_the_mfu_rule(self):
         runs, _ = _mfu_history()

@@ -29,11 +29,15 @@ share, the attention share). Their prediction intervals come from
     model's slower GEMMs for slower attention. A pool of fewer than 4 such runs, without such a model, or whose
     fit is not physical (a utilisation zero or above 1), keeps the single utilisation.
 ``ratio``
-    A workload seen on other devices, scaled: the nearest training run of the same model (distance
-    ``10·|Δlog n| + |Δlog batch| + 0.5·[other device type] + 0.5·[other precision]``; ties: the median over them)
-    scaled by the work per device-step and by the devices' spec ratios at the precisions used,
-    ``T = T_ref · (work / work_ref) · sqrt(peak_ref / peak · bw_ref / bw)``. A model the runs lack gets the
-    ``mfu`` rule, so the method always answers.
+    A workload seen on other devices, scaled: the nearest training runs of the same model (distance
+    ``10·|Δlog n| + |Δlog batch| + 0.5·[other device type] + 0.5·[other precision]``), each scaled by the work per
+    device-step and by the devices' spec ratios at the precisions used,
+    ``T = T_ref · (work / work_ref) · sqrt(peak_ref / peak · bw_ref / bw)``, and the median taken over every run
+    within :data:`RATIO_BAND` of the nearest distance. The band is narrower than one mismatch (0.5) and than a
+    device-count step (``10·log 2``), so it only pools runs at nearby batch sizes: a same-device run still comes
+    before any other device's, and one run that happens to be nearest in batch (another vendor's stack, another
+    framework) does not set the answer alone. A model the runs lack gets the ``mfu`` rule, so the method always
+    answers.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from ..features import BASELINE_COLUMNS
 from ..metrics import r2
 from ._columns import NamedColumnsMixin
 
-__all__ = ["MFURegressor", "RatioRegressor", "RATIO_COUNT_WEIGHT", "RATIO_MISMATCH_COST"]
+__all__ = ["MFURegressor", "RatioRegressor", "RATIO_COUNT_WEIGHT", "RATIO_MISMATCH_COST", "RATIO_BAND"]
 
 _COL = {name: i for i, name in enumerate(BASELINE_COLUMNS)}
 #: ``ratio``: weight of a device-count difference (log) against a batch difference (log) in the nearest-run
@@ -59,6 +63,10 @@ RATIO_COUNT_WEIGHT = 10.0
 #: ``ratio``: distance added for a reference on another device type or at another precision (a same-device run
 #: at a nearby batch beats another device's run at the same batch).
 RATIO_MISMATCH_COST = 0.5
+#: ``ratio``: the references pooled (their median) are those within this distance of the nearest. Chosen on the
+#: development sets among 0, 0.1, 0.3 and 0.5 by ``benchmarks/ratio_band.py`` (its output:
+#: benchmarks/results/ratio_band.txt); below :data:`RATIO_MISMATCH_COST`, so it pools nearby batch sizes only.
+RATIO_BAND = 0.3
 #: ``mfu``: runs of one device type and precision with a known attention share needed to split their utilisation
 #: into dense and attention parts (two utilisations from fewer runs would be a fit to noise).
 _SPLIT_MIN_RUNS = 4
@@ -325,11 +333,14 @@ class MFURegressor(_Baseline, RegressorMixin, BaseEstimator):
 
 
 class RatioRegressor(_Baseline, RegressorMixin, BaseEstimator):
-    """The nearest run of the same model scaled by work and the devices' spec ratios (module docstring), on the
+    """The nearest runs of the same model scaled by work and the devices' spec ratios (module docstring), on the
     columns of ``RunFeaturizer(kind="baseline")``; a model the runs lack gets :class:`MFURegressor`'s answer.
 
     Parameters
     ----------
+    band : float, default=RATIO_BAND
+        The references pooled by their median are those within ``band`` of the nearest one's distance (module
+        docstring); 0: only the nearest (and runs tied with it). Non-negative.
     columns : dict of str to str, optional
         Where each quantity of the rule is in ``X``: ``{quantity: column name}``, the quantities being
         :data:`~perfmodel.features.BASELINE_COLUMNS` (``log_work`` is required). A quantity left out is the
@@ -365,6 +376,10 @@ class RatioRegressor(_Baseline, RegressorMixin, BaseEstimator):
     array([0.5])
     """
 
+    def __init__(self, *, band: float = RATIO_BAND, columns: dict | None = None):
+        self.band = band
+        self.columns = columns
+
     def fit(self, X, y):
         """Keep the runs as references, and fit the ``mfu`` rule for models they lack.
 
@@ -380,6 +395,12 @@ class RatioRegressor(_Baseline, RegressorMixin, BaseEstimator):
         self : RatioRegressor
             Fitted.
         """
+        band = self.band
+        if isinstance(band, bool) or not isinstance(band, (int, float, np.integer, np.floating)):
+            raise TypeError(f"RatioRegressor: band must be a number (a distance, e.g. {RATIO_BAND}). "
+                            f"Got {type(band).__name__}.")
+        if not (math.isfinite(band) and band >= 0):
+            raise ValueError(f"RatioRegressor: band must be finite and non-negative (a distance). Got {band}.")
         X_in = X
         X, y = self._validate_fit(X, y)
         self.fallback_ = MFURegressor(columns=self.columns).fit(X_in, y)
@@ -423,7 +444,8 @@ class RatioRegressor(_Baseline, RegressorMixin, BaseEstimator):
             log_t = (np.log(t)[None, :] + q[:, None, _COL["log_work"]] - r[None, :, _COL["log_work"]]
                      + 0.5 * (r[None, :, _COL["log_peak"]] - q[:, None, _COL["log_peak"]]
                               + r[None, :, _COL["log_bw"]] - q[:, None, _COL["log_bw"]]))
-            near = dist <= dist.min(axis=1, keepdims=True) + 1e-9
+            # models saved before the band pooled only the nearest: they predict as they did
+            near = dist <= dist.min(axis=1, keepdims=True) + float(getattr(self, "band", 0.0)) + 1e-9
             med = np.array([np.median(lt[m]) for lt, m in zip(log_t, near)])
             good = np.isfinite(med)
             out[rows[good]] = np.exp(med[good])

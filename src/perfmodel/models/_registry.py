@@ -24,8 +24,9 @@ METHODS = {
     "ops": ("op-level: per op class FLOPs at a fitted compute efficiency + bytes at a fitted memory efficiency "
             "(shared across models, pooled toward a common value), + launch overhead per kernel + all-reduce; "
             "least squares on log time; rows without op columns get an imputed op mix", "ops"),
-    "ratio": ("baseline: the nearest run of the same model on another device (nearest count, then batch), scaled by "
-              "work and sqrt(peak ratio x memory-bandwidth ratio) at the precision used; a model the runs lack "
+    "ratio": ("baseline: the nearest runs of the same model on another device (nearest count, then batch; the median "
+              "of those within a small band of the nearest), scaled by work and sqrt(peak ratio x "
+              "memory-bandwidth ratio) at the precision used; a model the runs lack "
               "gets the mfu rule", "baseline"),
     "mfu": ("baseline: FLOPs per device-step / (peak at the precision used x the median achieved MFU of the runs "
             "of the same op class on that device type and precision, else that precision, else all runs); a "
