@@ -34,9 +34,10 @@ share, the attention share). Their prediction intervals come from
     device-step and by the devices' spec ratios at the precisions used,
     ``T = T_ref · (work / work_ref) · sqrt(peak_ref / peak · bw_ref / bw)``, and the median taken over every run
     within :data:`RATIO_BAND` of the nearest distance. The band is narrower than one mismatch (0.5) and than a
-    device-count step (``10·log 2``), so it only pools runs at nearby batch sizes: a same-device run still comes
-    before any other device's, and one run that happens to be nearest in batch (another vendor's stack, another
-    framework) does not set the answer alone. A model the runs lack gets the ``mfu`` rule, so the method always
+    device-count step (``10·log 2``), so it only pools runs at nearby batch sizes: a same-device run at the same
+    batch still comes before any other device's, a run at the same count before any at another count, and one run
+    that happens to be nearest in batch (another vendor's stack, another framework) does not set the answer
+    alone. A model the runs lack gets the ``mfu`` rule, so the method always
     answers.
 """
 
