@@ -18,8 +18,7 @@ from sklearn.base import clone
 from perfmodel.features import attention_share, conv_share, fp32_modes, peak_basis, run_quantities
 from perfmodel.fitting import AUTO_CANDIDATES, fit_history
 from perfmodel.hardware import get_spec
-from perfmodel.models import METHODS, MFURegressor, RatioRegressor, TrainingTimeModel
-from perfmodel.models._baselines import RATIO_BAND
+from perfmodel.models import METHODS, RATIO_BAND, MFURegressor, RatioRegressor, TrainingTimeModel
 from perfmodel.models._conformal import clip_at_peak
 
 ROOT = Path(__file__).resolve().parents[1]

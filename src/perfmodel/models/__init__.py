@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._baselines import MFURegressor, RatioRegressor
+from ._baselines import RATIO_BAND, MFURegressor, RatioRegressor
 from ._conformal import balanced_scores, conformal_quantile
 from ._gbm import GBMRegressor, TreeEnsemble
 from ._ols import OLSRegressor
@@ -15,4 +15,4 @@ from ..metrics import mape, median_ape
 
 __all__ = ["OLSRegressor", "GBMRegressor", "PhysicsRegressor", "OpsRegressor", "RooflineRegressor",
            "TrainingTimeModel", "Summary", "METHODS", "COUNT_FORMS", "mape", "median_ape", "conformal_quantile",
-           "balanced_scores", "TreeEnsemble", "MFURegressor", "RatioRegressor"]
+           "balanced_scores", "TreeEnsemble", "MFURegressor", "RatioRegressor", "RATIO_BAND"]
