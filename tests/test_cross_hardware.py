@@ -138,10 +138,18 @@ def test_auto_chooses_on_the_split_matching_the_query(xhw):
     choice = choose_method(xhw, "new_model")
     assert choice["split"] == "leave-one-model-out" and choice["best"] in choice["scores"]
     assert len(choice["oof"]) == len(xhw)
+    # what the choice rests on: every scored candidate's out-of-fold predictions, their median APE the score
+    ev = choice["evidence"]
+    assert len(ev["y"]) == len(ev["groups"]) == len(xhw) and set(ev["oofs"]) <= set(choice["scores"])
+    assert len(pd.unique(pd.Series(ev["groups"]))) == xhw["model"].nunique()
+    np.testing.assert_array_equal(ev["oofs"][choice["best"]], choice["oof"])
+    for m, oof in ev["oofs"].items():
+        assert np.isclose(100 * np.median(np.abs(oof / ev["y"] - 1)), choice["scores"][m])
 
 
 def test_auto_honours_cv_on_seen_queries(xhw):
-    assert choose_method(xhw, "seen", cv=3)["split"] == "random 3-fold"
+    choice = choose_method(xhw, "seen", cv=3)
+    assert choice["split"] == "random 3-fold" and choice["evidence"]["groups"] is None  # random folds: no groups
 
 
 def test_named_methods_score_queries_beyond_the_runs_by_holding_that_group_out(xhw, tmp_path):

@@ -7,7 +7,9 @@ baselines (``ratio``, then ``mfu``) are the reference: the best of them wins unl
 absolute percentage error on that split is lower by more than half when the query transfers to a new device
 type, model or pair (``perfmodel.kinds.TRANSFER_KINDS``) and the split has fewer than 9 held-out groups
 (:func:`baseline_margin`: so few groups cannot tell methods apart; a history of one device type or model, scored on
-random folds, counts as one group); otherwise the lowest wins. The out-of-fold predictions
+random folds, counts as one group); otherwise the lowest wins. This rule was compared with paired sign and
+bootstrap tests, per-group means and forecast averages on the development sets (``benchmarks/selection_rules.py``,
+its output in benchmarks/results/selection_rules.txt) and has the lowest mean error. The out-of-fold predictions
 that chose it become the conformity scores of its intervals for that kind (no second round of refits). Every
 candidate is scored on the same folds; nothing falls back silently: the choice and the scores are kept on the
 fitted model (``auto_scores_``, ``auto_split_``, ``auto_kind_``).
@@ -93,6 +95,10 @@ class Choice(dict):
     oof : numpy.ndarray of float
         Present only when model selection saw every run on the kind's own folds: the winner's out-of-fold
         predictions, aligned with the runs.
+    evidence : dict
+        What the choice rests on, aligned with the runs scored (the history, or its subsample of 2,000):
+        ``y`` (their step times), ``groups`` (the held-out group of each, None for random folds) and ``oofs``
+        (each scored candidate's out-of-fold predictions).
     """
 
 
@@ -154,6 +160,7 @@ def _choose_method(runs, kind, *, cv, candidates, random_state, progress) -> Cho
     # the winner's out-of-fold predictions are its conformity scores for this kind when they came from exactly
     # the refits that score it (every run, the kind's own folds)
     reusable = not subsampled and bool(splits)
+    scored_groups = groups if splits else None  # None: scored on random folds
     n_groups = len(data) if groups is None else len(pd.unique(pd.Series(groups)))
     if not splits:  # one group: the kind's refits are impossible, score on random folds
         splits = folds(None, len(data), cv=cv, random_state=random_state)
@@ -189,7 +196,8 @@ def _choose_method(runs, kind, *, cv, candidates, random_state, progress) -> Cho
     # the margin guards a transfer to a whole new device type or model, whose held-out groups are the units the
     # errors come in; a held-out batch size or count spreads over many seen workloads
     best = _baseline_first(finite, n_groups if kind in TRANSFER_KINDS else len(data))
-    out = Choice(best=best, scores=scores, split=split)
+    out = Choice(best=best, scores=scores, split=split,
+                 evidence={"y": y, "groups": scored_groups, "oofs": oofs})
     if reusable:
         out["oof"] = oofs[best]
     return out
