@@ -6,13 +6,16 @@ Sets (``data/``; see data/README.md):
   (one row per round, submitter, system, benchmark, device type, precision, count and batch).
 * ``public_llmfoundry`` (development): MosaicML MPT 125M–70B pre-training on 8–512 A100/H100, bf16/fp8.
 * ``public_neusight`` (development): fp32 (no TF32) transformer forward+backward on 8 NVIDIA/AMD device types.
-* ``public_lambda`` (confirmation): Lambda's cross-GPU CNN/BERT table, only with ``--lambda PATH`` (a CSV built by
-  scripts/derive_public_lambda.py from one's own clone; not committed: no licence). Run once, when the design is
-  settled; nothing is chosen on it.
+* ``public_megatron_bridge`` (confirmation): NVIDIA Megatron-Bridge LLM pre-training (dense Llama 3 and mixtures
+  of experts, 8B–1T parameters) on H100, B200, B300, GB200 and GB300, fp8/bf16, NeMo releases 25.11–26.08. Added
+  when the design was settled and run once; nothing was chosen on it.
+* ``public_lambda`` (confirmation, reused): Lambda's cross-GPU CNN/BERT table, only with ``--lambda PATH`` (a CSV
+  built by scripts/derive_public_lambda.py from one's own clone; not committed: no licence). Nothing was chosen on
+  it, but it has been run at several stops since it was added, so it is no longer an unseen set.
 
 Splits: ``new device type`` (every set: device types held out, at most ``--folds`` refits, several device types
-per refit beyond that; kind ``new_device``), ``new model size`` (llmfoundry: each model held out; kind
-``new_model``), ``small→large`` (llmfoundry: fit on models ≤ 3B parameters, predict the 7B–70B models; kind
+per refit beyond that; kind ``new_device``), ``new model size`` (llmfoundry, megatron_bridge: each model held out;
+kind ``new_model``), ``small→large`` (llmfoundry: fit on models ≤ 3B parameters, predict the 7B–70B models; kind
 ``new_model``). Every method is fitted as ``perfmodel.fit`` fits it for that kind of query
 (:func:`perfmodel.fitting.fit_history`), intervals at 90%.
 
@@ -80,8 +83,11 @@ def load_sets(lambda_path: Path | None, quick: bool) -> list[dict]:
                  "splits": ("new device type", "new model size", "small→large")})
     sets.append({"name": "public_neusight", "role": "dev", "runs": load_runs(DATA / "public_neusight.csv"),
                  "splits": ("new device type",)})
+    sets.append({"name": "public_megatron_bridge", "role": "confirmation",
+                 "runs": load_runs(DATA / "public_megatron_bridge.csv"),
+                 "splits": ("new device type", "new model size")})
     if lambda_path is not None:
-        sets.append({"name": "public_lambda", "role": "confirmation", "runs": load_runs(lambda_path),
+        sets.append({"name": "public_lambda", "role": "confirmation, reused", "runs": load_runs(lambda_path),
                      "splits": ("new device type",)})
     return sets
 
@@ -187,7 +193,8 @@ def main(argv=None) -> int:
     lines = [f"# Generalisation (benchmarks/generalisation.py{' --quick' if args.quick else ''})", "",
              f"90% intervals; median APE over held-out rows; width = mean (upper − lower) / predicted; at most "
              f"{max_folds} refits per split. dev = development set (methods and rules chosen on it); "
-             "confirmation = run once, nothing chosen on it.", ""]
+             "confirmation = run once, nothing chosen on it; confirmation, reused = nothing chosen on it, but run "
+             "at several stops (no longer unseen).", ""]
     if args.lambda_path is None:
         lines.append("public_lambda (confirmation): skipped — no --lambda PATH given (build it with "
                      "scripts/derive_public_lambda.py from a clone; it is not committed).")

@@ -111,7 +111,8 @@ def readme_results() -> str:
 
 def generalisation_results() -> str:
     """Every set x split of ``benchmarks/generalisation.py``: ``auto`` beside the one-line rules, each set marked
-    development (methods and rules chosen on it) or confirmation (run once, nothing chosen on it)."""
+    development (methods and rules chosen on it), confirmation (run once, nothing chosen on it) or confirmation,
+    reused (nothing chosen on it, but run at several stops)."""
     gen = _load("generalisation.json")
     rows = []
     for r in gen["results"]:
@@ -123,11 +124,13 @@ def generalisation_results() -> str:
                 return "—"
             return f"{_pct(v['median_ape'])} / {_num(v.get('coverage'))}" if cov else _pct(v["median_ape"])
 
-        rows.append([f"{r['set']} ({'confirmation' if r['role'] != 'dev' else 'development'})", r["split"],
+        role = {"dev": "development"}.get(r["role"], r["role"])
+        rows.append([f"{r['set']} ({role})", r["split"],
                      str(r["runs"]), cell("auto", cov=True), cell("roofline", cov=True), cell("ratio", cov=True),
                      cell("mfu", cov=True), cell("6ND-util0.4")])
     if gen.get("lambda") == "skipped":
-        rows.append(["public_lambda (confirmation)", "not run: `--lambda PATH` not given", "", "", "", "", "", ""])
+        rows.append(["public_lambda (confirmation, reused)", "not run: `--lambda PATH` not given", "", "", "", "",
+                     "", ""])
     return _table(["set", "the query is", "runs", "`auto` median error / 90% coverage", "`roofline`", "`ratio`",
                    "`mfu`", "6ND at 40% of peak"], rows)
 

@@ -360,6 +360,14 @@ _BUILTIN: tuple[HardwareSpec, ...] = (
     _s("GB200",            "nvidia", "blackwell", 2024, 80.0,  1250.0, 2500.0, 2500.0, 5000.0, 186,   8000,  1800, "nvlink5",
        "NVIDIA GB200 NVL72 datasheet (per GPU, 1/72 of rack figures): 180 PF TF32 / 360 PF FP16 / 720 PF FP8 "
        "sparse, 5,760 TF FP32, 13.4 TB HBM3e at 576 TB/s, NVLink 1.8 TB/s"),
+    _s("B300",             "nvidia", "blackwell", 2025, 75.0,  1125.0, 2250.0, 2250.0, 4500.0, 288,   8000,  1800, "nvlink5",
+       "NVIDIA HGX B300 datasheet (Blackwell Ultra; per GPU, 1/8 of 8-GPU figures): 18 PF TF32 / 36 PF FP16 / 72 PF "
+       "FP8 sparse, 600 TF FP32, 2.3 TB HBM3e (288 GB per GPU) at up to 8 TB/s per GPU, NVLink 1.8 TB/s; scale-out "
+       "network: 8x ConnectX-8 800 Gb/s SuperNICs for 8 GPUs (100 GB/s per GPU)", net=100.0),
+    _s("GB300",            "nvidia", "blackwell", 2025, 80.0,  1250.0, 2500.0, 2500.0, 5000.0, 288,   8000,  1800, "nvlink5",
+       "NVIDIA GB300 NVL72 (Blackwell Ultra; per GPU, 1/72 of rack figures): 180 PF TF32 / 360 PF FP16 / 720 PF "
+       "FP8 sparse, 20 TB HBM3e at 576 TB/s, NVLink 130 TB/s (1.8 TB/s per GPU); FP32 taken as about 80 TF per GPU, "
+       "as GB200 (uncertain)"),
     # --- AMD (fp32 is the FP32 *matrix* peak) ---
     _s("MI100",            "amd",    "cdna1",     2020, 46.1,  None,   184.6,  92.3,   None,   32,    1228.8, 276, "infinity-fabric",
        "AMD Instinct MI100 datasheet: 46.1 FP32 matrix (23.1 vector), 184.6 FP16, 92.3 BF16, 32 GB HBM2 1.2288 TB/s, "
@@ -464,6 +472,8 @@ _BUILTIN_ALIASES: dict[str, str] = {
     "gh200-144g": "GH200-144GB", "gh200-144gb": "GH200-144GB", "gh200-624gb": "GH200-144GB",
     "b200": "B200", "b200-sxm": "B200", "b200-sxm-180gb": "B200", "b200-180gb": "B200", "hgx-b200": "B200",
     "gb200": "GB200", "gb200-nvl72": "GB200",
+    "b300": "B300", "b300-sxm": "B300", "b300-sxm-288gb": "B300", "b300-288gb": "B300", "hgx-b300": "B300",
+    "gb300": "GB300", "gb300-nvl72": "GB300",
     "mi100": "MI100", "mi210": "MI210", "mi250": "MI250", "mi250x": "MI250X",
     # rocm-smi / torch on ROCm report one device per GCD, named "AMD Instinct MI250X/MI250" on both the MI250X and
     # the MI250; it resolves to one GCD of the far more deployed MI250X (Frontier, LUMI). Name "MI250-GCD" for MI250.

@@ -1,0 +1,265 @@
+"""Build data/public_megatron_bridge.csv from NVIDIA Megatron-Bridge's LLM pre-training performance tables.
+
+Source: https://github.com/NVIDIA-NeMo/Megatron-Bridge (Apache-2.0), files ``docs/performance-summary.md`` (the
+latest NeMo container release) and ``docs/performance-summary-archive.md`` (the earlier releases): markdown tables
+of measured pre-training throughput of NVIDIA's performance recipes (``scripts/performance``) per release, system
+(DGX-H100, DGX-B200, DGX-B300, DGX-GB200, DGX-GB300), model, GPU count, precision and parallel layout, with
+``Tokens / sec / GPU`` and ``Model TFLOP / sec / GPU``. Each pre-training table row is one measured configuration
+and becomes one run-history row in perfmodel's schema. SFT and LoRA tables are not imported.
+
+The script reads both files from a git snapshot (no network): ``--git-dir`` a bare or non-bare clone (e.g. the one
+the ``fetch`` tool brings to /work/.mirror/NVIDIA-NeMo+Megatron-Bridge/repo) at ``--commit`` (default HEAD), or
+``--docs`` a directory holding copies of the two files (then ``--commit`` must name the commit they came from).
+
+Usage::
+
+    PYTHONPATH=src python scripts/derive_public_megatron_bridge.py \\
+        --git-dir /work/.mirror/NVIDIA-NeMo+Megatron-Bridge/repo --out data/public_megatron_bridge.csv
+
+Derivations (stated once here, repeated in data/README.md):
+
+* ``step_time_s = GBS · seq / (Tokens/sec/GPU · #-GPUs)``: the global batch's tokens over the measured global
+  throughput.
+* ``gpu_count = #-GPUs`` (every device of the job, whatever its tensor/pipeline/context/expert layout) and
+  ``batch_size = GBS / #-GPUs`` (samples per device per optimizer step, as in ``data/mlperf_steps.csv``): the
+  work per device-step is then the job's work over its devices. A row whose GBS is not a whole multiple of the GPU
+  count is left out (``batch_size`` is a whole number of samples in perfmodel's schema). The layout (``tp``,
+  ``pp``, ``cp``, ``vp``, ``ep``, ``fsdp``), the micro-batch (``micro_batch_size``) and the table's gradient
+  accumulation (``ga_reported``) are kept as columns; perfmodel's ``grad_accum`` is left empty.
+* ``flops_per_sample`` (one sequence, forward + backward) is NVIDIA's own count, recovered from the row:
+  ``Model TFLOP/sec/GPU · 1e12 / (Tokens/sec/GPU) · seq`` (``flops_method=reported``). For a mixture of experts
+  it counts the active parameters' FLOPs, as the recipes' MFU does.
+* ``params`` is the model's *total* parameter count (every expert), from the model's own publication (table
+  ``MODELS`` below, with its source); ``active_params`` the parameters one token passes through. Models whose
+  count is not cited here (the Nemotron 3 family, DeepSeek V4 Flash) are left out.
+* ``precision``: ``FP8``, ``FP8-CS`` (per-tensor current scaling), ``FP8-MX`` / ``MXFP8`` (32-element block
+  scaling) -> ``fp8`` (all run on the FP8 tensor cores); ``BF16`` -> ``bf16``; ``NVFP4`` rows are left out
+  (perfmodel's spec table has no FP4 peaks). ``precision_reported`` keeps the label. The 25.09 tables state no
+  precision per row and are left out.
+* A cell ``a (b)`` gives two measured configurations (the footnotes: another quantisation granularity, or another
+  layout): one row with every ``a``, one with every ``b`` (cells without parentheses shared).
+* ``gpu_type``: DGX-H100 -> H100-SXM5-80GB, DGX-B200 -> B200, DGX-B300 -> B300, DGX-GB200 -> GB200, DGX-GB300 ->
+  GB300. ``nodes``: 8 GPUs per DGX node, 4 per GB200/GB300 compute tray (as MLPerf's GB200 systems).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+SOURCE_REPO = "https://github.com/NVIDIA-NeMo/Megatron-Bridge"
+SOURCE_PATHS = ("docs/performance-summary.md", "docs/performance-summary-archive.md")
+#: model label -> (name in perfmodel, family, total params, active params, source of the counts)
+MODELS = {
+    "LLAMA3_8B": ("llama3-8b", "decoder", 8_030_261_248, 8_030_261_248,
+                  "Meta Llama 3 model card (meta-llama/Meta-Llama-3-8B): 8,030,261,248 parameters"),
+    "LLAMA3_70B": ("llama3-70b", "decoder", 70_553_706_496, 70_553_706_496,
+                   "Meta Llama 3 model card (meta-llama/Meta-Llama-3-70B): 70,553,706,496 parameters"),
+    "LLAMA3.1_405B": ("llama3.1-405b", "decoder", 405_853_388_800, 405_853_388_800,
+                      "Meta Llama 3.1 model card (meta-llama/Llama-3.1-405B): 405,853,388,800 parameters"),
+    "DeepSeekV3": ("deepseek-v3", "moe", 671e9, 37e9,
+                   "DeepSeek-V3 Technical Report (arXiv:2412.19437): 671B total, 37B activated per token"),
+    "GPT OSS 120B": ("gpt-oss-120b", "moe", 116.8e9, 5.1e9,
+                     "OpenAI gpt-oss model card (2025): gpt-oss-120b 116.8B total, 5.1B active per token"),
+    "Qwen3_30B_a3B": ("qwen3-30b-a3b", "moe", 30.5e9, 3.3e9,
+                      "Qwen3 model card (Qwen/Qwen3-30B-A3B): 30.5B total, 3.3B activated"),
+    "Qwen3_235B_a22B": ("qwen3-235b-a22b", "moe", 235e9, 22e9,
+                        "Qwen3 model card (Qwen/Qwen3-235B-A22B): 235B total, 22B activated"),
+    "Kimi_K2": ("kimi-k2", "moe", 1.04e12, 32e9,
+                "Kimi K2 model card (moonshotai/Kimi-K2-Base): 1.04T total, 32B activated"),
+}
+SYSTEMS = {"DGX-H100": ("H100-SXM5-80GB", 8), "DGX-B200": ("B200", 8), "DGX-B300": ("B300", 8),
+           "DGX-GB200": ("GB200", 4), "DGX-GB300": ("GB300", 4)}
+PRECISIONS = {"FP8": "fp8", "FP8-CS": "fp8", "FP8-MX": "fp8", "MXFP8": "fp8", "BF16": "bf16"}
+EXCLUDED_PRECISIONS = {"NVFP4": "NVFP4: perfmodel's spec table has no FP4 peaks"}
+_LAYOUT = (("FSDP", "fsdp"), ("TP", "tp"), ("PP", "pp"), ("CP", "cp"), ("VP", "vp"), ("EP", "ep"))
+COLUMNS = ["run_id", "status", "model", "family", "params", "active_params", "flops_per_sample", "flops_method",
+           "batch_size", "gpu_count", "gpu_type", "precision", "fp32_mode", "seq_len", "step_time_s",
+           "samples_per_s", "nodes", "source", "protocol", "release", "global_batch_size", "micro_batch_size",
+           "ga_reported", "fsdp", "tp", "pp", "cp", "vp", "ep", "throughput_tokens_per_s_per_gpu",
+           "model_tflops_per_gpu_reported", "system_reported", "precision_reported", "note", "params_source",
+           "source_repo", "source_path", "source_commit"]
+PROTOCOL = ("NVIDIA Megatron-Bridge performance recipe (scripts/performance) in the NeMo container of the release; "
+            "throughput as published in the performance summary; step_time_s = GBS x seq / (tokens/s/GPU x GPUs)")
+
+
+def _git(git_dir: Path, *args: str) -> str:
+    return subprocess.run(["git", "--git-dir", str(git_dir), *args], capture_output=True, text=True,
+                          check=True).stdout
+
+
+def _clean(cell: str) -> str:
+    """A cell without footnote markers, links or bold."""
+    cell = re.sub(r"\[\^[^\]]*\]", "", cell)
+    cell = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", cell)
+    return cell.replace("*", "").strip()
+
+
+def parse_tables(text: str, path: str) -> list[dict]:
+    """Every data row of every table, as {header: raw cell}, with its release, table kind and heading; rows with
+    more or fewer cells than their header come back with ``_malformed`` set."""
+    rows, release, kind, heading, header = [], None, None, None, None
+    for line in text.splitlines():
+        m = re.match(r"^## (\S+) NeMo Container", line)
+        if m:
+            release, kind, heading = m.group(1), None, None
+            continue
+        if line.startswith("### "):
+            kind = line[4:].strip()
+            continue
+        if line.startswith("#### "):
+            heading = line[5:].strip()
+            continue
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if header is None:
+            header = cells
+        elif set("".join(cells)) <= set("-: "):
+            continue
+        else:
+            rows.append({"_path": path, "_release": release, "_kind": kind, "_heading": heading,
+                         "_malformed": len(cells) != len(header), "_line": line, **dict(zip(header, cells))})
+    return rows
+
+
+def _variants(row: dict, fields) -> list[dict]:
+    """One dict per measured configuration of a row: cells ``a (b)`` split into a first and a second."""
+    first, second, split = {}, {}, False
+    for f in fields:
+        cell = _clean(row.get(f, ""))
+        m = re.fullmatch(r"(.*?)\s*\((.*)\)", cell)
+        if m and m.group(1):
+            first[f], second[f], split = m.group(1).strip(), m.group(2).strip(), True
+        else:
+            first[f] = second[f] = cell
+    return [first, second] if split else [first]
+
+
+def _int(cell: str) -> int | None:
+    cell = cell.replace(",", "")
+    return None if cell in ("", "n/a", "-") else int(cell)
+
+
+def build(texts: dict, commit: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The run rows, and the table rows left out with the reason (one row each)."""
+    out, dropped = [], []
+    for path, text in texts.items():
+        for r in parse_tables(text, path):
+            if r["_kind"] != "Pre-Training Performance":
+                continue
+            head = r["_heading"] or ""
+            fields = [k for k in r if not k.startswith("_")]
+            where = f"{r['_release']} {head}"
+
+            def drop(reason, label=None):
+                dropped.append({"release": r["_release"], "heading": head, "row": label or r["_line"],
+                                "reason": reason, "source_path": path})
+
+            if r["_malformed"]:
+                drop("malformed row: its cells do not match the header")
+                continue
+            for v in _variants(r, fields):
+                model_raw = v.get("Model") or head.removeprefix("Model:").strip()
+                system_raw = v.get("System") or head.removeprefix("System:").strip()
+                label = f"{model_raw} | {system_raw} | " + " | ".join(v.get(f, "") for f in fields
+                                                                    if f not in ("Model", "System"))
+                if "Precision" not in v:
+                    drop("the table states no precision per row", label)
+                    continue
+                prec_raw = v["Precision"]
+                if prec_raw in EXCLUDED_PRECISIONS:
+                    drop(EXCLUDED_PRECISIONS[prec_raw], label)
+                    continue
+                if prec_raw not in PRECISIONS:
+                    raise ValueError(f"{where}: unknown precision {prec_raw!r}")
+                if system_raw not in SYSTEMS:
+                    raise ValueError(f"{where}: unknown system {system_raw!r}")
+                if model_raw not in MODELS:
+                    drop("no cited parameter count for this model", label)
+                    continue
+                name, family, params, active, params_source = MODELS[model_raw]
+                gpu_type, per_node = SYSTEMS[system_raw]
+                gpus, gbs, seq = _int(v["#-GPUs"]), _int(v["GBS"]), _int(v["Sequence Length"])
+                tok = float(v["Tokens / sec / GPU"].replace(",", ""))
+                tflops = float(v["Model TFLOP / sec / GPU"].replace(",", ""))
+                if gbs % gpus:
+                    drop(f"global batch {gbs} is not a whole number of samples per device on {gpus} GPUs", label)
+                    continue
+                step = gbs * seq / (tok * gpus)
+                layout = {col: _int(v.get(key, "")) for key, col in _LAYOUT}
+                run_id = (f"megatron-bridge/{r['_release']}/{name}/{system_raw}/gpus{gpus}/{prec_raw}/gbs{gbs}/"
+                          f"mbs{v['MBS']}/seq{seq}/" + "-".join(f"{c}{'na' if layout[c] is None else layout[c]}"
+                                                                for c in layout))
+                out.append({
+                    "run_id": run_id, "status": "ok", "model": name, "family": family, "params": params,
+                    "active_params": active, "flops_per_sample": tflops * 1e12 / tok * seq,
+                    "flops_method": "reported", "batch_size": gbs // gpus, "gpu_count": gpus, "gpu_type": gpu_type,
+                    "precision": PRECISIONS[prec_raw], "fp32_mode": "", "seq_len": seq, "step_time_s": step,
+                    "samples_per_s": gbs / step, "nodes": max(1, -(-gpus // per_node)),
+                    "source": "megatron-bridge", "protocol": PROTOCOL, "release": r["_release"],
+                    "global_batch_size": gbs, "micro_batch_size": _int(v["MBS"]), "ga_reported": _int(v.get("GA", "")),
+                    **layout, "throughput_tokens_per_s_per_gpu": tok, "model_tflops_per_gpu_reported": tflops,
+                    "system_reported": system_raw, "precision_reported": prec_raw,
+                    "note": "; ".join(re.findall(r"\[\^([^\]]*)\]", r["_line"])), "params_source": params_source,
+                    "source_repo": SOURCE_REPO, "source_path": path, "source_commit": commit,
+                })
+    df = pd.DataFrame(out, columns=COLUMNS)
+    for col in ("ga_reported", *(c for _, c in _LAYOUT)):
+        df[col] = df[col].astype("Int64")  # n/a and absent columns: empty
+    dup = df["run_id"].duplicated(keep=False)
+    if dup.any():
+        raise ValueError(f"duplicate configurations: {df.loc[dup, 'run_id'].tolist()}")
+    return df, pd.DataFrame(dropped, columns=["release", "heading", "row", "reason", "source_path"])
+
+
+def write(df: pd.DataFrame, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(path, index=False, lineterminator="\n", float_format="%.10g")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--git-dir", type=Path, help="clone of NVIDIA-NeMo/Megatron-Bridge (bare is fine)")
+    src.add_argument("--docs", type=Path, help="a directory holding copies of the two docs/ files")
+    ap.add_argument("--commit", default="HEAD", help="commit to read (with --docs: the commit they came from)")
+    ap.add_argument("--out", type=Path, default=Path("data/public_megatron_bridge.csv"))
+    args = ap.parse_args(argv)
+    if args.git_dir:
+        commit = _git(args.git_dir, "rev-parse", args.commit).strip()
+        texts = {p: _git(args.git_dir, "show", f"{commit}:{p}") for p in SOURCE_PATHS}
+    else:
+        if not re.fullmatch(r"[0-9a-f]{40}", args.commit):
+            ap.error("--docs needs --commit <40-hex commit the files came from>")
+        commit = args.commit
+        texts = {p: (args.docs / Path(p).name).read_text(encoding="utf-8") for p in SOURCE_PATHS}
+    df, dropped = build(texts, commit)
+    from perfmodel.io import load_runs
+    write(df, args.out)
+    runs = load_runs(str(args.out))
+    print(f"wrote {len(df)} rows to {args.out} (load_runs: {len(runs)} rows) from {SOURCE_REPO}@{commit}")
+    print(df.groupby(["gpu_type", "precision"]).size().to_string())
+    print(df.groupby("model").size().to_string())
+    mfu = df["model_tflops_per_gpu_reported"] / [get_peak(g, p) for g, p in zip(df["gpu_type"], df["precision"])]
+    print(f"implied MFU at the spec table's dense peak: min {mfu.min():.3f}, median {mfu.median():.3f}, "
+          f"max {mfu.max():.3f}")
+    print(f"left out: {len(dropped)} configurations")
+    print(dropped.groupby("reason").size().to_string())
+    return 0
+
+
+def get_peak(gpu_type: str, precision: str) -> float:
+    from perfmodel.hardware import get_spec
+
+    return get_spec(gpu_type).peak_tflops(precision)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
