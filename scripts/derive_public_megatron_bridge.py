@@ -37,7 +37,8 @@ Derivations (stated once here, repeated in data/README.md):
   (perfmodel's spec table has no FP4 peaks). ``precision_reported`` keeps the label. The 25.09 tables state no
   precision per row and are left out.
 * A cell ``a (b)`` gives two measured configurations (the footnotes: another quantisation granularity, or another
-  layout): one row with every ``a``, one with every ``b`` (cells without parentheses shared).
+  layout): one row with every ``a``, one with every ``b`` (cells without parentheses shared). In the model column
+  a parenthesis annotates the model (``DeepSeekV3 (w/o MTP)``) and goes to ``note`` with any footnote name.
 * ``gpu_type``: DGX-H100 -> H100-SXM5-80GB, DGX-B200 -> B200, DGX-B300 -> B300, DGX-GB200 -> GB200, DGX-GB300 ->
   GB300. ``nodes``: 8 GPUs per DGX node, 4 per GB200/GB300 compute tray (as MLPerf's GB200 systems).
 """
@@ -135,7 +136,9 @@ def _variants(row: dict, fields) -> list[dict]:
     for f in fields:
         cell = _clean(row.get(f, ""))
         m = re.fullmatch(r"(.*?)\s*\((.*)\)", cell)
-        if m and m.group(1):
+        if f == "Model":  # "DeepSeekV3 (w/o MTP)": an annotation of the model, not a second configuration
+            first[f] = second[f] = cell
+        elif m and m.group(1):
             first[f], second[f], split = m.group(1).strip(), m.group(2).strip(), True
         else:
             first[f] = second[f] = cell
@@ -166,7 +169,9 @@ def build(texts: dict, commit: str) -> tuple[pd.DataFrame, pd.DataFrame]:
                 drop("malformed row: its cells do not match the header")
                 continue
             for v in _variants(r, fields):
-                model_raw = v.get("Model") or head.removeprefix("Model:").strip()
+                model_cell = v.get("Model") or head.removeprefix("Model:").strip()
+                m = re.fullmatch(r"(.*?)\s*\((.*)\)", model_cell)
+                model_raw, annotation = (m.group(1).strip(), m.group(2).strip()) if m else (model_cell, "")
                 system_raw = v.get("System") or head.removeprefix("System:").strip()
                 label = f"{model_raw} | {system_raw} | " + " | ".join(v.get(f, "") for f in fields
                                                                     if f not in ("Model", "System"))
@@ -207,7 +212,8 @@ def build(texts: dict, commit: str) -> tuple[pd.DataFrame, pd.DataFrame]:
                     "global_batch_size": gbs, "micro_batch_size": _int(v["MBS"]), "ga_reported": _int(v.get("GA", "")),
                     **layout, "throughput_tokens_per_s_per_gpu": tok, "model_tflops_per_gpu_reported": tflops,
                     "system_reported": system_raw, "precision_reported": prec_raw,
-                    "note": "; ".join(re.findall(r"\[\^([^\]]*)\]", r["_line"])), "params_source": params_source,
+                    "note": "; ".join([annotation] * bool(annotation) + re.findall(r"\[\^([^\]]*)\]", r["_line"])),
+                    "params_source": params_source,
                     "source_repo": SOURCE_REPO, "source_path": path, "source_commit": commit,
                 })
     df = pd.DataFrame(out, columns=COLUMNS)
@@ -250,6 +256,13 @@ def main(argv=None) -> int:
     mfu = df["model_tflops_per_gpu_reported"] / [get_peak(g, p) for g, p in zip(df["gpu_type"], df["precision"])]
     print(f"implied MFU at the spec table's dense peak: min {mfu.min():.3f}, median {mfu.median():.3f}, "
           f"max {mfu.max():.3f}")
+    same = ["model", "gpu_type", "gpu_count", "precision_reported", "global_batch_size", "micro_batch_size", "seq_len",
+            "fsdp", "tp", "pp", "cp", "vp", "ep"]
+    spread = df.groupby(same, dropna=False)["step_time_s"].agg(["min", "max", "size"])
+    spread = spread[spread["size"] > 1]
+    ratio = spread["max"] / spread["min"]
+    print(f"{len(spread)} configurations measured in more than one release: slowest / fastest step time median "
+          f"{ratio.median():.2f}, max {ratio.max():.2f}")
     print(f"left out: {len(dropped)} configurations")
     print(dropped.groupby("reason").size().to_string())
     return 0

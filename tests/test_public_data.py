@@ -24,6 +24,7 @@ MIRRORS = Path(os.environ.get("PERFMODEL_MIRRORS", "/work/.mirror"))
 LLMFOUNDRY_COMMIT = "8c8dd48f72168c5d51e2f7b151595892a8fba43d"
 NEUSIGHT_COMMIT = "6945927d9afcca2b9daf021f8395e53edc5b4eef"
 LAMBDA_COMMIT = "aa5addb6a53675a649a80036dad548f1c27cbcc4"
+MEGATRON_BRIDGE_COMMIT = "067f987df03b8355b03192d88d70f1709fedf51a"
 
 
 def _script(name: str):
@@ -51,6 +52,7 @@ COMMITTED = {
     "public_llmfoundry.csv": (216, {"A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM5-80GB"}, {"bf16", "fp8"}),
     "public_neusight.csv": (44, {"A100-PCIE-80GB", "A100-SXM4-40GB", "H100-SXM5-80GB", "L4", "MI100", "MI210",
                                  "MI250-GCD", "V100-PCIE-32GB"}, {"fp32"}),
+    "public_megatron_bridge.csv": (176, {"B200", "B300", "GB200", "GB300", "H100-SXM5-80GB"}, {"bf16", "fp8"}),
 }
 
 
@@ -125,6 +127,68 @@ def test_neusight_param_counts_match_transformers():
             net = cls.from_config(cfg)
         assert type(net).__name__ == mod.BUILT_AS[model]
         assert sum(p.numel() for p in net.parameters()) == mod.PARAMS[model]
+
+
+def _megatron_bridge_fixture(mod) -> dict:
+    return {path: (FIXTURES / "megatron_bridge" / Path(path).name).read_text(encoding="utf-8")
+            for path in mod.SOURCE_PATHS}
+
+
+def test_megatron_bridge_builder_reproduces_committed_rows():
+    mod = _script("derive_public_megatron_bridge")
+    df, dropped = mod.build(_megatron_bridge_fixture(mod), MEGATRON_BRIDGE_COMMIT)
+    # 26.08: 2 rows; 26.06: FP8 and MXFP8 on two systems (NVFP4 and a batch of 1.5 per GPU left out; the SFT table
+    # is not pre-training); 25.11: a row with "a (b)" cells gives two rows, plus three; 25.09: no precision
+    assert len(df) == 11
+    assert sorted(df["release"].value_counts().items()) == [("25.11", 5), ("26.06", 4), ("26.08", 2)]
+    assert _csv(df, mod) == _committed_rows(DATA / "public_megatron_bridge.csv", df["run_id"])
+    assert sorted(dropped["reason"].str.split(":").str[0].str.split(" ").str[0]) == [
+        "NVFP4", "NVFP4", "global", "the", "the"]
+    # the derivation as documented: global tokens / global tokens per second; NVIDIA's FLOPs from its own columns
+    first, second = df[(df["model"] == "llama3-8b")].sort_values("precision_reported").itertuples()
+    assert (first.precision_reported, second.precision_reported) == ("FP8-CS", "FP8-MX")
+    assert first.step_time_s == pytest.approx(128 * 8192 / (37556 * 8))
+    assert second.step_time_s == pytest.approx(128 * 8192 / (36108 * 8))
+    assert first.flops_per_sample == pytest.approx(1933e12 / 37556 * 8192)
+    assert (first.batch_size, first.gpu_count, first.gpu_type, first.precision) == (16, 8, "GB300", "fp8")
+    assert second.tp == first.tp == 1 and pd.isna(first.vp)  # the cells without parentheses are shared
+    ds = df[df["model"] == "deepseek-v3"]
+    assert set(ds["family"]) == {"moe"} and (ds["params"] == 671e9).all() and (ds["active_params"] == 37e9).all()
+    assert "w/o MTP" in set(ds["note"])  # a model label's parenthesis is an annotation, not a second row
+
+
+def test_megatron_bridge_builder_refuses_what_it_cannot_read():
+    mod = _script("derive_public_megatron_bridge")
+    header = ("## 26.99 NeMo Container\n\n### Pre-Training Performance\n\n#### Model: {model}\n\n"
+              "| System | #-GPUs | Precision | GBS | MBS | Sequence Length | TP | PP | CP | VP | EP | "
+              "Tokens / sec / GPU | Model TFLOP / sec / GPU |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+    row = "| {system} | 8 | {prec} | 128 | 1 | 8192 | 1 | 1 | 1 | n/a | n/a | 1000 | 500 |\n"
+
+    def build(model="LLAMA3_8B", system="DGX-H100", prec="FP8"):
+        text = header.format(model=model) + row.format(system=system, prec=prec)
+        return mod.build({mod.SOURCE_PATHS[0]: text, mod.SOURCE_PATHS[1]: ""}, MEGATRON_BRIDGE_COMMIT)
+
+    df, dropped = build()
+    assert len(df) == 1 and dropped.empty
+    df, dropped = build(model="Nemotron_3_Nano")  # no cited parameter count: left out, with the reason
+    assert df.empty and list(dropped["reason"]) == ["no cited parameter count for this model"]
+    with pytest.raises(ValueError, match="unknown system"):
+        build(system="DGX-X999")
+    with pytest.raises(ValueError, match="unknown precision"):
+        build(prec="FP6")
+    malformed = header.format(model="LLAMA3_8B") + "| DGX-H100 | 8 | FP8 | 128 |\n"
+    df, dropped = mod.build({mod.SOURCE_PATHS[0]: malformed, mod.SOURCE_PATHS[1]: ""}, MEGATRON_BRIDGE_COMMIT)
+    assert df.empty and dropped["reason"].str.startswith("malformed").all()
+
+
+def test_megatron_bridge_full_build_when_the_snapshot_is_here(tmp_path):
+    git_dir = MIRRORS / "NVIDIA-NeMo+Megatron-Bridge" / "repo"
+    if not git_dir.exists():
+        pytest.skip("no Megatron-Bridge snapshot on this machine")
+    mod = _script("derive_public_megatron_bridge")
+    out = tmp_path / "x.csv"
+    mod.main(["--git-dir", str(git_dir), "--commit", MEGATRON_BRIDGE_COMMIT, "--out", str(out)])
+    assert out.read_bytes() == (DATA / "public_megatron_bridge.csv").read_bytes()
 
 
 def test_lambda_is_not_committed_and_its_devices_resolve():
