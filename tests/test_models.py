@@ -317,6 +317,54 @@ class TestTrainingTimeModel:
         assert 0.85 <= np.mean(covers) <= 0.95
 
 
+class TestLogFeatureIdentifiability:
+    """kind="log" keeps only the hardware columns the runs can identify: a coefficient set by datasheet rounding
+    (H100's fp8 peak is 2.0001 times its bf16 peak, B200's exactly 2) once gave a new device e^460 seconds."""
+
+    @staticmethod
+    def _runs(devices, seed=0):
+        from perfmodel.hardware import get_spec
+
+        rng = np.random.default_rng(seed)
+        rows = []
+        for g in devices:
+            for prec in ("bf16", "fp8"):
+                for m, params in (("a", 8e9), ("b", 70e9)):
+                    for n in (8, 64):
+                        work = 6 * params * 4096 * 16
+                        t = work / (get_spec(g).peak_tflops(prec) * 1e12 * 0.4) * np.exp(rng.normal(0, 0.05))
+                        rows.append({"model": m, "params": params, "flops_per_sample": 6 * params * 4096,
+                                     "batch_size": 16, "gpu_count": n, "gpu_type": g, "precision": prec,
+                                     "step_time_s": t})
+        return pd.DataFrame(rows)
+
+    def test_devices_with_the_same_datasheet_are_one_point(self):
+        from perfmodel.features import RunFeaturizer
+
+        # B200 and B300 share every figure: with H100 that is two points, so one hardware column, not two
+        two = RunFeaturizer(kind="log").fit(self._runs(["H100", "B200", "B300"]))
+        assert "log_peak_tflops" in two.feature_names_out_ and "log_memory_bandwidth" not in two.feature_names_out_
+        three = RunFeaturizer(kind="log").fit(self._runs(["H100", "B200", "GB200"]))
+        assert {"log_peak_tflops", "log_memory_bandwidth"} <= set(three.feature_names_out_)
+
+    def test_a_column_equal_to_others_but_for_rounding_is_dropped(self):
+        from perfmodel.features import COLLINEAR_TOL, RunFeaturizer
+
+        rng = np.random.default_rng(0)
+        full = pd.DataFrame({"a": rng.normal(size=200), "b": rng.normal(size=200)})
+        full["c"] = 2 * full["a"] - full["b"] + 3 + rng.normal(0, COLLINEAR_TOL / 100, 200)  # rounding only
+        full["d"] = full["a"] + rng.normal(0, 0.1, 200)  # mostly a, with information of its own
+        assert RunFeaturizer._independent(full, ["a", "b", "c", "d"]) == ["a", "b", "d"]
+
+    def test_loglinear_carries_a_two_point_history_to_a_new_device_without_blowing_up(self):
+        runs = self._runs(["H100", "B200", "B300"])
+        query = self._runs(["GB200"])
+        pi = TrainingTimeModel(method="loglinear", held_out="new_device").fit(runs).predict_interval(query, 0.9)
+        ratio = pi["step_time_s"].to_numpy() / query["step_time_s"].to_numpy()
+        assert np.all((ratio > 0.5) & (ratio < 2))  # was e^+-400 before
+        assert np.all(pi["step_upper"] / pi["step_time_s"] < 100)
+
+
 def test_metrics_match_hand_computation():
     y, p = np.array([1.0, 2.0, 4.0]), np.array([1.1, 1.8, 5.0])
     assert mape(y, p) == pytest.approx((10 + 10 + 25) / 3)

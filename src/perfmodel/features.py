@@ -26,8 +26,10 @@ Feature sets
 ``"log"``
     Logs of the work per device per step (FLOPs), params, per-device batch and device count; an indicator of
     data-parallel runs and the log all-reduce volume; precision indicators; and, when the history spans two or
-    more device types with known peaks, the log peak TFLOPS and memory bandwidth. Columns that are constant in
-    the training runs are dropped at ``fit`` (they are absorbed by the intercept).
+    more device types with known peaks, the log peak TFLOPS and memory bandwidth (the bandwidth from three
+    devices with distinct datasheet figures on: B200 and B300 are one point). Columns that are constant in the
+    training runs are dropped at ``fit`` (they are absorbed by the intercept), and so is a column the columns
+    before it explain but for :data:`COLLINEAR_TOL` of its spread (rounding, not information).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from .hardware import get_spec, resolve_gpu_type
 from .schema import OP_TRACED_CLASSES
 
 __all__ = ["run_quantities", "RunFeaturizer", "FEATURE_SETS", "FP32_GRAD_BYTES", "ROOFLINE_COLUMNS", "OPS_COLUMNS",
-           "GPUS_PER_NODE", "BASELINE_COLUMNS", "FP32_MODES", "CONV_FAMILIES", "fp32_modes", "conv_share",
+           "GPUS_PER_NODE", "COLLINEAR_TOL", "BASELINE_COLUMNS", "FP32_MODES", "CONV_FAMILIES", "fp32_modes", "conv_share",
            "attention_share", "fp32_basis", "peak_basis"]
 
 FEATURE_SETS = ("seed", "log", "physics", "roofline", "ops", "baseline")
@@ -69,6 +71,10 @@ CPU_NOMINAL_INTERCONNECT_GBPS = 5.0
 ADAMW_BYTES_PER_PARAM = 16
 #: Bytes per gradient element in the all-reduce (DDP keeps fp32 gradients under autocast).
 FP32_GRAD_BYTES = 4
+#: ``kind="log"``: a column is dropped at ``fit`` when the part of it the columns kept before it do not explain is
+#: below this share of its spread (``RunFeaturizer._independent``): it carries no information of its own, only
+#: rounding, and its coefficient would be set by that rounding.
+COLLINEAR_TOL = 1e-3
 #: Devices per machine assumed when a record or query does not say how many nodes it spans.
 GPUS_PER_NODE = 8
 #: The columns RunFeaturizer(kind="physics") produces, in order (see :mod:`perfmodel.models._physics`).
@@ -341,6 +347,15 @@ def peak_basis(runs: pd.DataFrame) -> np.ndarray:
                 "full fp32")
 
     return _per_distinct(keys, text).astype(object)
+
+
+def _spec_point(gpu_type: str) -> tuple:
+    """A device's datasheet figures that the hardware columns read (peaks and memory bandwidth); CPU: its name."""
+    if str(gpu_type) == "cpu":
+        return ("cpu",)
+    spec = get_spec(str(gpu_type))
+    return tuple(getattr(spec, f, None) for f in ("fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops",
+                                                  "fp8_tflops", "memory_bandwidth_gbps"))
 
 
 def _device_info(gpu_type: str) -> dict:
@@ -692,15 +707,18 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
             return self
         full = self._all_columns(q)
         hw = ["log_peak_tflops", "log_memory_bandwidth"]
+        # devices with the same datasheet figures (B200 and B300, GB200 and GB300) are one point of the hardware
+        # columns: what identifies their coefficients is the number of distinct figures, not of names
+        n_points = len({_spec_point(g) for g in self.gpu_types_})
         self.hardware_features_ = bool(
-            self.kind == "log" and len(self.gpu_types_) > 1 and np.isfinite(full[hw].to_numpy()).all()
+            self.kind == "log" and n_points > 1 and np.isfinite(full[hw].to_numpy()).all()
         )
         keep = []
         for name in full.columns:
             if name in hw and not self.hardware_features_:
                 continue
-            # With k device types, at most k - 1 hardware columns are identifiable beside the intercept.
-            if name == "log_memory_bandwidth" and len(self.gpu_types_) < 3:
+            # With k distinct devices, at most k - 1 hardware columns are identifiable beside the intercept.
+            if name == "log_memory_bandwidth" and n_points < 3:
                 continue
             col = full[name].to_numpy(dtype=float)
             if self.kind == "log" and (not np.isfinite(col).all() or np.ptp(col) == 0):
@@ -715,16 +733,20 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
     @staticmethod
     def _independent(full: pd.DataFrame, names: list[str]) -> list[str]:
         """Greedily keep columns that add rank beside the intercept (e.g. with devices 1 and 2 only,
-        ``data_parallel`` is ``log_gpu_count / log 2`` and is dropped)."""
+        ``data_parallel`` is ``log_gpu_count / log 2`` and is dropped): a column whose part not explained by the
+        columns kept before it is below :data:`COLLINEAR_TOL` of its spread is dropped. Such a column is a
+        combination of the others but for rounding (two datasheets' fp8/bf16 ratios of 2.0001 and 2), and its
+        coefficient would be set by that rounding: thousands, which a new device turns into e^400."""
         if len(full) > 50_000:  # the rank of a random sample is the rank of the data, almost surely
             full = full.sample(50_000, random_state=0)
-        cols = [np.ones(len(full))]
+        kept = np.ones((len(full), 1))
         out = []
         for name in names:
-            trial = np.column_stack(cols + [full[name].to_numpy(dtype=float)])
-            scaled = trial / np.maximum(np.abs(trial).max(axis=0), 1e-300)
-            if np.linalg.matrix_rank(scaled, tol=1e-8 * max(scaled.shape)) == trial.shape[1]:
-                cols.append(full[name].to_numpy(dtype=float))
+            col = full[name].to_numpy(dtype=float)
+            spread = np.linalg.norm(col - col.mean())
+            coef = np.linalg.lstsq(kept, col, rcond=None)[0]
+            if spread > 0 and np.linalg.norm(col - kept @ coef) > COLLINEAR_TOL * spread:
+                kept = np.column_stack([kept, col])
                 out.append(name)
         return out
 
