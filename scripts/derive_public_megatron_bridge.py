@@ -38,7 +38,9 @@ Derivations (stated once here, repeated in data/README.md):
   precision per row and are left out.
 * A cell ``a (b)`` gives two measured configurations (the footnotes: another quantisation granularity, or another
   layout): one row with every ``a``, one with every ``b`` (cells without parentheses shared). In the model column
-  a parenthesis annotates the model (``DeepSeekV3 (w/o MTP)``) and goes to ``note`` with any footnote name.
+  a parenthesis annotates the model (``DeepSeekV3 (w/o MTP)``) and goes to ``note``, with any footnote name, the
+  bullet lines under a model's own table (``Muon optimizer was used for pre-training Kimi-K2.``) and, where the
+  table's GA disagrees with ``GBS / (MBS · GPUs / (TP · PP · CP))``, that disagreement (GA is not used).
 * ``gpu_type``: DGX-H100 -> H100-SXM5-80GB, DGX-B200 -> B200, DGX-B300 -> B300, DGX-GB200 -> GB200, DGX-GB300 ->
   GB300. ``nodes``: 8 GPUs per DGX node, 4 per GB200/GB300 compute tray (as MLPerf's GB200 systems).
 """
@@ -102,10 +104,17 @@ def _clean(cell: str) -> str:
 
 
 def parse_tables(text: str, path: str) -> list[dict]:
-    """Every data row of every table, as {header: raw cell}, with its release, table kind and heading; rows with
-    more or fewer cells than their header come back with ``_malformed`` set."""
+    """Every data row of every table, as {header: raw cell}, with its release, table kind and heading, and the
+    bullet lines written under a ``Model:`` heading after its table (``_notes``: e.g. "Muon optimizer was used for
+    pre-training Kimi-K2."); rows with more or fewer cells than their header come back with ``_malformed`` set."""
     rows, release, kind, heading, header = [], None, None, None, None
+    notes: dict = {}
     for line in text.splitlines():
+        if line.startswith("- ") and heading is not None and heading.startswith("Model:"):
+            # under a model's table a bullet is about that model; after a system's table (25.11's last) the
+            # bullets are about the whole release, not that system: they are left to data/README.md
+            notes.setdefault((release, kind, heading), []).append(_clean(line[2:]))
+            continue
         m = re.match(r"^## (\S+) NeMo Container", line)
         if m:
             release, kind, heading = m.group(1), None, None
@@ -127,6 +136,8 @@ def parse_tables(text: str, path: str) -> list[dict]:
         else:
             rows.append({"_path": path, "_release": release, "_kind": kind, "_heading": heading,
                          "_malformed": len(cells) != len(header), "_line": line, **dict(zip(header, cells))})
+    for r in rows:
+        r["_notes"] = notes.get((r["_release"], r["_kind"], r["_heading"]), [])
     return rows
 
 
@@ -199,6 +210,12 @@ def build(texts: dict, commit: str) -> tuple[pd.DataFrame, pd.DataFrame]:
                     continue
                 step = gbs * seq / (tok * gpus)
                 layout = {col: _int(v.get(key, "")) for key, col in _LAYOUT}
+                notes = [annotation] * bool(annotation) + re.findall(r"\[\^([^\]]*)\]", r["_line"]) + r["_notes"]
+                ga, mbs = _int(v.get("GA", "")), _int(v["MBS"])
+                model_parallel = (layout["tp"] or 1) * (layout["pp"] or 1) * (layout["cp"] or 1)
+                if ga is not None and gpus % model_parallel == 0 and ga * mbs * (gpus // model_parallel) != gbs:
+                    notes.append(f"GA {ga} in the table, but GBS / (MBS x data-parallel size) = "
+                                 f"{gbs / (mbs * (gpus // model_parallel)):g}")
                 run_id = (f"megatron-bridge/{r['_release']}/{name}/{system_raw}/gpus{gpus}/{prec_raw}/gbs{gbs}/"
                           f"mbs{v['MBS']}/seq{seq}/" + "-".join(f"{c}{'na' if layout[c] is None else layout[c]}"
                                                                 for c in layout))
@@ -209,11 +226,10 @@ def build(texts: dict, commit: str) -> tuple[pd.DataFrame, pd.DataFrame]:
                     "precision": PRECISIONS[prec_raw], "fp32_mode": "", "seq_len": seq, "step_time_s": step,
                     "samples_per_s": gbs / step, "nodes": max(1, -(-gpus // per_node)),
                     "source": "megatron-bridge", "protocol": PROTOCOL, "release": r["_release"],
-                    "global_batch_size": gbs, "micro_batch_size": _int(v["MBS"]), "ga_reported": _int(v.get("GA", "")),
+                    "global_batch_size": gbs, "micro_batch_size": mbs, "ga_reported": ga,
                     **layout, "throughput_tokens_per_s_per_gpu": tok, "model_tflops_per_gpu_reported": tflops,
                     "system_reported": system_raw, "precision_reported": prec_raw,
-                    "note": "; ".join([annotation] * bool(annotation) + re.findall(r"\[\^([^\]]*)\]", r["_line"])),
-                    "params_source": params_source,
+                    "note": "; ".join(notes), "params_source": params_source,
                     "source_repo": SOURCE_REPO, "source_path": path, "source_commit": commit,
                 })
     df = pd.DataFrame(out, columns=COLUMNS)

@@ -355,6 +355,9 @@ class TestLogFeatureIdentifiability:
         full["c"] = 2 * full["a"] - full["b"] + 3 + rng.normal(0, COLLINEAR_TOL / 100, 200)  # rounding only
         full["d"] = full["a"] + rng.normal(0, 0.1, 200)  # mostly a, with information of its own
         assert RunFeaturizer._independent(full, ["a", "b", "c", "d"]) == ["a", "b", "d"]
+        # a column that varies by float noise only has no rank of its own either
+        full["e"] = 40.0 + rng.normal(0, 1e-14, 200)
+        assert RunFeaturizer._independent(full, ["a", "e", "b"]) == ["a", "b"]
 
     def test_loglinear_carries_a_two_point_history_to_a_new_device_without_blowing_up(self):
         runs = self._runs(["H100", "B200", "B300"])

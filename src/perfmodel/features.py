@@ -743,10 +743,13 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
         out = []
         for name in names:
             col = full[name].to_numpy(dtype=float)
-            spread = np.linalg.norm(col - col.mean())
+            trial = np.column_stack([kept, col])
+            scaled = trial / np.maximum(np.abs(trial).max(axis=0), 1e-300)
+            if np.linalg.matrix_rank(scaled, tol=1e-8 * max(scaled.shape)) < trial.shape[1]:
+                continue  # no rank of its own (a column that varies by float noise only, or an exact combination)
             coef = np.linalg.lstsq(kept, col, rcond=None)[0]
-            if spread > 0 and np.linalg.norm(col - kept @ coef) > COLLINEAR_TOL * spread:
-                kept = np.column_stack([kept, col])
+            if np.linalg.norm(col - kept @ coef) > COLLINEAR_TOL * np.linalg.norm(col - col.mean()):
+                kept = trial
                 out.append(name)
         return out
 

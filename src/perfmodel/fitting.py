@@ -9,7 +9,7 @@ type, model or pair (``perfmodel.kinds.TRANSFER_KINDS``) and the split has fewer
 (:func:`baseline_margin`: so few groups cannot tell methods apart; a history of one device type or model, scored on
 random folds, counts as one group); otherwise the lowest wins. This rule was compared with paired sign and
 bootstrap tests, per-group means and forecast averages on the development sets (``benchmarks/selection_rules.py``,
-its output in benchmarks/results/selection_rules.txt) and has the lowest mean error. The out-of-fold predictions
+its output in benchmarks/results/selection_rules.txt) and has the lowest mean held-out median APE. The out-of-fold predictions
 that chose it become the conformity scores of its intervals for that kind (no second round of refits). Every
 candidate is scored on the same folds; nothing falls back silently: the choice and the scores are kept on the
 fitted model (``auto_scores_``, ``auto_split_``, ``auto_kind_``).

@@ -366,8 +366,9 @@ _BUILTIN: tuple[HardwareSpec, ...] = (
        "network: 8x ConnectX-8 800 Gb/s SuperNICs for 8 GPUs (100 GB/s per GPU)", net=100.0),
     _s("GB300",            "nvidia", "blackwell", 2025, 80.0,  1250.0, 2500.0, 2500.0, 5000.0, 288,   8000,  1800, "nvlink5",
        "NVIDIA GB300 NVL72 (Blackwell Ultra; per GPU, 1/72 of rack figures): 180 PF TF32 / 360 PF FP16 / 720 PF "
-       "FP8 sparse, 20 TB HBM3e at 576 TB/s, NVLink 130 TB/s (1.8 TB/s per GPU); FP32 taken as about 80 TF per GPU, "
-       "as GB200 (uncertain)"),
+       "FP8 sparse, 20 TB HBM3e (288 GB per GPU, 12-high stacks) at 576 TB/s, NVLink 130 TB/s (1.8 TB/s per GPU); "
+       "FP32 taken as about 80 TF per GPU, as GB200 (uncertain); scale-out network: 72 ConnectX-8 800 Gb/s "
+       "SuperNICs for 72 GPUs (100 GB/s per GPU)", net=100.0),
     # --- AMD (fp32 is the FP32 *matrix* peak) ---
     _s("MI100",            "amd",    "cdna1",     2020, 46.1,  None,   184.6,  92.3,   None,   32,    1228.8, 276, "infinity-fabric",
        "AMD Instinct MI100 datasheet: 46.1 FP32 matrix (23.1 vector), 184.6 FP16, 92.3 BF16, 32 GB HBM2 1.2288 TB/s, "

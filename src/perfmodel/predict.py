@@ -289,8 +289,9 @@ def _check_support(fitted: TrainingTimeModel, q: pd.DataFrame) -> list[str]:
             if not getattr(feats, "hardware_features_", False):
                 raise UnsupportedQueryError(
                     f"The history has no runs on gpu_type {g!r} (it has: {', '.join(fitted.gpu_types_)}), and "
-                    "with one device type the fit cannot carry step times across devices. Fit on a history with "
-                    "runs on that device, or on two or more device types with known peaks."
+                    "with one device type (or devices whose datasheet figures are all the same) the fit cannot "
+                    "carry step times across devices. Fit on a history with runs on that device, or on two or "
+                    "more devices with known and different peaks."
                 )
             spec = get_spec(g)
             for p in sorted(map(str, pd.unique(q.loc[q["gpu_type"] == g, "precision"]))):

@@ -88,7 +88,7 @@ COLUMNS: tuple[Column, ...] = (
     _C("family", "str", "model family: mlp, cnn, encoder, decoder, rnn, ... (optional)"),
     _C("params", "int", "trainable parameters"),
     _C("flops_per_sample", "float", "forward+backward FLOPs for one sample (nullable)"),
-    _C("flops_method", "str", "how flops_per_sample was counted: flop_counter | analytic | user"),
+    _C("flops_method", "str", "how flops_per_sample was counted: flop_counter | analytic | reported | user"),
     _C("batch_size", "int", "samples per device per optimizer step"),
     _C("gpu_count", "int", "data-parallel devices (on CPU: worker processes)"),
     _C("gpu_type", "str", "canonical device name from perfmodel.hardware, or cpu"),
