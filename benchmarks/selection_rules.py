@@ -318,7 +318,7 @@ def main(argv=None) -> int:
     rules = table[table["what"].str.startswith("rule ")]
     summary = rules.groupby("what", sort=False)[["median_ape", "p90_ape"]].mean().round(2)
     lines += ["", f"Per rule, the mean over the {rules.groupby(['set', 'split']).ngroups} splits of the held-out "
-              "median APE and p90 APE (oracle: chosen in hindsight on the held-out rows, a bound)",
+              "median APE and p90 APE (oracle: chosen in hindsight on the held-out rows, a reference)",
               summary.to_string()]
     text = "\n".join(lines)
     print(text)
