@@ -71,7 +71,7 @@ from sklearn.model_selection import GroupKFold
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import generalisation as G  # noqa: E402  (the same sets and device-type folds)
 
-from perfmodel.fitting import AUTO_CANDIDATES, BASELINES, baseline_margin, choose_method  # noqa: E402
+from perfmodel.fitting import AUTO_CANDIDATES, BASELINES, baseline_first, choose_method  # noqa: E402
 from perfmodel.kinds import TRANSFER_KINDS  # noqa: E402
 from perfmodel.models import TrainingTimeModel  # noqa: E402
 
@@ -157,18 +157,9 @@ def _finite(fold):
 
 
 def rule_current(fold):
-    s = _finite(fold)
+    """The shipped rule (:func:`perfmodel.fitting.baseline_first`) on the candidates that also predicted."""
     n = (fold["n_groups"] or 1) if fold["kind"] in TRANSFER_KINDS else len(fold["y_in"])
-    m = baseline_margin(n)
-    lowest = min(s, key=s.get)
-    base = [b for b in BASELINES if b in s]
-    if not base:
-        return lowest
-    keep = base[0]
-    for b in base[1:]:
-        if s[b] < (1 - m) * s[keep]:
-            keep = b
-    return lowest if s[lowest] < (1 - m) * s[keep] else keep
+    return baseline_first(_finite(fold), n)
 
 
 def rule_lowest(fold):
@@ -256,7 +247,7 @@ def _ape(folds, pick) -> tuple[np.ndarray, Counter]:
     out, chosen = [], Counter()
     for f in folds:
         if set(_finite(f)) == {m for m, s in f["scores"].items() if np.isfinite(s)}:
-            # the copy of the shipped rule chooses what auto chose (when every scored candidate also predicted)
+            # the shipped rule applied here chooses what auto chose (when every scored candidate also predicted)
             assert rule_current(f) == f["shipped"], (rule_current(f), f["shipped"])
         m = pick(f)
         if isinstance(m, np.ndarray):  # a combination: its predictions

@@ -455,14 +455,14 @@ class TestBaselineFirst:
         assert baseline_margin(9) == baseline_margin(400) == 0.0
 
     def test_choice(self):
-        from perfmodel.fitting import _baseline_first
+        from perfmodel.fitting import baseline_first
         # 4 groups: margin 0.5; gbm 40% below ratio is not enough, 60% is
-        assert _baseline_first({"gbm": 6.0, "ratio": 10.0, "mfu": 9.0}, 4) == "ratio"
-        assert _baseline_first({"gbm": 4.0, "ratio": 10.0, "mfu": 9.0}, 4) == "gbm"
+        assert baseline_first({"gbm": 6.0, "ratio": 10.0, "mfu": 9.0}, 4) == "ratio"
+        assert baseline_first({"gbm": 4.0, "ratio": 10.0, "mfu": 9.0}, 4) == "gbm"
         # mfu replaces ratio only by the same margin, and then is the reference
-        assert _baseline_first({"gbm": 3.0, "ratio": 10.0, "mfu": 4.0}, 4) == "mfu"
+        assert baseline_first({"gbm": 3.0, "ratio": 10.0, "mfu": 4.0}, 4) == "mfu"
         # many groups (or runs): the lowest wins
-        assert _baseline_first({"gbm": 9.0, "ratio": 10.0, "mfu": 11.0}, 9) == "gbm"
-        assert _baseline_first({"gbm": 9.0, "ratio": 10.0, "mfu": 8.0}, 400) == "mfu"
+        assert baseline_first({"gbm": 9.0, "ratio": 10.0, "mfu": 11.0}, 9) == "gbm"
+        assert baseline_first({"gbm": 9.0, "ratio": 10.0, "mfu": 8.0}, 400) == "mfu"
         # no baseline scored: the lowest
-        assert _baseline_first({"gbm": 9.0, "roofline": 8.0}, 4) == "roofline"
+        assert baseline_first({"gbm": 9.0, "roofline": 8.0}, 4) == "roofline"

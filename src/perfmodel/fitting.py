@@ -56,7 +56,7 @@ from .models._conformal import folds
 from .schema import validate_runs
 
 __all__ = ["DEFAULT_METHOD", "AUTO_CANDIDATES", "BASELINES", "MAX_BASELINE_MARGIN", "SELECTION_MIN_GROUPS",
-           "baseline_margin", "fit_history", "choose_method", "fit_cached", "stored_fit", "Choice", "shipped_dir",
+           "baseline_margin", "baseline_first", "fit_history", "choose_method", "fit_cached", "stored_fit", "Choice", "shipped_dir",
            "shipped_key", "code_fingerprint", "load_shipped", "SHIPPED_HISTORIES"]
 
 
@@ -195,7 +195,7 @@ def _choose_method(runs, kind, *, cv, candidates, random_state, progress) -> Cho
                          "runs); give more runs or choose a method.")
     # the margin guards a transfer to a whole new device type or model, whose held-out groups are the units the
     # errors come in; a held-out batch size or count spreads over many seen workloads
-    best = _baseline_first(finite, n_groups if kind in TRANSFER_KINDS else len(data))
+    best = baseline_first(finite, n_groups if kind in TRANSFER_KINDS else len(data))
     out = Choice(best=best, scores=scores, split=split,
                  evidence={"y": y, "groups": scored_groups, "oofs": oofs})
     if reusable:
@@ -227,10 +227,31 @@ def baseline_margin(n_groups: int) -> float:
     return MAX_BASELINE_MARGIN if int(n_groups) < SELECTION_MIN_GROUPS else 0.0
 
 
-def _baseline_first(scores: dict, n_groups: int) -> str:
+def baseline_first(scores: dict, n_groups: int) -> str:
     """The candidate ``auto`` chooses from finite cross-validated scores: the best baseline (:data:`BASELINES`:
     ``ratio`` unless ``mfu`` is lower by more than the margin), unless another candidate is lower than it by more
-    than :func:`baseline_margin`; with no baseline scored, the lowest score."""
+    than :func:`baseline_margin`; with no baseline scored, the lowest score.
+
+    Parameters
+    ----------
+    scores : dict of str to float
+        Finite median APEs of the candidates (:class:`Choice`'s ``scores`` without nan and inf).
+    n_groups : int
+        Held-out groups the scores rest on (:func:`baseline_margin`): for a transfer kind the groups of the split,
+        else the runs.
+
+    Returns
+    -------
+    str
+        The chosen candidate.
+
+    Examples
+    --------
+    >>> baseline_first({"gbm": 6.0, "ratio": 10.0, "mfu": 9.0}, 4)  # 6 is not below half of 10
+    'ratio'
+    >>> baseline_first({"gbm": 6.0, "ratio": 10.0, "mfu": 9.0}, 25)  # enough groups: the lowest
+    'gbm'
+    """
     m = baseline_margin(n_groups)
     lowest = min(scores, key=scores.get)
     base = [b for b in BASELINES if b in scores]
