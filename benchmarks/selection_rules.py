@@ -276,6 +276,9 @@ def main(argv=None) -> int:
     jobs = [(i, tr, te) for i, (_, _, kind, runs, folds) in enumerate(todo) for tr, te in folds]
     if args.cache is not None and args.cache.exists():
         done = pickle.loads(args.cache.read_bytes())
+        if len(done) != len(jobs):  # made by other code or data: its refits are not these
+            raise SystemExit(f"--cache {args.cache} holds {len(done)} refits, not the {len(jobs)} of these splits; "
+                             "delete it to recompute.")
     else:
         done = Parallel(n_jobs=args.jobs)(delayed(one_fold)(todo[i][3], tr, te, todo[i][2])
                                           for i, tr, te in jobs)

@@ -247,25 +247,39 @@ def write(df: pd.DataFrame, path: Path) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog=Path(__file__).name, description=__doc__.split("\n\n")[0])
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--git-dir", type=Path, help="clone of NVIDIA-NeMo/Megatron-Bridge (bare is fine)")
     src.add_argument("--docs", type=Path, help="a directory holding copies of the two docs/ files")
     ap.add_argument("--commit", default="HEAD", help="commit to read (with --docs: the commit they came from)")
     ap.add_argument("--out", type=Path, default=Path("data/public_megatron_bridge.csv"))
     args = ap.parse_args(argv)
-    if args.git_dir:
-        commit = _git(args.git_dir, "rev-parse", args.commit).strip()
-        texts = {p: _git(args.git_dir, "show", f"{commit}:{p}") for p in SOURCE_PATHS}
-    else:
-        if not re.fullmatch(r"[0-9a-f]{40}", args.commit):
-            ap.error("--docs needs --commit <40-hex commit the files came from>")
-        commit = args.commit
-        texts = {p: (args.docs / Path(p).name).read_text(encoding="utf-8") for p in SOURCE_PATHS}
-    df, dropped = build(texts, commit)
+    if args.docs and not re.fullmatch(r"[0-9a-f]{40}", args.commit):
+        ap.error("--docs needs --commit <40-hex commit the files came from>")
+    try:
+        if args.git_dir:
+            commit = _git(args.git_dir, "rev-parse", args.commit).strip()
+            texts = {p: _git(args.git_dir, "show", f"{commit}:{p}") for p in SOURCE_PATHS}
+        else:
+            commit = args.commit
+            texts = {p: (args.docs / Path(p).name).read_text(encoding="utf-8") for p in SOURCE_PATHS}
+        df, dropped = build(texts, commit)
+    except subprocess.CalledProcessError as e:  # not a clone, or no such commit or file in it
+        first = ((e.stderr or "").strip().splitlines() or ["failed"])[0]
+        ap.exit(2, f"{ap.prog}: git {' '.join(e.cmd[3:])}: {first}\n")
+    except (OSError, ValueError) as e:  # a missing copy, or a table this builder cannot read
+        ap.exit(2, f"{ap.prog}: {e}\n")
     from perfmodel.io import load_runs
-    write(df, args.out)
-    runs = load_runs(str(args.out))
+
+    # validated before it replaces the file: a build perfmodel cannot load leaves the old file as it was
+    tmp = args.out.with_name(args.out.stem + ".tmp.csv")
+    write(df, tmp)
+    try:
+        runs = load_runs(str(tmp))
+    except Exception:
+        tmp.unlink()
+        raise
+    tmp.replace(args.out)
     print(f"wrote {len(df)} rows to {args.out} (load_runs: {len(runs)} rows) from {SOURCE_REPO}@{commit}")
     print(df.groupby(["gpu_type", "precision"]).size().to_string())
     print(df.groupby("model").size().to_string())

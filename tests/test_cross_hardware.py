@@ -466,3 +466,8 @@ class TestBaselineFirst:
         assert baseline_first({"gbm": 9.0, "ratio": 10.0, "mfu": 8.0}, 400) == "mfu"
         # no baseline scored: the lowest
         assert baseline_first({"gbm": 9.0, "roofline": 8.0}, 4) == "roofline"
+        # what it cannot choose from is refused by name, not met with min()'s message
+        with pytest.raises(ValueError, match="got none"):
+            baseline_first({}, 4)
+        with pytest.raises(ValueError, match="not finite: gbm"):
+            baseline_first({"gbm": float("nan"), "ratio": 10.0}, 4)

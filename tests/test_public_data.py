@@ -161,7 +161,7 @@ def test_megatron_bridge_builder_refuses_what_it_cannot_read():
     mod = _script("derive_public_megatron_bridge")
     header = ("## 26.99 NeMo Container\n\n### Pre-Training Performance\n\n#### Model: {model}\n\n"
               "| System | #-GPUs | Precision | GBS | MBS | Sequence Length | TP | PP | CP | VP | EP | "
-              "Tokens / sec / GPU | Model TFLOP / sec / GPU |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+              "Tokens / sec / GPU | Model TFLOP / sec / GPU |\n" + "|---" * 13 + "|\n")
     row = "| {system} | 8 | {prec} | 128 | 1 | 8192 | 1 | 1 | 1 | n/a | n/a | 1000 | 500 |\n"
 
     def build(model="LLAMA3_8B", system="DGX-H100", prec="FP8"):
@@ -179,6 +179,21 @@ def test_megatron_bridge_builder_refuses_what_it_cannot_read():
     malformed = header.format(model="LLAMA3_8B") + "| DGX-H100 | 8 | FP8 | 128 |\n"
     df, dropped = mod.build({mod.SOURCE_PATHS[0]: malformed, mod.SOURCE_PATHS[1]: ""}, MEGATRON_BRIDGE_COMMIT)
     assert df.empty and dropped["reason"].str.startswith("malformed").all()
+
+
+def test_megatron_bridge_builder_says_what_is_wrong_in_one_line_and_keeps_the_old_file(tmp_path, capsys):
+    mod = _script("derive_public_megatron_bridge")
+    out = tmp_path / "x.csv"
+    out.write_text("kept\n")
+    with pytest.raises(SystemExit) as e:  # a directory without the two copies
+        mod.main(["--docs", str(tmp_path), "--commit", MEGATRON_BRIDGE_COMMIT, "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and len(err.splitlines()) == 1 and "performance-summary.md" in err
+    with pytest.raises(SystemExit) as e:  # not a clone
+        mod.main(["--git-dir", str(tmp_path), "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and len(err.splitlines()) == 1 and err.startswith(f"{Path(mod.__file__).name}: git")
+    assert out.read_text() == "kept\n"
 
 
 def test_megatron_bridge_full_build_when_the_snapshot_is_here(tmp_path):

@@ -45,8 +45,8 @@ from .hardware import get_spec, resolve_gpu_type
 from .schema import OP_TRACED_CLASSES
 
 __all__ = ["run_quantities", "RunFeaturizer", "FEATURE_SETS", "FP32_GRAD_BYTES", "ROOFLINE_COLUMNS", "OPS_COLUMNS",
-           "GPUS_PER_NODE", "COLLINEAR_TOL", "BASELINE_COLUMNS", "FP32_MODES", "CONV_FAMILIES", "fp32_modes", "conv_share",
-           "attention_share", "fp32_basis", "peak_basis"]
+           "GPUS_PER_NODE", "COLLINEAR_TOL", "BASELINE_COLUMNS", "FP32_MODES", "CONV_FAMILIES", "fp32_modes",
+           "conv_share", "attention_share", "fp32_basis", "peak_basis"]
 
 FEATURE_SETS = ("seed", "log", "physics", "roofline", "ops", "baseline")
 #: Canonical values of a history's ``fp32_mode`` column ("" = PyTorch's defaults; module docstring).
@@ -354,8 +354,8 @@ def _spec_point(gpu_type: str) -> tuple:
     if str(gpu_type) == "cpu":
         return ("cpu",)
     spec = get_spec(str(gpu_type))
-    return tuple(getattr(spec, f, None) for f in ("fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops",
-                                                  "fp8_tflops", "memory_bandwidth_gbps"))
+    return (spec.fp32_tflops, spec.tf32_tflops, spec.fp16_tflops, spec.bf16_tflops, spec.fp8_tflops,
+            spec.memory_bandwidth_gbps)
 
 
 def _device_info(gpu_type: str) -> dict:

@@ -9,8 +9,8 @@ type, model or pair (``perfmodel.kinds.TRANSFER_KINDS``) and the split has fewer
 (:func:`baseline_margin`: so few groups cannot tell methods apart; a history of one device type or model, scored on
 random folds, counts as one group); otherwise the lowest wins. This rule was compared with paired sign and
 bootstrap tests, per-group means and forecast averages on the development sets (``benchmarks/selection_rules.py``,
-its output in benchmarks/results/selection_rules.txt) and has the lowest mean held-out median APE. The out-of-fold predictions
-that chose it become the conformity scores of its intervals for that kind (no second round of refits). Every
+its output in benchmarks/results/selection_rules.txt) and has the lowest mean held-out median APE. The out-of-fold
+predictions that chose it become the conformity scores of its intervals for that kind (no second round of refits). Every
 candidate is scored on the same folds; nothing falls back silently: the choice and the scores are kept on the
 fitted model (``auto_scores_``, ``auto_split_``, ``auto_kind_``).
 
@@ -56,8 +56,8 @@ from .models._conformal import folds
 from .schema import validate_runs
 
 __all__ = ["DEFAULT_METHOD", "AUTO_CANDIDATES", "BASELINES", "MAX_BASELINE_MARGIN", "SELECTION_MIN_GROUPS",
-           "baseline_margin", "baseline_first", "fit_history", "choose_method", "fit_cached", "stored_fit", "Choice", "shipped_dir",
-           "shipped_key", "code_fingerprint", "load_shipped", "SHIPPED_HISTORIES"]
+           "baseline_margin", "baseline_first", "fit_history", "choose_method", "fit_cached", "stored_fit", "Choice",
+           "shipped_dir", "shipped_key", "code_fingerprint", "load_shipped", "SHIPPED_HISTORIES"]
 
 
 #: The default ``method`` of every public entry point.
@@ -245,6 +245,11 @@ def baseline_first(scores: dict, n_groups: int) -> str:
     str
         The chosen candidate.
 
+    Raises
+    ------
+    ValueError
+        If ``scores`` is empty or holds a score that is not a finite number.
+
     Examples
     --------
     >>> baseline_first({"gbm": 6.0, "ratio": 10.0, "mfu": 9.0}, 4)  # 6 is not below half of 10
@@ -252,6 +257,10 @@ def baseline_first(scores: dict, n_groups: int) -> str:
     >>> baseline_first({"gbm": 6.0, "ratio": 10.0, "mfu": 9.0}, 25)  # enough groups: the lowest
     'gbm'
     """
+    bad = [m for m, s in scores.items() if not (isinstance(s, (int, float, np.number)) and np.isfinite(s))]
+    if not scores or bad:
+        raise ValueError("baseline_first needs finite scores for one candidate or more; "
+                         + (f"not finite: {', '.join(map(str, bad))}." if bad else "got none."))
     m = baseline_margin(n_groups)
     lowest = min(scores, key=scores.get)
     base = [b for b in BASELINES if b in scores]
