@@ -32,12 +32,14 @@ import pandas as pd
 from .exceptions import SchemaError, UnknownHardwareError
 from .hardware import PRECISIONS, resolve_gpu_type
 
-__all__ = ["Column", "COLUMNS", "OP_COLUMNS", "OP_TRACED_CLASSES", "OP_FEATURE_VERSION", "MINIMAL_COLUMNS", "STATUSES", "LIMITS", "validate_runs", "describe_range", "coerce_dtypes",
+__all__ = ["Column", "COLUMNS", "OP_COLUMNS", "LAYOUT_COLUMNS", "SHAPE_COLUMNS", "RECOMPUTE", "OP_TRACED_CLASSES", "OP_FEATURE_VERSION", "MINIMAL_COLUMNS", "STATUSES", "LIMITS", "validate_runs", "describe_range", "coerce_dtypes",
            "check_queries", "describe_schema"]
 
 logger = logging.getLogger(__name__)
 
 STATUSES = ("ok", "oom", "error", "timeout")
+#: Values of the ``recompute`` column.
+RECOMPUTE = ("none", "selective", "full")
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,39 @@ OP_COLUMNS: tuple[Column, ...] = tuple(
     _C("op_act_bytes", "float", "activation memory: bytes saved for backward per sample, params excluded (op features)"),
     _C("op_feature_version", "int", "version of the op-level feature set the op_* columns follow"),
 )
+#: Optional, nullable columns of a model-parallel job's layout (``perfmodel.layout``): how its devices split the
+#: work. A history without them loads as before; a run without them ran data-parallel only (tp = pp = cp = 1).
+LAYOUT_COLUMNS: tuple[Column, ...] = (
+    _C("global_batch_size", "int", "samples (sequences) per optimizer step over all devices (nullable; default "
+       "batch_size x gpu_count)"),
+    _C("micro_batch_size", "int", "samples per forward/backward pass on one model replica (nullable; default: "
+       "the replica's whole share of the step, no accumulation)"),
+    _C("tp", "int", "tensor-parallel degree (Megatron-LM; 1 = none)"),
+    _C("pp", "int", "pipeline-parallel degree (stages)"),
+    _C("vp", "int", "virtual pipeline stages per pipeline rank (interleaved 1F1B schedule; 1 = plain 1F1B)"),
+    _C("cp", "int", "context-parallel degree (the sequence split over devices)"),
+    _C("ep", "int", "expert-parallel degree (mixture-of-experts; experts split within the data-parallel ranks)"),
+    _C("dp", "int", "data-parallel degree, sharded (FSDP/ZeRO) or not: gpu_count / (tp x pp x cp)"),
+    _C("zero_stage", "int", "sharding over the data-parallel ranks: 0 none | 1 optimizer state (Megatron's "
+       "distributed optimizer) | 2 + gradients (FSDP SHARD_GRAD_OP) | 3 + weights (FSDP FULL_SHARD, ZeRO-3)"),
+    _C("sequence_parallel", "int", "1 if tensor-parallel ranks also split the sequence in norms and dropout "
+       "(Megatron sequence parallelism), else 0"),
+    _C("recompute", "str", "activation recomputation: none | selective (attention core) | full (every layer)"),
+    _C("gpus_per_node", "int", "devices per node (per NVLink domain: 72 on a GB200 NVL72 rack)"),
+)
+#: Optional, nullable columns of a transformer's shape (``perfmodel.transformer``): what a layout divides.
+SHAPE_COLUMNS: tuple[Column, ...] = (
+    _C("n_layers", "int", "transformer layers"),
+    _C("d_model", "int", "hidden size"),
+    _C("n_heads", "int", "attention (query) heads"),
+    _C("n_kv_heads", "int", "key/value heads (grouped-query attention; default n_heads)"),
+    _C("ffn_hidden", "int", "MLP hidden size of a dense layer"),
+    _C("vocab", "int", "vocabulary size"),
+    _C("n_experts", "int", "routed experts per mixture-of-experts layer (0 or empty: dense)"),
+    _C("experts_per_token", "int", "routed experts each token visits (top-k)"),
+    _C("moe_ffn_hidden", "int", "MLP hidden size of one expert"),
+    _C("active_params", "int", "parameters one token passes through (a mixture of experts' activated parameters)"),
+)
 #: Every column perfmodel knows, in the order records are written.
 COLUMNS: tuple[Column, ...] = (
     _C("run_id", "str", "unique id of the run"),
@@ -89,7 +124,8 @@ COLUMNS: tuple[Column, ...] = (
     _C("params", "int", "trainable parameters"),
     _C("flops_per_sample", "float", "forward+backward FLOPs for one sample (nullable)"),
     _C("flops_method", "str", "how flops_per_sample was counted: flop_counter | analytic | reported | user"),
-    _C("batch_size", "int", "samples per device per optimizer step"),
+    _C("batch_size", "float", "samples per device per optimizer step: global batch / devices (a model-parallel "
+       "job whose step has fewer sequences than devices takes a fraction)"),
     _C("gpu_count", "int", "data-parallel devices (on CPU: worker processes)"),
     _C("gpu_type", "str", "canonical device name from perfmodel.hardware, or cpu"),
     _C("precision", "str", "fp32 | tf32 | fp16 | bf16 | fp8: what ran (compute dtype: autocast for bf16/fp16, "
@@ -99,6 +135,8 @@ COLUMNS: tuple[Column, ...] = (
     _C("compiled", "int", "1 if the model ran under torch.compile (compile time is in startup_s), else 0"),
     _C("activation_checkpointing", "int", "1 if activation checkpointing ran, else 0"),
     _C("seq_len", "int", "tokens per sample of a sequence model (nullable)"),
+    *LAYOUT_COLUMNS,
+    *SHAPE_COLUMNS,
     _C("model_source", "str", "where the model came from: zoo | hf | factory (bring-your-own) | user"),
     _C("threads_per_worker", "int", "torch intra-op threads per worker process"),
     _C("step_time_s", "float", "mean seconds per optimizer step, steady state"),
@@ -187,13 +225,19 @@ LIMITS: dict[str, tuple[float, bool, float]] = {
     "compiled": (0.0, True, 1.0),
     "activation_checkpointing": (0.0, True, 1.0),
     "seq_len": (0.0, False, 1e9),
+    **{c.name: (0.0, False, 1e9) for c in LAYOUT_COLUMNS + SHAPE_COLUMNS if c.kind == "int"
+       and c.name not in ("zero_stage", "sequence_parallel", "active_params", "n_experts")},
+    "zero_stage": (0.0, True, 3.0),
+    "sequence_parallel": (0.0, True, 1.0),
+    "n_experts": (0.0, True, 1e9),
+    "active_params": (0.0, False, 1e15),
     # op-level features: per-sample FLOPs and bytes as for flops_per_sample; zero is a class with no ops
     **{c.name: (0.0, True, 1e24) for c in OP_COLUMNS if c.kind == "float" and c.name != "op_kernels"},
     "op_kernels": (0.0, True, 1e12),
     "op_feature_version": (0.0, False, 1e6),
 }
 #: Flag columns: 0 or 1 (their LIMITS range is [0, 1] and they are integers).
-_FLAGS = ("compiled", "activation_checkpointing")
+_FLAGS = ("compiled", "activation_checkpointing", "sequence_parallel")
 #: Columns that must be present (not NaN) in every successful run.
 _REQUIRED_OK = ("params", "batch_size", "gpu_count", "step_time_s")
 
@@ -627,4 +671,37 @@ def validate_runs(df: pd.DataFrame, *, include_failed: bool = False) -> pd.DataF
             f"({_where(df, bad)}), e.g. {df['precision'][bad].iloc[0]!r}."
         )
     df["precision"] = prec
+    _check_layout(df)
     return df
+
+
+def _check_layout(df: pd.DataFrame) -> None:
+    """The layout columns, where given, agree with each other and with the run: ``recompute`` is one of
+    :data:`RECOMPUTE`, and ``tp·pp·cp·dp`` is the device count."""
+    if "recompute" in df.columns:
+        given = df["recompute"].notna().to_numpy()
+        bad = given & ~df["recompute"].astype("string").str.lower().isin(RECOMPUTE).fillna(False).to_numpy()
+        if bad.any():
+            raise SchemaError(f"Column 'recompute' must be one of {', '.join(RECOMPUTE)}; {_rows_are_not(bad)} "
+                              f"({_where(df, bad)}), e.g. {df['recompute'][bad].iloc[0]!r}.")
+        df["recompute"] = df["recompute"].astype("string").str.lower()
+    split = np.ones(len(df))  # devices per model replica
+    for c in ("tp", "pp", "cp"):
+        if c in df.columns:
+            split = split * df[c].to_numpy(dtype=float, na_value=1.0)
+    batch = df["batch_size"].to_numpy(dtype=float, na_value=np.nan)
+    with np.errstate(invalid="ignore"):
+        frac = ~np.isnan(batch) & (np.mod(batch, 1) != 0) & (split <= 1)
+    if frac.any():
+        raise SchemaError(f"Column 'batch_size' must hold integers where each device holds a whole model replica "
+                          f"(tp x pp x cp = 1); {int(frac.sum())} rows are fractional ({_where(df, frac)}).")
+    degrees = [c for c in ("tp", "pp", "cp", "dp") if c in df.columns]
+    if "dp" in degrees:
+        prod = np.ones(len(df))
+        for c in degrees:
+            prod = prod * df[c].to_numpy(dtype=float, na_value=1.0)
+        dp_given = df["dp"].notna().to_numpy()
+        bad = dp_given & (np.abs(prod - df["gpu_count"].to_numpy(dtype=float, na_value=np.nan)) > 0.5)
+        if bad.any():
+            raise SchemaError(f"Columns tp x pp x cp x dp must multiply to gpu_count; {_rows_are_not(bad)} "
+                              f"({_where(df, bad)}).")
