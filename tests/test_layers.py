@@ -19,7 +19,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "src" / "perfmodel"
 SHARED_TOOL = ROOT.parents[2] / "shared" / "tools" / "import_cycles.py"
 
 LAYERS = [
-    ("base", ["perfmodel", "perfmodel.exceptions", "perfmodel._validation", "perfmodel._format",
+    ("base", ["perfmodel", "perfmodel.exceptions", "perfmodel._validation", "perfmodel._format", "perfmodel.transformer",
               "perfmodel._version", "perfmodel._atomic", "perfmodel._rows", "perfmodel.metrics"]),
     ("hardware", ["perfmodel.hardware"]),
     ("history", ["perfmodel.schema", "perfmodel.io", "perfmodel.datasets", "perfmodel.history",

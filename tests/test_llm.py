@@ -201,12 +201,27 @@ class TestHFConfig:
         gpt2 = hf_config_shape(GPT2_SMALL)
         # 12 x (4·768² + 2·768·3072 + biases 3072 + 3840 + 2 LayerNorms 3072) + 50257·768 + 1024·768 + 1536
         assert gpt2["params"] == 124_439_808 and gpt2["ffn"] == 3072 and not gpt2["gated_mlp"]
-        assert gpt2["tied_embeddings"] and gpt2["matmul_params"] == 124_439_808 - 1024 * 768
+        # what a token multiplies by: the layers' weights (no biases or norms) and the head (tied: the embedding)
+        assert gpt2["tied_embeddings"] and gpt2["matmul_params"] == 12 * (4 * 768**2 + 2 * 768 * 3072) + 50257 * 768
         llama = hf_config_shape(LLAMA2_7B_HF)
         assert llama["params"] == 6_738_415_616 and llama["gated_mlp"] and not llama["tied_embeddings"]
-        assert llama["matmul_params"] == 6_738_415_616 - 32000 * 4096
+        assert llama["matmul_params"] == 32 * (4 * 4096**2 + 3 * 4096 * 11008) + 32000 * 4096
         tied = hf_config_shape({**LLAMA2_7B_HF, "tie_word_embeddings": True})
         assert llama["params"] - tied["params"] == 32000 * 4096
+
+    def test_mixture_of_experts_counts(self):
+        # Mixtral 8x7B: 46.7B parameters, 12.9B active (its model card); 8 experts, 2 per token
+        mixtral = {**LLAMA2_7B_HF, "model_type": "mixtral", "num_key_value_heads": 8, "intermediate_size": 14336,
+                   "num_local_experts": 8, "num_experts_per_tok": 2}
+        shape = hf_config_shape(mixtral)
+        layer_norms = 2 * 4096
+        attention = 4096 * 128 * (2 * 32 + 2 * 8)
+        expert = 3 * 4096 * 14336
+        per_layer = attention + 8 * expert + 4096 * 8 + layer_norms
+        assert shape["params"] == 32 * per_layer + 2 * 32000 * 4096 + 4096
+        assert shape["active_params"] == shape["params"] - 32 * 6 * expert
+        assert round(shape["params"] / 1e9, 1) == 46.7 and round(shape["active_params"] / 1e9, 1) == 12.9
+        assert shape["shape"].is_moe and shape["matmul_params"] == 32 * (attention + 2 * expert + 4096 * 8) + 32000 * 4096
 
     def test_path_folder_and_plan(self, tmp_path):
         (tmp_path / "config.json").write_text(json.dumps(LLAMA2_7B_HF))
@@ -217,7 +232,8 @@ class TestHFConfig:
         assert j.params == 6_738_415_616 and j.params_formula.startswith("HF config (llama)")
         assert (j.hf_config["n_layers"], j.hf_config["d_model"], j.memory.device_bytes) == (32, 4096, 80e9)
         # FLOPs from the matmul parameters: the untied input embedding is a lookup
-        assert j.flops_per_sample == 6 * (6_738_415_616 - 32000 * 4096) * 4096 + 12 * 32 * 4096 * 4096**2
+        matmul = 32 * (4 * 4096**2 + 3 * 4096 * 11008) + 32000 * 4096
+        assert j.flops_per_sample == 6 * matmul * 4096 + 12 * 32 * 4096 * 4096**2
         assert "untied input embedding" in j.flops_formula
 
     def test_pretrained_config_object(self):
@@ -233,7 +249,7 @@ class TestHFConfig:
         ({k: v for k, v in LLAMA2_7B_HF.items() if k != "intermediate_size"}, ValueError,
          "no MLP width.*'intermediate_size' or 'n_inner'"),
         ({**LLAMA2_7B_HF, "hidden_size": "4096"}, ValueError, "'hidden_size' must be a positive whole number"),
-        ({**LLAMA2_7B_HF, "num_local_experts": 8}, ValueError, "mixture-of-experts.*num_local_experts=8"),
+        ({**LLAMA2_7B_HF, "num_local_experts": 8}, ValueError, "no experts per token.*'num_experts_per_tok'"),
         ({**LLAMA2_7B_HF, "is_encoder_decoder": True}, ValueError, "encoder-decoder"),
         ("/nonexistent/config.json", FileNotFoundError, "no such file.*nothing is downloaded"),
         (42, TypeError, "'hf_config' parameter"),

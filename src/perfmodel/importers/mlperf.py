@@ -66,6 +66,7 @@ import pandas as pd
 
 from ..exceptions import MLPerfFormatError, UnknownHardwareError
 from ..hardware import get_spec, resolve_gpu_type
+from ..transformer import TransformerShape, transformer_flops
 from ._records import read_json_file
 
 __all__ = [
@@ -165,20 +166,28 @@ _GPT3_TIMING = ("tracked_stats_step_time", "eval_intervals", "blocks", "eval_poi
 _STAMP_CHECK_ORDER = ("blocks_samples_count", "eval_intervals", "eval_points", "blocks")
 
 
-def _decoder_flops(n_params: float, n_layer: int, d_model: int, n_ctx: int, *, frozen: bool = False) -> float:
-    """Training FLOPs of one sequence of ``n_ctx`` tokens (Kaplan et al. 2020, Table 1: forward ≈ 2N +
-    2·n_layer·n_ctx·d per token, training ≈ 3× forward). With ``frozen`` weights (LoRA) the weight-gradient
-    matmuls are skipped: ≈ 2× forward for the weights, 3× for attention scores."""
-    weights = (4.0 if frozen else 6.0) * n_params
-    attention = 6.0 * n_layer * n_ctx * d_model
-    return (weights + attention) * n_ctx
+def _transformer_flops(shape: TransformerShape, seq_len: int, *, frozen: bool = False) -> float:
+    """Training FLOPs of one sequence (:func:`perfmodel.transformer.transformer_flops`: ``6·N·seq + 12·L·d·seq²``;
+    with ``frozen`` weights (LoRA) the weight-gradient matmuls are skipped, ``4·N·seq`` of dense work)."""
+    return transformer_flops(shape, seq_len, frozen_weights=frozen).model
+
+
+#: The shapes of the language-model benchmarks, from their papers and model cards (cited in BENCHMARKS).
+GPT3_175B = TransformerShape(n_layers=96, d_model=12288, n_heads=96, vocab=50257, positions=2048)
+LLAMA2_70B = TransformerShape(n_layers=80, d_model=8192, n_heads=64, n_kv_heads=8, ffn_hidden=28672, vocab=32000,
+                              gated_mlp=True, tied_embeddings=False)
+LLAMA31_405B = TransformerShape(n_layers=126, d_model=16384, n_heads=128, n_kv_heads=8, ffn_hidden=53248,
+                                vocab=128256, gated_mlp=True, tied_embeddings=False)
+#: BERT-large's encoder layers (the embedding and the masked-LM head's small GEMM left out, as before).
+BERT_LARGE = TransformerShape(n_layers=24, d_model=1024, n_heads=16)
 
 
 #: BERT: the mean sequence length the work is counted at (tokens, padding excluded: about half of 512, at most;
 #: see its entry below).
 _BERT_TOKENS = 256
 
-_KAPLAN = "Kaplan et al. 2020, 'Scaling Laws for Neural Language Models', Table 1 (C_fwd = 2N + 2 n_layer n_ctx d)"
+_KAPLAN = ("perfmodel.transformer.transformer_flops: 6 N_matmul seq + 12 n_layer d seq^2 (Megatron-LM / PaLM "
+           "convention, no causal-mask saving)")
 
 #: Benchmark name in the logs -> model, family, size, FLOPs per sample (forward + backward), with the source.
 BENCHMARKS: dict[str, Benchmark] = {
@@ -188,7 +197,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         "4.09 G multiply-accumulates per 224x224 forward (listed as 'GFLOPS'); x2 FLOP/MAC, x3 forward+backward",
     ),
     "bert": Benchmark(
-        "bert-large", "transformer", 340e6, _decoder_flops(12 * 24 * 1024**2, 24, 1024, _BERT_TOKENS), "samples",
+        "bert-large", "transformer", 340e6, _transformer_flops(BERT_LARGE, _BERT_TOKENS), "samples",
         "one sequence of at most 512 tokens (256 on average without padding)",
         "Devlin et al. 2019 (BERT-large: 24 layers, d=1024, 340M params); FLOPs by " + _KAPLAN
         + " with non-embedding N = 12 n_layer d^2 at the mean unpadded length, about 256 tokens (at most: at "
@@ -200,22 +209,25 @@ BENCHMARKS: dict[str, Benchmark] = {
         timing=_BERT_TIMING, run_average=True,
     ),
     "gpt3": Benchmark(
-        "gpt3-175b", "transformer", 175e9, _decoder_flops(175e9, 96, 12288, 2048), "tokens",
+        "gpt3-175b", "transformer", 175e9, _transformer_flops(GPT3_175B, 2048), "tokens",
         "one 2048-token sequence",
-        "Brown et al. 2020, Table 2.1 (GPT-3 175B: 96 layers, d=12288, n_ctx=2048); FLOPs by " + _KAPLAN,
+        "Brown et al. 2020, Table 2.1 (GPT-3 175B: 96 layers, d=12288, 96 heads, n_ctx=2048, learned positions, "
+        "vocabulary 50257, tied head); FLOPs by " + _KAPLAN,
         seq_len=2048, throughput_unit="tokens", timing=_GPT3_TIMING,
     ),
     "llama2_70b_lora": Benchmark(
-        "llama2-70b-lora", "transformer", 70e9, _decoder_flops(70e9, 80, 8192, 8192, frozen=True), "samples",
+        "llama2-70b-lora", "transformer", 70e9, _transformer_flops(LLAMA2_70B, 8192, frozen=True), "samples",
         "one 8192-token sequence",
-        "Touvron et al. 2023, Llama 2 (70B: 80 layers, d=8192); MLPerf llama2_70b_lora reference: LoRA on "
+        "Touvron et al. 2023, Llama 2 (70B: 80 layers, d=8192, 64 heads, 8 KV heads, SwiGLU 28672, vocabulary "
+        "32000, untied head); MLPerf llama2_70b_lora reference: LoRA on "
         "SCROLLS GovReport at 8192 tokens. FLOPs by " + _KAPLAN + " with frozen base weights (4N + attention); "
         "params is the base model size (LoRA adapters are the only trainable weights)",
     ),
     "llama31_405b": Benchmark(
-        "llama3.1-405b", "transformer", 405e9, _decoder_flops(405e9, 126, 16384, 8192), "samples",
+        "llama3.1-405b", "transformer", 405e9, _transformer_flops(LLAMA31_405B, 8192), "samples",
         "one 8192-token sequence",
-        "Meta Llama 3.1 model card / Dubey et al. 2024, Table 3 (405B: 126 layers, d=16384); MLPerf "
+        "Meta Llama 3.1 model card / Dubey et al. 2024, Table 3 (405B: 126 layers, d=16384, 128 heads, 8 KV "
+        "heads, SwiGLU 53248, vocabulary 128256, untied head); MLPerf "
         "llama31_405b pretraining reference at sequence length 8192; FLOPs by " + _KAPLAN,
     ),
     "maskrcnn": Benchmark(

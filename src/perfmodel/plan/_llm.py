@@ -74,13 +74,10 @@ length, global batch, devices or nodes, parallelism, precision), and turned into
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
-import os
 import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from .._format import format_duration, to_plain
 from .._validation import check_choice, check_confidence, check_positive_float, check_positive_int
@@ -90,170 +87,11 @@ from ..models import METHODS
 from ..predict import TrainingTimePrediction, predict_training_time
 from ._cost import CostEstimate, estimate_cost
 from ._memory import OPTIMIZERS, MemoryEstimate, estimate_memory
+from ..transformer import TransformerShape, hf_config_shape, transformer_flops
 
 __all__ = ["plan_llm_job", "LLMJobPlan", "decoder_params", "decoder_flops_per_sample", "hf_config_shape"]
 
 _WHERE = "plan_llm_job"
-
-# Hugging Face config keys, in the order they are looked for (Llama-style names first, then GPT-2's).
-_HF_KEYS = {
-    "n_layers": ("num_hidden_layers", "n_layer"),
-    "d_model": ("hidden_size", "n_embd"),
-    "n_heads": ("num_attention_heads", "n_head"),
-    "vocab": ("vocab_size",),
-}
-#: model_type values whose MLP is gated (SwiGLU / GeGLU: gate, up and down projections, 3 matrices).
-_GATED_MLP = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "olmo",
-                        "olmo2", "cohere", "internlm2", "stablelm", "granite", "yi", "baichuan", "deepseek"})
-#: model_type values whose MLP is plain (up and down projections, 2 matrices).
-_PLAIN_MLP = frozenset({"gpt2", "gpt_neox", "gptj", "gpt_bigcode", "opt", "bloom", "falcon", "phi", "starcoder2",
-                        "mpt", "codegen"})
-#: model_type values with learned absolute position embeddings (a positions × d table).
-_LEARNED_POSITIONS = frozenset({"gpt2", "gpt_bigcode", "opt"})
-_MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
-
-
-def _read_hf_config(config) -> tuple[dict, str]:
-    """The config as a dict, and where it came from (a path, ``dict`` or the config class's name)."""
-    if isinstance(config, dict):
-        return dict(config), "dict"
-    if isinstance(config, (str, os.PathLike)):
-        path = Path(config)
-        if path.is_dir():
-            path = path / "config.json"
-        if not path.is_file():
-            raise FileNotFoundError(f"hf_config {str(config)!r}: no such file. Give the path of a Hugging Face "
-                                    "config.json (or of the folder holding it), or a dict; nothing is downloaded.")
-        try:
-            with open(path, encoding="utf-8") as fh:
-                data = json.load(fh)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"hf_config {str(path)!r} is not valid JSON ({exc.msg}, line {exc.lineno}).") from None
-        except UnicodeDecodeError:
-            raise ValueError(f"hf_config {str(path)!r} is not a UTF-8 text file.") from None
-        if not isinstance(data, dict):
-            raise ValueError(f"hf_config {str(path)!r} must hold a JSON object (a Hugging Face config). Got "
-                             f"{type(data).__name__}.")
-        return data, str(path)
-    to_dict = getattr(config, "to_dict", None)  # a transformers PretrainedConfig (transformers is not imported)
-    if callable(to_dict):
-        data = to_dict()
-        if isinstance(data, dict):
-            return dict(data), type(config).__name__
-    raise TypeError(f"The 'hf_config' parameter of {_WHERE} must be a path to a config.json, a dict or a "
-                    f"transformers PretrainedConfig. Got {type(config).__name__}.")
-
-
-def _hf_int(cfg: dict, keys: tuple, what: str, where: str, default=None) -> int:
-    for key in keys:
-        value = cfg.get(key)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)) \
-                or float(value) <= 0 or not float(value).is_integer():
-            raise ValueError(f"hf_config ({where}): {key!r} must be a positive whole number. Got {value!r}.")
-        return int(value)
-    if default is not None:
-        return default
-    names = " or ".join(repr(k) for k in keys)
-    raise ValueError(f"hf_config ({where}): no {what}: the config has no {names} (model_type "
-                     f"{cfg.get('model_type')!r}). Add it, or pass params= / n_layers=, d_model=, vocab= instead.")
-
-
-def hf_config_shape(config) -> dict:
-    """The decoder's shape and parameter count from a Hugging Face config (module docstring, "From a Hugging
-    Face config").
-
-    Parameters
-    ----------
-    config : str, os.PathLike, dict or transformers.PretrainedConfig
-        A ``config.json`` path (or the folder holding it), its contents as a dict, or a config object with
-        ``to_dict()``. Read locally; nothing is downloaded.
-
-    Returns
-    -------
-    dict
-        ``n_layers, d_model, n_heads, n_kv_heads, head_dim, ffn, vocab, gated_mlp, tied_embeddings, positions,
-        params`` (all parameters), ``matmul_params`` (less the untied input embedding and the position table),
-        ``lookups`` (which of those were taken off, or None), ``formula`` (the formula with its values) and
-        ``source``.
-
-    Raises
-    ------
-    ValueError
-        A key the layout needs is missing or not a positive whole number (the message names it), or the config
-        is a mixture-of-experts or encoder-decoder model.
-    TypeError, FileNotFoundError
-        Not a path, dict or config object; no such file.
-
-    Examples
-    --------
-    >>> cfg = {"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12, "vocab_size": 50257,
-    ...        "n_positions": 1024}
-    >>> hf_config_shape(cfg)["params"]
-    124439808
-    """
-    cfg, where = _read_hf_config(config)
-    mt = str(cfg.get("model_type") or "")
-    if cfg.get("is_encoder_decoder"):
-        raise ValueError(f"hf_config ({where}): an encoder-decoder config (model_type {mt!r}); plan_llm_job plans "
-                         "decoder-only models. Pass params= and the decoder's shape instead.")
-    for key in _MOE_KEYS:
-        experts = cfg.get(key)
-        if isinstance(experts, numbers.Real) and not isinstance(experts, bool) and experts > 1:
-            raise ValueError(f"hf_config ({where}): a mixture-of-experts config ({key}={experts}); plan_llm_job "
-                             "plans dense decoders (6·N·seq counts every parameter as active). Pass params= (the "
-                             "active parameters) and the shape instead.")
-    gpt2_style = mt == "gpt2" or "n_embd" in cfg
-    L = _hf_int(cfg, _HF_KEYS["n_layers"], "layer count", where)
-    d = _hf_int(cfg, _HF_KEYS["d_model"], "hidden size", where)
-    h = _hf_int(cfg, _HF_KEYS["n_heads"], "attention head count", where)
-    V = _hf_int(cfg, _HF_KEYS["vocab"], "vocabulary size", where)
-    kv = _hf_int(cfg, ("num_key_value_heads",), "key/value head count", where, default=h)
-    if "head_dim" not in cfg or cfg.get("head_dim") is None:
-        if d % h:
-            raise ValueError(f"hf_config ({where}): the hidden size {d} is not a multiple of the {h} heads, and "
-                             "the config gives no 'head_dim'.")
-    hd = _hf_int(cfg, ("head_dim",), "head size", where, default=d // h)
-    ffn = _hf_int(cfg, ("intermediate_size", "n_inner"), "MLP width", where, default=4 * d if gpt2_style else None)
-    act = str(cfg.get("hidden_act") or cfg.get("activation_function") or "")
-    if mt in _GATED_MLP:
-        gated, why = True, f"model_type {mt!r}"
-    elif mt in _PLAIN_MLP or gpt2_style:
-        gated, why = False, f"model_type {mt!r}"
-    else:
-        gated = act.lower() in ("silu", "swish", "swiglu")
-        why = f"assumed from hidden_act={act!r}" if act else "assumed: no hidden_act"
-    tied = cfg.get("tie_word_embeddings", True)
-    if not isinstance(tied, bool):
-        raise ValueError(f"hf_config ({where}): 'tie_word_embeddings' must be true or false. Got {tied!r}.")
-    positions = 0
-    if mt in _LEARNED_POSITIONS or gpt2_style:
-        positions = _hf_int(cfg, ("n_positions", "max_position_embeddings"), "position count", where)
-    layer_norm = "rms_norm_eps" not in cfg  # RMSNorm has a scale only; LayerNorm a scale and a bias
-    norm = (2 if layer_norm else 1) * d
-    attn_bias = bool(cfg.get("attention_bias", gpt2_style))
-    mlp_bias = bool(cfg.get("mlp_bias", gpt2_style))
-    m = 3 if gated else 2
-    attention = 2 * d * (h + kv) * hd + (((h + 2 * kv) * hd + d) if attn_bias else 0)
-    mlp = m * d * ffn + (((m - 1) * ffn + d) if mlp_bias else 0)
-    embeddings = V * d * (1 if tied else 2) + positions * d
-    params = L * (attention + mlp + 2 * norm) + embeddings + norm
-    matmul = params - (0 if tied else V * d) - positions * d
-    lookups = " and ".join(x for x in ("the untied input embedding" if not tied else "",
-                                       "the position table" if positions else "") if x)
-    parts = ["attention 2·d·(h + kv)·hd", f"{'gated ' if gated else ''}MLP {m}·d·ffn ({why})"]
-    if attn_bias or mlp_bias:
-        parts.append("biases")
-    parts.append(f"2 {'LayerNorms 2·d' if layer_norm else 'RMSNorms d'}")
-    emb = f"vocab·d ({'tied' if tied else 'untied: x2'})" + (" + positions·d" if positions else "")
-    values = f"L={L}, d={d}, h={h}, kv={kv}, hd={hd}, ffn={ffn}, vocab={V}" + (
-        f", positions={positions}" if positions else "")
-    formula = f"HF config{f' ({mt})' if mt else ''}: L·({' + '.join(parts)}) + {emb} + final norm with {values}"
-    return {"n_layers": L, "d_model": d, "n_heads": h, "n_kv_heads": kv, "head_dim": hd, "ffn": ffn, "vocab": V,
-            "gated_mlp": gated, "tied_embeddings": tied, "positions": positions, "params": int(params),
-            "matmul_params": int(matmul), "lookups": lookups or None, "formula": formula, "source": where}
-
 
 def decoder_params(n_layers: int, d_model: int, vocab: int = 0, ffn_mult: float = 4.0) -> float:
     """Parameters of a decoder-only transformer: ``(4 + 2·ffn_mult)·L·d² + vocab·d`` (tied embedding).
@@ -293,6 +131,8 @@ def decoder_flops_per_sample(params: float, seq_len: int, n_layers: int | None =
                              *, activation_checkpointing: bool = False) -> float:
     """Forward + backward FLOPs of one sequence: ``6·N·seq + 12·L·d·seq²`` (× 4/3 with full checkpointing).
 
+    :func:`perfmodel.transformer.transformer_flops` with the size given as the matmul parameters.
+
     Parameters
     ----------
     params : float
@@ -319,11 +159,12 @@ def decoder_flops_per_sample(params: float, seq_len: int, n_layers: int | None =
     """
     n = check_positive_float(params, "params", "decoder_flops_per_sample")
     s = check_positive_int(seq_len, "seq_len", "decoder_flops_per_sample")
-    attn = 0.0
+    shape = None
     if n_layers is not None and d_model is not None:
-        attn = 12.0 * n_layers * d_model * s * s
-    base = 6.0 * n * s + attn
-    return base * (4 / 3 if activation_checkpointing else 1.0)
+        shape = TransformerShape(n_layers=check_positive_int(n_layers, "n_layers", "decoder_flops_per_sample"),
+                                 d_model=check_positive_int(d_model, "d_model", "decoder_flops_per_sample"), n_heads=1)
+    flops = transformer_flops(shape, s, recompute="full" if activation_checkpointing else "none", matmul_params=n)
+    return flops.hardware
 
 
 @dataclass
