@@ -19,13 +19,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "src" / "perfmodel"
 SHARED_TOOL = ROOT.parents[2] / "shared" / "tools" / "import_cycles.py"
 
 LAYERS = [
-    ("base", ["perfmodel", "perfmodel.exceptions", "perfmodel._validation", "perfmodel._format", "perfmodel.transformer",
+    ("base", ["perfmodel", "perfmodel.exceptions", "perfmodel._validation", "perfmodel._format", "perfmodel.transformer", "perfmodel.layout",
               "perfmodel._version", "perfmodel._atomic", "perfmodel._rows", "perfmodel.metrics"]),
     ("hardware", ["perfmodel.hardware"]),
     ("history", ["perfmodel.schema", "perfmodel.io", "perfmodel.datasets", "perfmodel.history",
                  "perfmodel.kinds"]),
     ("measure", ["perfmodel.measure", "perfmodel.importers", "perfmodel.integrations"]),
-    ("features", ["perfmodel.features"]),
+    ("features", ["perfmodel.features", "perfmodel.layout_features"]),
     ("models", ["perfmodel.models"]),
     ("fitting", ["perfmodel.fitting", "perfmodel.persistence", "perfmodel.cache"]),
     ("predict", ["perfmodel.predict"]),

@@ -14,6 +14,8 @@ Hierarchy::
     ├── NotAModelFileError(PerfModelError, ValueError)    a file that is not a perfmodel model file
     ├── MLPerfFormatError(PerfModelError, ValueError)     a file or folder that is not an MLPerf result log
     │                                                     (perfmodel.importers.mlperf)
+    ├── LayoutError(PerfModelError, ValueError)           a parallel layout the training frameworks would not run
+    │   └── DoesNotFitError                               a planned job whose memory estimate exceeds the device
     └── MeasurementError(PerfModelError, RuntimeError)    a measured run that could not complete
 
     PerfModelWarning(UserWarning)
@@ -39,6 +41,8 @@ __all__ = [
     "UnknownPriceError",
     "NotAModelFileError",
     "MLPerfFormatError",
+    "LayoutError",
+    "DoesNotFitError",
     "MeasurementError",
     "PerfModelWarning",
     "ExtrapolationWarning",
@@ -73,6 +77,36 @@ class PredictionError(PerfModelError, ValueError):
     of runs (a conformal interval at level c needs c <= n/(n+1)), an OLS fit has no residual degrees of
     freedom, or the query is beyond the numeric range of the fit. Public prediction functions raise this
     rather than return NaN, infinity or an interval that does not contain its point."""
+
+
+class LayoutError(PerfModelError, ValueError):
+    """A parallel layout the training frameworks would not run (the message names every rule it breaks)."""
+
+
+class DoesNotFitError(LayoutError):
+    """A planned job's per-device memory estimate exceeds the device's memory.
+
+    Parameters
+    ----------
+    message : str
+        What does not fit, by how much, and what would.
+    memory : perfmodel.plan.MemoryEstimate, optional
+        The estimate of the layout asked for.
+    suggestion : str, optional
+        The nearest layout that fits, in words.
+
+    Attributes
+    ----------
+    memory : perfmodel.plan.MemoryEstimate or None
+        The estimate of the layout asked for.
+    suggestion : str or None
+        The nearest layout that fits, in words, when a search found one.
+    """
+
+    def __init__(self, message: str, *, memory=None, suggestion: str | None = None):
+        super().__init__(message)
+        self.memory = memory
+        self.suggestion = suggestion
 
 
 class UnsupportedQueryError(PerfModelError, ValueError):

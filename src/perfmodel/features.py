@@ -42,13 +42,14 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .hardware import get_spec, resolve_gpu_type
+from .layout_features import LAYOUT_FEATURES, layout_components
 from .schema import OP_TRACED_CLASSES
 
 __all__ = ["run_quantities", "RunFeaturizer", "FEATURE_SETS", "FP32_GRAD_BYTES", "ROOFLINE_COLUMNS", "OPS_COLUMNS",
            "GPUS_PER_NODE", "COLLINEAR_TOL", "BASELINE_COLUMNS", "FP32_MODES", "CONV_FAMILIES", "fp32_modes",
            "conv_share", "attention_share", "fp32_basis", "peak_basis"]
 
-FEATURE_SETS = ("seed", "log", "physics", "roofline", "ops", "baseline")
+FEATURE_SETS = ("seed", "log", "physics", "roofline", "ops", "baseline", "layout")
 #: Canonical values of a history's ``fp32_mode`` column ("" = PyTorch's defaults; module docstring).
 FP32_MODES = ("tf32", "full", "")
 #: Model families whose FLOPs are convolutions when a run has no op-level columns (every other family: matmuls).
@@ -443,7 +444,7 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
 
     Parameters
     ----------
-    kind : {"log", "seed", "physics", "roofline", "ops", "baseline"}, default="log"
+    kind : {"log", "seed", "physics", "roofline", "ops", "baseline", "layout"}, default="log"
         Feature set (see module docstring).
 
     Attributes
@@ -669,6 +670,14 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
             raise ValueError(f"The 'kind' parameter of RunFeaturizer must be one of {FEATURE_SETS}. Got {self.kind!r}.")
         if not isinstance(X, pd.DataFrame):
             raise TypeError(f"RunFeaturizer expects a DataFrame of runs. Got {type(X).__name__}.")
+        if self.kind == "layout":  # the physical parts of a transformer's step (perfmodel.layout_features)
+            self.gpu_types_ = sorted(map(str, pd.unique(_canonical(X["gpu_type"]))))
+            prec = X["precision"] if "precision" in X.columns else pd.Series("fp32", index=X.index)
+            self.precisions_ = sorted(map(str, pd.unique(prec.astype(str))))
+            self.hardware_features_ = True  # a device enters through its datasheet figures
+            self.feature_names_out_ = np.array(LAYOUT_FEATURES, dtype=object)
+            self.n_features_in_ = X.shape[1]
+            return self
         q = run_quantities(X)
         self.gpu_types_ = sorted(map(str, pd.unique(_canonical(q["gpu_type"]))))
         self.precisions_ = sorted(map(str, pd.unique(q["precision"])))
@@ -767,6 +776,8 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
             One column per :meth:`get_feature_names_out` name.
         """
         check_is_fitted(self, "feature_names_out_")
+        if self.kind == "layout":
+            return layout_components(X).to_numpy(dtype=float)
         if self.kind == "physics":
             return self._physics_columns(X, run_quantities(X)).to_numpy(dtype=float)
         if self.kind == "roofline":

@@ -25,16 +25,22 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from .layout import is_layout_job
+from .schema import SHAPE_COLUMNS
+
 __all__ = ["BUNDLED_HISTORIES", "LoadedHistory", "read_history", "HistoryFiles", "peek_history",
            "history_parts", "default_history", "model_table", "model_columns", "precision_by_device",
            "file_digest", "frame_digest", "BUNDLED_PREFIX"]
 
 #: Names of the bundled histories accepted in ``history=`` (alone or in a list with your own runs).
-#: ``gpu`` is the public MLPerf table plus every GPU history perfmodel measured itself (``data/runs_<device>.csv``).
+#: ``gpu`` is the public MLPerf table plus every GPU history perfmodel measured itself (``data/runs_<device>.csv``);
+#: ``llm`` the public LLM pre-training sets that record their parallel layouts (data/README.md), which answer
+#: transformer jobs (:func:`perfmodel.layout.is_layout_job`).
 BUNDLED_HISTORIES = {
     "cpu": ("runs_cpu.csv",),
     "mlperf": ("mlperf_steps.csv",),
     "gpu": ("mlperf_steps.csv", "runs_*.csv"),
+    "llm": ("public_megatron_bridge.csv", "public_llmfoundry.csv"),
 }
 #: Label prefix of the parts of a history that are perfmodel's bundled data (not the caller's own runs).
 BUNDLED_PREFIX = "bundled:"
@@ -326,9 +332,12 @@ def default_history(query: pd.DataFrame) -> str:
     Returns
     -------
     str
-        ``"cpu"`` when every row is on ``cpu``, else ``"gpu"``.
+        ``"cpu"`` when every row is on ``cpu``; ``"llm"`` when every row is transformer training with a sequence
+        length and shape or family (:func:`perfmodel.layout.is_layout_job`) on a GPU; else ``"gpu"``.
     """
-    return "cpu" if set(map(str, query["gpu_type"])) <= {"cpu"} else "gpu"
+    if set(map(str, query["gpu_type"])) <= {"cpu"}:
+        return "cpu"
+    return "llm" if len(query) and bool(is_layout_job(query).all()) else "gpu"
 
 
 def model_columns(runs: pd.DataFrame) -> list[str]:
@@ -344,10 +353,11 @@ def model_columns(runs: pd.DataFrame) -> list[str]:
     Returns
     -------
     list of str
-        ``family`` and the op-level counts (``op_*``, per sample or per step of that model) that ``runs`` has,
-        in column order.
+        ``family``, the transformer shape columns (:data:`perfmodel.schema.SHAPE_COLUMNS`) and the op-level counts
+        (``op_*``, per sample or per step of that model) that ``runs`` has, in column order.
     """
-    return [c for c in runs.columns if c == "family" or c.startswith("op_")]
+    shape = {c.name for c in SHAPE_COLUMNS}
+    return [c for c in runs.columns if c == "family" or c in shape or c.startswith("op_")]
 
 
 def model_table(runs: pd.DataFrame) -> pd.DataFrame:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import numbers
 import os
 import warnings
 from collections import OrderedDict
@@ -27,17 +28,24 @@ from ._validation import (check_choice, check_confidence, check_nonnegative_floa
 from .exceptions import DataQualityWarning, ExtrapolationWarning, SchemaError, UnsupportedQueryError
 from .fitting import DEFAULT_METHOD, fit_cached, fit_history, stored_fit
 from .hardware import PRECISIONS, get_spec, resolve_gpu_type, table_digest
-from .history import (BUNDLED_PREFIX, HistoryFiles, LoadedHistory, default_history, file_digest, frame_digest,
+from .history import (HistoryFiles, LoadedHistory, default_history, file_digest, frame_digest,
                       history_parts, model_table, peek_history, precision_by_device, read_history)
 from .kinds import KIND_NAMES, classify
+from .layout import LayoutError, ParallelLayout, check_layout, is_layout_job
+from .layout_features import shape_of
+from .transformer import TransformerShape, transformer_flops
 from .models import METHODS, TrainingTimeModel
 from .models._conformal import MIN_GROUPS
-from .schema import check_queries
+from .schema import SHAPE_COLUMNS, check_queries
 
 __all__ = ["BasePredictor", "predict_training_time", "predict_many", "fit", "TrainingTimePrediction", "resolve_history",
+           "layout_columns", "SHAPE_NAMES", "LAYOUT_METHOD",
            "model_spec", "default_precision", "PREDICTION_COLUMNS"]
 
 _WHERE = "predict_training_time"
+#: The method that answers transformer training with a layout (:func:`perfmodel.layout.is_layout_job`) under
+#: ``method="auto"``: :class:`perfmodel.models.LayoutRegressor`.
+LAYOUT_METHOD = "layout"
 #: In a history of the caller's own runs beside perfmodel's bundled ones, a query on a device type the caller's
 #: runs have is answered from the caller's runs alone (a model they lack: when they hold enough models) once
 #: there are at least this many of them
@@ -97,6 +105,10 @@ class TrainingTimePrediction:
     peak_basis : str
         The peak the query's speed is measured against: its precision and, for fp32, how its matmuls and
         convolutions are assumed to run (:func:`perfmodel.features.peak_basis`).
+    breakdown : dict
+        Where the predicted step's time goes, seconds by part, for a method whose form has parts (the layout
+        model: ``gemm``, ``attention``, ``memory``, ``layer_comm`` per micro-batch; ``pipeline``, ``bubble``,
+        ``dp_exposed``, ``optimizer``, ``overhead``, ``total`` per step); empty otherwise.
     """
 
     seconds: float
@@ -121,6 +133,7 @@ class TrainingTimePrediction:
     query_kind: str = "seen"
     interval_rule: str = ""
     peak_basis: str = ""
+    breakdown: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """The fields in plain Python types.
@@ -209,13 +222,31 @@ def model_spec(model, example_input, fitted) -> dict:
         return {"model": model, "params": float(row["params"]),
                 "flops_per_sample": None if pd.isna(fps) else float(fps), **described}
     if isinstance(model, Mapping):
-        if "params" not in model:
-            raise ValueError(f"A model spec given to {_WHERE} needs 'params' (and optionally 'flops_per_sample'). "
-                             f"Got keys {sorted(model)}.")
         where = f"the model spec of {_WHERE}"
+        model = dict(model)
+        shape = model.pop("shape", None)
+        if shape is not None:
+            if not isinstance(shape, TransformerShape):
+                raise TypeError(f"The 'shape' of {where} must be a perfmodel.transformer.TransformerShape. Got "
+                                f"{type(shape).__name__}.")
+            model = {**_shape_fields(shape), **model}
+            model.setdefault("params", float(shape.params()))
+            model.setdefault("family", "moe" if shape.is_moe else "decoder")
+        if "params" not in model:
+            raise ValueError(f"A model spec given to {_WHERE} needs 'params' (and optionally 'flops_per_sample'), "
+                             f"or a transformer 'shape'. Got keys {sorted(model)}.")
         params = check_positive_float(model["params"], "params", where)
         fps = check_positive_float(model.get("flops_per_sample"), "flops_per_sample", where, allow_none=True)
         spec = {"model": str(model.get("name", "custom")), "params": params, "flops_per_sample": fps}
+        for name in SHAPE_NAMES:
+            if model.get(name) is not None:
+                spec[name] = (check_positive_float(model[name], name, where) if name == "active_params" else
+                              _nonnegative_int(model[name], name, where))
+        if fps is None and shape is not None and model.get("seq_len") is not None:
+            seq = check_positive_int(model["seq_len"], "seq_len", where)
+            spec["flops_per_sample"] = transformer_flops(shape, seq).model
+            spec["op_attention_flops"] = transformer_flops(shape, seq).attention
+            spec["op_matmul_flops"] = transformer_flops(shape, seq).dense
         family = model.get("family")
         if family is not None:  # what its FLOPs are (cnn: convolutions; decoder, encoder, ...: matmuls)
             if not isinstance(family, str) or not family.strip():
@@ -241,6 +272,112 @@ def model_spec(model, example_input, fitted) -> dict:
         f"The 'model' parameter of {_WHERE} must be a model name from the history, a dict with 'params', or a "
         f"torch.nn.Module. Got {type(model).__name__} instead."
     )
+
+
+#: The transformer-shape fields a model spec may give (:data:`perfmodel.schema.SHAPE_COLUMNS`).
+SHAPE_NAMES = tuple(c.name for c in SHAPE_COLUMNS)
+
+
+def _layout_of(layout, devices: int, where: str) -> ParallelLayout:
+    if layout is None:
+        return ParallelLayout(dp=devices)
+    if isinstance(layout, ParallelLayout):
+        return layout
+    if isinstance(layout, Mapping):
+        given = dict(layout)
+        unknown = set(given) - set(ParallelLayout.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"The 'layout' parameter of {where} names unknown fields {sorted(unknown)}; known: "
+                             f"{', '.join(ParallelLayout.__dataclass_fields__)}.")
+        if "dp" not in given:
+            split = 1
+            for k in ("tp", "pp", "cp"):
+                split *= check_positive_int(given.get(k, 1), k, where)
+            if devices % split:
+                raise LayoutError(f"Invalid parallel layout: tp x pp x cp = {split} does not divide the {devices} "
+                                  "devices of the job.")
+            given["dp"] = devices // split
+        return ParallelLayout(**given)
+    raise TypeError(f"The 'layout' parameter of {where} must be a ParallelLayout or a dict of its fields. Got "
+                    f"{type(layout).__name__}.")
+
+
+def layout_columns(row: dict, *, seq_len, global_batch: int, layout=None, gpus_per_node=None,
+                   inter_node_gbps=None, where: str = _WHERE, names: dict | None = None) -> dict:
+    """The run-schema columns of a transformer job's layout, checked against the frameworks' rules.
+
+    Parameters
+    ----------
+    row : dict
+        The query so far: the model's columns (``params``, shape columns, ``seq_len``) and ``gpu_count``.
+    seq_len : int or None
+        Tokens per sequence (else the row's).
+    global_batch : int
+        Sequences per optimizer step.
+    layout : ParallelLayout or dict, optional
+        Default: data parallel over every device, each replica's share in one micro-batch.
+    gpus_per_node : int, optional
+        Devices per node (NVLink domain).
+    inter_node_gbps : float, optional
+        The network per device, GB/s one way.
+    where : str
+        The caller, for messages.
+    names : dict, optional
+        How to name each layout field in messages (a CLI's flags).
+
+    Returns
+    -------
+    dict
+        ``seq_len``, ``global_batch_size``, ``micro_batch_size``, ``tp``, ``pp``, ``vp``, ``cp``, ``ep``, ``dp``,
+        ``zero_stage``, ``sequence_parallel``, ``recompute``, ``gpus_per_node`` and ``inter_node_gbps`` where
+        given, and ``_assumed`` (sentences for the result's warnings).
+
+    Raises
+    ------
+    LayoutError
+        For a layout the frameworks would not run (the message names every broken rule).
+    """
+    devices = int(row["gpu_count"])
+    lay = _layout_of(layout, devices, where)
+    assumed = []
+    seq = seq_len if seq_len is not None else row.get("seq_len")
+    if seq is None:
+        raise ValueError(f"{where}: a transformer job's layout needs its sequence length (seq_len).")
+    seq = check_positive_int(seq, "seq_len", where)
+    if layout is None or (isinstance(layout, Mapping) and "micro_batch" not in layout):
+        share = global_batch // lay.dp if global_batch % lay.dp == 0 else 1
+        lay = lay.with_(micro_batch=max(1, share))
+        if layout is not None:
+            assumed.append(f"micro-batch not given: {lay.micro_batch} (each replica's share in one pass)")
+    try:
+        shape = shape_of({**row, "seq_len": seq})
+    except (TypeError, ValueError):
+        shape = None
+    check_layout(lay, devices=devices, global_batch=global_batch, shape=shape, seq_len=seq, names=names)
+    out = {"seq_len": seq, "global_batch_size": global_batch, "micro_batch_size": lay.micro_batch, "tp": lay.tp,
+           "pp": lay.pp, "vp": lay.vp, "cp": lay.cp, "ep": lay.ep, "dp": lay.dp, "zero_stage": lay.zero_stage,
+           "sequence_parallel": int(lay.sequence_parallel), "recompute": lay.recompute, "_assumed": assumed}
+    if gpus_per_node is not None:
+        out["gpus_per_node"] = check_positive_int(gpus_per_node, "gpus_per_node", where)
+    if inter_node_gbps is not None:
+        out["inter_node_gbps"] = check_positive_float(inter_node_gbps, "inter_node_gbps", where)
+    return out
+
+
+def _shape_fields(shape: TransformerShape) -> dict:
+    """A shape as the run-schema's shape columns (a mixture's expert fields only for a mixture)."""
+    out = {"n_layers": shape.n_layers, "d_model": shape.d_model, "n_heads": shape.n_heads,
+           "n_kv_heads": shape.n_kv_heads, "ffn_hidden": shape.ffn_hidden, "vocab": shape.vocab}
+    if shape.is_moe:
+        out.update(n_experts=shape.n_experts, experts_per_token=shape.experts_per_token,
+                   moe_ffn_hidden=shape.moe_ffn_hidden, active_params=float(shape.active_params()))
+    return out
+
+
+def _nonnegative_int(value, name: str, where: str) -> int:
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and float(value) == 0:
+        return 0
+    return check_positive_int(value, name, where)
 
 
 def _steps(steps, epochs, dataset_size, batch_size, gpu_count) -> int:
@@ -555,14 +692,25 @@ class BasePredictor:
                 if self.own(key[0]) is None:
                     raise ValueError("Predictor.model(own=True): the history does not mix own and bundled runs.")
                 loaded = self.own(key[0])
+            method = self._method(key[0], loaded)
             if all(isinstance(p, (str, os.PathLike)) for p in history_parts(self.history if self.history
                                                                               is not None else source)):
-                fitted = fit_cached(loaded, self.method, kind)
+                fitted = fit_cached(loaded, method, kind)
             else:
-                fitted = fit_history(loaded, self.method, kind=kind)
+                fitted = fit_history(loaded, method, kind=kind)
             fitted.provenance_ = list(loaded.labels)
             self._fits[key] = fitted
         return self._fits[key]
+
+    def _method(self, source, loaded: LoadedHistory | None = None) -> str:
+        """The method that answers: ``auto`` is the layout model (:data:`LAYOUT_METHOD`) for the bundled LLM
+        history, and for a history whose runs are all transformer training with a layout
+        (:func:`~perfmodel.layout.is_layout_job`); else the Predictor's method."""
+        if self.method != "auto":
+            return self.method
+        if source == "llm" or (loaded is not None and len(loaded.runs) and bool(is_layout_job(loaded.runs).all())):
+            return LAYOUT_METHOD
+        return self.method
 
     def fit(self, kind: str = "seen") -> TrainingTimeModel:
         """The model for queries of ``kind`` on this history.
@@ -596,7 +744,7 @@ class BasePredictor:
         files = self._files(source)
         if files is None or files.mixed:
             return None
-        fitted = stored_fit(files.digest, self.method, kind)
+        fitted = stored_fit(files.digest, self._method(source if self.history is None else None), kind)
         if fitted is not None:
             fitted.provenance_ = list(files.labels)
         return fitted
@@ -671,25 +819,26 @@ class BasePredictor:
         source = self._source_of(resolve_gpu_type(gpu_type))
         return int(pd.to_numeric(self.runs(source).runs["batch_size"]).max())
 
-    def _source_of(self, gpu_type: str) -> str | None:
+    def _source_of(self, gpu_type: str, query: dict | None = None) -> str | None:
         if self.history is not None:
             return None
-        return default_history(pd.DataFrame({"gpu_type": [gpu_type]}))
+        return default_history(pd.DataFrame([{**(query or {}), "gpu_type": gpu_type}]))
 
     # ------------------------------------------------------------------------------------------ predict
-    def predict(self, model, *, batch_size, gpu_count=1, gpu_type, steps=None, epochs=None, dataset_size=None,
-                precision=None, example_input=None) -> "TrainingTimePrediction":
+    def predict(self, model, *, batch_size=None, gpu_count=1, gpu_type, steps=None, epochs=None, dataset_size=None,
+                precision=None, example_input=None, seq_len=None, global_batch=None, layout=None,
+                gpus_per_node=None, inter_node_gbps=None) -> "TrainingTimePrediction":
         """Predict the wall-clock time of one training job (as :func:`predict_training_time`).
 
         Parameters
         ----------
         model : str, dict or torch.nn.Module
-            A model name in the history, a dict with ``params`` (and optionally ``flops_per_sample``), or a module
-            with ``example_input``.
-        batch_size : int
-            Per-device batch size.
+            A model name in the history, a dict with ``params`` (and optionally ``flops_per_sample``, a family, a
+            transformer's shape), or a module with ``example_input``.
+        batch_size : int, optional
+            Per-device batch size (or give ``global_batch``).
         gpu_count : int, default=1
-            Data-parallel devices (on CPU, worker processes).
+            Devices (on CPU, worker processes).
         gpu_type : str
             Device name (any alias in :mod:`perfmodel.hardware`).
         steps : int, optional
@@ -700,32 +849,70 @@ class BasePredictor:
             Default: what most of the history's runs on this device type used (:func:`default_precision`).
         example_input : torch.Tensor, optional
             One sample, without the batch dimension, when ``model`` is a module.
+        seq_len : int, optional
+            Tokens per sequence of transformer training (also accepted in a model dict).
+        global_batch : int, optional
+            Sequences per optimizer step over all devices, instead of ``batch_size``.
+        layout : ParallelLayout or dict, optional
+            The parallel layout of transformer training (:class:`perfmodel.layout.ParallelLayout`); default data
+            parallel over every device, no accumulation.
+        gpus_per_node : int, optional
+            Devices per node (NVLink domain); default 8.
+        inter_node_gbps : float, optional
+            The cluster's network per device, GB/s one way; default the spec table's reference system's.
 
         Returns
         -------
         TrainingTimePrediction
             The predicted time, its interval and what it rests on.
         """
-        batch_size = check_positive_int(batch_size, "batch_size", _WHERE)
         gpu_count = check_positive_int(gpu_count, "gpu_count", _WHERE)
+        if (batch_size is None) == (global_batch is None):
+            raise ValueError(f"{_WHERE} needs the batch: 'batch_size' (per device) or 'global_batch' (all devices), "
+                             f"one of them. Got batch_size={batch_size!r}, global_batch={global_batch!r}.")
+        if global_batch is not None:
+            global_batch = check_positive_int(global_batch, "global_batch", _WHERE)
+        else:
+            batch_size = check_positive_int(batch_size, "batch_size", _WHERE)
+            global_batch = batch_size * gpu_count
         if precision is not None and (not isinstance(precision, str) or precision.lower() not in PRECISIONS):
             raise ValueError(f"The 'precision' parameter of {_WHERE} must be one of {', '.join(PRECISIONS)}. "
                              f"Got {precision!r} instead.")
         canonical = resolve_gpu_type(gpu_type)
-        n_steps = _steps(steps, epochs, dataset_size, batch_size, gpu_count)
-        source = self._source_of(canonical)
+        n_steps = _steps(steps, epochs, dataset_size, global_batch, 1)
+        job = {} if seq_len is None else {"seq_len": check_positive_int(seq_len, "seq_len", _WHERE)}
+        if isinstance(model, Mapping):
+            given = dict(model)
+            if isinstance(given.get("shape"), TransformerShape):
+                given = {**_shape_fields(given["shape"]), "family": "decoder", **given}
+            job = {**{k: given[k] for k in ("seq_len", "family", *SHAPE_NAMES) if given.get(k) is not None}, **job}
+        wants_layout = layout is not None or "seq_len" in job
+        source = self._source_of(canonical, job if wants_layout else None)
+        if source == "llm" or (self.history is None and wants_layout and isinstance(model, str)
+                               and canonical != "cpu"):
+            source = "llm" if isinstance(model, Mapping) or model in self._table("llm").index else source
         assumed = []
         if precision is None:
             precision, note = default_precision(self._by_device(source), canonical)
             assumed += [note] if note else []
         spec = model_spec(model, example_input, self._table(source))
-        q = pd.DataFrame([{**spec, "batch_size": batch_size, "gpu_count": gpu_count, "gpu_type": canonical,
-                           "precision": precision.lower(), "steps": n_steps}])
+        row = {**spec, "gpu_count": gpu_count, "gpu_type": canonical, "precision": precision.lower(),
+               "steps": n_steps, "batch_size": global_batch / gpu_count}
+        if wants_layout or layout is not None or gpus_per_node is not None or inter_node_gbps is not None:
+            row.update(layout_columns(row, seq_len=job.get("seq_len"), global_batch=global_batch, layout=layout,
+                                      gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps, where=_WHERE))
+            assumed += row.pop("_assumed")
+        elif global_batch % gpu_count:
+            raise ValueError(f"{_WHERE}: global_batch {global_batch} does not divide over {gpu_count} devices; "
+                             "give the model-parallel layout (layout=) of such a job.")
+        q = pd.DataFrame([row])
         check_queries(q, _WHERE)
         fitted, kind = self._fitted_for(q, source)
         provenance = list(getattr(fitted, "provenance_", []) or [])
         notes = _check_support(fitted, q) + _domain_warnings(fitted, q)[0]
         res = _predict_frame(fitted, q, self.confidence).iloc[0]
+        parts = fitted.breakdown(q)
+        breakdown = {} if parts is None else {k: float(v) for k, v in parts.iloc[0].items()}
         prior_note = _prior_note(provenance, q, self._own_devices(source))
         for note in notes:
             warnings.warn(f"{_WHERE}: {note}.", ExtrapolationWarning, stacklevel=3)
@@ -740,7 +927,7 @@ class BasePredictor:
             nearest_run_distance=float(res["nearest_run_distance"]),
             query={k: v for k, v in q.iloc[0].items()}, warnings=assumed + notes + prior_note,
             provenance=provenance, query_kind=str(res["query_kind"]), interval_rule=str(res["interval_rule"]),
-            peak_basis=str(res.get("peak_basis", "")),
+            peak_basis=str(res.get("peak_basis", "")), breakdown=breakdown,
         )
 
     def _own_devices(self, source) -> set | None:
@@ -804,16 +991,19 @@ class BasePredictor:
         names = list(dict.fromkeys(resolved))  # aliases may resolve to one device
         remap = np.asarray([names.index(r) for r in resolved])
         q["gpu_type"] = pd.Categorical.from_codes(remap[codes], categories=names)  # no per-row string copies
-        if self.history is None:
+        if self.history is None:  # each row from the bundled runs of its own kind: CPU, LLM training, other GPU
             on_cpu = (q["gpu_type"].astype(str) == "cpu").to_numpy()
-            if on_cpu.any() and not on_cpu.all():  # each row from the bundled runs of its own kind of device
-                parts = [self._predict_source(queries.iloc[np.flatnonzero(m)], q.iloc[np.flatnonzero(m)],
-                                              positions[np.flatnonzero(m)], src)
-                         for m, src in ((on_cpu, "cpu"), (~on_cpu, "gpu"))]
+            llm = ~on_cpu & is_layout_job(q)
+            sources = np.where(on_cpu, "cpu", np.where(llm, "llm", "gpu"))
+            kinds = [src for src in ("cpu", "llm", "gpu") if (sources == src).any()]
+            if len(kinds) > 1:
+                parts = [self._predict_source(queries.iloc[np.flatnonzero(sources == src)],
+                                              q.iloc[np.flatnonzero(sources == src)],
+                                              positions[np.flatnonzero(sources == src)], src) for src in kinds]
                 out = pd.concat(parts)
-                order = np.argsort(np.concatenate([np.flatnonzero(on_cpu), np.flatnonzero(~on_cpu)]), kind="stable")
+                order = np.argsort(np.concatenate([np.flatnonzero(sources == src) for src in kinds]), kind="stable")
                 return out.iloc[order]
-            return self._predict_source(queries, q, positions, "cpu" if on_cpu.all() else "gpu")
+            return self._predict_source(queries, q, positions, kinds[0])
         return self._predict_source(queries, q, positions, None)
 
     def _predict_source(self, queries, q, positions, source) -> pd.DataFrame:
@@ -1042,9 +1232,10 @@ def resolve_history(history, method: str = DEFAULT_METHOD, query: pd.DataFrame |
     return p.model(kind, source)
 
 
-def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=None, epochs=None,
+def predict_training_time(model, *, batch_size=None, gpu_count=1, gpu_type, steps=None, epochs=None,
                           dataset_size=None, precision=None, example_input=None, history=None,
-                          confidence=0.9, method=DEFAULT_METHOD) -> TrainingTimePrediction:
+                          confidence=0.9, method=DEFAULT_METHOD, seq_len=None, global_batch=None, layout=None,
+                          gpus_per_node=None, inter_node_gbps=None) -> TrainingTimePrediction:
     """Predict the wall-clock time of a training job, with a prediction interval.
 
     Parameters
@@ -1053,11 +1244,14 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
         A model name in the history; a dict with ``params`` (and optionally ``flops_per_sample``, forward +
         backward FLOPs of one sample, ``family``, and ``attention_flops_per_sample``, the part of them in
         attention's score and value products, which the ``mfu`` rule prices at its own utilisation where the
-        history's runs give theirs); or a ``torch.nn.Module`` with ``example_input``.
-    batch_size : int
-        Per-device batch size.
+        history's runs give theirs; for a transformer its ``shape``, a
+        :class:`perfmodel.transformer.TransformerShape`, or the shape columns ``n_layers``, ``d_model``,
+        ``n_heads``, ... of :data:`perfmodel.schema.SHAPE_COLUMNS`, and ``seq_len``); or a ``torch.nn.Module``
+        with ``example_input``.
+    batch_size : int, optional
+        Per-device batch size; or give ``global_batch``.
     gpu_count : int, default=1
-        Data-parallel devices (on CPU, worker processes).
+        Devices (on CPU, worker processes): data-parallel, or split by ``layout``.
     gpu_type : str
         Device name (any alias in :mod:`perfmodel.hardware`, e.g. ``"A100"``, ``"cpu"``).
     steps : int, optional
@@ -1076,8 +1270,24 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
         Runs to learn from (:class:`BasePredictor`); None uses the bundled runs (data/README.md).
     confidence : float in (0, 1), default=0.9
         Level of the prediction interval.
-    method : {"auto", "physics", "roofline", "loglinear", "gbm", "ops", "linear"}, default="auto"
-        ``auto`` chooses by the cross-validation split matching the query (:mod:`perfmodel.fitting`).
+    method : {"auto", "physics", "roofline", "loglinear", "gbm", "ops", "linear", "ratio", "mfu", "layout"}, \
+default="auto"
+        ``auto`` chooses by the cross-validation split matching the query (:mod:`perfmodel.fitting`); transformer
+        training with a sequence length (:func:`perfmodel.layout.is_layout_job`) is answered by the layout model
+        (``layout``), from the bundled LLM history when ``history`` is None.
+    seq_len : int, optional
+        Tokens per sequence of transformer training (or in the model dict).
+    global_batch : int, optional
+        Sequences per optimizer step over all devices, instead of ``batch_size``: a model-parallel job need not
+        give each device whole sequences.
+    layout : ParallelLayout or dict, optional
+        The job's parallel layout (:class:`perfmodel.layout.ParallelLayout`: tensor, pipeline, context, data and
+        expert degrees, micro-batch, ZeRO stage, sequence parallelism, recomputation), checked against the
+        training frameworks' rules (:class:`perfmodel.layout.LayoutError`). Default: data parallel.
+    gpus_per_node : int, optional
+        Devices per node (per NVLink domain); default 8.
+    inter_node_gbps : float, optional
+        Your cluster's network per device, GB/s one way; default the spec table's reference system's.
 
     Returns
     -------
@@ -1093,7 +1303,8 @@ def predict_training_time(model, *, batch_size, gpu_count=1, gpu_type, steps=Non
     """
     return _predictor(history, method, confidence, _WHERE).predict(
         model, batch_size=batch_size, gpu_count=gpu_count, gpu_type=gpu_type, steps=steps, epochs=epochs,
-        dataset_size=dataset_size, precision=precision, example_input=example_input)
+        dataset_size=dataset_size, precision=precision, example_input=example_input, seq_len=seq_len,
+        global_batch=global_batch, layout=layout, gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps)
 
 
 def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9,

@@ -100,6 +100,8 @@ LAYOUT_COLUMNS: tuple[Column, ...] = (
        "(Megatron sequence parallelism), else 0"),
     _C("recompute", "str", "activation recomputation: none | selective (attention core) | full (every layer)"),
     _C("gpus_per_node", "int", "devices per node (per NVLink domain: 72 on a GB200 NVL72 rack)"),
+    _C("inter_node_gbps", "float", "the cluster's scale-out network per device, GB/s in one direction (e.g. 50 for "
+       "one 400 Gb/s NIC per GPU)"),
 )
 #: Optional, nullable columns of a transformer's shape (``perfmodel.transformer``): what a layout divides.
 SHAPE_COLUMNS: tuple[Column, ...] = (
@@ -228,6 +230,7 @@ LIMITS: dict[str, tuple[float, bool, float]] = {
     **{c.name: (0.0, False, 1e9) for c in LAYOUT_COLUMNS + SHAPE_COLUMNS if c.kind == "int"
        and c.name not in ("zero_stage", "sequence_parallel", "active_params", "n_experts")},
     "zero_stage": (0.0, True, 3.0),
+    "inter_node_gbps": (0.0, False, 1e6),
     "sequence_parallel": (0.0, True, 1.0),
     "n_experts": (0.0, True, 1e9),
     "active_params": (0.0, False, 1e15),

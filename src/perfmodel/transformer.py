@@ -359,7 +359,7 @@ def transformer_flops(shape: TransformerShape | None, seq_len: int, *, recompute
     --------
     >>> s = TransformerShape(n_layers=32, d_model=4096, n_heads=32, vocab=0)
     >>> round(transformer_flops(s, 4096).model / 1e12, 1)  # 6·N·seq + 12·L·d·seq², N = 12·L·d²
-    198.4
+    184.7
     """
     if shape is not None and not isinstance(shape, TransformerShape):
         raise TypeError(f"transformer_flops needs a TransformerShape or None. Got {type(shape).__name__}.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ._baselines import MFURegressor, RatioRegressor
 from ._gbm import GBMRegressor
+from ._layout import LayoutRegressor
 from ._ols import OLSRegressor
 from ._ops import OpsRegressor
 from ._physics import PhysicsRegressor
@@ -28,6 +29,10 @@ METHODS = {
               "of those within a small band of the nearest), scaled by work and sqrt(peak ratio x "
               "memory-bandwidth ratio) at the precision used; a model the runs lack "
               "gets the mfu rule", "baseline"),
+    "layout": ("transformer training under its parallel layout: GEMMs (a smooth roofline), attention, memory-bound "
+               "kernels, tensor/context/expert collectives, the pipeline schedule, data-parallel/FSDP traffic and "
+               "the optimizer, with a dozen efficiencies fitted across devices (perfmodel.models._layout)",
+               "layout"),
     "mfu": ("baseline: FLOPs per device-step / (peak at the precision used x the median achieved MFU of the runs "
             "of the same op class on that device type and precision, else that precision, else all runs); a "
             "transformer's attention FLOPs, where its op columns give them, at their own fitted utilisation",
@@ -38,7 +43,7 @@ METHODS = {
 #: prior and, on CPU, workers sharing the host; and the two baselines, whose rule is per-device work (ideal
 #: scaling, by definition of the rule). The others cannot move with a device count their runs never varied, and
 #: refuse such a query rather than answer for the runs' count.
-COUNT_FORMS = ("physics", "roofline", "ops", "ratio", "mfu")
+COUNT_FORMS = ("physics", "roofline", "ops", "ratio", "mfu", "layout")
 
 
 def feature_set(method: str) -> str:
@@ -85,6 +90,8 @@ def make_regressor(method: str, random_state: int | None = 0):
         return RatioRegressor()
     if method == "mfu":
         return MFURegressor()
+    if method == "layout":
+        return LayoutRegressor()
     if method in ("linear", "loglinear"):
         return OLSRegressor(log_target=(method == "loglinear"))
     raise ValueError(f"Unknown method {method!r}; choose from {', '.join(METHODS)}.")

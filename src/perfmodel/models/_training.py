@@ -319,6 +319,27 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         self._refuse_unvaried_count(X)
         return self.pipeline_.predict(X)
 
+    def breakdown(self, X) -> pd.DataFrame | None:
+        """Where each predicted step's time goes, for methods whose form has parts (``layout``).
+
+        Parameters
+        ----------
+        X : DataFrame
+            Runs or queries.
+
+        Returns
+        -------
+        pandas.DataFrame or None
+            Indexed like ``X``, seconds per step by part (:meth:`perfmodel.models.LayoutRegressor.breakdown`);
+            None for a method without parts.
+        """
+        self._check()
+        reg = self.pipeline_.named_steps["regressor"]
+        if not hasattr(reg, "breakdown"):
+            return None
+        parts = reg.breakdown(self.pipeline_.named_steps["features"].transform(X))
+        return pd.DataFrame(parts, index=X.index)
+
     def _refuse_unvaried_count(self, X) -> None:
         """A method outside :data:`COUNT_FORMS` fitted on runs of one device count cannot predict another."""
         if self.method in COUNT_FORMS or not isinstance(X, pd.DataFrame) or "gpu_count" not in X.columns:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ..analysis import DEFAULT_EFFICIENCY_THRESHOLD, Diagnosis, Finding, diagnose, scaling
 from ._cost import CostEstimate, estimate_cost, load_prices, price_per_hour, price_quote
-from ._llm import LLMJobPlan, decoder_flops_per_sample, decoder_params, plan_llm_job
+from ._llm import LLMJobPlan, decoder_flops_per_sample, decoder_params, plan_llm_job, search_layouts
 from ._memory import MemoryEstimate, estimate_memory
 from ._online import OnlineEstimate, OnlineEstimator
 from ._queue import QueueResult, SimulationResult, erlang_c, simulate_queue
@@ -27,4 +27,4 @@ __all__ = ["load_prices", "price_per_hour", "price_quote", "estimate_cost", "Cos
            "scaling_from_model", "diagnose", "Diagnosis", "Finding", "erlang_c", "QueueResult", "simulate_queue",
            "SimulationResult", "OnlineEstimator", "OnlineEstimate", "DEFAULT_EFFICIENCY_THRESHOLD",
            "plan_llm_job", "LLMJobPlan", "decoder_params", "decoder_flops_per_sample", "estimate_memory",
-           "MemoryEstimate"]
+           "MemoryEstimate", "search_layouts"]

@@ -1,75 +1,37 @@
-"""Job-shaped queries for decoder-only language models: :func:`plan_llm_job`.
+"""Job-shaped queries for decoder-only language models: :func:`plan_llm_job` and :func:`search_layouts`.
 
 An LLM job is stated the way its owner thinks of it (a model size, shape or Hugging Face config, tokens, sequence
-length, global batch, devices or nodes, parallelism, precision), and turned into the query
-:func:`perfmodel.predict_training_time` answers, with every step of the derivation kept in the result:
+length, global batch, devices or nodes, the parallel layout, precision) and answered by the same prediction as
+:func:`perfmodel.predict_training_time` gives the same job (one answer per job), with every step of the
+derivation kept in the result:
 
-* **Parameters** (when not given): ``N = (4 + 2·ffn_mult)·L·d² + vocab·d`` for ``L`` layers of hidden size ``d``
-  (attention Q, K, V and output projections ``4·d²``; an MLP of ``ffn_mult·d`` hidden units ``2·ffn_mult·d²``; one
-  embedding matrix, tied with the output head), i.e. ``12·L·d² + vocab·d`` for ``ffn_mult=4``. Biases and norms
-  (``O(L·d)``) are left out. Llama-2 7B (``L=32, d=4096, vocab=32000``; SwiGLU with 3 matrices of 11008, about
-  the same as ``ffn_mult=4``; untied head) gives 6.57e9 against its 6.74e9.
-* **From a Hugging Face config** (``hf_config=``: a ``config.json`` path, a dict, or a ``PretrainedConfig``; read
-  locally, never downloaded): ``L`` = ``num_hidden_layers`` (GPT-2: ``n_layer``), ``d`` = ``hidden_size``
-  (``n_embd``), ``h`` = ``num_attention_heads`` (``n_head``), ``kv`` = ``num_key_value_heads`` (default ``h``),
-  head size ``hd`` = ``head_dim`` (default ``d/h``), ``ffn`` = ``intermediate_size`` (GPT-2: ``n_inner``, default
-  ``4·d``), ``vocab`` = ``vocab_size``, and
-
-  ``N = L·(2·d·(h + kv)·hd + m·d·ffn + biases + norms) + vocab·d·(1 if tied else 2) + positions·d + final norm``
-
-  with ``m = 3`` for a gated MLP (SwiGLU: Llama, Mistral, Qwen2, Gemma, ...; else decided by ``hidden_act`` =
-  ``silu``) and 2 otherwise (GPT-2, GPT-NeoX, ...); ``tie_word_embeddings`` (default true, as in ``transformers``)
-  decides whether the output head is a second ``vocab·d`` matrix; learned position embeddings (GPT-2's
-  ``n_positions``) add ``positions·d``; norms are ``d`` (RMSNorm, configs with ``rms_norm_eps``) or ``2·d``
-  (LayerNorm) twice per layer and once at the end; biases (GPT-2; ``attention_bias`` / ``mlp_bias`` when true) add
-  ``(h + 2·kv)·hd + d`` and ``m'·ffn + d``. GPT-2 small (12, 768, 50257) gives 124,439,808 and Llama-2 7B
-  (32, 4096, 11008, 32000, untied) 6,738,415,616, their published counts. Mixture-of-experts and encoder-decoder
-  configs are refused. The FLOPs below then use the *matmul* parameters: ``N`` less the untied input embedding and
-  the position table, which are lookups.
-* **FLOPs per sample** (forward + backward, one sequence): ``6·N·seq + 12·L·d·seq²`` (the matmul FLOPs of the
-  weights, plus attention scores and values; Kaplan et al. 2020, and PaLM's appendix B, which also counts no
-  causal-mask saving). Full activation checkpointing recomputes the forward pass: ``8·N·seq + 16·L·d·seq²``.
-  Without ``n_layers`` and ``d_model`` the attention term is left out (``6·N·seq``) and the result says so.
+* **The model** (:mod:`perfmodel.transformer`): a :class:`~perfmodel.transformer.TransformerShape` given
+  (``shape=``), read from a Hugging Face config (``hf_config=``: a ``config.json`` path, a dict or a
+  ``PretrainedConfig``; dense or mixture of experts; read locally, never downloaded;
+  :func:`~perfmodel.transformer.hf_config_shape` counts its exact parameters), built from ``n_layers``,
+  ``d_model`` and the rest, or — a model given by its size only — the standard shape of that size
+  (:func:`~perfmodel.transformer.standard_shape`, said in the notes), so that activations and communication are
+  estimated for every plan.
+* **FLOPs per sequence** (forward + backward): :func:`~perfmodel.transformer.transformer_flops`,
+  ``6·N_a·seq + 12·L·h·hd·seq²`` (``N_a`` the matmul parameters a token passes through; model FLOPs, without
+  recomputation).
 * **Steps**: ``ceil(tokens / (global_batch·seq))`` (or ``ceil(samples / global_batch)``, or ``steps``).
-* **Layout**: ``devices = gpu_count`` or ``nodes × gpus_per_node``; data-parallel degree
-  ``dp = devices / (tp·pp)``; each replica takes ``global_batch / dp`` sequences per step, in micro-batches of
-  ``micro_batch`` (default: all at once) with ``accumulation = global_batch / (dp·micro_batch)``. Ranks are laid
-  out as Megatron-LM does: tensor-parallel innermost, then data-parallel, then pipeline stages, so a node of
-  ``g = gpus_per_node`` devices holds ``k = min(dp, g / tp)`` members of each data-parallel group.
-* **Prediction**: :func:`perfmodel.predict_training_time` with the model's ``params`` and ``flops_per_sample``,
-  ``batch_size = global_batch / devices`` (each device's share of the step's sequences) and ``gpu_count =
-  devices``: the convention of the bundled MLPerf history, whose GPT-3 rows record tensor/pipeline-parallel jobs
-  the same way. The fitted models scale **data-parallel** work only, as they learned it from the history's runs
-  (single- and multi-node).
-* **Communication** (an estimate added to each step, not learned from runs). Links: ``B_intra`` = half the spec
-  table's ``interconnect_gbps`` (which is bidirectional), within a node; ``B_net`` = the inter-node network per
-  device, ``inter_node_gbps=`` when given, else the spec table's ``network_gbps`` (the reference system's, e.g.
-  DGX H100: 50 GB/s per GPU), both GB/s in one direction. ``b`` = 2 bytes (4 in fp32/tf32).
-
-  - *Tensor parallelism* (Megatron-LM): 4 all-reduces of ``seq·micro_batch·d`` activations per layer and
-    micro-batch (2 forward, 2 backward), for the device's ``L/pp`` layers; a ring all-reduce moves
-    ``2·(tp−1)/tp`` of that, over ``B_intra``, or over ``min(B_intra, B_net)`` when the tensor group spans nodes
-    (``tp > gpus_per_node``), which is allowed only when ``B_net`` is known.
-  - *Pipeline parallelism* (1F1B): the bubble idles ``(pp−1)/accumulation`` of the compute, multiplying the step
-    by ``1 + (pp−1)/m``; and each micro-batch's activations go forward and their gradients back,
-    ``2·accumulation·seq·micro_batch·d·b`` bytes per step over ``B_intra``, or ``B_net`` when the stages span
-    nodes (with more than one node a pipeline always does, in the layout above). Not costed between nodes when
-    ``B_net`` is unknown.
-  - *Data parallelism* across nodes: a hierarchical all-reduce of the device's ``G = N/(tp·pp)·b`` gradient bytes,
-    once per step: reduce-scatter and all-gather among the ``k`` group members in a node, a ring all-reduce of each
-    ``1/k`` shard across the ``n = dp/k`` nodes, each device on its own NIC:
-    ``t_dp = z·(2·(k−1)/k·G/B_intra + 2·(n−1)/n·G/(k·B_net))``, ``z = 1.5`` for ZeRO-3 (the weights are gathered
-    again in the backward pass; ZeRO paper) and 1 otherwise. The fitted models already hold a data-parallel
-    all-reduce, learned from the history's multi-node runs, which are taken to have run on the reference network:
-    so ``t_dp`` is shown, and only when ``inter_node_gbps`` is *slower* than the table's ``network_gbps`` is the
-    difference of the inter-node stage, ``z·2·(n−1)/n·G/k·(1/B_given − 1/B_reference)``, added to the step (a
-    faster network never shortens the fitted time). With no reference figure for the device the fitted time is
-    kept and the result says so.
-
-  Where the inter-node bandwidth is unknown (neither ``inter_node_gbps`` nor ``network_gbps``), tensor groups that
-  span nodes are refused, the pipeline's sends between nodes are not costed and the data-parallel all-reduce is
-  left to the fitted models; the result says so.
-* **Memory**: :func:`perfmodel.plan.estimate_memory` per device, with the micro-batch.
+* **Layout** (:mod:`perfmodel.layout`): ``devices = gpu_count`` or ``nodes × gpus_per_node`` ``= tp·pp·cp·dp``,
+  checked against the training frameworks' rules (the global batch a multiple of ``dp × micro_batch``, heads
+  divisible by ``tp``, ...; :class:`~perfmodel.exceptions.LayoutError` names the rule). Defaults: micro-batch 1,
+  ZeRO stage 1 (Megatron's distributed optimizer), sequence parallelism with tensor parallelism, no
+  recomputation, FlashAttention-style kernels, 8 devices per node.
+* **Prediction**: :func:`perfmodel.predict_training_time` with the shape, ``seq_len``, ``global_batch`` and the
+  layout: the layout model (:class:`perfmodel.models.LayoutRegressor`) fitted on the bundled LLM history (or on
+  ``history=``), which prices the GEMMs, attention, memory-bound kernels, tensor/context/expert collectives on the
+  link they use, the pipeline bubble, data-parallel / FSDP traffic and the optimizer; the result's ``breakdown``
+  says where each step's time goes.
+* **Memory**: :func:`perfmodel.plan.estimate_memory` per device with the same shape and layout. A plan that does
+  not fit is refused (:class:`~perfmodel.exceptions.DoesNotFitError`, with the estimate and the fastest layout
+  that fits) unless ``allow_no_fit=True``.
+* **Layout search** (``search_layouts=True``, or :func:`search_layouts`): every valid layout of the job
+  (:func:`perfmodel.layout.enumerate_layouts`) whose memory fits, predicted at once and ranked by time; the plan
+  takes the fastest and keeps the ranking.
 """
 
 from __future__ import annotations
@@ -79,19 +41,30 @@ import numbers
 import warnings
 from dataclasses import dataclass, field
 
+import pandas as pd
+
 from .._format import format_duration, to_plain
 from .._validation import check_choice, check_confidence, check_positive_float, check_positive_int
+from ..exceptions import DoesNotFitError
 from ..fitting import DEFAULT_METHOD
-from ..hardware import PRECISIONS, get_spec, resolve_gpu_type
+from ..hardware import PRECISIONS, resolve_gpu_type
+from ..layout import DEFAULT_GPUS_PER_NODE, ParallelLayout, check_layout, enumerate_layouts
 from ..models import METHODS
-from ..predict import TrainingTimePrediction, predict_training_time
+from ..predict import TrainingTimePrediction, predict_many, predict_training_time
+from ..transformer import (RECOMPUTE_MODES, TransformerFlops, TransformerShape, hf_config_shape, standard_shape,
+                           transformer_flops)
 from ._cost import CostEstimate, estimate_cost
 from ._memory import OPTIMIZERS, MemoryEstimate, estimate_memory
-from ..transformer import TransformerShape, hf_config_shape, transformer_flops
 
-__all__ = ["plan_llm_job", "LLMJobPlan", "decoder_params", "decoder_flops_per_sample", "hf_config_shape"]
+__all__ = ["plan_llm_job", "LLMJobPlan", "search_layouts", "decoder_params", "decoder_flops_per_sample",
+           "hf_config_shape", "LAYOUT_PARAMETER_NAMES"]
 
 _WHERE = "plan_llm_job"
+#: How :func:`plan_llm_job` names the layout's degrees in its messages (a CLI passes its flags instead).
+LAYOUT_PARAMETER_NAMES = {"tp": "tensor_parallel", "pp": "pipeline_parallel", "cp": "context_parallel",
+                          "dp": "the data-parallel degree", "ep": "expert_parallel", "vp": "virtual_stages",
+                          "micro_batch": "micro_batch", "global_batch": "global_batch", "devices": "devices"}
+
 
 def decoder_params(n_layers: int, d_model: int, vocab: int = 0, ffn_mult: float = 4.0) -> float:
     """Parameters of a decoder-only transformer: ``(4 + 2·ffn_mult)·L·d² + vocab·d`` (tied embedding).
@@ -169,44 +142,51 @@ def decoder_flops_per_sample(params: float, seq_len: int, n_layers: int | None =
 
 @dataclass
 class LLMJobPlan:
-    """An LLM training job planned from its shape: the time prediction, how the query was derived, and memory.
+    """An LLM training job planned from its shape and layout: the time (with interval), how it was derived,
+    where each step's time goes, and memory.
 
     Attributes
     ----------
     seconds, lower, upper : float
-        Predicted wall-clock time and its prediction interval (with the tensor/pipeline estimate when tp or
-        pp > 1; else exactly ``prediction``'s).
+        Predicted wall-clock time and its prediction interval (``prediction``'s).
     prediction : TrainingTimePrediction
-        What :func:`perfmodel.predict_training_time` answered for the data-parallel query.
+        What :func:`perfmodel.predict_training_time` answered for the job (the same call gives the same answer).
     gpu_type : str
         The device type (resolved name).
     params, params_formula : float, str
-        The parameter count, and how it was obtained ("given", or the formula with its values).
+        The parameter count, and how it was obtained ("given", the HF config's count, or the shape's).
     flops_per_sample, flops_formula : float, str
-        Forward + backward FLOPs of one sequence, and the formula used.
+        Forward + backward model FLOPs of one sequence, and the formula used.
     tokens, samples, steps, seq_len, global_batch : int
         The work: ``steps`` optimizer steps of ``global_batch`` sequences of ``seq_len`` tokens.
     devices, nodes, gpus_per_node, data_parallel, tensor_parallel, pipeline_parallel, zero_stage : int
     micro_batch, accumulation : int
         Sequences per forward/backward pass on one replica, and passes per step.
-    batch_size_per_device : int
-        ``global_batch / devices``, the ``batch_size`` given to the prediction.
+    batch_size_per_device : float
+        ``global_batch / devices``, each device's share of a step's sequences.
     precision : str
         The precision predicted for.
     precision_assumed : bool
         Whether ``precision`` was assumed (not given).
     memory : MemoryEstimate
         The per-device memory estimate (:func:`perfmodel.plan.estimate_memory`).
-    communication : dict or None
-        The communication estimate (module docstring), when tp or pp > 1 or the job spans nodes:
-        ``intra_link_gb_per_s`` and ``inter_node_gb_per_s`` (one direction; None where unknown),
-        ``inter_node_source``, ``tp_comm_s_per_step``, ``tp_spans_nodes``, ``pp_send_s_per_step`` (None where not
-        costed), ``pp_crosses_nodes``, ``pp_bubble_factor``, ``dp_allreduce_s_per_step`` (the hierarchical
-        all-reduce; None where not estimated), ``dp_added_s_per_step`` (the part added to the fitted time),
-        ``added_s_per_step`` (all that was added per step) and ``note``.
+    shape : TransformerShape
+        The model's shape (given, from the HF config, or the standard shape of its size).
+    layout : ParallelLayout
+        The layout predicted (the fastest that fits, after a search).
+    flops : TransformerFlops
+        The FLOPs of one sequence by part.
+    breakdown : dict
+        Seconds per step by part (:attr:`TrainingTimePrediction.breakdown`).
+    layouts : pandas.DataFrame or None
+        The ranked layouts of a search (:func:`search_layouts`), when one ran.
+    context_parallel, expert_parallel, virtual_stages : int
+    sequence_parallel : bool
+    recompute : str
     hf_config : dict or None
         The shape read from ``hf_config=`` (:func:`hf_config_shape`), when given.
     notes : list of str
+        What was assumed and what to check.
     """
 
     seconds: float
@@ -232,16 +212,26 @@ class LLMJobPlan:
     zero_stage: int
     micro_batch: int
     accumulation: int
-    batch_size_per_device: int
+    batch_size_per_device: float
     precision: str
     precision_assumed: bool
     memory: MemoryEstimate
-    communication: dict | None = None
+    shape: TransformerShape
+    layout: ParallelLayout
+    flops: TransformerFlops
+    breakdown: dict = field(default_factory=dict)
+    layouts: pd.DataFrame | None = None
+    context_parallel: int = 1
+    expert_parallel: int = 1
+    virtual_stages: int = 1
+    sequence_parallel: bool = False
+    recompute: str = "none"
     hf_config: dict | None = None
     notes: list = field(default_factory=list)
 
     @property
     def confidence(self) -> float:
+        """The interval's level."""
         return self.prediction.confidence
 
     @property
@@ -278,31 +268,50 @@ class LLMJobPlan:
         Returns
         -------
         dict
-            The fields by name, ``memory`` as :meth:`MemoryEstimate.to_dict` gives it.
+            The fields by name; ``memory``, ``shape``, ``layout`` and ``flops`` as dicts, ``layouts`` as a list of
+            rows.
         """
-        out = to_plain(self)
+        out = to_plain({k: getattr(self, k) for k in self.__dataclass_fields__
+                        if k not in ("memory", "shape", "layout", "flops", "layouts")})
         out["memory"] = self.memory.to_dict()
+        out["shape"] = to_plain(self.shape.to_dict())
+        out["layout"] = to_plain(self.layout.to_dict())
+        out["flops"] = to_plain({"dense": self.flops.dense, "attention": self.flops.attention,
+                                 "recompute": self.flops.recompute})
+        out["layouts"] = None if self.layouts is None else to_plain(self.layouts.to_dict("records"))
         return out
 
     def __str__(self) -> str:
         pct = f"{self.confidence * 100:g}%"
         p = self.prediction
         where = (f"{self.nodes} nodes x {self.gpus_per_node}" if self.nodes else f"{self.devices}")
+        s = self.shape
+        shape = (f"L={s.n_layers}, d={s.d_model}, {s.n_heads} heads ({s.n_kv_heads} KV), MLP {s.ffn_hidden}"
+                 f"{' gated' if s.gated_mlp else ''}, vocabulary {s.vocab}"
+                 + (f", {s.n_experts} experts ({s.experts_per_token} per token, width {s.moe_ffn_hidden})"
+                    if s.is_moe else ""))
         lines = [
             f"{format_duration(self.seconds)} ({pct} PI {format_duration(self.lower)} – {format_duration(self.upper)}; "
-            f"{p.method}, R² {p.r2:.2f}, {p.n_runs} runs) on {where} x {self.gpu_type} in {self.precision}"
+            f"{p.method}, {p.n_runs} runs) on {where} x {self.gpu_type} in {self.precision}"
             f"{' (assumed)' if self.precision_assumed else ''}",
             f"work: {_si(self.tokens)} tokens = {self.steps:,} steps x {self.global_batch:,} sequences x "
-            f"{self.seq_len:,} tokens",
-            f"model: {_si(self.params)} params ({self.params_formula})",
-            f"FLOPs per sample: {self.flops_formula} = {self.flops_per_sample:.4g}",
-            f"layout: {self.devices} devices = data {self.data_parallel} x tensor {self.tensor_parallel} x pipeline "
-            f"{self.pipeline_parallel}; ZeRO-{self.zero_stage}; micro-batch {self.micro_batch} x accumulation "
-            f"{self.accumulation} per replica; predicted as batch {self.batch_size_per_device} per device",
+            f"{self.seq_len:,} tokens; step {p.step_seconds:.3g} s ({p.step_lower:.3g}–{p.step_upper:.3g})",
+            f"model: {_si(self.params)} params ({self.params_formula}); {shape}",
+            f"FLOPs per sequence: {self.flops_formula} = {self.flops_per_sample:.4g}",
+            f"layout: {self.devices} devices = {self.layout.describe()}; {self.accumulation} micro-batches per step",
             f"memory: {self.memory}",
         ]
-        if self.communication:
-            lines.append(f"communication: {self.communication['note']}")
+        if self.breakdown:
+            b = self.breakdown
+            total = b.get("total") or 1.0
+            lines.append("step: " + ", ".join(f"{k} {b[k]:.3g} s ({100 * b[k] / total:.0f}%)" for k in
+                                              ("pipeline", "bubble", "dp_exposed", "optimizer", "overhead")
+                                              if k in b) + "; per micro-batch " + ", ".join(
+                f"{k} {b[k] * 1e3:.3g} ms" for k in ("gemm", "attention", "memory", "layer_comm") if k in b))
+        if self.layouts is not None and len(self.layouts):
+            lines.append(f"layouts searched: {len(self.layouts)} fit in memory; fastest first:")
+            for _, r in self.layouts.head(5).iterrows():
+                lines.append(f"  {r['layout']}: step {r['step_time_s']:.3g} s, {r['memory_gb']:.0f} GB")
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -325,17 +334,195 @@ def _count(value, name: str) -> int:
     return check_positive_int(int(value), name, _WHERE)
 
 
-def plan_llm_job(*, seq_len, global_batch, gpu_type, params=None, n_layers=None, d_model=None, vocab=None,
-                 n_heads=None, ffn_mult=None, hf_config=None, tokens=None, samples=None, steps=None, gpu_count=None,
-                 nodes=None, gpus_per_node=None, inter_node_gbps=None, zero_stage=0, tensor_parallel=1,
-                 pipeline_parallel=1, micro_batch=None, activation_checkpointing=False, flash_attention=False,
-                 optimizer="adamw", precision=None, history=None, confidence=0.9, method=DEFAULT_METHOD,
-                 name="llm") -> LLMJobPlan:
-    """Plan a decoder-only LLM training job from its shape: time (with interval), derivation and memory fit.
+def _model(*, params, shape, hf_config, n_layers, d_model, vocab, n_heads, n_kv_heads, ffn_mult, ffn_hidden,
+           notes) -> tuple[TransformerShape, float, str, dict | None]:
+    """The job's shape, parameter count and its formula (module docstring, "The model")."""
+    given = {k: v for k, v in (("n_layers", n_layers), ("d_model", d_model), ("vocab", vocab), ("n_heads", n_heads),
+                               ("n_kv_heads", n_kv_heads), ("ffn_mult", ffn_mult), ("ffn_hidden", ffn_hidden))
+             if v is not None}
+    hf = None
+    if shape is not None or hf_config is not None:
+        if shape is not None and hf_config is not None:
+            raise ValueError(f"{_WHERE}: give the model's shape one way: shape= or hf_config=, not both.")
+        if given:
+            raise ValueError(f"{_WHERE}: {'shape' if shape is not None else 'hf_config'} gives the architecture; "
+                             f"leave out {', '.join(f'{k}={v!r}' for k, v in given.items())}.")
+        if hf_config is not None:
+            hf = hf_config_shape(hf_config)
+            shape, derived, formula = hf["shape"], float(hf["params"]), hf["formula"]
+        elif not isinstance(shape, TransformerShape):
+            raise TypeError(f"The 'shape' parameter of {_WHERE} must be a perfmodel.transformer.TransformerShape. "
+                            f"Got {type(shape).__name__}.")
+        else:
+            derived, formula = float(shape.params()), "the shape's (biases and norms left out)"
+    elif n_layers is not None or d_model is not None:
+        if n_layers is None or d_model is None:
+            raise ValueError(f"{_WHERE} needs both 'n_layers' and 'd_model' for the architecture. Got "
+                             f"n_layers={n_layers!r}, d_model={d_model!r}.")
+        L, d = _count(n_layers, "n_layers"), _count(d_model, "d_model")
+        h = _count(n_heads, "n_heads") if n_heads is not None else max(1, d // 128)
+        if n_heads is not None and d % h:
+            raise ValueError(f"The 'n_heads' parameter of {_WHERE} must divide d_model={d}. Got {n_heads!r}.")
+        if ffn_hidden is not None and ffn_mult is not None:
+            raise ValueError(f"{_WHERE}: give the MLP width one way: ffn_hidden= or ffn_mult=.")
+        ffn = (_count(ffn_hidden, "ffn_hidden") if ffn_hidden is not None else
+               max(1, round((4.0 if ffn_mult is None else check_positive_float(ffn_mult, "ffn_mult", _WHERE)) * d)))
+        V = 0 if vocab is None else _count(vocab, "vocab")
+        shape = TransformerShape(n_layers=L, d_model=d, n_heads=h if d % h == 0 else 1, vocab=V, ffn_hidden=ffn,
+                                 n_kv_heads=None if n_kv_heads is None else _count(n_kv_heads, "n_kv_heads"))
+        derived = float(shape.params())
+        formula = f"L·(4·d² + 2·d·ffn) + vocab·d with L={L}, d={d}, ffn={ffn}, vocab={V}"
+        if n_kv_heads is not None:
+            formula = f"L·(attention with {shape.n_kv_heads} KV heads + 2·d·ffn) + vocab·d with L={L}, d={d}, " \
+                      f"ffn={ffn}, vocab={V}"
+        if vocab is None:
+            notes.append("no vocab given: the embedding's vocab·d parameters and the output head are left out")
+    elif params is not None:
+        params = check_positive_float(params, "params", _WHERE)
+        shape = standard_shape(params)
+        notes.append(f"model given by its size only: the standard shape of a {_si(params)}-parameter decoder "
+                     f"(L={shape.n_layers}, d={shape.d_model}, {shape.n_heads} heads, gated MLP {shape.ffn_hidden}, "
+                     f"vocabulary {shape.vocab}); give n_layers/d_model or hf_config= for yours")
+        return shape, params, "given", None
+    else:
+        raise ValueError(f"{_WHERE} needs the model: 'params', 'shape', 'hf_config', or 'n_layers' and 'd_model' "
+                         f"(and 'vocab'). Got params=None, n_layers={n_layers!r}, d_model={d_model!r}.")
+    if params is not None:
+        params = check_positive_float(params, "params", _WHERE)
+        if not 0.75 <= params / derived <= 1.33:
+            notes.append(f"params={params:.4g} differs from the shape's {derived:.4g} by more than a third: check the "
+                         "architecture (the time follows the shape)")
+        return shape, params, "given", hf
+    return shape, derived, formula, hf
 
-    The derivation (parameters, FLOPs per sample ``6·N·seq + 12·L·d·seq²``, steps, layout, the communication
-    estimate with its intra- and inter-node links) is described in :mod:`perfmodel.plan._llm`; every figure is in
-    the result.
+
+def _work(tokens, samples, steps, seq_len, global_batch, notes) -> tuple[int, int, int]:
+    given = [k for k, v in (("tokens", tokens), ("samples", samples), ("steps", steps)) if v is not None]
+    if len(given) != 1:
+        raise ValueError(f"{_WHERE} needs exactly one of 'tokens', 'samples' or 'steps'. Got "
+                         f"{', '.join(given) if given else 'none'}.")
+    if tokens is not None:
+        tokens = _count(tokens, "tokens")
+        n_steps = -(-(-(-tokens // seq_len)) // global_batch)
+    elif samples is not None:
+        n_steps = -(-_count(samples, "samples") // global_batch)
+    else:
+        n_steps = _count(steps, "steps")
+    samples_done = n_steps * global_batch
+    tokens_done = samples_done * seq_len
+    if tokens is not None and tokens_done != tokens:
+        notes.append(f"{tokens:,} tokens rounded up to {n_steps:,} whole steps ({tokens_done:,} tokens)")
+    return n_steps, samples_done, tokens_done
+
+
+def _layout_rows(layouts, *, shape, seq_len, global_batch, gpu_type, devices, precision, gpus_per_node,
+                 inter_node_gbps, steps, name) -> pd.DataFrame:
+    """The query rows of many layouts of one job (the columns :func:`perfmodel.predict_many` reads)."""
+    base = {"model": name, "params": float(shape.params()), "family": "moe" if shape.is_moe else "decoder",
+            "n_layers": shape.n_layers, "d_model": shape.d_model, "n_heads": shape.n_heads,
+            "n_kv_heads": shape.n_kv_heads, "ffn_hidden": shape.ffn_hidden, "vocab": shape.vocab,
+            "seq_len": seq_len, "global_batch_size": global_batch, "gpu_count": devices, "gpu_type": gpu_type,
+            "batch_size": global_batch / devices, "steps": steps, "gpus_per_node": gpus_per_node}
+    if shape.is_moe:
+        base.update(n_experts=shape.n_experts, experts_per_token=shape.experts_per_token,
+                    moe_ffn_hidden=shape.moe_ffn_hidden, active_params=float(shape.active_params()))
+    if precision is not None:
+        base["precision"] = precision
+    if inter_node_gbps is not None:
+        base["inter_node_gbps"] = inter_node_gbps
+    return pd.DataFrame([{**base, "micro_batch_size": lay.micro_batch, "tp": lay.tp, "pp": lay.pp, "vp": lay.vp,
+                          "cp": lay.cp, "ep": lay.ep, "dp": lay.dp, "zero_stage": lay.zero_stage,
+                          "sequence_parallel": int(lay.sequence_parallel), "recompute": lay.recompute}
+                         for lay in layouts])
+
+
+def search_layouts(*, shape: TransformerShape, seq_len: int, global_batch: int, gpu_type: str, devices: int,
+                   precision: str = "bf16", gpus_per_node: int = DEFAULT_GPUS_PER_NODE, inter_node_gbps=None,
+                   optimizer: str = "adamw", flash_attention: bool = True, history=None, method=DEFAULT_METHOD,
+                   confidence: float = 0.9, micro_batches=(1, 2, 4, 8), zero_stages=(1, 3),
+                   recompute=("none", "selective", "full"), include_unfit: bool = False,
+                   name: str = "llm") -> pd.DataFrame:
+    """Every valid layout of a job (:func:`perfmodel.layout.enumerate_layouts`), its memory and predicted step.
+
+    Parameters
+    ----------
+    shape : TransformerShape
+        The model.
+    seq_len, global_batch : int
+        Tokens per sequence and sequences per step.
+    gpu_type : str
+        The device (any alias).
+    devices : int
+        Devices of the job.
+    precision : str, default="bf16"
+        The training precision.
+    gpus_per_node : int, default=8
+        Devices per node (NVLink domain).
+    inter_node_gbps : float, optional
+        The network per device, GB/s one way.
+    optimizer : {"adamw", "sgd"}, default="adamw"
+    flash_attention : bool, default=True
+        Attention kernels that store no score matrix (memory).
+    history, method, confidence
+        As in :func:`perfmodel.predict_training_time`.
+    micro_batches, zero_stages, recompute
+        The search space (:func:`perfmodel.layout.enumerate_layouts`).
+    include_unfit : bool, default=False
+        Keep the layouts whose memory estimate does not fit (predicted too, ``fits`` False).
+    name : str, default="llm"
+        The model's label in the queries.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per layout, fastest first: ``layout`` (in words), the degrees (``tp, pp, vp, cp, dp, ep``),
+        ``micro_batch``, ``zero_stage``, ``recompute``, ``step_time_s``, ``step_lower``, ``step_upper``,
+        ``memory_gb``, ``fits`` and the ``ParallelLayout`` itself (``layout_obj``). Empty when none is valid (or
+        fits).
+    """
+    gpu_type = resolve_gpu_type(gpu_type)
+    devices = check_positive_int(devices, "devices", "search_layouts")
+    layouts, mems = [], []
+    for lay in enumerate_layouts(devices=devices, global_batch=global_batch, shape=shape, seq_len=seq_len,
+                                 gpus_per_node=gpus_per_node, micro_batches=micro_batches, zero_stages=zero_stages,
+                                 recompute=recompute):
+        mem = estimate_memory(shape=shape, layout=lay, seq_len=seq_len, precision=precision, optimizer=optimizer,
+                              gpu_type=gpu_type, global_batch=global_batch, flash_attention=flash_attention)
+        if mem.fits is False and not include_unfit:
+            continue
+        layouts.append(lay)
+        mems.append(mem)
+    columns = ["layout", "tp", "pp", "vp", "cp", "dp", "ep", "micro_batch", "zero_stage", "recompute",
+               "step_time_s", "step_lower", "step_upper", "memory_gb", "fits", "layout_obj"]
+    if not layouts:
+        return pd.DataFrame(columns=columns)
+    q = _layout_rows(layouts, shape=shape, seq_len=seq_len, global_batch=global_batch, gpu_type=gpu_type,
+                     devices=devices, precision=precision, gpus_per_node=gpus_per_node,
+                     inter_node_gbps=inter_node_gbps, steps=1, name=name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pred = predict_many(q, history=history, confidence=confidence, method=method)
+    out = pd.DataFrame({
+        "layout": [lay.describe() for lay in layouts], "tp": q["tp"], "pp": q["pp"], "vp": q["vp"], "cp": q["cp"],
+        "dp": q["dp"], "ep": q["ep"], "micro_batch": q["micro_batch_size"], "zero_stage": q["zero_stage"],
+        "recompute": q["recompute"], "step_time_s": pred["step_time_s"].to_numpy(),
+        "step_lower": pred["step_lower"].to_numpy(), "step_upper": pred["step_upper"].to_numpy(),
+        "memory_gb": [m.total_gb for m in mems], "fits": [m.fits for m in mems], "layout_obj": layouts})
+    return out.sort_values(["step_time_s", "memory_gb"], kind="stable").reset_index(drop=True)
+
+
+def plan_llm_job(*, seq_len, global_batch, gpu_type, params=None, n_layers=None, d_model=None, vocab=None,
+                 n_heads=None, n_kv_heads=None, ffn_mult=None, ffn_hidden=None, hf_config=None, shape=None,
+                 tokens=None, samples=None, steps=None, gpu_count=None, nodes=None, gpus_per_node=None,
+                 inter_node_gbps=None, zero_stage=1, tensor_parallel=1, pipeline_parallel=1, context_parallel=1,
+                 expert_parallel=1, virtual_stages=1, micro_batch=None, sequence_parallel=None, recompute=None,
+                 activation_checkpointing=False, flash_attention=True, optimizer="adamw", precision=None,
+                 history=None, confidence=0.9, method=DEFAULT_METHOD, name="llm", search=False,
+                 allow_no_fit=False, names=None) -> LLMJobPlan:
+    """Plan a decoder-only LLM training job: time (with interval), derivation, layout and memory fit.
+
+    The derivation is described in :mod:`perfmodel.plan._llm`; every figure is in the result. The time is what
+    :func:`perfmodel.predict_training_time` answers for the same job.
 
     Parameters
     ----------
@@ -346,370 +533,212 @@ def plan_llm_job(*, seq_len, global_batch, gpu_type, params=None, n_layers=None,
     gpu_type : str
         Device name (any alias of :mod:`perfmodel.hardware`).
     params : float, optional
-        Parameter count. Or give the architecture (``n_layers``, ``d_model``, ``vocab``, or ``hf_config``) and it
-        is derived; with both, ``params`` is used and the architecture gives the attention FLOPs and the
-        activations.
-    n_layers, d_model, vocab : int, optional
-        The decoder's layers, hidden size and vocabulary.
-    n_heads : int, optional
-        Attention heads (for the activation memory); default ``d_model // 128``.
-    ffn_mult : float, optional
-        MLP width as a multiple of ``d_model``; default 4.
+        Parameter count. Alone: the standard shape of that size is assumed (said in the notes). With a shape, it
+        is the count reported; the time follows the shape.
+    n_layers, d_model, vocab, n_heads, n_kv_heads : int, optional
+        The decoder's shape (heads default ``d_model // 128``).
+    ffn_mult, ffn_hidden : optional
+        MLP width, as a multiple of ``d_model`` or in units (default ``4·d_model``).
     hf_config : str, os.PathLike, dict or transformers.PretrainedConfig, optional
-        A Hugging Face ``config.json`` (path, or the folder holding it), its contents as a dict, or a config
-        object: gives ``n_layers``, ``d_model``, ``n_heads``, ``vocab`` and the parameter count
-        (:func:`hf_config_shape`; the formula is in the result). Read locally, never downloaded. Excludes
-        ``n_layers``, ``d_model``, ``vocab``, ``n_heads`` and ``ffn_mult``.
+        A Hugging Face config (dense or mixture of experts): the shape and exact parameter count
+        (:func:`hf_config_shape`). Read locally, never downloaded. Excludes the shape parameters.
+    shape : TransformerShape, optional
+        The shape itself. Excludes the shape parameters and ``hf_config``.
     tokens, samples, steps : int, optional
-        The amount of work: exactly one. ``tokens`` (e.g. ``100e9``) and ``samples`` (sequences) are rounded up
-        to whole steps.
+        The amount of work: exactly one. ``tokens`` and ``samples`` are rounded up to whole steps.
     gpu_count : int, optional
         Devices in all. Or ``nodes`` and ``gpus_per_node`` (with ``gpu_count`` too, they must agree).
     nodes, gpus_per_node : int, optional
-        The node layout; needed for any inter-node communication to be costed.
+        The node layout (NVLink domain: 8 on HGX/DGX nodes, 72 on GB200 NVL72); default 8 devices per node.
     inter_node_gbps : float, optional
-        Your cluster's scale-out network per device, GB/s in one direction (e.g. 50 for one 400 Gb/s NIC per
-        GPU; 1.5625 for one 100 Gb/s NIC shared by 8). Default: the spec table's ``network_gbps``, the reference
-        system's (None for many devices: then inter-node traffic is not costed, and the result says so).
-    zero_stage : {0, 1, 2, 3}, default=0
-        ZeRO / FSDP sharding over the data-parallel replicas (3 = FSDP full shard): memory, and the data-parallel
-        traffic (ZeRO-3 moves 1.5x an all-reduce).
-    tensor_parallel, pipeline_parallel : int, default=1
-        Degrees of tensor and pipeline parallelism; the data-parallel degree is ``devices / (tp·pp)``.
+        Your cluster's scale-out network per device, GB/s one way (50 for one 400 Gb/s NIC per GPU). Default: the
+        spec table's reference system's.
+    zero_stage : {0, 1, 2, 3}, default=1
+        Sharding over the data-parallel ranks (1: Megatron's distributed optimizer; 3: FSDP full shard).
+    tensor_parallel, pipeline_parallel, context_parallel, expert_parallel, virtual_stages : int, default=1
+        The layout's degrees; the data-parallel degree is ``devices / (tp·pp·cp)``.
     micro_batch : int, optional
-        Sequences per forward/backward pass on one replica; default ``global_batch / dp`` (no accumulation).
+        Sequences per forward/backward pass on one replica; default 1.
+    sequence_parallel : bool, optional
+        Default: on with tensor parallelism.
+    recompute : {"none", "selective", "full"}, optional
+        Activation recomputation; default ``"full"`` with ``activation_checkpointing``, else ``"none"``.
     activation_checkpointing : bool, default=False
-        Full activation checkpointing: less activation memory, one more forward pass of FLOPs.
-    flash_attention : bool, default=False
-        Attention kernels that do not store the score matrix (memory only).
+        Full recomputation (``recompute="full"``).
+    flash_attention : bool, default=True
+        Attention kernels that store no score matrix (memory only).
     optimizer : {"adamw", "sgd"}, default="adamw"
     precision : {"fp32", "tf32", "fp16", "bf16", "fp8"}, optional
-        Default: what the history's runs on the device used (the result says it was assumed).
+        Default: what the history's runs on the device mostly used (the result says it was assumed).
     history, confidence, method
         As in :func:`perfmodel.predict_training_time`.
     name : str, default="llm"
         The model's label in the query.
+    search : bool, default=False
+        Search every valid layout that fits (:func:`search_layouts`) and plan the fastest; the given degrees are
+        then ignored (``zero_stage`` and ``recompute`` too), the ranking is in ``layouts``.
+    allow_no_fit : bool, default=False
+        Plan a layout whose memory estimate does not fit instead of refusing it.
+    names : dict, optional
+        How to name the layout's parameters in messages (default :data:`LAYOUT_PARAMETER_NAMES`; the CLI passes
+        its flags).
 
     Returns
     -------
     LLMJobPlan
 
+    Raises
+    ------
+    LayoutError
+        A layout the training frameworks would not run (the message names each rule it breaks).
+    DoesNotFitError
+        The layout's memory estimate exceeds the device's (with the fastest layout that fits, when one does),
+        unless ``allow_no_fit``.
+
     Examples
     --------
     >>> from perfmodel.plan import plan_llm_job
     >>> job = plan_llm_job(n_layers=32, d_model=4096, vocab=32000, seq_len=4096, tokens=100e9,
-    ...                    global_batch=1024, gpu_type="H100", gpu_count=64)  # doctest: +SKIP
-    >>> job.steps, job.fits                                                   # doctest: +SKIP
-    (23842, False)
-    >>> job = plan_llm_job(hf_config="Llama-2-7b-hf/config.json", seq_len=4096, tokens=100e9,
-    ...                    global_batch=1024, gpu_type="H100", nodes=8, gpus_per_node=8,
-    ...                    inter_node_gbps=12.5)                              # doctest: +SKIP
+    ...                    global_batch=1024, gpu_type="H100", gpu_count=64, tensor_parallel=2)  # doctest: +SKIP
+    >>> job.layout.describe()                                                 # doctest: +SKIP
+    'tp 2 × dp 32, micro-batch 1, ZeRO-1, sequence parallel'
     """
     confidence = check_confidence(confidence, _WHERE)
     check_choice(method, "method", _WHERE, (*METHODS, "auto"))
     check_choice(optimizer, "optimizer", _WHERE, OPTIMIZERS)
+    names = {**LAYOUT_PARAMETER_NAMES, **(names or {})}
     seq_len = _count(seq_len, "seq_len")
     global_batch = _count(global_batch, "global_batch")
     if precision is not None and (not isinstance(precision, str) or precision.lower() not in PRECISIONS):
         raise ValueError(f"The 'precision' parameter of {_WHERE} must be one of {', '.join(PRECISIONS)}. "
                          f"Got {precision!r} instead.")
+    precision = None if precision is None else precision.lower()
     for flag_name, flag in (("activation_checkpointing", activation_checkpointing),
-                            ("flash_attention", flash_attention)):
+                            ("flash_attention", flash_attention), ("search", search),
+                            ("allow_no_fit", allow_no_fit)):
         if not isinstance(flag, bool):
             raise TypeError(f"The {flag_name!r} parameter of {_WHERE} must be a bool. Got {flag!r} instead.")
     if isinstance(zero_stage, bool) or zero_stage not in (0, 1, 2, 3):
         raise ValueError(f"The 'zero_stage' parameter of {_WHERE} must be 0, 1, 2 or 3. Got {zero_stage!r} instead.")
+    if recompute is None:
+        recompute = "full" if activation_checkpointing else "none"
+    elif recompute not in RECOMPUTE_MODES:
+        raise ValueError(f"The 'recompute' parameter of {_WHERE} must be one of {', '.join(RECOMPUTE_MODES)}. Got "
+                         f"{recompute!r}.")
+    elif activation_checkpointing and recompute != "full":
+        raise ValueError(f"{_WHERE}: activation_checkpointing=True is recompute='full'; got recompute={recompute!r}.")
     inter_node_gbps = check_positive_float(inter_node_gbps, "inter_node_gbps", _WHERE, allow_none=True)
     notes: list[str] = []
 
-    # --- the model
-    shape = None
-    if hf_config is not None:
-        clash = {k: v for k, v in (("n_layers", n_layers), ("d_model", d_model), ("vocab", vocab),
-                                   ("n_heads", n_heads), ("ffn_mult", ffn_mult)) if v is not None}
-        if clash:
-            raise ValueError(f"{_WHERE}: hf_config gives the architecture; leave out "
-                             f"{', '.join(f'{k}={v!r}' for k, v in clash.items())}.")
-        shape = hf_config_shape(hf_config)
-        n_layers, d_model, vocab, n_heads = shape["n_layers"], shape["d_model"], shape["vocab"], shape["n_heads"]
-    arch = {k: (None if v is None else _count(v, k)) for k, v in
-            (("n_layers", n_layers), ("d_model", d_model), ("vocab", vocab))}
-    L, d, V = arch["n_layers"], arch["d_model"], arch["vocab"]
-    if n_heads is not None:
-        n_heads = _count(n_heads, "n_heads")
-        if shape is None and d is not None and d % n_heads:
-            raise ValueError(f"The 'n_heads' parameter of {_WHERE} must divide d_model={d}. Got {n_heads!r}.")
-    ffn_mult = 4.0 if ffn_mult is None else check_positive_float(ffn_mult, "ffn_mult", _WHERE)
-    flops_params = None  # the matmul parameters, when they differ from params (an HF config's lookups)
-    if shape is not None:
-        derived, derived_formula = float(shape["params"]), shape["formula"]
-    elif L is not None and d is not None:
-        derived = decoder_params(L, d, V or 0, ffn_mult)
-        f = f"{ffn_mult:g}"
-        derived_formula = (f"(4 + 2·{f})·L·d² + vocab·d with L={L}, d={d}, vocab={V or 0}" if ffn_mult != 4 else
-                           f"12·L·d² + vocab·d with L={L}, d={d}, vocab={V or 0}")
-    else:
-        derived = derived_formula = None
-    if params is not None:
-        params = check_positive_float(params, "params", _WHERE)
-        params_formula = "given"
-        if derived is not None and not 0.75 <= params / derived <= 1.33:
-            what = "the HF config's" if shape is not None else "(4 + 2·ffn_mult)·L·d² + vocab·d ="
-            notes.append(f"params={params:.4g} differs from {what} {derived:.4g} by more than a third: check the "
-                         "architecture")
-    elif derived is not None:
-        params, params_formula = derived, derived_formula
-        if shape is not None and shape["matmul_params"] != shape["params"]:
-            flops_params = float(shape["matmul_params"])
-        if V is None:
-            notes.append("no vocab given: the embedding's vocab·d parameters are left out")
-    else:
-        raise ValueError(f"{_WHERE} needs the model: 'params', 'hf_config', or 'n_layers' and 'd_model' (and "
-                         f"'vocab'). Got params=None, n_layers={n_layers!r}, d_model={d_model!r}.")
-    fps = decoder_flops_per_sample(flops_params or params, seq_len, L, d,
-                                   activation_checkpointing=activation_checkpointing)
-    if L is not None and d is not None:
-        flops_formula = ("8·N·seq + 16·L·d·seq² (6·N·seq + 12·L·d·seq², + 1/3 for recomputing the forward pass)"
-                         if activation_checkpointing else "6·N·seq + 12·L·d·seq²")
-    else:
-        flops_formula = "8·N·seq (6·N·seq + 1/3 recompute)" if activation_checkpointing else "6·N·seq"
-        notes.append("no n_layers/d_model: the attention FLOPs (12·L·d·seq²) are left out and activation memory is "
-                     "not estimated")
-    if flops_params is not None:
-        flops_formula += (f", N = {flops_params:.4g} matmul parameters (the params less {shape['lookups']}: "
-                          "lookups, not matmuls)")
+    shape, params, params_formula, hf = _model(params=params, shape=shape, hf_config=hf_config, n_layers=n_layers,
+                                               d_model=d_model, vocab=vocab, n_heads=n_heads, n_kv_heads=n_kv_heads,
+                                               ffn_mult=ffn_mult, ffn_hidden=ffn_hidden, notes=notes)
+    n_steps, samples_done, tokens_done = _work(tokens, samples, steps, seq_len, global_batch, notes)
 
-    # --- the work
-    given = [k for k, v in (("tokens", tokens), ("samples", samples), ("steps", steps)) if v is not None]
-    if len(given) != 1:
-        raise ValueError(f"{_WHERE} needs exactly one of 'tokens', 'samples' or 'steps'. Got "
-                         f"{', '.join(given) if given else 'none'}.")
-    if tokens is not None:
-        tokens = _count(tokens, "tokens")
-        samples = -(-tokens // seq_len)
-        n_steps = -(-samples // global_batch)
-    elif samples is not None:
-        samples = _count(samples, "samples")
-        n_steps = -(-samples // global_batch)
-    else:
-        n_steps = _count(steps, "steps")
-    samples = n_steps * global_batch
-    tokens_done = samples * seq_len
-    if tokens is not None and tokens_done != tokens:
-        notes.append(f"{tokens:,} tokens rounded up to {n_steps:,} whole steps ({tokens_done:,} tokens)")
-
-    # --- the layout
+    # --- the devices and the layout
     if nodes is not None or gpus_per_node is not None:
-        if nodes is None or gpus_per_node is None:
-            raise ValueError(f"{_WHERE} takes 'nodes' and 'gpus_per_node' together. Got nodes={nodes!r}, "
-                             f"gpus_per_node={gpus_per_node!r}.")
-        nodes = _count(nodes, "nodes")
-        gpus_per_node = _count(gpus_per_node, "gpus_per_node")
-        devices = nodes * gpus_per_node
-        if gpu_count is not None and _count(gpu_count, "gpu_count") != devices:
-            raise ValueError(f"The 'gpu_count' parameter of {_WHERE} ({gpu_count!r}) is not nodes x gpus_per_node "
-                             f"= {nodes} x {gpus_per_node} = {devices}.")
+        if nodes is None and gpus_per_node is not None and gpu_count is not None:
+            gpn = _count(gpus_per_node, "gpus_per_node")
+            devices = _count(gpu_count, "gpu_count")
+        elif nodes is None or gpus_per_node is None:
+            raise ValueError(f"{_WHERE} takes 'nodes' and 'gpus_per_node' together (or 'gpus_per_node' with "
+                             f"'gpu_count'). Got nodes={nodes!r}, gpus_per_node={gpus_per_node!r}.")
+        else:
+            nodes, gpn = _count(nodes, "nodes"), _count(gpus_per_node, "gpus_per_node")
+            devices = nodes * gpn
+            if gpu_count is not None and _count(gpu_count, "gpu_count") != devices:
+                raise ValueError(f"The 'gpu_count' parameter of {_WHERE} ({gpu_count!r}) is not nodes x "
+                                 f"gpus_per_node = {nodes} x {gpn} = {devices}.")
     elif gpu_count is not None:
-        devices = _count(gpu_count, "gpu_count")
+        devices, gpn = _count(gpu_count, "gpu_count"), DEFAULT_GPUS_PER_NODE
     else:
         raise ValueError(f"{_WHERE} needs the devices: 'gpu_count', or 'nodes' and 'gpus_per_node'.")
-    tp = _count(tensor_parallel, "tensor_parallel")
-    pp = _count(pipeline_parallel, "pipeline_parallel")
-    if devices % (tp * pp):
-        raise ValueError(f"{_WHERE}: {devices} devices do not divide into tensor_parallel x pipeline_parallel = "
-                         f"{tp} x {pp}; the data-parallel degree devices / (tp·pp) must be whole.")
-    dp = devices // (tp * pp)
-    if global_batch % dp:
-        raise ValueError(f"The 'global_batch' parameter of {_WHERE} ({global_batch}) must be a multiple of the "
-                         f"data-parallel degree {dp} (= {devices} devices / (tp {tp} x pp {pp})).")
-    if global_batch % devices:
-        raise ValueError(f"The 'global_batch' parameter of {_WHERE} ({global_batch}) must be a multiple of the "
-                         f"device count {devices}: the prediction takes each device's share of a step's sequences "
-                         "as a whole batch.")
-    per_replica = global_batch // dp
-    if micro_batch is None:
-        micro_batch = per_replica
-    else:
-        micro_batch = _count(micro_batch, "micro_batch")
-        if per_replica % micro_batch:
-            raise ValueError(f"The 'micro_batch' parameter of {_WHERE} ({micro_batch}) must divide the "
-                             f"{per_replica} sequences each data-parallel replica takes per step.")
-    accumulation = per_replica // micro_batch
-    per_device = global_batch // devices
-
-    # --- the links (checked before the prediction, which may fit a model)
     g = resolve_gpu_type(gpu_type)
-    spec = get_spec(g)
-    link = spec.interconnect_gbps
-    intra = None if link is None or not math.isfinite(link) else link / 2  # one direction
-    reference_net = spec.network_gbps
-    net = inter_node_gbps if inter_node_gbps is not None else reference_net
-    net_source = ("given (inter_node_gbps)" if inter_node_gbps is not None else
-                  f"the spec table's network_gbps for {g} (its reference system)" if reference_net else None)
-    layout_known = nodes is not None
-    multi_node = layout_known and nodes > 1
-    tp_spans = False
-    if tp > 1 and layout_known:
-        if tp <= gpus_per_node and gpus_per_node % tp:
-            raise ValueError(f"tensor_parallel={tp} does not divide gpus_per_node={gpus_per_node}: tensor groups "
-                             "would straddle nodes; choose a tp that divides the node (or a multiple of it).")
-        if tp > gpus_per_node:
-            if tp % gpus_per_node:
-                raise ValueError(f"tensor_parallel={tp} spans nodes of {gpus_per_node} devices but is not a "
-                                 "multiple of gpus_per_node; tensor groups must take whole nodes.")
-            if net is None:
-                raise ValueError(f"tensor_parallel={tp} spans nodes of {gpus_per_node} devices: the device table "
-                                 f"has no inter-node bandwidth for {g!r} to estimate its all-reduces. Pass "
-                                 "inter_node_gbps= (your network per device, GB/s one way) or keep tensor groups "
-                                 "within a node.")
-            tp_spans = True
-    if tp > 1 and intra is None:
-        raise ValueError(f"tensor_parallel={tp}: the spec table has no interconnect bandwidth for {g!r}, so the "
-                         "tensor-parallel all-reduces cannot be estimated.")
+    tp, pp, cp = (_count(v, k) for k, v in (("tensor_parallel", tensor_parallel),
+                                            ("pipeline_parallel", pipeline_parallel),
+                                            ("context_parallel", context_parallel)))
+    ep, vp = _count(expert_parallel, "expert_parallel"), _count(virtual_stages, "virtual_stages")
+    mb = 1 if micro_batch is None else _count(micro_batch, "micro_batch")
+    if devices % (tp * pp * cp):
+        check_layout(ParallelLayout(tp=tp, pp=pp, cp=cp, dp=1, ep=1, vp=vp if pp > 1 else 1, micro_batch=mb),
+                     devices=devices, global_batch=global_batch, names=names)  # raises: the product is not devices
+    layout = ParallelLayout(tp=tp, pp=pp, cp=cp, dp=devices // (tp * pp * cp), ep=ep, vp=vp, micro_batch=mb,
+                            zero_stage=int(zero_stage), recompute=recompute,
+                            sequence_parallel=(tp > 1) if sequence_parallel is None else bool(sequence_parallel))
+    searched = None
+    if search:
+        used = precision or "bf16"
+        searched = search_layouts(shape=shape, seq_len=seq_len, global_batch=global_batch, gpu_type=g,
+                                  devices=devices, precision=used, gpus_per_node=gpn,
+                                  inter_node_gbps=inter_node_gbps, optimizer=optimizer,
+                                  flash_attention=flash_attention, history=history, method=method,
+                                  confidence=confidence, name=name)
+        if not len(searched):
+            raise DoesNotFitError(f"{_WHERE}: no layout of this job on {devices} x {g} fits in memory (searched "
+                                  "tensor, pipeline, context and expert degrees, micro-batches 1-8, ZeRO-1 and FSDP, "
+                                  "every recomputation); use more devices or a device with more memory.")
+        layout = searched["layout_obj"].iloc[0]
+        notes.append(f"layout searched: the fastest of {len(searched)} that fit in memory")
+    else:
+        check_layout(layout, devices=devices, global_batch=global_batch, shape=shape, seq_len=seq_len, names=names)
+        if micro_batch is None:
+            notes.append("micro_batch not given: 1 sequence per pass (the frameworks' usual; search=True compares "
+                         "the others)")
 
-    # --- the prediction (data-parallel)
+    # --- the prediction: the same call predict_training_time answers
+    spec = {"shape": shape, "params": params, "name": name, "family": "moe" if shape.is_moe else "decoder"}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        query = {"params": params, "flops_per_sample": fps, "name": name, "family": "decoder"}  # matmuls
-        if L is not None and d is not None:  # the attention term of the FLOPs, for the mfu rule's split
-            query["attention_flops_per_sample"] = fps - decoder_flops_per_sample(
-                flops_params or params, seq_len, activation_checkpointing=activation_checkpointing)
-        pred = predict_training_time(query,
-                                     batch_size=per_device, gpu_count=devices, gpu_type=g, steps=n_steps,
-                                     precision=precision, history=history, confidence=confidence, method=method)
+        pred = predict_training_time(spec, seq_len=seq_len, global_batch=global_batch, gpu_count=devices,
+                                     gpu_type=g, steps=n_steps, precision=precision, layout=layout,
+                                     gpus_per_node=gpn, inter_node_gbps=inter_node_gbps, history=history,
+                                     confidence=confidence, method=method)
     for w in caught:  # passed on, from the caller's line
         warnings.warn(str(w.message), w.category, stacklevel=2)
     used_precision = str(pred.query["precision"])
-    assumed = precision is None
-    if assumed:
+    if precision is None:
         notes.append(f"precision not given: assumed {used_precision!r} (what the history's runs on {g} mostly used)")
+    flops = transformer_flops(shape, seq_len, recompute=layout.recompute)
+    flops_formula = (f"6·N_a·seq + 12·L·h·hd·seq² with N_a = {shape.matmul_params():.4g} matmul parameters"
+                     + (" (a token's experts only)" if shape.is_moe else "")
+                     + (f"; recomputation adds {flops.recompute:.3g}" if flops.recompute else ""))
 
-    # --- communication estimate: tensor and pipeline parallelism, data parallelism across nodes
-    seconds, lower, upper = pred.seconds, pred.lower, pred.upper
-    communication = None
-    if inter_node_gbps is not None and not multi_node:
-        notes.append("inter_node_gbps not used: " + ("one node, no inter-node traffic" if layout_known else
-                                                      "give nodes= and gpus_per_node= for it to be used"))
-    if tp > 1 or pp > 1 or multi_node:
-        communication = _communication(
-            g=g, spec=spec, params=params, L=L, d=d, seq_len=seq_len, micro_batch=micro_batch,
-            accumulation=accumulation, precision=used_precision, tp=tp, pp=pp, dp=dp, zero_stage=int(zero_stage),
-            nodes=nodes, gpus_per_node=gpus_per_node, intra=intra, net=net, net_source=net_source,
-            reference_net=reference_net, given_net=inter_node_gbps, tp_spans=tp_spans)
-        bubble, added = communication["pp_bubble_factor"], communication["added_s_per_step"]
-        start = pred.startup_seconds
-        step = lambda s: s * bubble + added  # noqa: E731
-        seconds = start + n_steps * step(pred.step_seconds)
-        lower = start + n_steps * step(pred.step_lower)
-        upper = start + n_steps * step(pred.step_upper)
-
-    memory = estimate_memory(params=params, gpu_type=g, precision=used_precision, micro_batch=micro_batch,
-                             seq_len=seq_len, n_layers=L, d_model=d, n_heads=n_heads, vocab=V, optimizer=optimizer,
-                             zero_stage=zero_stage, data_parallel=dp, tensor_parallel=tp, pipeline_parallel=pp,
-                             activation_checkpointing=activation_checkpointing, flash_attention=flash_attention)
+    # --- memory
+    memory = estimate_memory(shape=shape, layout=layout, seq_len=seq_len, precision=used_precision,
+                             optimizer=optimizer, gpu_type=g, global_batch=global_batch, params=params,
+                             flash_attention=flash_attention)
+    if memory.fits is False and not allow_no_fit:
+        suggestion = None
+        try:
+            found = search_layouts(shape=shape, seq_len=seq_len, global_batch=global_batch, gpu_type=g,
+                                   devices=devices, precision=used_precision, gpus_per_node=gpn,
+                                   inter_node_gbps=inter_node_gbps, optimizer=optimizer,
+                                   flash_attention=flash_attention, history=history, method=method,
+                                   confidence=confidence, name=name)
+            if len(found):
+                suggestion = found["layout"].iloc[0]
+        except (ValueError, TypeError):
+            found = None
+        hint = (f" The fastest layout that fits: {suggestion} (search=True plans it)." if suggestion else
+                " No layout of this job fits on these devices: use more devices or a device with more memory.")
+        raise DoesNotFitError(f"{_WHERE}: the job does not fit in memory: {memory.short()} with {layout.describe()} "
+                              f"({memory.total_gb:.1f} GB: weights {memory.weights_bytes / 1e9:.1f}, gradients "
+                              f"{memory.gradients_bytes / 1e9:.1f}, optimizer {memory.optimizer_bytes / 1e9:.1f}, "
+                              f"activations {(memory.activations_bytes or 0) / 1e9:.1f}).{hint} Pass "
+                              "allow_no_fit=True for its time anyway.", memory=memory, suggestion=suggestion)
     if memory.fits is False:
-        notes.append("does not fit in device memory (see memory): try zero_stage=3, activation_checkpointing=True, "
-                     "flash_attention=True, a smaller micro_batch or more tensor/pipeline parallelism")
+        notes.append("does not fit in device memory (see memory); allowed by allow_no_fit")
+    accumulation = global_batch // (layout.dp * layout.micro_batch)
     return LLMJobPlan(
-        seconds=float(seconds), lower=float(lower), upper=float(upper), prediction=pred, gpu_type=g,
-        params=float(params), params_formula=params_formula, flops_per_sample=float(fps),
-        flops_formula=flops_formula, tokens=int(tokens_done), samples=int(samples), steps=int(n_steps),
-        seq_len=seq_len, global_batch=global_batch, devices=devices, nodes=nodes, gpus_per_node=gpus_per_node,
-        data_parallel=dp, tensor_parallel=tp, pipeline_parallel=pp, zero_stage=int(zero_stage),
-        micro_batch=micro_batch, accumulation=accumulation, batch_size_per_device=per_device,
-        precision=used_precision, precision_assumed=assumed, memory=memory, communication=communication,
-        hf_config=shape, notes=notes)
-
-
-def _communication(*, g, spec, params, L, d, seq_len, micro_batch, accumulation, precision, tp, pp, dp, zero_stage,
-                   nodes, gpus_per_node, intra, net, net_source, reference_net, given_net, tp_spans) -> dict:
-    """The communication estimate of the module docstring: seconds per step, the links used, and a note."""
-    b = 4.0 if precision in ("fp32", "tf32") else 2.0
-    multi_node = nodes is not None and nodes > 1
-    shape_known = L is not None and d is not None
-    parts = []
-    gb = lambda x: f"{x:.4g} GB/s"  # noqa: E731
-    # tensor parallelism: 4 ring all-reduces of seq·mb·d activations per layer and micro-batch
-    tp_comm = 0.0
-    if tp > 1:
-        tp_link = min(intra, net) if tp_spans else intra
-        volume = 4 * (L or 0) / pp * 2 * (tp - 1) / tp * seq_len * micro_batch * (d or 0) * b
-        tp_comm = accumulation * volume / (tp_link * 1e9)
-        if not shape_known:
-            parts.append("tensor-parallel all-reduces not estimated (no n_layers/d_model)")
-        elif tp_spans:
-            parts.append(f"tensor-parallel all-reduces {tp_comm:.3g} s per step (4 per layer and micro-batch; the "
-                         f"tensor group spans {tp // gpus_per_node} nodes: ring over {gb(tp_link)}, the slower of "
-                         f"the intra-node link and the network)")
-        else:
-            parts.append(f"tensor-parallel all-reduces {tp_comm:.3g} s per step (4 per layer and micro-batch, ring "
-                         f"over {gb(intra)}, half of {g}'s {spec.interconnect_gbps:g} GB/s {spec.interconnect})")
-    # pipeline parallelism: the 1F1B bubble, and the activations / gradients sent between stages
-    bubble = 1.0 + (pp - 1) / accumulation if pp > 1 else 1.0
-    pp_send = None
-    if pp > 1:
-        parts.append(f"pipeline bubble x{bubble:.3g} ((pp−1)/micro-batches = {pp - 1}/{accumulation})")
-        send_link = net if multi_node else intra
-        if not shape_known:
-            parts.append("pipeline sends not estimated (no n_layers/d_model)")
-        elif send_link is None:
-            if not multi_node:  # between nodes: said once below
-                parts.append(f"pipeline sends not costed: no interconnect bandwidth for {g}")
-        else:
-            pp_send = accumulation * 2 * seq_len * micro_batch * d * b / (send_link * 1e9)
-            parts.append(f"pipeline sends {pp_send:.3g} s per step (activations forward and gradients back, "
-                         f"{accumulation} micro-batches, over {gb(send_link)}"
-                         f"{', between nodes' if multi_node else ', within a node'})")
-    # data parallelism across nodes: hierarchical all-reduce of the gradients, once per step
-    dp_total = None
-    dp_added = 0.0
-    if multi_node and dp > 1:
-        k = min(dp, gpus_per_node // tp) if tp <= gpus_per_node else 1
-        n = dp / k  # nodes a data-parallel group spans
-        if n > 1:
-            z = 1.5 if zero_stage == 3 else 1.0
-            grad = params / (tp * pp) * b
-            inter = lambda bw: z * 2 * (n - 1) / n * grad / k / (bw * 1e9)  # noqa: E731
-            intra_part = 0.0 if k == 1 else (None if intra is None else z * 2 * (k - 1) / k * grad / (intra * 1e9))
-            if net is None:
-                pass  # said once below
-            elif intra_part is None:
-                parts.append(f"data-parallel all-reduce not estimated: no interconnect bandwidth for {g}")
-            else:
-                dp_total = intra_part + inter(net)
-                what = (f"data-parallel all-reduce {dp_total:.3g} s per step (hierarchical: {k} per node over "
-                        f"{gb(intra) if intra else 'the intra-node link'}, then {n:g} nodes over {gb(net)}"
-                        f"{', x1.5 for ZeRO-3' if z != 1 else ''})")
-                if given_net is not None and reference_net:
-                    if given_net < reference_net:
-                        dp_added = inter(given_net) - inter(reference_net)
-                        parts.append(f"{what}; added {dp_added:.3g} s per step: its inter-node stage at the given "
-                                     f"{gb(given_net)} less at the reference {gb(reference_net)}, which the fitted "
-                                     "time already holds")
-                    else:
-                        parts.append(f"{what}; nothing added: the given {gb(given_net)} is not slower than the "
-                                     f"reference {gb(reference_net)} the fitted time already holds (never shortened)")
-                elif given_net is not None:
-                    parts.append(f"{what}; not added: the device table has no reference network for {g}, so the "
-                                 "fitted time (learned from the history's runs) cannot be corrected for the given one")
-                else:
-                    parts.append(f"{what} at the reference network: not added; the fitted time holds what its "
-                                 "method learned from multi-node runs (ratio and mfu have no device-count term: "
-                                 "they scale work per device only)")
-    if nodes is None and (tp > 1 or pp > 1):
-        parts.append("no node layout given (nodes=, gpus_per_node=): all communication costed within a node")
-    if multi_node and net is None:  # today's behaviour where the network is unknown, said
-        left = (["the data-parallel all-reduce between nodes is left to the fitted models"] if dp > 1 else []) + (
-            ["pipeline sends between nodes are not costed"] if pp > 1 else []) + [
-            "tensor groups must stay within a node"]
-        parts.append(f"no inter-node bandwidth for {g} (the device table has none; pass inter_node_gbps=): "
-                     + ", ".join(left))
-    added = tp_comm + (pp_send or 0.0) + dp_added
-    note = ("the fitted models scale data-parallel work only; the communication below is an estimate, not learned "
-            "from runs: " + "; ".join(parts) +
-            (f"; inter-node network {gb(net)} per device, {net_source}" if multi_node and net is not None else ""))
-    return {"intra_link_gb_per_s": intra, "inter_node_gb_per_s": net if multi_node else None,
-            "inter_node_source": net_source if multi_node else None, "tp_comm_s_per_step": tp_comm,
-            "tp_spans_nodes": tp_spans, "pp_send_s_per_step": pp_send, "pp_crosses_nodes": bool(pp > 1 and multi_node),
-            "pp_bubble_factor": bubble, "dp_allreduce_s_per_step": dp_total, "dp_added_s_per_step": dp_added,
-            "added_s_per_step": added, "note": note}
+        seconds=float(pred.seconds), lower=float(pred.lower), upper=float(pred.upper), prediction=pred,
+        gpu_type=g, params=float(params), params_formula=params_formula, flops_per_sample=float(flops.model),
+        flops_formula=flops_formula, tokens=int(tokens_done), samples=int(samples_done), steps=int(n_steps),
+        seq_len=seq_len, global_batch=global_batch, devices=devices, nodes=nodes, gpus_per_node=gpn,
+        data_parallel=layout.dp, tensor_parallel=layout.tp, pipeline_parallel=layout.pp,
+        zero_stage=layout.zero_stage, micro_batch=layout.micro_batch, accumulation=accumulation,
+        batch_size_per_device=global_batch / devices, precision=used_precision, precision_assumed=precision is None,
+        memory=memory, shape=shape, layout=layout, flops=flops, breakdown=dict(pred.breakdown),
+        layouts=None if searched is None else searched.drop(columns="layout_obj"),
+        context_parallel=layout.cp, expert_parallel=layout.ep, virtual_stages=layout.vp,
+        sequence_parallel=layout.sequence_parallel, recompute=layout.recompute,
+        hf_config=None if hf is None else {k: v for k, v in hf.items() if k != "shape"}, notes=notes)

@@ -1,30 +1,39 @@
-"""Does a training job fit in device memory? :func:`estimate_memory`, a closed-form per-device estimate.
+"""Does a training job fit in device memory? :func:`estimate_memory`, a closed-form per-device estimate of the kind
+the training frameworks print (Megatron-LM's ``theoretical_memory_usage``, Korthikanti et al. 2022).
 
-Per device, in bytes (``N`` parameters, ``dp`` / ``tp`` / ``pp`` the data-, tensor- and pipeline-parallel degrees):
+Per device, in bytes, for a transformer of shape ``L, d, h, kv·hd, ffn, V`` (:mod:`perfmodel.transformer`) under a
+layout ``tp, pp, cp, dp, ep, vp``, micro-batch ``b``, sequence ``s`` (:mod:`perfmodel.layout`):
 
-* **Model state** (the ZeRO paper's accounting, Rajbhandari et al. 2020, section 3.1). Mixed precision
-  (``fp16``/``bf16``, and ``fp8``, whose frameworks keep 16-bit weights and cast to FP8 inside the matmuls) with
-  AdamW keeps 2 bytes of 16-bit weights, 2 of 16-bit gradients and 12 of optimizer state (fp32 master weights,
-  momentum and variance) per parameter: 16 bytes. ``fp32``/``tf32`` keeps 4 + 4 + 8 (momentum and variance):
-  also 16. SGD with momentum keeps 4 bytes of momentum (+ 4 of fp32 master weights in mixed precision).
-  Tensor and pipeline parallelism give each device ``N / (tp·pp)`` of the parameters; ZeRO then divides, over the
-  ``dp`` replicas, the optimizer state (stage 1), also the gradients (stage 2), also the weights (stage 3, which
-  is FSDP's full sharding).
-* **Activations** of one micro-batch of ``b`` sequences of ``s`` tokens, hidden size ``h``, ``a`` heads, ``L``
-  layers (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", eq. 1-2,
-  16-bit activations): ``s·b·h·(34 + 5·a·s/h)`` bytes per layer, or with tensor parallelism (no sequence
-  parallelism) ``s·b·h·(10 + 24/tp + 5·a·s/(h·tp))``. The ``5·a·s/h`` term is the stored attention-score matrix;
-  FlashAttention does not store it (``flash_attention=True`` drops it). With full activation checkpointing each
-  layer keeps only its 16-bit input, ``2·s·b·h`` bytes, plus one layer's full activations while it is recomputed.
-  With pipeline parallelism (1F1B schedule) the first stage holds ``pp`` micro-batches in flight for its
-  ``L / pp`` layers: the same as ``L`` layers of one micro-batch, so ``pp`` does not reduce it. fp32 activations
-  take twice the bytes. When ``vocab`` is given the logits of the loss add ``4·s·b·vocab / tp`` bytes (fp32).
+* **Model state** (the ZeRO paper's accounting, Rajbhandari et al. 2020, section 3.1, with Megatron-LM's fp32
+  gradient buffers): mixed precision (``fp16``/``bf16``) with AdamW keeps 2 bytes of 16-bit weights, 4 of fp32
+  gradients (Megatron accumulates and reduces them in fp32 by default) and 12 of optimizer state (fp32 master
+  weights, momentum and variance) per parameter: 18; ``fp8`` keeps 1 byte more per parameter (the fp8 weight
+  copies of Transformer Engine); ``fp32``/``tf32`` keeps 4 + 4 + 8. SGD with momentum keeps 4 bytes of momentum (+
+  4 of fp32 master weights in mixed precision). A device holds ``dense/(tp·pp) + experts/(ep·tp·pp)`` parameters;
+  ZeRO then divides, over the ``dp·cp`` ranks that hold the same parameters (a mixture's experts: ``dp·cp/ep``),
+  the optimizer state (stage 1: Megatron's distributed optimizer), also the gradients (stage 2), also the weights
+  (stage 3: FSDP's full sharding, which then gathers one layer's weights at a time).
+* **Activations** of one micro-batch per layer, per token of the ``s/cp`` on the device, in 16-bit bytes
+  (Korthikanti et al. 2022, eq. 1–2, generalised to grouped-query attention and gated MLPs): attention
+  ``7·d + 4·kv·hd`` (``11·d`` for multi-head attention), MLP ``3·d + 4·ffn`` (gated: ``3·d + 6·ffn``; a mixture's
+  expert layer ``3·d + 4·k·d + 6·k·ffn_e`` with its routed copies), two norms ``4·d`` — ``34·d`` for the plain
+  case —, of which ``10·d`` (norm inputs, dropout masks, the attention and MLP inputs) is not split by tensor
+  parallelism unless it is sequence-parallel; plus the attention scores ``5·h·s`` unless FlashAttention-style
+  kernels (the default) or selective recomputation drop them. Full recomputation keeps each layer's ``2·d`` input
+  and one layer's full activations. The first pipeline stage holds ``min(m, pp)`` micro-batches in flight for its
+  ``⌈L/(pp·vp)⌉·vp`` layers (× ``1 + (pp−1)/(pp·vp)`` when interleaved); the last stage adds the loss's logits,
+  ``6·s·b·V/tp`` bytes (16-bit and fp32). fp32 activations take twice the bytes.
 * **Framework overhead**: a fixed ``overhead_bytes`` (default 2 GB: CUDA context, NCCL buffers, allocator
   fragmentation), an assumption rather than a measurement.
 
+A model given by its size alone is estimated with the standard shape of that size
+(:func:`perfmodel.transformer.standard_shape`), said in ``notes``. Without a sequence length the activations are
+not estimated: the total is a lower bound, and ``fits`` is then False when the model state alone does not fit and
+None (unknown) otherwise — a lower bound never reads "fits".
+
 The total is compared with the device table's ``memory_gb`` (:mod:`perfmodel.hardware`, vendor GB = 1e9 bytes).
-The estimate is the standard closed-form one; real peaks also depend on the framework, kernels and allocator, so
-treat a configuration within ~10% of the device memory as uncertain.
+Real peaks also depend on the framework, kernels and allocator; ``benchmarks/llm_layouts.py`` measures the error
+against published peak memory.
 """
 
 from __future__ import annotations
@@ -35,9 +44,11 @@ from dataclasses import dataclass, field
 from .._format import to_plain
 from .._validation import check_choice, check_nonnegative_float, check_positive_float, check_positive_int
 from ..hardware import PRECISIONS, get_spec, resolve_gpu_type
+from ..layout import ParallelLayout
+from ..transformer import RECOMPUTE_MODES, TransformerShape, standard_shape
 
-__all__ = ["estimate_memory", "MemoryEstimate", "model_state_bytes_per_param", "DEFAULT_OVERHEAD_BYTES",
-           "OPTIMIZERS"]
+__all__ = ["estimate_memory", "MemoryEstimate", "model_state_bytes_per_param", "layout_activation_bytes",
+           "DEFAULT_OVERHEAD_BYTES", "OPTIMIZERS"]
 
 #: Fixed per-device framework overhead assumed by :func:`estimate_memory` (bytes).
 DEFAULT_OVERHEAD_BYTES = 2e9
@@ -48,17 +59,32 @@ _WHERE = "estimate_memory"
 
 
 def model_state_bytes_per_param(precision: str, optimizer: str = "adamw") -> tuple[float, float, float]:
-    """``(weights, gradients, optimizer state)`` bytes per parameter, unsharded.
+    """``(weights, gradients, optimizer state)`` bytes per parameter, unsharded (module docstring).
 
+    Parameters
+    ----------
+    precision : {"fp32", "tf32", "fp16", "bf16", "fp8"}
+        The training precision.
+    optimizer : {"adamw", "sgd"}, default="adamw"
+        The optimizer.
+
+    Returns
+    -------
+    tuple of float
+        Bytes per parameter of the weights, the gradients and the optimizer state.
+
+    Examples
+    --------
     >>> model_state_bytes_per_param("bf16")
-    (2.0, 2.0, 12.0)
+    (2.0, 4.0, 12.0)
     >>> model_state_bytes_per_param("fp32")
     (4.0, 4.0, 8.0)
     """
     precision = _check_precision(precision, "model_state_bytes_per_param")
     check_choice(optimizer, "optimizer", "model_state_bytes_per_param", OPTIMIZERS)
     mixed = precision in ("fp16", "bf16", "fp8")
-    w, g = (2.0, 2.0) if mixed else (4.0, 4.0)
+    w = {"fp8": 3.0, "fp16": 2.0, "bf16": 2.0}.get(precision, 4.0)
+    g = 4.0  # fp32 gradient buffers (mixed precision) or fp32 gradients
     if optimizer == "adamw":
         opt = 12.0 if mixed else 8.0  # (fp32 master +) momentum + variance
     else:
@@ -80,9 +106,10 @@ class MemoryEstimate:
     Attributes
     ----------
     weights_bytes, gradients_bytes, optimizer_bytes : float
-        Model state on one device, after tensor/pipeline parallelism and ZeRO sharding.
+        Model state on one device, after tensor/pipeline/expert parallelism and ZeRO sharding.
     activations_bytes : float or None
-        Activations of one micro-batch (None when the architecture is not known: the total is then a lower bound).
+        Activations held at the peak (the first pipeline stage's micro-batches in flight, or the last stage's
+        logits); None when the sequence length is not known: the total is then a lower bound.
     overhead_bytes : float
         The fixed framework overhead assumed.
     total_bytes : float
@@ -90,8 +117,8 @@ class MemoryEstimate:
     device_bytes : float or None
         The device's memory (``memory_gb`` × 1e9); None when the table has no figure.
     fits : bool or None
-        ``total_bytes <= device_bytes``; None when the device memory is unknown. With activations unknown, False
-        is certain (the model state alone does not fit) and True is not.
+        ``total_bytes <= device_bytes``; None when the device memory is unknown, or when the activations are not
+        estimated and the model state alone fits (a lower bound never reads "fits").
     gpu_type : str or None
         The device compared with (resolved name); None when none was given.
     precision : str
@@ -103,13 +130,21 @@ class MemoryEstimate:
     data_parallel, tensor_parallel, pipeline_parallel : int
         The parallel layout.
     micro_batch : int
-        Sequences (samples) per device per forward/backward pass.
+        Sequences per forward/backward pass on one replica.
     activation_checkpointing : bool
-        Whether full activation checkpointing was assumed.
+        Whether full recomputation was assumed.
     flash_attention : bool
         Whether attention was assumed not to store the score matrix.
+    context_parallel, expert_parallel, virtual_stages : int, default=1
+        The rest of the layout.
+    sequence_parallel : bool, default=False
+        Whether tensor-parallel ranks split the sequence in norms and dropouts.
+    recompute : str, default="none"
+        Activation recomputation (``none``, ``selective``, ``full``).
+    in_flight : float, default=1
+        Micro-batches whose activations the first pipeline stage holds at once.
     notes : list of str
-        Caveats of the estimate (what was not estimated and why).
+        Caveats of the estimate (what was assumed or not estimated, and why).
     """
 
     weights_bytes: float
@@ -130,14 +165,22 @@ class MemoryEstimate:
     micro_batch: int
     activation_checkpointing: bool
     flash_attention: bool
+    context_parallel: int = 1
+    expert_parallel: int = 1
+    virtual_stages: int = 1
+    sequence_parallel: bool = False
+    recompute: str = "none"
+    in_flight: float = 1.0
     notes: list = field(default_factory=list)
 
     @property
     def total_gb(self) -> float:
+        """The total in GB (1e9 bytes)."""
         return self.total_bytes / 1e9
 
     @property
     def device_gb(self) -> float | None:
+        """The device's memory in GB; None where unknown."""
         return None if self.device_bytes is None else self.device_bytes / 1e9
 
     @property
@@ -167,10 +210,10 @@ class MemoryEstimate:
         total = f"{'>= ' if self.lower_bound else ''}{self.total_gb:.1f} GB"
         if self.device_bytes is None:
             return f"{total} per device (device memory unknown)"
-        verdict = "fits" if self.fits else "does NOT fit"
-        if self.fits and self.lower_bound:
-            verdict = "model state fits (activations not estimated)"
-        return f"{total} of {self.device_gb:.0f} GB per device: {verdict}"
+        if self.fits is None:
+            return f"{total} of {self.device_gb:.0f} GB per device: model state fits; activations not estimated " \
+                   "(no sequence length), so whether the job fits is unknown"
+        return f"{total} of {self.device_gb:.0f} GB per device: {'fits' if self.fits else 'does NOT fit'}"
 
     def __str__(self) -> str:
         gb = lambda v: f"{v / 1e9:.1f}"  # noqa: E731
@@ -178,61 +221,125 @@ class MemoryEstimate:
         return (f"{self.short()} (weights {gb(self.weights_bytes)} + gradients {gb(self.gradients_bytes)} + "
                 f"optimizer {gb(self.optimizer_bytes)} + activations {act} + overhead {gb(self.overhead_bytes)} GB; "
                 f"{self.precision}, {self.optimizer}, ZeRO-{self.zero_stage}, micro-batch {self.micro_batch}"
-                f"{', checkpointing' if self.activation_checkpointing else ''})")
+                f"{', sequence parallel' if self.sequence_parallel and self.tensor_parallel > 1 else ''}"
+                f"{'' if self.recompute == 'none' else f', {self.recompute} recomputation'})")
 
 
-def activation_bytes(*, seq_len: int, micro_batch: int, d_model: int, n_layers: int, n_heads: int,
-                     tensor_parallel: int = 1, activation_checkpointing: bool = False,
-                     flash_attention: bool = False, precision: str = "bf16", vocab: int | None = None) -> float:
-    """Activation bytes of one micro-batch on one device (Korthikanti et al. 2022; see the module docstring)."""
-    s, b, h, a, t = seq_len, micro_batch, d_model, n_heads, tensor_parallel
-    scores = 0.0 if flash_attention else 5 * a * s / (h * t)
-    per_layer = s * b * h * (10 + 24 / t + scores)  # = 34 + 5·a·s/h at tp = 1
-    scale = 2.0 if precision in ("fp32", "tf32") else 1.0  # the formula counts 16-bit activations
-    if activation_checkpointing:
-        total = n_layers * 2 * s * b * h * scale + per_layer * scale  # layer inputs + one layer recomputed
+def _token_layer_bytes(shape: TransformerShape, *, expert: bool) -> tuple[float, float]:
+    """Activation bytes per token of one layer (16-bit): ``(not split by tp without SP, split by tp)``."""
+    d, kvd = shape.d_model, shape.n_kv_heads * shape.head_dim
+    attention = 7 * d + 4 * kvd
+    norms = 4 * d
+    if expert:
+        k, fe = shape.experts_per_token, shape.moe_ffn_hidden
+        mlp = 3 * d + 4 * k * d + (2 * shape.mlp_matrices) * (k + shape.n_shared_experts) * fe
     else:
-        total = n_layers * per_layer * scale
-    if vocab:
-        total += 4.0 * s * b * vocab / t  # fp32 logits for the loss
-    return float(total)
+        mlp = 3 * d + 2 * shape.mlp_matrices * shape.ffn_hidden
+    replicated = 10 * d
+    return replicated, attention + mlp + norms - replicated
 
 
-def estimate_memory(*, params, gpu_type=None, precision="bf16", micro_batch=1, seq_len=None, n_layers=None,
-                    d_model=None, n_heads=None, vocab=None, optimizer="adamw", zero_stage=0, data_parallel=1,
-                    tensor_parallel=1, pipeline_parallel=1, activation_checkpointing=False, flash_attention=False,
-                    overhead_bytes=DEFAULT_OVERHEAD_BYTES) -> MemoryEstimate:
-    """Per-device memory of a training step (weights, gradients, optimizer state, activations, overhead).
-
-    The formulas are in :mod:`perfmodel.plan._memory`'s docstring (ZeRO accounting for the model state,
-    Korthikanti et al. 2022 for transformer activations).
+def layout_activation_bytes(shape: TransformerShape, layout: ParallelLayout, *, seq_len: int,
+                            global_batch: int | None = None, precision: str = "bf16",
+                            flash_attention: bool = True) -> tuple[float, float]:
+    """Activation bytes one device holds at its peak, and the micro-batches in flight (module docstring).
 
     Parameters
     ----------
-    params : float
-        Parameter count of the whole model.
+    shape : TransformerShape
+        The model.
+    layout : ParallelLayout
+        The layout.
+    seq_len : int
+        Tokens per sequence.
+    global_batch : int, optional
+        Sequences per step (bounds the micro-batches in flight); default: as many as the pipeline holds.
+    precision : str, default="bf16"
+        fp32/tf32 activations take twice the bytes.
+    flash_attention : bool, default=True
+        Attention kernels that store no score matrix.
+
+    Returns
+    -------
+    tuple of float
+        The bytes, and the micro-batches in flight on the first pipeline stage.
+    """
+    tp, pp, vp, cp, b = layout.tp, layout.pp, layout.vp, layout.cp, layout.micro_batch
+    tokens = b * seq_len / cp
+    sp = layout.sequence_parallel and tp > 1
+    scale = 2.0 if precision in ("fp32", "tf32") else 1.0
+    stage_layers = math.ceil(shape.n_layers / (pp * vp)) * vp
+    expert_share = shape.moe_layers / shape.n_layers
+    scores = 0.0 if flash_attention or layout.recompute != "none" else 5.0 * shape.n_heads * seq_len / cp / tp
+
+    def per_layer(expert: bool) -> float:
+        rep, split = _token_layer_bytes(shape, expert=expert)
+        return tokens * (rep / (tp if sp else 1) + split / tp + scores)
+
+    dense_layer = per_layer(False)
+    expert_layer = per_layer(True) if shape.is_moe else dense_layer
+    layer = (1 - expert_share) * dense_layer + expert_share * expert_layer
+    if layout.recompute == "full":
+        held = stage_layers * tokens * 2 * shape.d_model / (tp if sp else 1) + max(dense_layer, expert_layer)
+    else:
+        held = stage_layers * layer
+    micro = math.inf if global_batch is None else global_batch / (layout.dp * b)
+    in_flight = min(micro, pp) * ((1 + (pp - 1) / (pp * vp)) if vp > 1 else 1.0)
+    first = held * in_flight
+    logits = 6.0 * tokens * shape.vocab / tp
+    last = held + logits if pp > 1 else 0.0
+    total = max(first + (logits if pp == 1 else 0.0), last)
+    return float(total * scale), float(in_flight)
+
+
+def estimate_memory(*, params=None, gpu_type=None, precision="bf16", micro_batch=1, seq_len=None, n_layers=None,
+                    d_model=None, n_heads=None, vocab=None, optimizer="adamw", zero_stage=0, data_parallel=1,
+                    tensor_parallel=1, pipeline_parallel=1, activation_checkpointing=False, flash_attention=True,
+                    overhead_bytes=DEFAULT_OVERHEAD_BYTES, shape=None, layout=None, global_batch=None,
+                    context_parallel=1, expert_parallel=1, virtual_stages=1, sequence_parallel=None,
+                    recompute=None) -> MemoryEstimate:
+    """Per-device memory of a training step (weights, gradients, optimizer state, activations, overhead).
+
+    The formulas are in :mod:`perfmodel.plan._memory`'s docstring.
+
+    Parameters
+    ----------
+    params : float, optional
+        Parameter count of the whole model (or give ``shape``; with both, the shape's count is used for the
+        model state when it is within a third of ``params``, else ``params``).
     gpu_type : str, optional
         Device to compare with (its ``memory_gb`` in the spec table); None: no comparison.
     precision : {"fp32", "tf32", "fp16", "bf16", "fp8"}, default="bf16"
     micro_batch : int, default=1
-        Sequences (samples) per device per forward/backward pass.
-    seq_len, n_layers, d_model : int, optional
-        The transformer's shape; all three are needed to estimate activations (without them the total is a
-        lower bound: model state and overhead only).
-    n_heads : int, optional
-        Attention heads; default ``d_model // 128`` (head size 128).
-    vocab : int, optional
-        Vocabulary size: adds the fp32 logits of the loss.
+        Sequences per forward/backward pass on one replica.
+    seq_len : int, optional
+        Tokens per sequence: without it the activations are not estimated (the total is a lower bound).
+    n_layers, d_model, n_heads, vocab : int, optional
+        The transformer's shape (heads default ``d_model // 128``, the MLP ``4·d_model``); without ``n_layers``
+        and ``d_model`` (and no ``shape``), the standard shape of ``params``
+        (:func:`perfmodel.transformer.standard_shape`), said in the notes.
     optimizer : {"adamw", "sgd"}, default="adamw"
     zero_stage : {0, 1, 2, 3}, default=0
-        ZeRO / FSDP sharding over the data-parallel replicas (3 = FSDP full shard).
+        ZeRO / FSDP sharding over the data-parallel replicas (1 = Megatron's distributed optimizer, 3 = FSDP full
+        shard).
     data_parallel, tensor_parallel, pipeline_parallel : int, default=1
     activation_checkpointing : bool, default=False
-        Full activation checkpointing (recompute each layer in the backward pass).
-    flash_attention : bool, default=False
+        Full recomputation (the same as ``recompute="full"``).
+    flash_attention : bool, default=True
         Attention that does not store the score matrix (FlashAttention / SDPA memory-efficient kernels).
     overhead_bytes : float, default=2e9
         Fixed framework overhead per device.
+    shape : TransformerShape, optional
+        The model's shape (instead of ``n_layers``, ``d_model``...).
+    layout : ParallelLayout, optional
+        The layout (instead of the degrees, ``micro_batch``, ``zero_stage``...).
+    global_batch : int, optional
+        Sequences per step: bounds the micro-batches a pipeline holds in flight.
+    context_parallel, expert_parallel, virtual_stages : int, default=1
+    sequence_parallel : bool, optional
+        Default: on where ``tensor_parallel > 1``.
+    recompute : {"none", "selective", "full"}, optional
+        Default ``"full"`` with ``activation_checkpointing``, else ``"none"``.
 
     Returns
     -------
@@ -243,55 +350,101 @@ def estimate_memory(*, params, gpu_type=None, precision="bf16", micro_batch=1, s
     >>> m = estimate_memory(params=1.3e9, gpu_type="L4", precision="fp16", micro_batch=16, seq_len=2048,
     ...                     n_layers=24, d_model=2048)
     >>> m.fits, round(m.weights_bytes + m.gradients_bytes + m.optimizer_bytes)
-    (False, 20800000000)
+    (False, 23400000000)
     """
-    params = check_positive_float(params, "params", _WHERE)
     precision = _check_precision(precision, _WHERE)
     check_choice(optimizer, "optimizer", _WHERE, OPTIMIZERS)
-    if isinstance(zero_stage, bool) or zero_stage not in (0, 1, 2, 3):
-        raise ValueError(f"The 'zero_stage' parameter of {_WHERE} must be 0, 1, 2 or 3. Got {zero_stage!r} instead.")
-    micro_batch = check_positive_int(micro_batch, "micro_batch", _WHERE)
-    dp = check_positive_int(data_parallel, "data_parallel", _WHERE)
-    tp = check_positive_int(tensor_parallel, "tensor_parallel", _WHERE)
-    pp = check_positive_int(pipeline_parallel, "pipeline_parallel", _WHERE)
     overhead_bytes = check_nonnegative_float(overhead_bytes, "overhead_bytes", _WHERE)
     for name, flag in (("activation_checkpointing", activation_checkpointing), ("flash_attention", flash_attention)):
         if not isinstance(flag, bool):
             raise TypeError(f"The {name!r} parameter of {_WHERE} must be a bool. Got {flag!r} instead.")
-    shape = {"seq_len": seq_len, "n_layers": n_layers, "d_model": d_model}
-    shape = {k: check_positive_int(v, k, _WHERE, allow_none=True) for k, v in shape.items()}
-    vocab = check_positive_int(vocab, "vocab", _WHERE, allow_none=True)
-    notes = []
-    w_b, g_b, o_b = model_state_bytes_per_param(precision, optimizer)
-    local = params / (tp * pp)
-    weights = local * w_b / (dp if zero_stage >= 3 else 1)
-    grads = local * g_b / (dp if zero_stage >= 2 else 1)
-    opt = local * o_b / (dp if zero_stage >= 1 else 1)
-    if all(v is not None for v in shape.values()):
-        d = shape["d_model"]
-        heads = check_positive_int(n_heads, "n_heads", _WHERE) if n_heads is not None else max(1, d // 128)
-        acts = activation_bytes(seq_len=shape["seq_len"], micro_batch=micro_batch, d_model=d,
-                                n_layers=shape["n_layers"], n_heads=heads, tensor_parallel=tp,
-                                activation_checkpointing=activation_checkpointing, flash_attention=flash_attention,
-                                precision=precision, vocab=vocab)
+    notes: list = []
+    if layout is None:
+        if isinstance(zero_stage, bool) or zero_stage not in (0, 1, 2, 3):
+            raise ValueError(f"The 'zero_stage' parameter of {_WHERE} must be 0, 1, 2 or 3. Got {zero_stage!r} "
+                             "instead.")
+        tp = check_positive_int(tensor_parallel, "tensor_parallel", _WHERE)
+        if recompute is None:
+            recompute = "full" if activation_checkpointing else "none"
+        if recompute not in RECOMPUTE_MODES:
+            raise ValueError(f"The 'recompute' parameter of {_WHERE} must be one of {', '.join(RECOMPUTE_MODES)}. "
+                             f"Got {recompute!r}.")
+        layout = ParallelLayout(tp=tp, pp=check_positive_int(pipeline_parallel, "pipeline_parallel", _WHERE),
+                                cp=check_positive_int(context_parallel, "context_parallel", _WHERE),
+                                dp=check_positive_int(data_parallel, "data_parallel", _WHERE),
+                                ep=check_positive_int(expert_parallel, "expert_parallel", _WHERE),
+                                vp=check_positive_int(virtual_stages, "virtual_stages", _WHERE),
+                                micro_batch=check_positive_int(micro_batch, "micro_batch", _WHERE),
+                                zero_stage=int(zero_stage), recompute=recompute,
+                                sequence_parallel=(tp > 1) if sequence_parallel is None else bool(sequence_parallel))
+    elif not isinstance(layout, ParallelLayout):
+        raise TypeError(f"The 'layout' parameter of {_WHERE} must be a ParallelLayout. Got {type(layout).__name__}.")
+    if global_batch is not None:
+        global_batch = check_positive_int(global_batch, "global_batch", _WHERE)
+    seq_len = check_positive_int(seq_len, "seq_len", _WHERE, allow_none=True)
+    if params is not None:
+        params = check_positive_float(params, "params", _WHERE)
+    if shape is None:
+        L = check_positive_int(n_layers, "n_layers", _WHERE, allow_none=True)
+        d = check_positive_int(d_model, "d_model", _WHERE, allow_none=True)
+        V = check_positive_int(vocab, "vocab", _WHERE, allow_none=True) or 0
+        if L is not None and d is not None:
+            h = check_positive_int(n_heads, "n_heads", _WHERE) if n_heads is not None else max(1, d // 128)
+            shape = TransformerShape(n_layers=L, d_model=d, n_heads=h, vocab=V,
+                                     head_dim=None if d % h == 0 else max(1, d // h))
+        elif params is None:
+            raise ValueError(f"{_WHERE} needs the model: 'params', 'shape', or 'n_layers' and 'd_model'.")
+        elif seq_len is not None:
+            shape = standard_shape(params, vocab=V or 32000)
+            notes.append(f"shape not given: the standard shape of a {params:.3g}-parameter decoder "
+                         f"(L={shape.n_layers}, d={shape.d_model}, {shape.n_heads} heads, gated MLP "
+                         f"{shape.ffn_hidden}, vocabulary {shape.vocab})")
+    elif not isinstance(shape, TransformerShape):
+        raise TypeError(f"The 'shape' parameter of {_WHERE} must be a TransformerShape. Got {type(shape).__name__}.")
+    tp, pp, ep = layout.tp, layout.pp, layout.ep
+    replicas = layout.dp * layout.cp
+    if shape is not None:
+        experts = shape.moe_layers * shape.n_experts * shape.mlp_params(shape.moe_ffn_hidden) if shape.is_moe else 0
+        total = float(shape.params())
+        if params is not None and not 0.75 <= params / total <= 1.33:
+            notes.append(f"params={params:.4g} differs from the shape's {total:.4g} by more than a third: the model "
+                         "state uses params")
+            scale = params / total
+            experts, total = experts * scale, params
     else:
-        acts = None
-        missing = [k for k, v in shape.items() if v is None]
-        notes.append(f"activations not estimated (no {', '.join(missing)}): the total is a lower bound")
-    total = weights + grads + opt + (acts or 0.0) + overhead_bytes
+        experts, total = 0.0, float(params)
+    dense = total - experts
+    w_b, g_b, o_b = model_state_bytes_per_param(precision, optimizer)
+    parts = [(dense / (tp * pp), replicas), (experts / (ep * tp * pp), max(1, replicas // ep))]
+    weights = sum(n * w_b / (r if layout.zero_stage >= 3 else 1) for n, r in parts)
+    grads = sum(n * g_b / (r if layout.zero_stage >= 2 else 1) for n, r in parts)
+    opt = sum(n * o_b / (r if layout.zero_stage >= 1 else 1) for n, r in parts)
+    if layout.zero_stage >= 3 and shape is not None:  # one layer's weights gathered at a time (and the next prefetched)
+        weights += 2 * (shape.layer_params() / shape.n_layers) / (tp * pp) * 2.0 / max(1, pp)
+    acts, in_flight = None, 1.0
+    if shape is not None and seq_len is not None:
+        acts, in_flight = layout_activation_bytes(shape, layout, seq_len=seq_len, global_batch=global_batch,
+                                                  precision=precision, flash_attention=flash_attention)
+    else:
+        notes.append("activations not estimated (no sequence length): the total is a lower bound")
+    total_bytes = weights + grads + opt + (acts or 0.0) + overhead_bytes
     device_bytes, fits, name = None, None, None
     if gpu_type is not None:
         name = resolve_gpu_type(gpu_type)
         mem = get_spec(name).memory_gb
         if mem is not None and math.isfinite(mem):
             device_bytes = float(mem) * 1e9
-            fits = bool(total <= device_bytes)
+            fits = bool(total_bytes <= device_bytes)
+            if acts is None and fits:
+                fits = None  # a lower bound never reads "fits"
         else:
             notes.append(f"the spec table has no memory size for {name!r}")
     return MemoryEstimate(weights_bytes=float(weights), gradients_bytes=float(grads), optimizer_bytes=float(opt),
-                          activations_bytes=acts, overhead_bytes=float(overhead_bytes), total_bytes=float(total),
+                          activations_bytes=acts, overhead_bytes=float(overhead_bytes), total_bytes=float(total_bytes),
                           device_bytes=device_bytes, fits=fits, gpu_type=name, precision=precision,
-                          optimizer=optimizer, zero_stage=int(zero_stage), data_parallel=dp, tensor_parallel=tp,
-                          pipeline_parallel=pp, micro_batch=micro_batch,
-                          activation_checkpointing=activation_checkpointing, flash_attention=flash_attention,
-                          notes=notes)
+                          optimizer=optimizer, zero_stage=layout.zero_stage, data_parallel=layout.dp,
+                          tensor_parallel=tp, pipeline_parallel=pp, micro_batch=layout.micro_batch,
+                          activation_checkpointing=layout.recompute == "full", flash_attention=flash_attention,
+                          context_parallel=layout.cp, expert_parallel=ep, virtual_stages=layout.vp,
+                          sequence_parallel=layout.sequence_parallel, recompute=layout.recompute,
+                          in_flight=in_flight, notes=notes)

@@ -1,0 +1,408 @@
+"""Runs of transformer training with their parallel layout -> the physical parts of one optimizer step.
+
+:func:`layout_jobs` reads each row's model shape (:mod:`perfmodel.transformer`), layout (:mod:`perfmodel.layout`)
+and device (:mod:`perfmodel.hardware`); :func:`layout_components` turns them into :data:`LAYOUT_FEATURES`, the
+quantities :class:`perfmodel.models.LayoutRegressor` combines with its fitted coefficients. Every quantity is a
+time at 100% of a datasheet figure (a peak, a bandwidth) or a count; nothing here is fitted.
+
+Per **micro-batch on the busiest pipeline stage** (``Ls = ⌈L/(pp·vp)⌉·vp`` layers, ``t = b·seq/cp`` tokens on each
+device, ``b`` the micro-batch):
+
+* GEMMs of the layers (attention projections, dense MLPs, a mixture's shared experts), of the routed experts
+  (``E/ep`` experts per device, each taking ``t·k·ep/E`` tokens: small GEMMs), and of the output head: for each
+  group its FLOPs over the peak at the run's precision (``*_flops_s``) and the bytes its operands and result move
+  over the memory bandwidth (``*_bytes_s``), forward and backward (3 GEMMs each), tensor-parallel shards;
+* ``attn_flops_s``: attention scores and values, ``12·Ls·(h/tp)·hd·seq·t`` FLOPs at the 16-bit peak (attention
+  runs in 16 bits under fp8 training);
+* ``mem_s``: bytes that memory-bound kernels (norms, activations, dropout, residuals, rotary, routing copies)
+  move, from the activation accounting of Korthikanti et al. 2022 (per token and layer ``10·d`` bytes not split
+  by tensor parallelism unless sequence-parallel, ``(8·d + 2·m·ffn)/tp`` split, ``m`` MLP matrices, plus ``4·k·d``
+  of routing copies in an expert layer), over the memory bandwidth;
+* ``kernels``: kernels launched (forward + backward; a layer ~30, an expert layer ~20 more, a collective 3);
+* ``xl_nvl_s`` / ``xl_net_s``: collectives inside the layers at the link's one-way bandwidth — tensor parallel
+  (``8·(tp−1)/tp·t·d`` bytes of 16-bit activations per layer: two all-reduces, or all-gather + reduce-scatter
+  pairs, forward and backward), context parallel (the ring's K/V exchange, ``3·(cp−1)·2·t·kv·hd`` per layer) and
+  expert all-to-alls (``4·(ep−1)/ep·t·k·d`` per expert layer) — over NVLink when the group fits in a node
+  (``gpus_per_node``), else the network;
+* ``p2p_nvl_s`` / ``p2p_net_s``: pipeline sends, activations forward and gradients back (``2·t·d/tp`` per virtual
+  stage boundary).
+
+Full recomputation adds a forward pass (GEMMs, attention, memory traffic, ×4/3; tensor-parallel collectives
+×1.5); selective recomputation the attention core (×4/3 of ``attn_flops_s``).
+
+Per **step**: ``microbatches`` (``m = global_batch/(dp·b)``), ``bubble`` (``(pp−1)/vp`` micro-batch times of the
+1F1B schedule), ``dp_nvl_s`` / ``dp_net_s`` (the data-parallel gradient reduction and, with ZeRO/FSDP, the weights'
+all-gathers: an all-reduce's ``2·(n−1)/n·P·2`` bytes, 1.5 times that for full sharding, of the device's ``P``
+parameters — dense ones over ``dp·cp`` replicas, experts over ``dp·cp·tp/(ep·tp)`` — hierarchical: the ``k``
+ranks of a node over NVLink, then across ``n/k`` nodes each rank's share over its own network link, so
+``2·(k−1)/k·V/B_nvl`` and ``2·(n/k−1)/(n/k)·V/(k·B_net)``), ``opt_s`` (the optimizer's traffic, 16 bytes per
+parameter held, over the memory bandwidth) and ``fp8`` (1 where the GEMMs run in fp8).
+
+Where a run or query lacks a quantity: heads ``d/128`` (at least 1), MLP ``4·d`` (plain), vocabulary 0, key/value
+heads as heads; a model given by its size only gets :func:`perfmodel.transformer.standard_shape`; the micro-batch is
+the replica's whole share (no accumulation); sequence parallelism on where ``tp > 1``; no recomputation (full
+where ``activation_checkpointing`` is 1); ZeRO stage 0; ``gpus_per_node`` 8; the network per device
+``inter_node_gbps``, else the spec table's ``network_gbps``, else :data:`DEFAULT_NETWORK_GBPS`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from .hardware import get_spec
+from .layout import DEFAULT_GPUS_PER_NODE, ParallelLayout, layout_problems
+from .transformer import TransformerShape, standard_shape
+
+__all__ = ["LAYOUT_FEATURES", "LayoutJob", "layout_jobs", "layout_components", "job_problems", "shape_of",
+           "DEFAULT_NETWORK_GBPS"]
+
+#: The quantities :func:`layout_components` produces, in order.
+LAYOUT_FEATURES = ("layer_flops_s", "layer_bytes_s", "expert_flops_s", "expert_bytes_s", "head_flops_s",
+                   "head_bytes_s", "attn_flops_s", "mem_s", "kernels", "xl_nvl_s", "xl_net_s", "p2p_nvl_s",
+                   "p2p_net_s", "microbatches", "bubble", "dp_nvl_s", "dp_net_s", "opt_s", "fp8")
+#: Inter-node bandwidth per device (GB/s, one way) assumed where neither the run nor the spec table gives one:
+#: one 200 Gb/s NIC per device.
+DEFAULT_NETWORK_GBPS = 25.0
+_SHAPE_FIELDS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "n_experts",
+                 "experts_per_token", "moe_ffn_hidden")
+_KERNELS_PER_LAYER = 30.0
+_KERNELS_PER_EXPERT_LAYER = 20.0
+_KERNELS_PER_COLLECTIVE = 3.0
+_ACT_BYTES = 2.0  # 16-bit activations and gradients
+_OPT_BYTES_PER_PARAM = 16.0
+
+
+class LayoutJob:
+    """One row resolved: its shape, layout, global batch, sequence, precision and links (see the module
+    docstring for the defaults). ``problem`` says why a row cannot be resolved (then the rest is None)."""
+
+    __slots__ = ("shape", "layout", "global_batch", "seq_len", "precision", "gpu_type", "gpus_per_node",
+                 "network_gbps", "problem", "assumed")
+
+    def __init__(self, **kw):
+        for k in self.__slots__:
+            setattr(self, k, kw.get(k))
+        if self.assumed is None:
+            self.assumed = []
+
+
+def _value(row: dict, name: str):
+    v = row.get(name)
+    if v is None or v is pd.NA:
+        return None
+    try:
+        if isinstance(v, float) and math.isnan(v):
+            return None
+    except TypeError:
+        pass
+    return v
+
+
+def _int(row: dict, name: str) -> int | None:
+    v = _value(row, name)
+    if v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return int(round(f)) if math.isfinite(f) else None
+
+
+def shape_of(row: dict, assumed: list | None = None) -> TransformerShape:
+    """A row's transformer shape: from its shape columns, else the standard shape of its size (module docstring).
+
+    Parameters
+    ----------
+    row : dict
+        One run or query (``n_layers``, ``d_model`` and the other shape columns where known; else ``params`` or
+        ``active_params``).
+    assumed : list, optional
+        Receives a sentence per default taken.
+
+    Returns
+    -------
+    TransformerShape
+
+    Raises
+    ------
+    ValueError, TypeError
+        A shape the columns cannot form (heads that do not divide, no size).
+    """
+    assumed = [] if assumed is None else assumed
+    if _int(row, "n_layers") is None or _int(row, "d_model") is None:
+        size = _value(row, "active_params") or _value(row, "params")
+        if size is None:
+            raise ValueError("no shape (n_layers, d_model) and no size (params)")
+    return _shape(row, assumed)
+
+
+def _shape(row: dict, assumed: list) -> TransformerShape:
+    L, d = _int(row, "n_layers"), _int(row, "d_model")
+    if L is None or d is None:
+        size = _value(row, "active_params") or _value(row, "params")
+        shape = standard_shape(float(size), vocab=_int(row, "vocab") or 32000)
+        assumed.append(f"shape: the standard shape of a {float(size):.3g}-parameter decoder (L={shape.n_layers}, "
+                       f"d={shape.d_model})")
+        return shape
+    h = _int(row, "n_heads")
+    if h is None:
+        h = max(1, d // 128) if d % max(1, d // 128) == 0 else 1
+        assumed.append(f"heads: {h}")
+    kw = {"n_layers": L, "d_model": d, "n_heads": h, "vocab": _int(row, "vocab") or 0}
+    kv = _int(row, "n_kv_heads")
+    if kv:
+        kw["n_kv_heads"] = kv
+    if d % h:
+        kw["head_dim"] = max(1, d // h)
+    ffn = _int(row, "ffn_hidden")
+    experts = _int(row, "n_experts") or 0
+    gated = ffn is not None and ffn % d != 0  # a width that is not a multiple of d: a gated MLP (Llama's 8/3·d)
+    kw.update(ffn_hidden=ffn, gated_mlp=bool(gated))
+    if experts > 1:
+        kw.update(n_experts=experts, experts_per_token=_int(row, "experts_per_token") or 1,
+                  moe_ffn_hidden=_int(row, "moe_ffn_hidden") or ffn, gated_mlp=True)
+    return TransformerShape(**kw)
+
+
+def _job(row: dict) -> LayoutJob:
+    assumed: list = []
+    seq = _int(row, "seq_len")
+    if not seq or seq <= 0:
+        return LayoutJob(problem="no seq_len")
+    try:
+        shape = _shape(row, assumed)
+    except (TypeError, ValueError) as exc:
+        return LayoutJob(problem=f"shape: {exc}")
+    devices = _int(row, "gpu_count") or 1
+    gb = _int(row, "global_batch_size")
+    if gb is None:
+        bs = _value(row, "batch_size")
+        if bs is None:
+            return LayoutJob(problem="no global_batch_size or batch_size")
+        gb = int(round(float(bs) * devices))
+    tp, pp, cp = (_int(row, c) or 1 for c in ("tp", "pp", "cp"))
+    vp, ep = _int(row, "vp") or 1, _int(row, "ep") or 1
+    if pp == 1:
+        vp = 1
+    if devices % (tp * pp * cp):
+        return LayoutJob(problem=f"{devices} devices do not divide into tp x pp x cp = {tp * pp * cp}")
+    dp = devices // (tp * pp * cp)
+    mb = _int(row, "micro_batch_size")
+    if mb is None:
+        mb = max(1, gb // dp)
+        accum = _int(row, "grad_accum")
+        if accum and accum > 1 and (gb // dp) % accum == 0:
+            mb = gb // dp // accum
+    zero = _int(row, "zero_stage")
+    zero = 0 if zero is None else zero
+    sp = _int(row, "sequence_parallel")
+    sp = tp > 1 if sp is None else bool(sp)
+    rc = _value(row, "recompute")
+    if rc is None:
+        rc = "full" if _int(row, "activation_checkpointing") == 1 else "none"
+    rc = str(rc).lower()
+    try:
+        layout = ParallelLayout(tp=tp, pp=pp, cp=cp, dp=dp, ep=ep if shape.is_moe else 1, vp=vp, micro_batch=mb,
+                                zero_stage=min(max(zero, 0), 3), sequence_parallel=sp, recompute=rc)
+    except (TypeError, ValueError) as exc:
+        return LayoutJob(problem=f"layout: {exc}")
+    gpn = _int(row, "gpus_per_node") or DEFAULT_GPUS_PER_NODE
+    spec = get_spec(str(row["gpu_type"]))
+    net = _value(row, "inter_node_gbps")
+    net = float(net) if net is not None else (spec.network_gbps or DEFAULT_NETWORK_GBPS)
+    return LayoutJob(shape=shape, layout=layout, global_batch=gb, seq_len=seq,
+                     precision=str(row.get("precision") or "bf16"), gpu_type=spec.name, gpus_per_node=gpn,
+                     network_gbps=net, assumed=assumed)
+
+
+def layout_jobs(runs: pd.DataFrame) -> list[LayoutJob]:
+    """Resolve each row's shape, layout and links (module docstring), once per distinct row.
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        Runs or queries (``gpu_type``, ``gpu_count``, ``seq_len``, ``precision`` and the shape and layout
+        columns of :mod:`perfmodel.schema` where known).
+
+    Returns
+    -------
+    list of LayoutJob
+        One per row; a row that cannot be priced has ``problem`` set.
+    """
+    cols = [c for c in runs.columns if c in _SHAPE_FIELDS or c in (
+        "seq_len", "gpu_count", "gpu_type", "precision", "global_batch_size", "batch_size", "micro_batch_size",
+        "grad_accum", "tp", "pp", "cp", "vp", "ep", "zero_stage", "sequence_parallel", "recompute",
+        "activation_checkpointing", "gpus_per_node", "inter_node_gbps", "params", "active_params")]
+    frame = runs[cols]
+    keys = pd.util.hash_pandas_object(frame.astype("string"), index=False).to_numpy() if len(frame) else []
+    cache: dict = {}
+    out = []
+    records = frame.to_dict("records")
+    for key, row in zip(keys, records):
+        if key not in cache:
+            cache[key] = _job(row)
+        out.append(cache[key])
+    return out
+
+
+def _link(group: int, gpus_per_node: int) -> str:
+    return "nvl" if group <= gpus_per_node else "net"
+
+
+def _components(job: LayoutJob) -> dict:
+    s, lay = job.shape, job.layout
+    spec = get_spec(job.gpu_type)
+    peak = spec.peak_tflops(job.precision)
+    peak16 = spec.peak_tflops("bf16") or spec.peak_tflops("fp16") or peak
+    if peak is None or not spec.memory_bandwidth_gbps:
+        return {}
+    P, P16, W = peak * 1e12, (peak16 or peak) * 1e12, spec.memory_bandwidth_gbps * 1e9
+    nvl = (spec.interconnect_gbps or 0.0) / 2 * 1e9 or 1e9  # one direction
+    net = job.network_gbps * 1e9
+    tp, pp, cp, dp, ep, vp, b = lay.tp, lay.pp, lay.cp, lay.dp, lay.ep, lay.vp, lay.micro_batch
+    t = b * job.seq_len / cp  # tokens per device per micro-batch
+    d, hd, h, kv = s.d_model, s.head_dim, s.n_heads, s.n_kv_heads
+    per_stage = math.ceil(s.n_layers / (pp * vp)) * vp
+    moe_share = s.moe_layers / s.n_layers
+    Lm = per_stage * moe_share  # expert layers on the stage
+    Ld = per_stage - Lm
+    m_mats = s.mlp_matrices
+    B = _ACT_BYTES
+    recompute = lay.recompute
+    rf = 4.0 / 3.0 if recompute == "full" else 1.0
+
+    def gemm(M, K, N, count=1.0):
+        flops = 3 * 2.0 * M * K * N * count
+        moved = 3 * B * (M * K + K * N + M * N) * count
+        return flops, moved
+
+    # the layers' GEMMs: attention projections, dense MLPs, shared experts
+    qkv = gemm(t, d, (h + 2 * kv) * hd / tp)
+    proj = gemm(t, h * hd / tp, d)
+    dense_mlp = gemm(t, d, m_mats * s.ffn_hidden / tp) if s.ffn_hidden else (0.0, 0.0)
+    lf = per_stage * (qkv[0] + proj[0]) + Ld * dense_mlp[0]
+    lb = per_stage * (qkv[1] + proj[1]) + Ld * dense_mlp[1]
+    ef = eb = 0.0
+    if s.is_moe:
+        k, E = s.experts_per_token, s.n_experts
+        if s.n_shared_experts:
+            sh = gemm(t, d, m_mats * s.n_shared_experts * s.moe_ffn_hidden / tp)
+            lf += Lm * sh[0]
+            lb += Lm * sh[1]
+        local = E / ep
+        tokens_per_expert = t * k * ep / E
+        ex = gemm(tokens_per_expert, d, m_mats * s.moe_ffn_hidden / tp, count=local)
+        ef, eb = Lm * ex[0], Lm * ex[1]
+    head = gemm(t, d, s.vocab / tp) if s.vocab else (0.0, 0.0)
+    attn = 12.0 * per_stage * (h / tp) * hd * job.seq_len * t
+    if recompute in ("full", "selective"):
+        attn *= 4.0 / 3.0
+    # memory-bound traffic per micro-batch (Korthikanti et al. 2022 activation accounting, generalised)
+    dense_tok = 10 * d / (tp if lay.sequence_parallel else 1) + (8 * d + 2 * m_mats * (s.ffn_hidden or 0)) / tp
+    moe_tok = 0.0
+    if s.is_moe:
+        ffn_eff = (s.experts_per_token + s.n_shared_experts) * s.moe_ffn_hidden
+        moe_tok = (10 * d / (tp if lay.sequence_parallel else 1) + (8 * d + 2 * m_mats * ffn_eff) / tp
+                   + 4 * s.experts_per_token * d)
+    mem = t * (Ld * dense_tok + Lm * moe_tok) * B * rf
+    kernels = per_stage * _KERNELS_PER_LAYER + Lm * _KERNELS_PER_EXPERT_LAYER
+    # collectives inside the layers
+    xl = {"nvl": 0.0, "net": 0.0}
+    if tp > 1:
+        vol = 8 * (tp - 1) / tp * t * d * B * per_stage * (1.5 if recompute == "full" else 1.0)
+        xl[_link(tp, job.gpus_per_node)] += vol
+        kernels += 4 * per_stage * _KERNELS_PER_COLLECTIVE
+    if cp > 1:
+        vol = 3 * (cp - 1) * 2 * t * kv * hd * B * per_stage / tp
+        xl[_link(tp * cp, job.gpus_per_node)] += vol
+        kernels += 2 * per_stage * _KERNELS_PER_COLLECTIVE
+    if s.is_moe and ep > 1:
+        vol = 4 * (ep - 1) / ep * t * s.experts_per_token * d * B * Lm
+        xl[_link(tp * ep, job.gpus_per_node)] += vol
+        kernels += 4 * Lm * _KERNELS_PER_COLLECTIVE
+    # pipeline sends per micro-batch
+    p2p = {"nvl": 0.0, "net": 0.0}
+    if pp > 1:
+        p2p[_link(tp * cp * dp + 1, job.gpus_per_node)] += 2 * vp * t * d * B / (tp if lay.sequence_parallel else 1)
+    # per step
+    micro = job.global_batch / (dp * b)
+    bubble = (pp - 1) / vp
+    expert_params = (s.n_experts * s.mlp_params(s.moe_ffn_hidden) * s.moe_layers) if s.is_moe else 0
+    dense_params = s.params() - expert_params
+    P_dense = dense_params / (tp * pp)
+    P_exp = expert_params / (ep * tp * pp) if s.is_moe else 0.0
+    dpn = {"nvl": 0.0, "net": 0.0}
+    z = 1.5 if lay.zero_stage == 3 else 1.0
+    for params, replicas in ((P_dense, dp * cp), (P_exp, max(1, dp * cp * tp // (ep * tp)))):
+        if params <= 0 or replicas <= 1:
+            continue
+        V = z * params * B
+        per_node = max(1, job.gpus_per_node // (tp * cp)) if tp * cp <= job.gpus_per_node else 1
+        k = min(replicas, per_node)
+        nodes = replicas / k
+        if k > 1:
+            dpn["nvl"] += 2 * (k - 1) / k * V
+        if nodes > 1:
+            dpn["net"] += 2 * (nodes - 1) / nodes * V / k
+    held = P_dense / (dp * cp if lay.zero_stage >= 1 else 1) + P_exp / (
+        max(1, dp * cp * tp // (ep * tp)) if lay.zero_stage >= 1 else 1)
+    return {"layer_flops_s": lf * rf / P, "layer_bytes_s": lb * rf / W, "expert_flops_s": ef * rf / P,
+            "expert_bytes_s": eb * rf / W, "head_flops_s": head[0] / P, "head_bytes_s": head[1] / W,
+            "attn_flops_s": attn / P16, "mem_s": mem / W, "kernels": kernels * (1.0 if recompute == "none" else 1.3),
+            "xl_nvl_s": xl["nvl"] / nvl, "xl_net_s": xl["net"] / net, "p2p_nvl_s": p2p["nvl"] / nvl,
+            "p2p_net_s": p2p["net"] / net, "microbatches": micro, "bubble": bubble, "dp_nvl_s": dpn["nvl"] / nvl,
+            "dp_net_s": dpn["net"] / net, "opt_s": held * _OPT_BYTES_PER_PARAM / W,
+            "fp8": 1.0 if job.precision == "fp8" else 0.0}
+
+
+def layout_components(runs: pd.DataFrame, jobs: list | None = None) -> pd.DataFrame:
+    """The physical parts of each row's optimizer step (:data:`LAYOUT_FEATURES`; module docstring).
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        Runs or queries.
+    jobs : list of LayoutJob, optional
+        :func:`layout_jobs` of ``runs``, when already resolved.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed like ``runs``, one column per quantity; NaN in every column of a row that is not a layout job
+        or whose device lacks the figures (a peak at its precision, the memory bandwidth).
+    """
+    jobs = layout_jobs(runs) if jobs is None else jobs
+    cache: dict = {}
+    rows = []
+    for job in jobs:
+        if job.problem is not None:
+            rows.append({})
+            continue
+        key = id(job)
+        if key not in cache:
+            cache[key] = _components(job)
+        rows.append(cache[key])
+    out = pd.DataFrame(rows, index=runs.index, columns=list(LAYOUT_FEATURES), dtype=float)
+    return out
+
+
+def job_problems(job: LayoutJob) -> list[str]:
+    """Why a row cannot be priced, or the framework rules its layout breaks.
+
+    Parameters
+    ----------
+    job : LayoutJob
+        A resolved row (:func:`layout_jobs`).
+
+    Returns
+    -------
+    list of str
+        Empty for a valid layout job.
+    """
+    if job.problem is not None:
+        return [job.problem]
+    return layout_problems(job.layout, devices=job.layout.devices, global_batch=job.global_batch,
+                           shape=job.shape, seq_len=job.seq_len)
