@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 import warnings
@@ -212,15 +213,19 @@ def _parser() -> argparse.ArgumentParser:
 
     ll = sub.add_parser("plan-llm", help="plan an LLM training job from its shape: tokens, sequence length, "
                                           "global batch, devices or nodes, parallelism (time, FLOPs, memory fit)")
-    ll.add_argument("--params", type=float, help="parameter count (or give --n-layers and --d-model, or --hf-config)")
+    ll.add_argument("--params", type=float, help="parameter count (or give --n-layers and --d-model, or --hf-config; "
+                                                 "alone: the standard shape of that size is assumed)")
     ll.add_argument("--hf-config", metavar="PATH",
-                    help="a Hugging Face config.json (or the folder holding it): layers, hidden size, heads, MLP "
-                         "width, vocabulary and the parameter count are read from it (nothing is downloaded)")
+                    help="a Hugging Face config.json (or the folder holding it), dense or mixture of experts: layers, "
+                         "hidden size, heads, MLP width, experts, vocabulary and the parameter count are read from it "
+                         "(nothing is downloaded)")
     ll.add_argument("--n-layers", type=_count)
     ll.add_argument("--d-model", type=_count)
     ll.add_argument("--vocab", type=_count)
     ll.add_argument("--n-heads", type=_count, help="attention heads (default d-model / 128)")
+    ll.add_argument("--n-kv-heads", type=_count, help="key/value heads (grouped-query attention; default --n-heads)")
     ll.add_argument("--ffn-mult", type=float, default=None, help="MLP width / d-model (default 4)")
+    ll.add_argument("--ffn-hidden", type=_count, default=None, help="MLP width in units (instead of --ffn-mult)")
     ll.add_argument("--seq-len", type=_count, required=True, help="tokens per sequence")
     work = ll.add_mutually_exclusive_group(required=True)
     work.add_argument("--tokens", type=_count, help="training tokens, e.g. 100e9")
@@ -230,24 +235,43 @@ def _parser() -> argparse.ArgumentParser:
     ll.add_argument("--gpu-type", required=True, help="device name, e.g. H100, MI300X")
     ll.add_argument("--gpu-count", type=_count, help="devices in all (or --nodes and --gpus-per-node)")
     ll.add_argument("--nodes", type=_count)
-    ll.add_argument("--gpus-per-node", type=_count)
+    ll.add_argument("--gpus-per-node", type=_count, help="devices per node / NVLink domain (default 8; 72 on GB200 "
+                                                         "NVL72)")
     ll.add_argument("--inter-node-gbps", type=float,
                     help="your scale-out network per device, GB/s one way (e.g. 50 for a 400 Gb/s NIC per GPU; "
                          "default: the device table's reference system, where it has one)")
-    ll.add_argument("--zero-stage", type=int, default=0, choices=[0, 1, 2, 3],
-                    help="ZeRO / FSDP sharding (3 = FSDP full shard): memory, and ZeRO-3's extra gathers in the "
-                         "data-parallel traffic")
+    ll.add_argument("--zero-stage", type=int, default=1, choices=[0, 1, 2, 3],
+                    help="sharding over the data-parallel ranks: 1 = Megatron's distributed optimizer (default), "
+                         "3 = FSDP full shard")
     ll.add_argument("--tensor-parallel", type=_count, default=1)
     ll.add_argument("--pipeline-parallel", type=_count, default=1)
-    ll.add_argument("--micro-batch", type=_count, help="sequences per pass on one replica (default: no accumulation)")
-    ll.add_argument("--activation-checkpointing", action="store_true")
-    ll.add_argument("--flash-attention", action="store_true", help="attention that stores no score matrix")
+    ll.add_argument("--context-parallel", type=_count, default=1)
+    ll.add_argument("--expert-parallel", type=_count, default=1, help="a mixture of experts' expert-parallel degree")
+    ll.add_argument("--virtual-stages", type=_count, default=1, help="interleaved pipeline stages per device")
+    ll.add_argument("--micro-batch", type=_count, help="sequences per pass on one replica (default 1)")
+    ll.add_argument("--sequence-parallel", action=argparse.BooleanOptionalAction, default=None,
+                    help="tensor-parallel ranks split the sequence in norms and dropouts (default: on with "
+                         "--tensor-parallel > 1)")
+    ll.add_argument("--recompute", choices=["none", "selective", "full"], default=None,
+                    help="activation recomputation (default none; full with --activation-checkpointing)")
+    ll.add_argument("--activation-checkpointing", action="store_true", help="the same as --recompute full")
+    ll.add_argument("--no-flash-attention", dest="flash_attention", action="store_false",
+                    help="attention kernels that store the score matrix (memory)")
+    ll.add_argument("--search-layouts", action="store_true",
+                    help="search every valid layout that fits in memory and plan the fastest (the given degrees, "
+                         "--zero-stage and --recompute are ignored); the ranking is printed")
+    ll.add_argument("--allow-no-fit", action="store_true",
+                    help="print the time of a layout whose memory estimate does not fit, instead of refusing it")
+    ll.add_argument("--deadline-hours", type=float, help="say whether the job ends in time (on the interval's upper "
+                                                         "bound)")
+    ll.add_argument("--budget", type=float, help="say whether the job's cost (upper bound) stays within this many "
+                                                 "dollars")
     ll.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw")
     ll.add_argument("--precision", default=None,
                     help="fp32, tf32, fp16, bf16 or fp8 (default: what most of the history's runs on the device used)")
     ll.add_argument("--confidence", type=float, default=0.9)
     ll.add_argument("--method", default="auto", choices=_METHOD_CHOICES)
-    ll.add_argument("--history", action="append", help="run history (default: the bundled public GPU history)")
+    ll.add_argument("--history", action="append", help="run history (default: the bundled public LLM history)")
     ll.add_argument("--provider", help="price from this provider (default: the cheapest in the table)")
     ll.add_argument("--prices", help="your price table (CSV)")
     ll.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -624,32 +648,60 @@ def _cmd_recommend(args) -> int:
     return 0
 
 
+#: How plan-llm names the layout in its messages: by its flags.
+_PLAN_LLM_NAMES = {"tp": "--tensor-parallel", "pp": "--pipeline-parallel", "cp": "--context-parallel",
+                   "dp": "the data-parallel degree", "ep": "--expert-parallel", "vp": "--virtual-stages",
+                   "micro_batch": "--micro-batch", "global_batch": "--global-batch", "devices": "--gpu-count",
+                   "search": "--search-layouts", "allow_no_fit": "--allow-no-fit"}
+
+
 def _cmd_plan_llm(args) -> int:
     from .plan import plan_llm_job
     from .exceptions import UnknownPriceError
 
     history = args.history if not args.history or len(args.history) > 1 else args.history[0]
+    for flag, value in (("--deadline-hours", args.deadline_hours), ("--budget", args.budget)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{flag} must be a positive number. Got {value!r}.")
     job = plan_llm_job(params=args.params, n_layers=args.n_layers, d_model=args.d_model, vocab=args.vocab,
-                       n_heads=args.n_heads, ffn_mult=args.ffn_mult, hf_config=args.hf_config, seq_len=args.seq_len,
+                       n_heads=args.n_heads, n_kv_heads=args.n_kv_heads, ffn_mult=args.ffn_mult,
+                       ffn_hidden=args.ffn_hidden, hf_config=args.hf_config, seq_len=args.seq_len,
                        tokens=args.tokens, samples=args.samples, steps=args.steps, global_batch=args.global_batch,
                        gpu_type=args.gpu_type, gpu_count=args.gpu_count, nodes=args.nodes,
                        gpus_per_node=args.gpus_per_node, inter_node_gbps=args.inter_node_gbps,
-                       zero_stage=args.zero_stage,
-                       tensor_parallel=args.tensor_parallel, pipeline_parallel=args.pipeline_parallel,
-                       micro_batch=args.micro_batch, activation_checkpointing=args.activation_checkpointing,
+                       zero_stage=args.zero_stage, tensor_parallel=args.tensor_parallel,
+                       pipeline_parallel=args.pipeline_parallel, context_parallel=args.context_parallel,
+                       expert_parallel=args.expert_parallel, virtual_stages=args.virtual_stages,
+                       micro_batch=args.micro_batch, sequence_parallel=args.sequence_parallel,
+                       recompute=args.recompute, activation_checkpointing=args.activation_checkpointing,
                        flash_attention=args.flash_attention, optimizer=args.optimizer, precision=args.precision,
-                       history=history, confidence=args.confidence, method=args.method)
+                       history=history, confidence=args.confidence, method=args.method,
+                       search=args.search_layouts, allow_no_fit=args.allow_no_fit, names=_PLAN_LLM_NAMES)
     try:
         cost, no_price = job.cost(provider=args.provider, prices=args.prices), None
     except UnknownPriceError as exc:
         cost, no_price = None, " ".join(str(exc).split())
+    verdicts = {}
+    if args.deadline_hours is not None:
+        verdicts["meets_deadline"] = bool(job.upper <= args.deadline_hours * 3600)
+    if args.budget is not None:
+        verdicts["within_budget"] = None if cost is None else bool(cost.upper <= args.budget)
     if args.json:
         out = job.to_dict()
         out["cost"] = None if cost is None else cost.to_dict()
+        out.update(verdicts)
         print(json.dumps(out, indent=2, allow_nan=False))
     else:
         print(job)
         print(f"cost: {cost}" if cost is not None else f"cost: not priced ({no_price})")
+        if "meets_deadline" in verdicts:
+            print(f"deadline {args.deadline_hours:g} h: {'met' if verdicts['meets_deadline'] else 'NOT met'} on the "
+                  f"interval's upper bound ({job.upper / 3600:.3g} h)")
+        if "within_budget" in verdicts:
+            within = verdicts["within_budget"]
+            print(f"budget ${args.budget:,.0f}: " + ("not priced" if within is None else
+                                                     ("within" if within else "NOT within") +
+                                                     f" on the cost's upper bound (${cost.upper:,.0f})"))
     return 0
 
 
@@ -821,7 +873,8 @@ def main(argv=None) -> int:
         os.environ["PERFMODEL_PROGRESS"] = "1" if args.progress else "0"
     elif sys.stderr.isatty():
         os.environ.setdefault("PERFMODEL_PROGRESS", "1")
-    from .exceptions import PerfModelError, PredictionError, UnknownPriceError, UnsupportedQueryError
+    from .exceptions import (DoesNotFitError, PerfModelError, PredictionError, UnknownPriceError,
+                             UnsupportedQueryError)
 
     try:
         _check_output_folder(args)
@@ -833,8 +886,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("perfmodel: interrupted (runs finished so far are saved)", file=sys.stderr)
         return 130
-    except (UnsupportedQueryError, UnknownPriceError, PredictionError) as exc:
-        # a well-formed question the history (or price table) cannot answer, e.g. too few runs for the interval
+    except (UnsupportedQueryError, UnknownPriceError, PredictionError, DoesNotFitError) as exc:
+        # a well-formed question the history (or price table) cannot answer, e.g. too few runs for the interval,
+        # or a planned job that does not fit in memory
         print(f"perfmodel: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1
     except (PerfModelError, ValueError, TypeError, OSError, ImportError) as exc:

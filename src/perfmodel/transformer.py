@@ -28,8 +28,8 @@ With ``h·hd = d`` and a dense model this is the familiar ``6·N·seq + 12·L·d
 
 **A model given by its size only** (:func:`standard_shape`) gets the shape such models have: a Llama-style gated
 MLP of ``8/3·d`` rounded up to a multiple of 256, heads of 128, ``d ≈ 128·L`` (the aspect ratio of GPT-3 175B,
-Llama 7B and 405B: 128, 128 and 130), ``d`` a multiple of 128, and ``L`` the whole number of layers that brings the
-parameter count nearest the size given.
+Llama 7B and 405B: 128, 128 and 130), ``d`` rounded so that the heads divide over tensor-parallel degrees up to 8,
+and ``L`` the whole number of layers that brings the parameter count nearest the size given.
 """
 
 from __future__ import annotations
@@ -381,6 +381,10 @@ def transformer_flops(shape: TransformerShape | None, seq_len: int, *, recompute
 def standard_shape(params: float, *, vocab: int = 32000, aspect: float = 128.0) -> TransformerShape:
     """The shape of a dense decoder of ``params`` parameters (module docstring, "given by its size only").
 
+    ``d`` is the multiple of 1024 nearest ``(aspect·params/12)^(1/3)`` (of 512 below 4096, of 128 below 2048: so
+    that its heads divide over tensor-parallel degrees up to 8, as real models' do), then ``L`` the whole number of
+    layers nearest the size.
+
     Parameters
     ----------
     params : float
@@ -399,12 +403,14 @@ def standard_shape(params: float, *, vocab: int = 32000, aspect: float = 128.0) 
     --------
     >>> s = standard_shape(7e9)
     >>> s.n_layers, s.d_model, s.n_heads
-    (32, 4224, 33)
+    (34, 4096, 32)
     """
     n = check_positive_float(params, "params", "standard_shape")
     v = 0 if vocab in (0, None) else check_positive_int(vocab, "vocab", "standard_shape")
     a = check_positive_float(aspect, "aspect", "standard_shape")
-    d = max(128, _round_up((a * n / 12.0) ** (1.0 / 3.0) - 64, 128))  # nearest multiple of 128
+    raw = (a * n / 12.0) ** (1.0 / 3.0)
+    step = 1024 if raw >= 4096 else 512 if raw >= 2048 else 128  # heads (d/128) divisible by 8, 4, 1
+    d = max(128, _round_up(raw - step / 2, step))  # the nearest multiple
 
     def build(L: int, d: int) -> TransformerShape:
         return TransformerShape(n_layers=L, d_model=d, n_heads=max(1, d // 128), vocab=v, gated_mlp=True)

@@ -45,7 +45,7 @@ import pandas as pd
 
 from .._format import format_duration, to_plain
 from .._validation import check_choice, check_confidence, check_positive_float, check_positive_int
-from ..exceptions import DoesNotFitError
+from ..exceptions import DoesNotFitError, LayoutError
 from ..fitting import DEFAULT_METHOD
 from ..hardware import PRECISIONS, resolve_gpu_type
 from ..layout import DEFAULT_GPUS_PER_NODE, ParallelLayout, check_layout, enumerate_layouts
@@ -63,7 +63,8 @@ _WHERE = "plan_llm_job"
 #: How :func:`plan_llm_job` names the layout's degrees in its messages (a CLI passes its flags instead).
 LAYOUT_PARAMETER_NAMES = {"tp": "tensor_parallel", "pp": "pipeline_parallel", "cp": "context_parallel",
                           "dp": "the data-parallel degree", "ep": "expert_parallel", "vp": "virtual_stages",
-                          "micro_batch": "micro_batch", "global_batch": "global_batch", "devices": "devices"}
+                          "micro_batch": "micro_batch", "global_batch": "global_batch", "devices": "devices",
+                          "search": "search=True", "allow_no_fit": "allow_no_fit=True"}
 
 
 def decoder_params(n_layers: int, d_model: int, vocab: int = 0, ffn_mult: float = 4.0) -> float:
@@ -660,8 +661,9 @@ def plan_llm_job(*, seq_len, global_batch, gpu_type, params=None, n_layers=None,
     ep, vp = _count(expert_parallel, "expert_parallel"), _count(virtual_stages, "virtual_stages")
     mb = 1 if micro_batch is None else _count(micro_batch, "micro_batch")
     if devices % (tp * pp * cp):
-        check_layout(ParallelLayout(tp=tp, pp=pp, cp=cp, dp=1, ep=1, vp=vp if pp > 1 else 1, micro_batch=mb),
-                     devices=devices, global_batch=global_batch, names=names)  # raises: the product is not devices
+        raise LayoutError(f"Invalid parallel layout: {devices} devices do not divide into {names['tp']} x "
+                          f"{names['pp']} x {names['cp']} = {tp} x {pp} x {cp} = {tp * pp * cp}: the data-parallel "
+                          "degree devices / (tp·pp·cp) must be whole.")
     layout = ParallelLayout(tp=tp, pp=pp, cp=cp, dp=devices // (tp * pp * cp), ep=ep, vp=vp, micro_batch=mb,
                             zero_stage=int(zero_stage), recompute=recompute,
                             sequence_parallel=(tp > 1) if sequence_parallel is None else bool(sequence_parallel))
@@ -682,8 +684,8 @@ def plan_llm_job(*, seq_len, global_batch, gpu_type, params=None, n_layers=None,
     else:
         check_layout(layout, devices=devices, global_batch=global_batch, shape=shape, seq_len=seq_len, names=names)
         if micro_batch is None:
-            notes.append("micro_batch not given: 1 sequence per pass (the frameworks' usual; search=True compares "
-                         "the others)")
+            notes.append(f"micro_batch not given: 1 sequence per pass (the frameworks' usual; {names['search']} "
+                         "compares the others)")
 
     # --- the prediction: the same call predict_training_time answers
     spec = {"shape": shape, "params": params, "name": name, "family": "moe" if shape.is_moe else "decoder"}
@@ -719,13 +721,14 @@ def plan_llm_job(*, seq_len, global_batch, gpu_type, params=None, n_layers=None,
                 suggestion = found["layout"].iloc[0]
         except (ValueError, TypeError):
             found = None
-        hint = (f" The fastest layout that fits: {suggestion} (search=True plans it)." if suggestion else
+        hint = (f" The fastest layout that fits: {suggestion} ({names['search']} plans it)." if suggestion else
                 " No layout of this job fits on these devices: use more devices or a device with more memory.")
         raise DoesNotFitError(f"{_WHERE}: the job does not fit in memory: {memory.short()} with {layout.describe()} "
                               f"({memory.total_gb:.1f} GB: weights {memory.weights_bytes / 1e9:.1f}, gradients "
                               f"{memory.gradients_bytes / 1e9:.1f}, optimizer {memory.optimizer_bytes / 1e9:.1f}, "
-                              f"activations {(memory.activations_bytes or 0) / 1e9:.1f}).{hint} Pass "
-                              "allow_no_fit=True for its time anyway.", memory=memory, suggestion=suggestion)
+                              f"activations {(memory.activations_bytes or 0) / 1e9:.1f}).{hint} Give "
+                              f"{names['allow_no_fit']} for its time anyway.", memory=memory,
+                              suggestion=suggestion)
     if memory.fits is False:
         notes.append("does not fit in device memory (see memory); allowed by allow_no_fit")
     accumulation = global_batch // (layout.dp * layout.micro_batch)
