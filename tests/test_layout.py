@@ -23,6 +23,8 @@ class TestRules:
         shape = TransformerShape(n_layers=126, d_model=16384, n_heads=128, n_kv_heads=8)
         lay = ParallelLayout(tp=8, pp=16, dp=128, vp=1, micro_batch=1)
         assert check_layout(lay, devices=16384, global_batch=2048, shape=shape, seq_len=8192) is lay
+        # and its 126 layers on 16 x 8 virtual stages, the embedding and the loss counting as one each (Megatron-Bridge)
+        assert not layout_problems(lay.with_(vp=8), devices=16384, global_batch=2048, shape=shape, seq_len=8192)
         # DeepSeek-V3's 61 layers on 16 pipeline stages: an uneven split, which Megatron-Bridge runs
         assert not layout_problems(ParallelLayout(pp=16, dp=16, ep=16), devices=256, global_batch=4096,
                                    shape=MOE.with_(n_layers=61, n_dense_layers=3), seq_len=4096)
@@ -31,7 +33,7 @@ class TestRules:
         (ParallelLayout(tp=8, dp=2), 32, 64, "= 16 is not the 32 devices"),
         (ParallelLayout(tp=8, dp=2, micro_batch=4), 16, 12, "12 is not a multiple of dp x micro_batch = 2 x 4"),
         (ParallelLayout(tp=3, dp=1), 3, 4, "64 attention heads do not divide over tp 3"),
-        (ParallelLayout(pp=8, vp=16, dp=1), 8, 8, "80 layers cannot fill pp x vp = 128"),
+        (ParallelLayout(pp=8, vp=16, dp=1), 8, 8, r"80 layers \(and the embedding and loss\) cannot fill pp x vp = 128"),
         (ParallelLayout(cp=3, dp=1), 3, 3, "not a multiple of 2 x cp = 6"),
         (ParallelLayout(dp=4, ep=2), 4, 4, "ep 2: the model has no experts"),
     ])

@@ -17,8 +17,10 @@ then data, then pipeline stages):
 
 **The frameworks' rules** (:func:`check_layout`; Megatron-LM ``arguments.py``/``parallel_state``, torchtitan's
 ``ParallelDims``): ``tp·pp·cp·dp = G``; the global batch a multiple of ``dp·micro_batch`` (it need not be a
-multiple of ``G``); query heads divisible by ``tp``; at least one layer per virtual stage (``L ≥ pp·vp``; an uneven
-split, as Megatron-Bridge runs DeepSeek-V3's 61 layers on 4 or 16 stages, is allowed); the sequence divisible by
+multiple of ``G``); query heads divisible by ``tp``; at least one layer per virtual stage, the embedding and the
+loss counting as one each (``L + 2 ≥ pp·vp``, Megatron's ``account_for_embedding/loss_in_pipeline_split``: Llama 3.1
+405B's 126 layers on 16 × 8 stages); an uneven split (DeepSeek-V3's 61 layers on 4 or 16 stages) is allowed; the
+sequence divisible by
 ``2·cp`` when ``cp > 1`` (the load-balanced causal split); for a mixture of experts, experts divisible by ``ep`` and
 ``ep`` dividing ``tp·cp·dp``; ``vp > 1`` only with ``pp > 1``.
 """
@@ -233,9 +235,9 @@ def layout_problems(layout: ParallelLayout, *, devices: int, global_batch: int, 
     if shape is not None:
         if shape.n_heads % layout.tp:
             out.append(f"the model's {shape.n_heads} attention heads do not divide over {n['tp']} {layout.tp}")
-        if shape.n_layers < layout.pp * layout.vp:
-            out.append(f"{shape.n_layers} layers cannot fill {n['pp']} x {n['vp']} = {layout.pp * layout.vp} "
-                       "pipeline stages")
+        if shape.n_layers + 2 < layout.pp * layout.vp:
+            out.append(f"{shape.n_layers} layers (and the embedding and loss) cannot fill {n['pp']} x {n['vp']} = "
+                       f"{layout.pp * layout.vp} pipeline stages")
         if shape.is_moe:
             if shape.n_experts % layout.ep:
                 out.append(f"the model's {shape.n_experts} experts do not divide over {n['ep']} {layout.ep}")
@@ -328,7 +330,7 @@ def enumerate_layouts(*, devices: int, global_batch: int, shape: TransformerShap
             if cp > 1 and seq_len % (2 * cp):
                 continue
             for pp in divisors(devices // (tp * cp)):
-                if pp > shape.n_layers:
+                if pp > shape.n_layers + 2:
                     continue
                 dp = devices // (tp * cp * pp)
                 vps = [1]

@@ -1,0 +1,395 @@
+"""LLM jobs as they really run: the layout model against published runs that record their layouts (issue #35).
+
+Sets (``data/``; see data/README.md), each held out once while the others are the history (leave-one-set-out):
+
+* ``megatron_bridge``: NVIDIA Megatron-Bridge pre-training (Llama 3 8B–405B, mixtures of experts) on H100, B200,
+  B300, GB200, GB300, fp8/bf16, with tensor/pipeline/context/expert degrees.
+* ``llmfoundry``: MosaicML MPT 125M–70B on 8–512 A100/H100, bf16/fp8, FSDP.
+* the other sets of :data:`LLM_SETS` present in ``data/``, and the MLPerf GPT-3 / Llama 3.1 405B rows of
+  ``mlperf_steps.csv`` that carry their launch configs' layout.
+
+Printed (each beside the baselines: ``6ND@0.4``, FLOPs / (devices × peak × 0.4) with the active parameters, and
+``const-MFU``, the training sets' median model-FLOPs utilisation applied to every job):
+
+1. leave-one-set-out and leave-one-model-out median APE, 90% coverage and median interval half-width;
+2. layout ranking within groups of ≥ 3 layouts of one job (same model, sequence, global batch, devices, device
+   type, precision): mean Spearman ρ and the share of groups whose predicted fastest layout is within 5% of the
+   measured fastest (what a random pick gets is printed beside);
+3. scaling: the measured and predicted throughput per device as the data-parallel degree grows (same model,
+   sequence, device type, precision, micro-batch);
+4. fp8 over bf16: predicted speed-up of matched configurations beside the measured one where a set has both;
+5. memory: :func:`perfmodel.plan.estimate_memory` on every published, completed run (none may read "does not
+   fit") and against published peak memory where a set gives it;
+6. refusals: layouts of the sets the frameworks ran that :func:`perfmodel.layout.check_layout` refuses (target 0);
+7. one answer per job: :func:`perfmodel.predict_training_time`, :func:`perfmodel.plan.plan_llm_job` and
+   :func:`perfmodel.plan.recommend` out of the box on the sets' dense decoder jobs, their median APE, and how far
+   apart they are for the same job.
+
+Usage::
+
+    python benchmarks/llm_layouts.py [--quick] [--out benchmarks/results/llm_layouts]
+
+Writes ``<out>.json`` and ``<out>.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.stats import spearmanr
+
+from perfmodel.exceptions import DoesNotFitError, LayoutError
+from perfmodel.fitting import fit_history
+from perfmodel.hardware import get_spec
+from perfmodel.history import read_history
+from perfmodel.io import load_runs
+from perfmodel.layout import is_layout_job
+from perfmodel.layout_features import job_problems, layout_jobs
+from perfmodel.metrics import coverage, median_ape
+from perfmodel.plan import estimate_memory
+from perfmodel.transformer import transformer_flops
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "data"
+CONFIDENCE = 0.9
+#: the ``6ND`` calculators' utilisation
+BASELINE_MFU = 0.4
+_MLPERF_LLM = ("gpt3", "llama31_405b")
+#: The public LLM pre-training sets that record layouts (``data/public_<name>.csv``; data/README.md), in the order
+#: they were added. NeuSight's transformer rows are single-device forward + backward passes without an optimizer
+#: step: not training jobs with a layout, so not among them.
+LLM_SETS = ("megatron_bridge", "llmfoundry", "torchtitan", "megatron_lm", "bigscience")
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return path.name
+
+
+def load_sets(quick: bool) -> dict[str, pd.DataFrame]:
+    """Every development set with layouts, its rows that are layout jobs, a ``set`` column naming it."""
+    sets = {}
+    for name in LLM_SETS:
+        path = DATA / f"public_{name}.csv"
+        if not path.is_file():
+            continue
+        runs = load_runs(path)
+        keep = is_layout_job(runs)
+        sets[name] = runs.loc[keep].reset_index(drop=True).assign(set=name)
+    ml = load_runs(DATA / "mlperf_steps.csv")
+    if "benchmark" in ml.columns and "tp" in ml.columns:
+        ml = ml[ml["benchmark"].isin(_MLPERF_LLM) & ml["tp"].notna()]
+        keep = is_layout_job(ml)
+        if keep.sum() >= 10:
+            sets["mlperf_llm"] = ml.loc[keep].reset_index(drop=True).assign(set="mlperf_llm")
+    if quick:
+        sets = {k: v.sample(min(len(v), 60), random_state=0).reset_index(drop=True) for k, v in sets.items()}
+    return sets
+
+
+def _flops(runs: pd.DataFrame) -> np.ndarray:
+    """Model FLOPs per sequence of each row, from its shape (one formula for every set)."""
+    jobs = layout_jobs(runs)
+    return np.array([np.nan if j.problem else transformer_flops(j.shape, j.seq_len).model for j in jobs])
+
+
+def _ideal_step(runs: pd.DataFrame) -> np.ndarray:
+    """Seconds per step at 100% of the peak: global batch × FLOPs per sequence / (devices × peak)."""
+    jobs = layout_jobs(runs)
+    peaks = np.array([get_spec(str(g)).peak_tflops(str(p)) or np.nan for g, p in zip(runs["gpu_type"],
+                                                                                     runs["precision"])]) * 1e12
+    gb = np.array([np.nan if j.problem else j.global_batch for j in jobs], dtype=float)
+    return gb * _flops(runs) / (runs["gpu_count"].to_numpy(dtype=float) * peaks)
+
+
+def baseline_6nd(runs: pd.DataFrame) -> np.ndarray:
+    return _ideal_step(runs) / BASELINE_MFU
+
+
+def baseline_const_mfu(train: pd.DataFrame, test: pd.DataFrame) -> np.ndarray:
+    mfu = np.nanmedian(_ideal_step(train) / train["step_time_s"].to_numpy(dtype=float))
+    return _ideal_step(test) / mfu
+
+
+def _fit(train: pd.DataFrame, kind: str):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fit_history(read_history(train.drop(columns=["set"])), "layout", kind=kind)
+
+
+def _predict(model, test: pd.DataFrame) -> pd.DataFrame:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return model.predict_interval(test.drop(columns=["set"]), CONFIDENCE)
+
+
+def _cell(y, pred: pd.DataFrame | None, point=None) -> dict:
+    if pred is not None:
+        point = pred["step_time_s"].to_numpy()
+    ok = np.isfinite(point) & (point > 0)
+    out = {"rows": int(ok.sum()), "median_ape": float(median_ape(y[ok], point[ok])) if ok.any() else None}
+    if pred is not None:
+        lo, hi = pred["step_lower"].to_numpy()[ok], pred["step_upper"].to_numpy()[ok]
+        out["coverage"] = float(coverage(y[ok], lo, hi))
+        out["half_width"] = float(np.median(np.sqrt(hi / lo)) - 1)
+    return out
+
+
+def leave_one_set_out(sets: dict) -> dict:
+    out = {}
+    for name, test in sets.items():
+        train = pd.concat([v for k, v in sets.items() if k != name], ignore_index=True, sort=False)
+        y = test["step_time_s"].to_numpy(dtype=float)
+        model = _fit(train, "new_model")
+        out[name] = {"layout": _cell(y, _predict(model, test)),
+                     "6ND@0.4": _cell(y, None, baseline_6nd(test)),
+                     "const-MFU": _cell(y, None, baseline_const_mfu(train, test))}
+    return out
+
+
+def leave_one_model_out(sets: dict, max_folds: int) -> dict:
+    runs = pd.concat(sets.values(), ignore_index=True, sort=False)
+    models = sorted(runs["model"].astype(str).unique())
+    rng = np.random.default_rng(0)
+    folds = np.array_split(rng.permutation(models), min(max_folds, len(models)))
+    preds = pd.DataFrame(index=runs.index, columns=["step_time_s", "step_lower", "step_upper"], dtype=float)
+    const = np.full(len(runs), np.nan)
+    for fold in folds:
+        test = runs["model"].astype(str).isin(fold).to_numpy()
+        model = _fit(runs.loc[~test], "new_model")
+        p = _predict(model, runs.loc[test])
+        preds.loc[test, p.columns.intersection(preds.columns)] = p[preds.columns].to_numpy()
+        const[test] = baseline_const_mfu(runs.loc[~test], runs.loc[test])
+    out = {}
+    for name in sets:
+        m = (runs["set"] == name).to_numpy()
+        y = runs.loc[m, "step_time_s"].to_numpy(dtype=float)
+        out[name] = {"layout": _cell(y, preds.loc[m]), "6ND@0.4": _cell(y, None, baseline_6nd(runs.loc[m])),
+                     "const-MFU": _cell(y, None, const[m])}
+    return out
+
+
+_JOB = ["set", "model", "seq_len", "global_batch_size", "gpu_count", "gpu_type", "precision"]
+_LAYOUT = ["tp", "pp", "vp", "cp", "ep", "micro_batch_size", "zero_stage", "recompute"]
+
+
+def ranking(sets: dict) -> dict:
+    """Within groups of >= 3 distinct layouts of one job, predicted by leave-one-set-out fits."""
+    rows = []
+    for name, test in sets.items():
+        train = pd.concat([v for k, v in sets.items() if k != name], ignore_index=True, sort=False)
+        cols = [c for c in _JOB if c in test.columns]
+        lay = [c for c in _LAYOUT if c in test.columns]
+        t = test.copy()
+        t["_layout"] = t[lay].apply(lambda c: c.map(str)).agg("|".join, axis=1) if lay else ""
+        groups = [g for _, g in t.groupby(cols, dropna=False) if g["_layout"].nunique() >= 3]
+        if not groups:
+            continue
+        model = _fit(train, "new_model")
+        for g in groups:
+            one = g.groupby("_layout").agg(step_time_s=("step_time_s", "median"), idx=("step_time_s", "idxmin"))
+            pred = _predict(model, test.loc[one["idx"]])["step_time_s"].to_numpy()
+            y = one["step_time_s"].to_numpy()
+            rho = spearmanr(pred, y).statistic if len(y) >= 3 else np.nan
+            best = y[np.argmin(pred)] <= 1.05 * y.min()
+            random_pick = float(np.mean(y <= 1.05 * y.min()))
+            rows.append({"set": name, "layouts": len(y), "rho": rho, "fastest_within_5pct": bool(best),
+                         "random_pick": random_pick})
+    if not rows:
+        return {"groups": 0}
+    r = pd.DataFrame(rows)
+    return {"groups": int(len(r)), "mean_spearman": float(r["rho"].mean()),
+            "fastest_within_5pct": float(r["fastest_within_5pct"].mean()),
+            "random_pick_within_5pct": float(r["random_pick"].mean()),
+            "const_mfu_spearman": "undefined: one time for every layout of a job",
+            "by_set": {k: {"groups": int(len(g)), "mean_spearman": float(g["rho"].mean()),
+                           "fastest_within_5pct": float(g["fastest_within_5pct"].mean())}
+                       for k, g in r.groupby("set")}}
+
+
+def scaling(sets: dict) -> list[dict]:
+    """Throughput per device against the data-parallel degree, measured and predicted (leave-one-set-out)."""
+    out = []
+    for name, test in sets.items():
+        if "dp" not in test.columns:
+            continue
+        cols = [c for c in ("model", "seq_len", "gpu_type", "precision", "micro_batch_size", "tp", "pp", "cp")
+                if c in test.columns]
+        groups = [g for _, g in test.groupby(cols, dropna=False) if g["dp"].nunique() >= 3]
+        if not groups:
+            continue
+        train = pd.concat([v for k, v in sets.items() if k != name], ignore_index=True, sort=False)
+        model = _fit(train, "new_model")
+        for g in groups:
+            g = g.sort_values("gpu_count")
+            pred = _predict(model, g)["step_time_s"].to_numpy()
+            per_dev = lambda t: (g["global_batch_size"].to_numpy(float) * g["seq_len"].to_numpy(float)  # noqa
+                                 / (t * g["gpu_count"].to_numpy(float)))
+            meas, predicted = per_dev(g["step_time_s"].to_numpy(float)), per_dev(pred)
+            out.append({"set": name, "model": str(g["model"].iloc[0]), "gpu_type": str(g["gpu_type"].iloc[0]),
+                        "devices": g["gpu_count"].astype(int).tolist(),
+                        "measured_tokens_per_s_per_device": [round(float(v)) for v in meas],
+                        "predicted_tokens_per_s_per_device": [round(float(v)) for v in predicted],
+                        "measured_last_over_first": float(meas[-1] / meas[0]),
+                        "predicted_last_over_first": float(predicted[-1] / predicted[0])})
+    return out
+
+
+def fp8_speedup(sets: dict) -> dict:
+    out = {"measured": [], "predicted": []}
+    for name, test in sets.items():
+        cols = [c for c in _JOB + _LAYOUT if c in test.columns and c != "precision"]
+        pairs = [g for _, g in test.groupby(cols, dropna=False) if set(g["precision"]) >= {"bf16", "fp8"}]
+        if not pairs:
+            continue
+        train = pd.concat([v for k, v in sets.items() if k != name], ignore_index=True, sort=False)
+        model = _fit(train, "new_model")
+        for g in pairs:
+            b, f = g[g["precision"] == "bf16"].iloc[[0]], g[g["precision"] == "fp8"].iloc[[0]]
+            out["measured"].append(float(b["step_time_s"].iloc[0] / f["step_time_s"].iloc[0]))
+            out["predicted"].append(float(_predict(model, b)["step_time_s"].iloc[0]
+                                          / _predict(model, f)["step_time_s"].iloc[0]))
+    return {k: {"pairs": len(v), "median": float(np.median(v)) if v else None,
+                "range": [float(min(v)), float(max(v))] if v else None} for k, v in out.items()}
+
+
+def memory_and_refusals(sets: dict) -> dict:
+    out = {}
+    for name, test in sets.items():
+        jobs = layout_jobs(test)
+        refused = [j for j in jobs if job_problems(j)]
+        not_fit, errors = 0, []
+        for j, (_, row) in zip(jobs, test.iterrows()):
+            if j.problem:
+                continue
+            mem = estimate_memory(shape=j.shape, layout=j.layout, seq_len=j.seq_len, precision=j.precision,
+                                  gpu_type=j.gpu_type, global_batch=j.global_batch)
+            not_fit += mem.fits is False
+            published = row.get("peak_mem_bytes")
+            if published is not None and np.isfinite(float(published)) and float(published) > 0:
+                errors.append(abs(mem.total_bytes / float(published) - 1))
+        out[name] = {"rows": len(jobs), "refused": len(refused),
+                     "refusal_reasons": sorted({"; ".join(job_problems(j)) for j in refused})[:5],
+                     "completed_called_does_not_fit": int(not_fit),
+                     "published_peak_memory_rows": len(errors),
+                     "memory_median_error": float(np.median(errors)) if errors else None}
+    return out
+
+
+def out_of_box(sets: dict, limit: int) -> dict:
+    """predict_training_time, plan_llm_job and recommend with no history, on the dense decoder jobs."""
+    import perfmodel
+    from perfmodel.plan import plan_llm_job
+
+    rows = []
+    for name, test in sets.items():
+        dense = test[(test["family"].astype(str) == "decoder")] if "family" in test.columns else test
+        if len(dense) > limit:
+            dense = dense.sample(limit, random_state=0)
+        for j, (_, row) in zip(layout_jobs(dense), dense.iterrows()):
+            if j.problem:
+                continue
+            lay = j.layout
+            layout = {"tp": lay.tp, "pp": lay.pp, "cp": lay.cp, "vp": lay.vp, "micro_batch": lay.micro_batch,
+                      "zero_stage": lay.zero_stage, "recompute": lay.recompute,
+                      "sequence_parallel": lay.sequence_parallel}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    p = perfmodel.predict_training_time({"shape": j.shape, "params": float(row["params"])},
+                                                        seq_len=j.seq_len, global_batch=j.global_batch,
+                                                        gpu_count=lay.devices, gpu_type=j.gpu_type, steps=100,
+                                                        precision=j.precision, layout=layout,
+                                                        gpus_per_node=j.gpus_per_node)
+                    plan = plan_llm_job(shape=j.shape, params=float(row["params"]), seq_len=j.seq_len,
+                                        global_batch=j.global_batch, gpu_count=lay.devices, gpu_type=j.gpu_type,
+                                        steps=100, precision=j.precision, tensor_parallel=lay.tp,
+                                        pipeline_parallel=lay.pp, context_parallel=lay.cp,
+                                        virtual_stages=lay.vp, micro_batch=lay.micro_batch,
+                                        zero_stage=lay.zero_stage, recompute=lay.recompute,
+                                        sequence_parallel=lay.sequence_parallel, gpus_per_node=j.gpus_per_node,
+                                        allow_no_fit=True)
+                except (LayoutError, DoesNotFitError, ValueError) as exc:
+                    rows.append({"set": name, "error": str(exc)[:120]})
+                    continue
+            rows.append({"set": name, "y": float(row["step_time_s"]), "predict": p.step_seconds,
+                         "plan": plan.prediction.step_seconds, "6ND@0.4": float(baseline_6nd(dense.loc[[_]])[0])})
+    r = pd.DataFrame(rows)
+    ok = r.dropna(subset=["y"]) if "y" in r.columns else r.iloc[0:0]
+    res = {"jobs": int(len(ok)), "errors": int(r["error"].notna().sum()) if "error" in r.columns else 0}
+    if len(ok):
+        y = ok["y"].to_numpy()
+        res.update({"predict_median_ape": float(median_ape(y, ok["predict"].to_numpy())),
+                    "plan_median_ape": float(median_ape(y, ok["plan"].to_numpy())),
+                    "6ND@0.4_median_ape": float(median_ape(y, ok["6ND@0.4"].to_numpy())),
+                    "max_predict_plan_gap": float(np.max(np.abs(ok["plan"] / ok["predict"] - 1)))})
+        res["by_set"] = {k: {"jobs": int(len(g)), "predict": float(median_ape(g["y"], g["predict"])),
+                             "6ND@0.4": float(median_ape(g["y"], g["6ND@0.4"]))} for k, g in ok.groupby("set")}
+    return res
+
+
+def _md(res: dict) -> str:
+    lines = ["# LLM layouts (issue #35)", "", f"Sets: {', '.join(f'{k} ({v} rows)' for k, v in res['sets'].items())}.",
+             "", "## Leave-one-set-out (median APE %, 90% coverage, median half-width)", "",
+             "| set | layout | coverage | half-width | 6ND@0.4 | const-MFU |", "|---|---|---|---|---|---|"]
+    for k, v in res["leave_one_set_out"].items():
+        lay = v["layout"]
+        lines.append(f"| {k} | {lay['median_ape']:.1f} | {lay['coverage']:.2f} | {lay['half_width']:.2f} | "
+                     f"{v['6ND@0.4']['median_ape']:.1f} | {v['const-MFU']['median_ape']:.1f} |")
+    lines += ["", "## Leave-one-model-out", "", "| set | layout | coverage | half-width | 6ND@0.4 | const-MFU |",
+              "|---|---|---|---|---|---|"]
+    for k, v in res["leave_one_model_out"].items():
+        lay = v["layout"]
+        lines.append(f"| {k} | {lay['median_ape']:.1f} | {lay['coverage']:.2f} | {lay['half_width']:.2f} | "
+                     f"{v['6ND@0.4']['median_ape']:.1f} | {v['const-MFU']['median_ape']:.1f} |")
+    rk = res["ranking"]
+    lines += ["", "## Layout ranking", "", "```", json.dumps(rk, indent=1), "```", "", "## Scaling", "", "```"]
+    lines += [json.dumps(s) for s in res["scaling"]]
+    lines += ["```", "", "## fp8 over bf16", "", "```", json.dumps(res["fp8"], indent=1), "```", "",
+              "## Memory and refusals", "", "```", json.dumps(res["memory"], indent=1), "```", "",
+              "## Out of the box: one answer per job", "", "```", json.dumps(res["out_of_box"], indent=1), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="subsample each set to 60 rows (a smoke test, not a result)")
+    ap.add_argument("--folds", type=int, default=10, help="leave-one-model-out refits")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "llm_layouts")
+    args = ap.parse_args(argv)
+    t0 = time.time()
+    sets = load_sets(args.quick)
+    res = {"sets": {k: len(v) for k, v in sets.items()}}
+    print("sets:", res["sets"], flush=True)
+    res["leave_one_set_out"] = leave_one_set_out(sets)
+    print(json.dumps(res["leave_one_set_out"], indent=1), flush=True)
+    res["leave_one_model_out"] = leave_one_model_out(sets, args.folds)
+    print(json.dumps(res["leave_one_model_out"], indent=1), flush=True)
+    res["ranking"] = ranking(sets)
+    print("ranking:", json.dumps(res["ranking"]), flush=True)
+    res["scaling"] = scaling(sets)
+    res["fp8"] = fp8_speedup(sets)
+    print("fp8:", json.dumps(res["fp8"]), flush=True)
+    res["memory"] = memory_and_refusals(sets)
+    print("memory:", json.dumps(res["memory"]), flush=True)
+    res["out_of_box"] = out_of_box(sets, limit=15 if args.quick else 60)
+    print("out of box:", json.dumps(res["out_of_box"]), flush=True)
+    res["seconds"] = round(time.time() - t0, 1)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    Path(f"{args.out}.json").write_text(json.dumps(res, indent=1, default=float) + "\n")
+    Path(f"{args.out}.md").write_text(_md(res))
+    print(f"wrote {_rel(Path(f'{args.out}.json'))} and .md in {res['seconds']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

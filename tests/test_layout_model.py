@@ -1,0 +1,138 @@
+"""The layout model: a step's physical parts (perfmodel.layout_features) in closed form on known layouts, and
+LayoutRegressor's fit, prior and breakdown."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perfmodel.layout_features import LAYOUT_FEATURES, layout_components, layout_jobs
+from perfmodel.models import LayoutRegressor
+from perfmodel.models._layout import COEFFICIENTS, PRIOR
+
+H100 = {"peak": 989.4e12, "bw": 3350e9, "nvl": 450e9, "net": 50e9}
+
+
+def _row(**kw):
+    base = {"model": "m", "params": 1e9, "gpu_type": "H100-SXM5-80GB", "precision": "bf16", "n_layers": 32,
+            "d_model": 4096, "n_heads": 32, "ffn_hidden": 16384, "vocab": 0, "seq_len": 2048,
+            "global_batch_size": 64, "gpu_count": 8, "tp": 1, "pp": 1, "cp": 1, "batch_size": 8.0}
+    return {**base, **kw}
+
+
+def _parts(**kw):
+    return layout_components(pd.DataFrame([_row(**kw)])).iloc[0]
+
+
+class TestComponents:
+    def test_gemm_flops_of_a_data_parallel_step(self):
+        # 32 layers of 4·d² attention + 2·d·4d MLP weights, 2048·b tokens, forward + backward (x3 of 2·M·K·N)
+        c = _parts(micro_batch_size=2, dp=8)
+        weights = 32 * (4 * 4096**2 + 2 * 4096 * 16384)
+        assert c["layer_flops_s"] == pytest.approx(6 * weights * 2048 * 2 / H100["peak"])
+        assert c["attn_flops_s"] == pytest.approx(12 * 32 * 4096 * 2048 * 2048 * 2 / H100["peak"])
+        assert c["microbatches"] == 4 and c["bubble"] == 0
+        assert c["xl_nvl_s"] == 0 and c["p2p_nvl_s"] == 0
+
+    def test_tensor_parallel_bytes_on_nvlink(self):
+        c = _parts(tp=8, dp=1, micro_batch_size=1, sequence_parallel=1)
+        # 8·(tp−1)/tp·t·d bytes of 16-bit activations per layer (two all-reduces forward and backward)
+        assert c["xl_nvl_s"] == pytest.approx(8 * 7 / 8 * 2048 * 4096 * 2 * 32 / H100["nvl"])
+        assert c["xl_net_s"] == 0
+        spans = _parts(tp=16, gpu_count=16, dp=1, micro_batch_size=1, global_batch_size=16)
+        assert spans["xl_nvl_s"] == 0 and spans["xl_net_s"] > 0  # a tensor group wider than a node
+
+    def test_pipeline_bubble_and_micro_batches(self):
+        c = _parts(pp=4, dp=2, micro_batch_size=1, vp=2)
+        assert c["microbatches"] == 32 and c["bubble"] == pytest.approx(3 / 2)
+        # 8 layers per stage (⌈32/(4·2)⌉·2), a quarter of the data-parallel step's per micro-batch work
+        full = _parts(micro_batch_size=1, dp=8)
+        assert c["layer_flops_s"] == pytest.approx(full["layer_flops_s"] / 4)
+
+    def test_data_parallel_traffic_is_hierarchical(self):
+        # 64 replicas on 8 nodes: the k = 8 ranks of a node over NVLink, then 8 nodes over each rank's NIC
+        c = _parts(gpu_count=64, dp=64, global_batch_size=64, micro_batch_size=1, zero_stage=0)
+        P = 32 * (4 * 4096**2 + 2 * 4096 * 16384)
+        V = P * 2
+        assert c["dp_nvl_s"] == pytest.approx(2 * 7 / 8 * V / H100["nvl"])
+        assert c["dp_net_s"] == pytest.approx(2 * 7 / 8 * V / 8 / H100["net"])
+        fsdp = _parts(gpu_count=64, dp=64, global_batch_size=64, micro_batch_size=1, zero_stage=3)
+        assert fsdp["dp_net_s"] == pytest.approx(1.5 * c["dp_net_s"])
+
+    def test_fp8_and_recomputation(self):
+        bf16, fp8 = _parts(micro_batch_size=1, dp=8), _parts(micro_batch_size=1, dp=8, precision="fp8")
+        assert fp8["fp8"] == 1 and fp8["layer_flops_s"] == pytest.approx(bf16["layer_flops_s"] / 2, rel=1e-3)
+        assert fp8["attn_flops_s"] == bf16["attn_flops_s"]  # attention stays 16-bit
+        full = _parts(micro_batch_size=1, dp=8, recompute="full")
+        assert full["layer_flops_s"] == pytest.approx(bf16["layer_flops_s"] * 4 / 3)
+
+    def test_rows_that_are_not_layout_jobs(self):
+        rows = pd.DataFrame([_row(), {**_row(), "seq_len": None}])
+        c = layout_components(rows)
+        assert c.iloc[0].notna().all() and c.iloc[1].isna().all()
+        jobs = layout_jobs(rows)
+        assert jobs[1].problem == "no seq_len"
+
+    def test_standard_shape_for_a_size(self):
+        row = _row(micro_batch_size=1, dp=8)
+        for k in ("n_layers", "d_model", "n_heads", "ffn_hidden"):
+            row.pop(k)
+        job = layout_jobs(pd.DataFrame([{**row, "params": 7e9}]))[0]
+        assert job.shape.d_model == 4096 and "standard shape" in job.assumed[0]
+
+
+class TestRegressor:
+    @staticmethod
+    def design(n=60, seed=0):
+        rng = np.random.default_rng(seed)
+        X = pd.DataFrame(0.0, index=range(n), columns=list(LAYOUT_FEATURES))
+        X["layer_flops_s"] = rng.uniform(0.01, 1.0, n)
+        X["layer_bytes_s"] = X["layer_flops_s"] * rng.uniform(0.01, 0.2, n)
+        X["attn_flops_s"] = X["layer_flops_s"] * rng.uniform(0.05, 0.3, n)
+        X["mem_s"] = X["layer_flops_s"] * rng.uniform(0.02, 0.1, n)
+        X["kernels"] = rng.integers(100, 2000, n).astype(float)
+        X["microbatches"] = rng.integers(1, 16, n).astype(float)
+        X["dp_net_s"] = rng.uniform(0, 2.0, n)
+        X["fp8"] = (rng.uniform(size=n) < 0.3).astype(float)
+        X.loc[X["fp8"] == 1, "layer_flops_s"] /= 2
+        return X
+
+    def test_recovers_the_coefficients_of_its_own_form(self):
+        X = self.design()
+        truth = {**PRIOR, "gemm_eff": 0.5, "attn_eff": 0.35, "mem_factor": 3.0, "fp8_gemm_eff": 0.7}
+        model = LayoutRegressor(prior=truth, prior_weight=1e6).fit(X, np.ones(len(X)))  # pinned at the truth
+        assert model.coef_ == pytest.approx(truth, rel=1e-3)
+        y = model.predict(X)
+        fit = LayoutRegressor(prior_weight=1e-6).fit(X, y)  # from the default prior, on the truth's times
+        assert np.allclose(fit.predict(X), y, rtol=1e-3)
+        assert fit.coef_["gemm_eff"] == pytest.approx(0.5, rel=0.05)
+        assert fit.coef_["fp8_gemm_eff"] == pytest.approx(0.7, rel=0.05)
+        assert fit.rsquared_ > 0.999
+
+    def test_prior_holds_what_the_runs_cannot_identify(self):
+        X = self.design()
+        y = LayoutRegressor().fit(X, np.ones(len(X))).predict(X)  # any positive times
+        X["dp_net_s"] = 0.0  # no data-parallel traffic at all: its coefficients stay at the prior
+        fit = LayoutRegressor(prior={**PRIOR, "network_eff": 0.33, "dp_overlap": 0.44}).fit(X, y)
+        assert fit.coef_["network_eff"] == pytest.approx(0.33, rel=1e-3)
+        assert fit.coef_["dp_overlap"] == pytest.approx(0.44, rel=1e-3)
+        calibrated = fit.with_prior()
+        assert calibrated.prior == fit.coef_ and calibrated.prior_weight == fit.prior_weight
+
+    def test_breakdown_adds_up(self):
+        X = self.design()
+        reg = LayoutRegressor().fit(X, np.exp(np.random.default_rng(1).normal(0, 0.1, len(X))))
+        parts = reg.breakdown(X)
+        total = parts["pipeline"] + parts["dp_exposed"] + parts["optimizer"] + parts["overhead"]
+        assert np.allclose(total, parts["total"]) and np.allclose(parts["total"], reg.predict(X))
+        table = reg.coef_table()
+        assert list(table.index) == list(COEFFICIENTS) and (table["value"] > 0).all()
+
+    @pytest.mark.parametrize("kwargs, match", [({"prior": {"nope": 1.0}}, "unknown coefficients"),
+                                               ({"prior": {"gemm_eff": -1.0}}, "positive finite"),
+                                               ({"prior_weight": -1}, "'prior_weight'")])
+    def test_bad_parameters(self, kwargs, match):
+        X = self.design(10)
+        with pytest.raises(ValueError, match=match):
+            LayoutRegressor(**kwargs).fit(X, np.ones(10))
