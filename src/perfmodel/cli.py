@@ -61,6 +61,52 @@ class _OneLineParser(argparse.ArgumentParser):
 _METHOD_CHOICES = ["auto", "physics", "roofline", "loglinear", "gbm", "linear", "ops", "ratio", "mfu"]
 
 
+def _add_llm_model_flags(p, *, params: bool = True) -> None:
+    """The flags that describe an LLM's shape (plan-llm, recommend --seq-len; recommend has its own --params)."""
+    if params:
+        p.add_argument("--params", type=float, help="parameter count (or give --n-layers and --d-model, or "
+                                                    "--hf-config; alone: the standard shape of that size is assumed)")
+    p.add_argument("--hf-config", metavar="PATH",
+                   help="a Hugging Face config.json (or the folder holding it), dense or mixture of experts: layers, "
+                        "hidden size, heads, MLP width, experts, vocabulary and the parameter count are read from it "
+                        "(nothing is downloaded)")
+    p.add_argument("--n-layers", type=_count)
+    p.add_argument("--d-model", type=_count)
+    p.add_argument("--vocab", type=_count)
+    p.add_argument("--n-heads", type=_count, help="attention heads (default d-model / 128)")
+    p.add_argument("--n-kv-heads", type=_count, help="key/value heads (grouped-query attention; default --n-heads)")
+    p.add_argument("--ffn-mult", type=float, default=None, help="MLP width / d-model (default 4)")
+    p.add_argument("--ffn-hidden", type=_count, default=None, help="MLP width in units (instead of --ffn-mult)")
+
+
+def _add_layout_flags(p, *, plan: bool) -> None:
+    """The flags of an LLM job's parallel layout: plan-llm's (defaults: data parallel) and recommend's (none given:
+    the fastest layout that fits, per configuration)."""
+    p.add_argument("--zero-stage", type=int, default=1 if plan else None, choices=[0, 1, 2, 3],
+                   help="sharding over the data-parallel ranks: 1 = Megatron's distributed optimizer (default), "
+                        "3 = FSDP full shard")
+    p.add_argument("--tensor-parallel", type=_count, default=1 if plan else None)
+    p.add_argument("--pipeline-parallel", type=_count, default=1 if plan else None)
+    p.add_argument("--context-parallel", type=_count, default=1 if plan else None)
+    p.add_argument("--expert-parallel", type=_count, default=1 if plan else None, help="a mixture of experts' expert-parallel degree")
+    p.add_argument("--virtual-stages", type=_count, default=1 if plan else None, help="interleaved pipeline stages per device")
+    p.add_argument("--micro-batch", type=_count, help="sequences per pass on one replica (default 1)")
+    p.add_argument("--sequence-parallel", action=argparse.BooleanOptionalAction, default=None,
+                   help="tensor-parallel ranks split the sequence in norms and dropouts (default: on with "
+                        "--tensor-parallel > 1)")
+    p.add_argument("--recompute", choices=["none", "selective", "full"], default=None,
+                   help="activation recomputation (default none; full with --activation-checkpointing)")
+    p.add_argument("--activation-checkpointing", action="store_true", help="the same as --recompute full")
+    p.add_argument("--no-flash-attention", dest="flash_attention", action="store_false",
+                   help="attention kernels that store the score matrix (memory)")
+    if plan:
+        p.add_argument("--search-layouts", action="store_true",
+                       help="search every valid layout that fits in memory and plan the fastest (the given degrees, "
+                            "--zero-stage and --recompute are ignored); the ranking is printed")
+        p.add_argument("--allow-no-fit", action="store_true",
+                       help="print the time of a layout whose memory estimate does not fit, instead of refusing it")
+
+
 def _parser() -> argparse.ArgumentParser:
     from .kinds import KIND_NAMES
 
@@ -182,6 +228,14 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--model", help="model name in the history (or a label with --params)")
     r.add_argument("--params", type=float)
     r.add_argument("--flops-per-sample", type=float)
+    r.add_argument("--seq-len", type=_count,
+                   help="plan an LLM job (tokens per sequence): --batch-size is the global batch in sequences, the "
+                        "model is --params or the shape flags below, and each configuration gets the layout flags "
+                        "given, or the fastest layout that fits in memory; the same answer as plan-llm")
+    _add_llm_model_flags(r, params=False)
+    r.add_argument("--gpus-per-node", type=_count, help="with --seq-len: devices per node / NVLink domain")
+    r.add_argument("--inter-node-gbps", type=float, help="with --seq-len: the network per device, GB/s one way")
+    _add_layout_flags(r, plan=False)
     r.add_argument("--batch-size", type=_count, required=True,
                    help="the global batch (per-device batch with --work per_device_batch)")
     r.add_argument("--work", default="global_batch", choices=["global_batch", "per_device_batch"],
@@ -213,19 +267,7 @@ def _parser() -> argparse.ArgumentParser:
 
     ll = sub.add_parser("plan-llm", help="plan an LLM training job from its shape: tokens, sequence length, "
                                           "global batch, devices or nodes, parallelism (time, FLOPs, memory fit)")
-    ll.add_argument("--params", type=float, help="parameter count (or give --n-layers and --d-model, or --hf-config; "
-                                                 "alone: the standard shape of that size is assumed)")
-    ll.add_argument("--hf-config", metavar="PATH",
-                    help="a Hugging Face config.json (or the folder holding it), dense or mixture of experts: layers, "
-                         "hidden size, heads, MLP width, experts, vocabulary and the parameter count are read from it "
-                         "(nothing is downloaded)")
-    ll.add_argument("--n-layers", type=_count)
-    ll.add_argument("--d-model", type=_count)
-    ll.add_argument("--vocab", type=_count)
-    ll.add_argument("--n-heads", type=_count, help="attention heads (default d-model / 128)")
-    ll.add_argument("--n-kv-heads", type=_count, help="key/value heads (grouped-query attention; default --n-heads)")
-    ll.add_argument("--ffn-mult", type=float, default=None, help="MLP width / d-model (default 4)")
-    ll.add_argument("--ffn-hidden", type=_count, default=None, help="MLP width in units (instead of --ffn-mult)")
+    _add_llm_model_flags(ll)
     ll.add_argument("--seq-len", type=_count, required=True, help="tokens per sequence")
     work = ll.add_mutually_exclusive_group(required=True)
     work.add_argument("--tokens", type=_count, help="training tokens, e.g. 100e9")
@@ -240,28 +282,7 @@ def _parser() -> argparse.ArgumentParser:
     ll.add_argument("--inter-node-gbps", type=float,
                     help="your scale-out network per device, GB/s one way (e.g. 50 for a 400 Gb/s NIC per GPU; "
                          "default: the device table's reference system, where it has one)")
-    ll.add_argument("--zero-stage", type=int, default=1, choices=[0, 1, 2, 3],
-                    help="sharding over the data-parallel ranks: 1 = Megatron's distributed optimizer (default), "
-                         "3 = FSDP full shard")
-    ll.add_argument("--tensor-parallel", type=_count, default=1)
-    ll.add_argument("--pipeline-parallel", type=_count, default=1)
-    ll.add_argument("--context-parallel", type=_count, default=1)
-    ll.add_argument("--expert-parallel", type=_count, default=1, help="a mixture of experts' expert-parallel degree")
-    ll.add_argument("--virtual-stages", type=_count, default=1, help="interleaved pipeline stages per device")
-    ll.add_argument("--micro-batch", type=_count, help="sequences per pass on one replica (default 1)")
-    ll.add_argument("--sequence-parallel", action=argparse.BooleanOptionalAction, default=None,
-                    help="tensor-parallel ranks split the sequence in norms and dropouts (default: on with "
-                         "--tensor-parallel > 1)")
-    ll.add_argument("--recompute", choices=["none", "selective", "full"], default=None,
-                    help="activation recomputation (default none; full with --activation-checkpointing)")
-    ll.add_argument("--activation-checkpointing", action="store_true", help="the same as --recompute full")
-    ll.add_argument("--no-flash-attention", dest="flash_attention", action="store_false",
-                    help="attention kernels that store the score matrix (memory)")
-    ll.add_argument("--search-layouts", action="store_true",
-                    help="search every valid layout that fits in memory and plan the fastest (the given degrees, "
-                         "--zero-stage and --recompute are ignored); the ranking is printed")
-    ll.add_argument("--allow-no-fit", action="store_true",
-                    help="print the time of a layout whose memory estimate does not fit, instead of refusing it")
+    _add_layout_flags(ll, plan=True)
     ll.add_argument("--deadline-hours", type=float, help="say whether the job ends in time (on the interval's upper "
                                                          "bound)")
     ll.add_argument("--budget", type=float, help="say whether the job's cost (upper bound) stays within this many "
@@ -617,12 +638,44 @@ def _cmd_recommend(args) -> int:
         history = load_model(args.fitted, trusted=args.trusted)
     else:
         history = args.history if not args.history or len(args.history) > 1 else args.history[0]
-    out = recommend(_model_arg(args), batch_size=args.batch_size, steps=args.steps, epochs=args.epochs,
+    llm = {}
+    if args.seq_len is not None:
+        if args.fitted:
+            raise ValueError("recommend --seq-len plans LLM jobs from a history (--history), not --fitted.")
+        model = {k: v for k, v in (("params", args.params), ("hf_config", args.hf_config),
+                                   ("n_layers", args.n_layers), ("d_model", args.d_model), ("vocab", args.vocab),
+                                   ("n_heads", args.n_heads), ("n_kv_heads", args.n_kv_heads),
+                                   ("ffn_mult", args.ffn_mult), ("ffn_hidden", args.ffn_hidden),
+                                   ("name", args.model)) if v is not None}
+        layout = {k: v for k, v in (("tensor_parallel", args.tensor_parallel),
+                                    ("pipeline_parallel", args.pipeline_parallel),
+                                    ("context_parallel", args.context_parallel),
+                                    ("expert_parallel", args.expert_parallel),
+                                    ("virtual_stages", args.virtual_stages), ("micro_batch", args.micro_batch),
+                                    ("zero_stage", args.zero_stage), ("sequence_parallel", args.sequence_parallel),
+                                    ("recompute", args.recompute)) if v is not None}
+        if args.activation_checkpointing:
+            layout["activation_checkpointing"] = True
+        if not args.flash_attention:
+            layout["flash_attention"] = False
+        llm = {"seq_len": args.seq_len, "layout": layout or None, "gpus_per_node": args.gpus_per_node,
+               "inter_node_gbps": args.inter_node_gbps}
+    else:
+        shape_flags = [f for f in ("hf_config", "n_layers", "d_model", "vocab", "n_heads", "n_kv_heads", "ffn_mult",
+                                   "ffn_hidden", "gpus_per_node", "inter_node_gbps", "tensor_parallel",
+                                   "pipeline_parallel", "context_parallel", "expert_parallel", "virtual_stages",
+                                   "micro_batch", "zero_stage", "sequence_parallel", "recompute")
+                       if getattr(args, f) is not None]
+        if shape_flags or args.activation_checkpointing or not args.flash_attention:
+            raise ValueError(f"--{(shape_flags or ['activation_checkpointing'])[0].replace('_', '-')} describes an "
+                             "LLM job: give --seq-len too.")
+        model = _model_arg(args)
+    out = recommend(model, batch_size=args.batch_size, steps=args.steps, epochs=args.epochs,
                     dataset_size=args.dataset_size, gpu_types=args.gpu_types, gpu_counts=args.gpu_counts,
                     work=args.work, max_device_batch=args.max_device_batch,
                     history=history, deadline=None if args.deadline_hours is None else args.deadline_hours * 3600,
                     budget=args.budget, confidence=args.confidence, prices=args.prices,
-                    provider=args.providers or args.provider, spot=args.spot, precision=args.precision)
+                    provider=args.providers or args.provider, spot=args.spot, precision=args.precision, **llm)
     if out.empty:
         print("perfmodel: error: no configuration could be predicted (see the warning above)", file=sys.stderr)
         return 1

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
 from .._validation import check_choice, check_confidence, check_positive_float, check_positive_int
 from ..analysis import DEFAULT_EFFICIENCY_THRESHOLD
-from ..exceptions import ExtrapolationWarning, UnknownPriceError, UnsupportedQueryError
+from ..exceptions import ExtrapolationWarning, LayoutError, UnknownPriceError, UnsupportedQueryError
 from ..fitting import DEFAULT_METHOD
 from ..hardware import PRECISIONS, resolve_gpu_type
 from ..models import METHODS
 from ..predict import BasePredictor, default_precision, model_spec, predict_many, resolve_history
 from ._cost import estimate_cost, load_prices, no_price_reason
+from ._llm import plan_llm_job
 from ._memory import OPTIMIZERS, estimate_memory
 
 __all__ = ["recommend", "scaling_from_model", "WORK_MODES"]
@@ -63,10 +65,62 @@ def _split_batch(global_batch: int, n: int, max_device_batch: int) -> tuple[int,
     return None
 
 
+_LLM_MODEL_KEYS = ("params", "n_layers", "d_model", "vocab", "n_heads", "n_kv_heads", "ffn_mult", "ffn_hidden",
+                   "hf_config", "shape", "name")
+_LLM_LAYOUT_KEYS = ("tensor_parallel", "pipeline_parallel", "context_parallel", "expert_parallel", "virtual_stages",
+                    "micro_batch", "zero_stage", "sequence_parallel", "recompute", "activation_checkpointing",
+                    "flash_attention", "optimizer")
+
+
+def _llm_rows(model, *, seq_len, batch_size, samples, types, names, counts, layout, gpus_per_node,
+              inter_node_gbps, history, method, confidence, precision, skipped, unfit) -> list:
+    """One planned job per device type and count (:func:`perfmodel.plan.plan_llm_job`): the given layout's
+    degrees, or the fastest layout that fits (a search)."""
+    if isinstance(model, str) or not isinstance(model, Mapping):
+        raise TypeError("recommend with seq_len= plans an LLM job: give the model as a dict of plan_llm_job's model "
+                        f"arguments ({', '.join(_LLM_MODEL_KEYS)}). Got {type(model).__name__}.")
+    unknown = sorted(set(model) - set(_LLM_MODEL_KEYS))
+    if unknown:
+        raise ValueError(f"recommend: the LLM model dict has unknown keys {unknown}; allowed: "
+                         f"{', '.join(_LLM_MODEL_KEYS)}.")
+    if layout is not None:
+        if not isinstance(layout, Mapping):
+            raise TypeError(f"The 'layout' parameter of recommend must be a dict of plan_llm_job's layout arguments "
+                            f"({', '.join(_LLM_LAYOUT_KEYS)}). Got {type(layout).__name__}.")
+        bad = sorted(set(layout) - set(_LLM_LAYOUT_KEYS))
+        if bad:
+            raise ValueError(f"The 'layout' parameter of recommend has unknown keys {bad}; allowed: "
+                             f"{', '.join(_LLM_LAYOUT_KEYS)}.")
+    degrees = {"tensor_parallel", "pipeline_parallel", "context_parallel", "expert_parallel", "virtual_stages",
+               "micro_batch"}
+    search = layout is None or not (set(layout) & degrees)
+    rows = []
+    for g, g_name in zip(types, names):
+        for n in counts:
+            args = {k: v for k, v in dict(model).items() if k != "name"}
+            n_steps = -(-samples // batch_size)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", ExtrapolationWarning)
+                    job = plan_llm_job(**args, name=str(model.get("name", "llm")), seq_len=seq_len,
+                                       global_batch=batch_size, gpu_type=g, gpu_count=n, steps=n_steps,
+                                       gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps,
+                                       precision=precision, history=history, method=method, confidence=confidence,
+                                       search=search, allow_no_fit=not search, **(layout or {}))
+            except (UnsupportedQueryError, LayoutError) as exc:
+                skipped.setdefault(_first_sentence(exc), []).append(f"{g_name} x{n}")
+                continue
+            if job.memory.fits is False:
+                unfit.append(f"{g_name} x{n} ({job.memory.short()})")
+            rows.append((job, n, n_steps))
+    return rows
+
+
 def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, gpu_types=("cpu",),
               gpu_counts=(1, 2, 4, 8), work="global_batch", max_device_batch=None, history=None, deadline=None,
               budget=None, confidence=0.9, precision=None, provider=None, prices=None, spot=False,
-              method=DEFAULT_METHOD, memory=None) -> pd.DataFrame:
+              method=DEFAULT_METHOD, memory=None, seq_len=None, layout=None, gpus_per_node=None,
+              inter_node_gbps=None) -> pd.DataFrame:
     """Rank configurations (device type × count) for the same work by cost, with time and cost intervals.
 
     Every configuration does **the same work**: the same number of samples, and by default the same global batch
@@ -148,6 +202,22 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
         (``seq_len``, ``n_layers``, ``d_model``, ``n_heads``, ``vocab``, ``optimizer``, ``zero_stage``,
         ``activation_checkpointing``, ``flash_attention``, ``overhead_bytes``, ``tensor_parallel``,
         ``pipeline_parallel``); ``params``, the device, precision and micro-batch come from each row.
+    seq_len : int, optional
+        Plan an **LLM job** (tokens per sequence): ``model`` is then a dict of
+        :func:`~perfmodel.plan.plan_llm_job`'s model arguments (``params``, ``n_layers``, ``d_model``,
+        ``hf_config``, ``shape``, ...), ``batch_size`` the global batch in sequences, and each device type and
+        count is planned by :func:`~perfmodel.plan.plan_llm_job` — the same answer as the plan and as
+        :func:`~perfmodel.predict.predict_training_time` for that job — with the given ``layout``, or, without
+        degrees in it, the fastest layout that fits in memory (a search). ``memory`` and ``max_device_batch`` do
+        not apply.
+    layout : dict, optional
+        plan_llm_job's layout arguments (``tensor_parallel``, ``pipeline_parallel``, ``context_parallel``,
+        ``expert_parallel``, ``virtual_stages``, ``micro_batch``, ``zero_stage``, ``sequence_parallel``,
+        ``recompute``, ``activation_checkpointing``, ``flash_attention``, ``optimizer``), with ``seq_len``.
+    gpus_per_node : int, optional
+        Devices per node (NVLink domain), with ``seq_len``.
+    inter_node_gbps : float, optional
+        The network per device, GB/s one way, with ``seq_len``.
 
     Returns
     -------
@@ -156,7 +226,9 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
         provider, usd_per_device_hour, cost, cost_lower, cost_upper, useful_pflop_per_dollar, memory_gb,
         device_memory_gb, fits_memory, memory_lower_bound, precision, meets_deadline, within_budget,
         inside_domain, price_note``, one row per configuration and provider (one per configuration that no
-        provider prices, ``price_note`` saying why; None on priced rows), feasible first, then by cost.
+        provider prices, ``price_note`` saying why; None on priced rows), feasible first, then by cost. With
+        ``seq_len``, also ``layout`` (in words); ``device_batch`` is then the micro-batch and ``accumulation``
+        the micro-batches per step of a replica.
 
     Raises
     ------
@@ -205,13 +277,42 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
         raise TypeError(f"The 'provider' parameter of recommend must be a provider name or a list of them. "
                         f"Got {provider!r}.")
     memory = _check_memory(memory)
+    llm = seq_len is not None
+    if not llm and (layout is not None or gpus_per_node is not None or inter_node_gbps is not None):
+        raise ValueError("recommend: layout=, gpus_per_node= and inter_node_gbps= plan LLM jobs; give seq_len= too.")
+    if llm:
+        if work != "global_batch" or memory or max_device_batch is not None:
+            raise ValueError("recommend with seq_len= keeps the global batch (work='global_batch') and estimates "
+                             "memory per layout itself: leave out memory= and max_device_batch=.")
+        if isinstance(history, BasePredictor):
+            raise TypeError("recommend with seq_len= takes the history as predict_training_time does, not a "
+                            "Predictor.")
     # each configuration as predict_training_time answers it alone: the fit for its own kind of query
     fits = history if isinstance(history, BasePredictor) else BasePredictor(history, method=method,
                                                                              confidence=confidence)
     prices = load_prices(prices)  # read and check once, not once per configuration
     rows, skipped, notes, unfit, unpriced = [], {}, {}, [], {}
+    planned = []
+    if llm:
+        planned = _llm_rows(model, seq_len=seq_len, batch_size=batch_size, samples=samples, types=types,
+                            names=list(gpu_types), counts=counts, layout=layout, gpus_per_node=gpus_per_node,
+                            inter_node_gbps=inter_node_gbps, history=history, method=method, confidence=confidence,
+                            precision=precision, skipped=skipped, unfit=unfit)
+    for job, n, n_steps in planned:
+        r, mem = job.prediction, job.memory
+        base = {
+            "gpu_type": job.gpu_type, "gpu_count": n, "device_batch": job.micro_batch,
+            "accumulation": job.accumulation, "global_batch": job.global_batch, "steps": n_steps,
+            "samples": job.global_batch * n_steps, "seconds": job.seconds, "lower": job.lower, "upper": job.upper,
+            "memory_gb": mem.total_gb, "device_memory_gb": mem.device_gb, "fits_memory": mem.fits,
+            "memory_lower_bound": mem.lower_bound, "precision": job.precision,
+            "meets_deadline": True if deadline is None else bool(job.upper <= deadline),
+            "inside_domain": r.inside_domain, "layout": job.layout.describe(),
+        }
+        useful = job.flops_per_sample * job.global_batch * n_steps
+        _priced_rows(rows, base, r, useful, providers, prices, spot, budget, unpriced, skipped, n, job.gpu_type)
     for g, g_name in zip(types, gpu_types):
-        for n in counts:
+        for n in (() if llm else counts):
             if work == "global_batch":
                 split = _split_batch(batch_size, n, max_device_batch or fits.max_batch(g))
                 if split is None:
@@ -253,32 +354,7 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
                 "meets_deadline": True if deadline is None else bool(r.upper <= deadline),
                 "inside_domain": r.inside_domain,
             }
-            missing = []
-            for prov in providers:
-                try:
-                    cost = estimate_cost(r, provider=prov, prices=prices, spot=spot)
-                except UnknownPriceError:
-                    missing.append(prov)
-                    continue
-                rows.append({
-                    **base, "provider": cost.provider, "usd_per_device_hour": cost.usd_per_device_hour,
-                    "cost": cost.dollars, "cost_lower": cost.lower, "cost_upper": cost.upper,
-                    "useful_pflop_per_dollar": useful / 1e15 / cost.dollars if cost.dollars > 0 else np.inf,
-                    "within_budget": True if budget is None else bool(cost.upper <= budget), "price_note": None,
-                })
-            asked = [p for p in providers if p is not None]
-            if len(missing) == len(providers):  # priced by none: kept, with the reason
-                reason = no_price_reason(r.query["gpu_type"], provider=asked or None, spot=spot, prices=prices)
-                rows.append({
-                    **base, "provider": asked[0] if len(asked) == 1 else None, "usd_per_device_hour": np.nan,
-                    "cost": np.nan, "cost_lower": np.nan, "cost_upper": np.nan, "useful_pflop_per_dollar": np.nan,
-                    "within_budget": True if budget is None else None, "price_note": f"no price: {reason}",
-                })
-                unpriced.setdefault(reason, []).append(f"{g_name} x{n}")
-            else:
-                for prov in missing:  # another provider asked for prices it
-                    reason = no_price_reason(r.query["gpu_type"], provider=prov, spot=spot, prices=prices)
-                    skipped.setdefault(reason.split(";")[0], []).append(f"{g_name} x{n} at {prov}")
+            _priced_rows(rows, base, r, useful, providers, prices, spot, budget, unpriced, skipped, n, g_name)
     if skipped:
         parts = [f"{', '.join(where)} ({reason.rstrip('.')})" for reason, where in skipped.items()]
         warnings.warn("recommend left out: " + "; ".join(parts), ExtrapolationWarning, stacklevel=2)
@@ -294,7 +370,7 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
     cols = ["gpu_type", "gpu_count", "device_batch", "accumulation", "global_batch", "steps", "samples", "seconds",
             "lower", "upper", "provider", "usd_per_device_hour", "cost", "cost_lower", "cost_upper",
             "useful_pflop_per_dollar", "memory_gb", "device_memory_gb", "fits_memory", "memory_lower_bound",
-            "precision", "meets_deadline", "within_budget", "inside_domain", "price_note"]
+            "precision", "meets_deadline", "within_budget", "inside_domain", "price_note"] + (["layout"] if llm else [])
     out = pd.DataFrame(rows, columns=cols)
     for col in ("provider", "price_note", "within_budget"):  # None, not NaN, where unknown
         out[col] = out[col].astype(object).where(out[col].notna(), None)
@@ -304,6 +380,36 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
         out = out.sort_values(["_feasible", "cost", "seconds"], ascending=[False, True, True],
                               na_position="last").drop(columns="_feasible")
     return out.reset_index(drop=True)
+
+
+def _priced_rows(rows, base, r, useful, providers, prices, spot, budget, unpriced, skipped, n, g_name) -> None:
+    """The rows of one configuration: one per provider that prices it, or one with the reason none does."""
+    missing = []
+    for prov in providers:
+        try:
+            cost = estimate_cost(r, provider=prov, prices=prices, spot=spot)
+        except UnknownPriceError:
+            missing.append(prov)
+            continue
+        rows.append({
+            **base, "provider": cost.provider, "usd_per_device_hour": cost.usd_per_device_hour,
+            "cost": cost.dollars, "cost_lower": cost.lower, "cost_upper": cost.upper,
+            "useful_pflop_per_dollar": useful / 1e15 / cost.dollars if cost.dollars > 0 else np.inf,
+            "within_budget": True if budget is None else bool(cost.upper <= budget), "price_note": None,
+        })
+    asked = [p for p in providers if p is not None]
+    if len(missing) == len(providers):  # priced by none: kept, with the reason
+        reason = no_price_reason(r.query["gpu_type"], provider=asked or None, spot=spot, prices=prices)
+        rows.append({
+            **base, "provider": asked[0] if len(asked) == 1 else None, "usd_per_device_hour": np.nan,
+            "cost": np.nan, "cost_lower": np.nan, "cost_upper": np.nan, "useful_pflop_per_dollar": np.nan,
+            "within_budget": True if budget is None else None, "price_note": f"no price: {reason}",
+        })
+        unpriced.setdefault(reason, []).append(f"{g_name} x{n}")
+    else:
+        for prov in missing:  # another provider asked for prices it
+            reason = no_price_reason(r.query["gpu_type"], provider=prov, spot=spot, prices=prices)
+            skipped.setdefault(reason.split(";")[0], []).append(f"{g_name} x{n} at {prov}")
 
 
 def scaling_from_model(model, *, batch_size, gpu_type, gpu_counts=(1, 2, 4, 8), mode="weak", history=None,
