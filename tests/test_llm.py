@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+import perfmodel
+from perfmodel.exceptions import DoesNotFitError
 from perfmodel.plan import (decoder_flops_per_sample, decoder_params, estimate_memory, plan_llm_job,
                             recommend)
 from perfmodel.plan._llm import hf_config_shape
@@ -36,43 +38,73 @@ class TestClosedForms:
             8 * n * s + 16 * L * d * s * s)
 
     def test_model_state_bytes(self):
+        # Megatron-LM's accounting: 16-bit weights, fp32 gradient buffers, fp32 master + Adam moments
         m = estimate_memory(params=1e9, precision="bf16")
-        assert (m.weights_bytes, m.gradients_bytes, m.optimizer_bytes) == (2e9, 2e9, 12e9)
+        assert (m.weights_bytes, m.gradients_bytes, m.optimizer_bytes) == (2e9, 4e9, 12e9)
         m = estimate_memory(params=1e9, precision="fp32", optimizer="sgd")
         assert (m.weights_bytes, m.gradients_bytes, m.optimizer_bytes) == (4e9, 4e9, 4e9)
         assert m.activations_bytes is None and m.lower_bound
 
-    @pytest.mark.parametrize("stage, expected", [(0, (2, 2, 12)), (1, (2, 2, 1.5)), (2, (2, 0.25, 1.5)),
-                                                 (3, (0.25, 0.25, 1.5))])
+    @pytest.mark.parametrize("stage, expected", [(0, (2, 4, 12)), (1, (2, 4, 1.5)), (2, (2, 0.5, 1.5)),
+                                                 (3, (0.25, 0.5, 1.5))])
     def test_zero_stages_divide_by_dp(self, stage, expected):
         m = estimate_memory(params=1e9, precision="bf16", zero_stage=stage, data_parallel=8)
         assert (m.weights_bytes / 1e9, m.gradients_bytes / 1e9, m.optimizer_bytes / 1e9) == expected
 
+    def test_context_parallel_ranks_share_the_sharding(self):
+        # Megatron's distributed optimizer shards over dp x cp
+        m = estimate_memory(params=1e9, precision="bf16", zero_stage=1, data_parallel=4, context_parallel=2)
+        assert m.optimizer_bytes == pytest.approx(12e9 / 8)
+
     def test_tp_pp_divide_model_state(self):
         m = estimate_memory(params=8e9, precision="bf16", tensor_parallel=2, pipeline_parallel=4)
-        assert m.weights_bytes + m.gradients_bytes + m.optimizer_bytes == 16e9
+        assert m.weights_bytes + m.gradients_bytes + m.optimizer_bytes == 18e9
 
     def test_activations_korthikanti(self):
+        # multi-head attention, a plain 4d MLP: Korthikanti et al.'s 34·s·b·h (+ 5·a·s²·b without flash kernels)
         s, b, h, a, L = 2048, 4, 2048, 16, 24
-        m = estimate_memory(params=1e9, micro_batch=b, seq_len=s, n_layers=L, d_model=h, n_heads=a,
-                            overhead_bytes=0)
+        kw = dict(params=1e9, micro_batch=b, seq_len=s, n_layers=L, d_model=h, n_heads=a, overhead_bytes=0)
+        m = estimate_memory(**kw, flash_attention=False)
         assert m.activations_bytes == pytest.approx(L * s * b * h * (34 + 5 * a * s / h))
-        ck = estimate_memory(params=1e9, micro_batch=b, seq_len=s, n_layers=L, d_model=h, n_heads=a,
-                             activation_checkpointing=True)
-        assert ck.activations_bytes == pytest.approx(L * 2 * s * b * h + s * b * h * (34 + 5 * a * s / h))
-        fa = estimate_memory(params=1e9, micro_batch=b, seq_len=s, n_layers=L, d_model=h, n_heads=a,
-                             flash_attention=True)
+        ck = estimate_memory(**kw, flash_attention=False, activation_checkpointing=True)
+        assert ck.activations_bytes == pytest.approx(L * 2 * s * b * h + s * b * h * 34)  # selective inside
+        fa = estimate_memory(**kw)  # FlashAttention-style kernels are the default
         assert fa.activations_bytes == pytest.approx(L * s * b * h * 34)
-        tp = estimate_memory(params=1e9, micro_batch=b, seq_len=s, n_layers=L, d_model=h, n_heads=a,
-                             tensor_parallel=4)
+        tp = estimate_memory(**kw, flash_attention=False, tensor_parallel=4, sequence_parallel=False)
         assert tp.activations_bytes == pytest.approx(L * s * b * h * (10 + 24 / 4 + 5 * a * s / (h * 4)))
+        sp = estimate_memory(**kw, tensor_parallel=4)  # sequence parallelism (on with tp) splits the 10 too
+        assert sp.sequence_parallel and sp.activations_bytes == pytest.approx(L * s * b * h * 34 / 4)
+
+    def test_pipeline_holds_micro_batches_in_flight(self):
+        s, b, h, L = 2048, 1, 2048, 24
+        kw = dict(params=1e9, micro_batch=b, seq_len=s, n_layers=L, d_model=h, overhead_bytes=0)
+        one = estimate_memory(**kw).activations_bytes
+        # 1F1B: the first of 4 stages holds 4 micro-batches of its 6 layers: as much as all 24 layers of one
+        pp = estimate_memory(**kw, pipeline_parallel=4, global_batch=64)
+        assert pp.in_flight == 4 and pp.activations_bytes == pytest.approx(one)
+        # fewer micro-batches than stages: only those are in flight
+        few = estimate_memory(**kw, pipeline_parallel=4, global_batch=2)
+        assert few.in_flight == 2 and few.activations_bytes == pytest.approx(one / 2)
+        # interleaved: (1 + (pp−1)/(pp·vp)) more
+        vp = estimate_memory(**kw, pipeline_parallel=4, virtual_stages=2, global_batch=64)
+        assert vp.activations_bytes == pytest.approx(one * (1 + 3 / 8))
 
     def test_1p3b_adamw_on_l4_does_not_fit(self):
         m = estimate_memory(params=1.3e9, gpu_type="L4", precision="fp16", micro_batch=16, seq_len=2048,
                             n_layers=24, d_model=2048)
-        assert m.weights_bytes + m.gradients_bytes + m.optimizer_bytes == pytest.approx(20.8e9)
+        assert m.weights_bytes + m.gradients_bytes + m.optimizer_bytes == pytest.approx(18 * 24 * 12 * 2048**2)
         assert m.device_bytes == 24e9 and m.fits is False
         assert "does NOT fit" in str(m) and "of 24 GB" in m.short()
+
+    def test_a_lower_bound_never_reads_fits(self):
+        # 1.3B with AdamW on a 24 GB card, no sequence length: the model state alone (23.4 GB + 2 GB) does not fit
+        assert estimate_memory(params=1.3e9, gpu_type="L4", precision="fp16").fits is False
+        small = estimate_memory(params=1e8, gpu_type="L4", precision="fp16")
+        assert small.lower_bound and small.fits is None and "unknown" in small.short()
+
+    def test_a_size_alone_gets_the_standard_shape(self):
+        m = estimate_memory(params=7e9, seq_len=4096, gpu_type="H100", precision="bf16")
+        assert m.activations_bytes and "standard shape of a 7e+09-parameter decoder" in m.notes[0]
 
     def test_device_without_memory_figure(self):
         assert estimate_memory(params=1e6, gpu_type="cpu").fits is None
@@ -83,6 +115,8 @@ class TestClosedForms:
         ({"params": 1e9, "precision": "fp33"}, ValueError, "'precision'"),
         ({"params": 1e9, "optimizer": "lion"}, ValueError, "'optimizer'"),
         ({"params": 1e9, "micro_batch": 0}, ValueError, "'micro_batch'"),
+        ({"params": 1e9, "recompute": "most"}, ValueError, "'recompute'"),
+        ({}, ValueError, "needs the model"),
         ({"params": 1e9, "activation_checkpointing": "yes"}, TypeError, "activation_checkpointing"),
     ])
     def test_bad_input(self, kwargs, err, match):
@@ -92,78 +126,98 @@ class TestClosedForms:
 
 @pytest.fixture(scope="module")
 def llama_job():
-    with pytest.warns(Warning, match="precision not given|bundled public GPU history"):
+    with pytest.warns(Warning, match="precision not given|bundled"):
         return plan_llm_job(**LLAMA2_7B, seq_len=4096, tokens=100e9, global_batch=1024, gpu_type="H100",
-                            nodes=8, gpus_per_node=8)
+                            nodes=8, gpus_per_node=8, tensor_parallel=2, micro_batch=2)
 
 
 class TestPlanLLMJob:
     def test_derivation(self, llama_job):
         j = llama_job
-        assert j.params == 6_573_522_944 and "12·L·d² + vocab·d" in j.params_formula
-        assert j.flops_per_sample == 6 * j.params * 4096 + 12 * 32 * 4096 * 4096**2
-        assert j.flops_formula == "6·N·seq + 12·L·d·seq²"
+        assert j.params == 12 * 32 * 4096**2 + 32000 * 4096 == j.shape.params()
+        matmul = 12 * 32 * 4096**2 + 32000 * 4096  # tied: the head multiplies, the input embedding looks up
+        assert j.flops_per_sample == 6 * matmul * 4096 + 12 * 32 * 4096 * 4096**2 == j.flops.model
         assert j.steps == -(-100_000_000_000 // (1024 * 4096)) == 23_842
-        assert (j.devices, j.data_parallel, j.batch_size_per_device, j.micro_batch, j.accumulation) == \
-            (64, 64, 16, 16, 1)
-        assert j.prediction.query["flops_per_sample"] == j.flops_per_sample
-        assert j.prediction.query["batch_size"] == 16 and j.prediction.query["gpu_count"] == 64
-        assert j.prediction.steps == j.steps and (j.seconds, j.lower, j.upper) == (
-            j.prediction.seconds, j.prediction.lower, j.prediction.upper)
+        assert (j.devices, j.tensor_parallel, j.data_parallel, j.micro_batch, j.accumulation) == (64, 2, 32, 2, 16)
+        assert j.layout.sequence_parallel and j.layout.zero_stage == 1 and j.batch_size_per_device == 16
+        q = j.prediction.query
+        assert (q["tp"], q["dp"], q["micro_batch_size"], q["global_batch_size"], q["seq_len"]) == (2, 32, 2, 1024,
+                                                                                                   4096)
+        assert j.prediction.method == "layout" and j.prediction.steps == j.steps
+        assert (j.seconds, j.lower, j.upper) == (j.prediction.seconds, j.prediction.lower, j.prediction.upper)
+        assert j.breakdown["total"] == pytest.approx(j.prediction.step_seconds)
+
+    def test_one_answer_per_job(self, llama_job):
+        # the same job through predict_training_time: the same prediction
+        j = llama_job
+        r = perfmodel.predict_training_time({"shape": j.shape, "params": j.params, "name": "llm"}, seq_len=4096,
+                                            global_batch=1024, gpu_count=64, gpu_type="H100", steps=j.steps,
+                                            precision=j.precision, layout=j.layout, gpus_per_node=8)
+        assert (r.seconds, r.lower, r.upper) == (j.seconds, j.lower, j.upper)
+        out = recommend({**LLAMA2_7B}, seq_len=4096, batch_size=1024, steps=j.steps, gpu_types=["H100"],
+                        gpu_counts=[64], precision=j.precision, gpus_per_node=8,
+                        layout={"tensor_parallel": 2, "micro_batch": 2})
+        assert out["seconds"].iloc[0] == j.seconds and out["layout"].iloc[0] == j.layout.describe()
 
     def test_precision_memory_and_text(self, llama_job):
         j = llama_job
-        assert j.precision == "bf16" and j.precision_assumed
-        assert j.fits is False  # 16 sequences of 4096 tokens without checkpointing: far above 80 GB
+        assert j.precision_assumed and j.fits is True
         text = str(j)
-        assert "in bf16 (assumed)" in text and "6·N·seq + 12·L·d·seq²" in text and "does NOT fit" in text
+        assert "(assumed)" in text and "6·N_a·seq + 12·L·h·hd·seq²" in text and "tp 2 × dp 32" in text
+        assert "step: pipeline" in text and "per micro-batch gemm" in text
         d = json.loads(json.dumps(j.to_dict(), allow_nan=False))
-        assert d["memory"]["fits"] is False and d["steps"] == 23_842 and d["prediction"]["seconds"] > 0
+        assert d["memory"]["fits"] is True and d["steps"] == 23_842 and d["layout"]["tp"] == 2
+        assert d["shape"]["n_layers"] == 32 and d["prediction"]["seconds"] > 0
 
-    def test_sharded_checkpointed_fits(self):
+    def test_a_plan_that_does_not_fit_is_refused_with_one_that_does(self):
+        with pytest.raises(DoesNotFitError, match=r"does not fit in memory.*The fastest layout that fits: .*"
+                                                  r"search=True plans it.*allow_no_fit=True") as info:
+            plan_llm_job(**LLAMA2_7B, seq_len=4096, steps=10, global_batch=1024, gpu_type="H100", gpu_count=64,
+                         micro_batch=16, precision="bf16")
+        assert info.value.memory.fits is False and info.value.suggestion
         j = plan_llm_job(**LLAMA2_7B, seq_len=4096, steps=10, global_batch=1024, gpu_type="H100", gpu_count=64,
-                         zero_stage=3, micro_batch=1, activation_checkpointing=True, precision="bf16")
-        assert j.fits is True and j.accumulation == 16 and not j.precision_assumed
-        assert j.flops_formula.startswith("8·N·seq + 16·L·d·seq²")
+                         micro_batch=16, precision="bf16", allow_no_fit=True)
+        assert j.fits is False and any("allow_no_fit" in n for n in j.notes)
 
-    def test_tensor_pipeline_estimate(self):
-        base = plan_llm_job(**LLAMA2_7B, seq_len=4096, steps=100, global_batch=512, gpu_type="H100",
-                            nodes=4, gpus_per_node=8, micro_batch=1, precision="bf16")
-        j = plan_llm_job(**LLAMA2_7B, seq_len=4096, steps=100, global_batch=512, gpu_type="H100", nodes=4,
-                         gpus_per_node=8, tensor_parallel=4, pipeline_parallel=2, micro_batch=1, precision="bf16")
-        assert j.data_parallel == 4 and j.accumulation == 128
-        c = j.communication
-        # 4 all-reduces per layer and micro-batch, L/pp layers, ring 2(t-1)/t, 16-bit, half of NVLink's 900 GB/s
-        comm = 128 * 4 * 16 * 2 * 3 / 4 * 4096 * 1 * 4096 * 2 / 450e9
-        assert c["tp_comm_s_per_step"] == pytest.approx(comm) and not c["tp_spans_nodes"]
-        assert c["pp_bubble_factor"] == pytest.approx(1 + 1 / 128)
-        # 4 nodes: the stages span nodes, so the sends (activations forward, gradients back, per micro-batch) go
-        # over the DGX H100 reference network, 50 GB/s per GPU one way
-        send = 128 * 2 * 4096 * 1 * 4096 * 2 / 50e9
-        assert c["pp_crosses_nodes"] and c["pp_send_s_per_step"] == pytest.approx(send)
-        assert c["inter_node_gb_per_s"] == 50 and "network_gbps" in c["inter_node_source"]
-        assert c["dp_added_s_per_step"] == 0 and c["added_s_per_step"] == pytest.approx(comm + send)
-        assert "data-parallel work only" in c["note"] and "data-parallel work only" in str(j)
-        step = base.prediction.step_seconds
-        assert j.seconds == pytest.approx(j.prediction.startup_seconds + 100 * (step * (1 + 1 / 128) + comm + send))
+    def test_search_plans_the_fastest_layout_that_fits(self):
+        j = plan_llm_job(**LLAMA2_7B, seq_len=4096, steps=10, global_batch=512, gpu_type="H100", gpu_count=16,
+                         precision="bf16", search=True)
+        table = j.layouts
+        assert len(table) > 20 and table["fits"].all() and table["step_time_s"].is_monotonic_increasing
+        assert table["layout"].iloc[0] == j.layout.describe() and j.fits
+        assert table["step_time_s"].iloc[0] == pytest.approx(j.prediction.step_seconds)
+        assert "layouts searched" in str(j) and "fastest of" in j.notes[-1]
 
-    def test_1p3b_on_8_l4_flagged(self):
-        j = plan_llm_job(n_layers=24, d_model=2048, vocab=50257, seq_len=2048, steps=1000, global_batch=128,
-                         gpu_type="L4", gpu_count=8)
-        assert j.fits is False and j.precision == "fp16"
-        assert any("does not fit" in n for n in j.notes)
+    def test_size_alone_gets_a_standard_shape(self):
+        j = plan_llm_job(params=7e9, seq_len=4096, steps=10, global_batch=512, gpu_type="H100", gpu_count=16,
+                         precision="bf16", zero_stage=3)
+        assert j.shape.d_model == 4096 and j.memory.activations_bytes > 0 and not j.memory.lower_bound
+        assert any("standard shape" in n for n in j.notes)
+
+    def test_mixture_of_experts_from_a_config(self):
+        cfg = {"model_type": "mixtral", "num_hidden_layers": 8, "hidden_size": 1024, "intermediate_size": 2048,
+               "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 32000,
+               "num_local_experts": 8, "num_experts_per_tok": 2, "rms_norm_eps": 1e-5}
+        j = plan_llm_job(hf_config=cfg, seq_len=2048, steps=10, global_batch=64, gpu_type="H100", gpu_count=8,
+                         expert_parallel=8, precision="bf16")
+        assert j.shape.is_moe and j.layout.ep == 8 and j.prediction.query["n_experts"] == 8
+        assert j.flops_per_sample == pytest.approx(6 * j.shape.matmul_params() * 2048 + 12 * 8 * 1024 * 2048**2)
 
     @pytest.mark.parametrize("kwargs, match", [
         ({}, "needs the model"),
         ({"params": 1e9, "tokens": 1e9, "steps": 10}, "exactly one of 'tokens', 'samples' or 'steps'"),
-        ({"params": 1e9, "tokens": 1e9, "global_batch": 1001}, "multiple of the data-parallel degree 8"),
-        ({"params": 1e9, "tokens": 1e9, "tensor_parallel": 3}, "do not divide"),
+        ({"params": 1e9, "tokens": 1e9, "global_batch": 1001},
+         "global_batch 1001 is not a multiple of the data-parallel degree x micro_batch = 8 x 1"),
+        ({"params": 1e9, "tokens": 1e9, "tensor_parallel": 3}, "8 devices do not divide into tensor_parallel"),
+        ({"n_layers": 4, "d_model": 768, "n_heads": 6, "tokens": 1e9, "tensor_parallel": 4, "global_batch": 8},
+         "6 attention heads do not divide over tensor_parallel 4"),
         ({"params": 1e9, "tokens": 1.5, "seq_len": 1}, "'tokens'.*whole number"),
         ({"params": 1e9, "tokens": 1e9, "nodes": 2}, "'nodes' and 'gpus_per_node' together"),
         ({"params": 1e9, "tokens": 1e9, "nodes": 2, "gpus_per_node": 2}, "not nodes x gpus_per_node"),
         ({"params": 1e9, "tokens": 1e9, "zero_stage": 5}, "'zero_stage'"),
         ({"params": 1e9, "tokens": 1e9, "precision": "int4"}, "'precision'"),
-        ({"params": 1e9, "tokens": 1e9, "micro_batch": 3}, "'micro_batch'.*must divide"),
+        ({"params": 1e9, "tokens": 1e9, "recompute": "most"}, "'recompute'"),
+        ({"params": 1e9, "tokens": 1e9, "inter_node_gbps": -1}, "'inter_node_gbps'"),
     ])
     def test_bad_input(self, kwargs, match):
         base = {"seq_len": 2048, "global_batch": 64, "gpu_type": "H100", "gpu_count": 8}
@@ -172,6 +226,13 @@ class TestPlanLLMJob:
             args["steps"] = 10
         with pytest.raises((ValueError, TypeError), match=match):
             plan_llm_job(**args)
+
+    def test_published_layouts_are_not_refused(self):
+        # Llama 3.1 405B on 16,384 H100: tp 8, pp 16, dp 128, global batch 2,048 (fewer sequences than devices)
+        j = plan_llm_job(n_layers=126, d_model=16384, n_heads=128, n_kv_heads=8, ffn_hidden=53248, vocab=128256,
+                         seq_len=8192, steps=10, global_batch=2048, gpu_type="H100", gpu_count=16384,
+                         tensor_parallel=8, pipeline_parallel=16, precision="bf16", allow_no_fit=True)
+        assert (j.data_parallel, j.accumulation, j.batch_size_per_device) == (128, 16, 0.125)
 
 
 GPT2_SMALL = {"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12, "vocab_size": 50257,
@@ -270,80 +331,34 @@ class TestHFConfig:
 
 def _job(**kw):
     args = dict(**LLAMA2_7B, seq_len=4096, steps=10, global_batch=1024, gpu_type="H100", nodes=8, gpus_per_node=8,
-                precision="bf16")
+                precision="bf16", micro_batch=1)
     return plan_llm_job(**{**args, **kw})
 
 
-class TestInterNode:
-    """The data-parallel all-reduce across nodes (hierarchical), pipeline sends and tensor groups between nodes."""
+class TestLayoutPhysicsInPlans:
+    """What the layout model makes a plan do as its layout or cluster changes (directions, not fitted values)."""
 
-    @staticmethod
-    def hierarchical(params, k, n, intra, net, z=1.0):
-        grad = params * 2  # 16-bit gradients
-        return z * (2 * (k - 1) / k * grad / (intra * 1e9) + 2 * (n - 1) / n * grad / k / (net * 1e9))
+    def test_a_slower_network_lengthens_a_multi_node_step(self):
+        ref, slow = _job(zero_stage=3), _job(zero_stage=3, inter_node_gbps=1.0)
+        assert slow.prediction.step_seconds > ref.prediction.step_seconds
+        assert slow.breakdown["dp_exposed"] > ref.breakdown["dp_exposed"]
+        one_node = _job(nodes=1, global_batch=128)
+        assert one_node.prediction.query["gpus_per_node"] == 8
 
-    def test_reference_network_is_shown_not_added(self):
-        j = _job()
-        c = j.communication
-        # 8 per node over half of NVLink's 900 GB/s, then 8 nodes over the DGX H100's 50 GB/s per GPU
-        assert c["dp_allreduce_s_per_step"] == pytest.approx(self.hierarchical(j.params, 8, 8, 450, 50))
-        assert c["dp_added_s_per_step"] == 0 and c["added_s_per_step"] == 0
-        assert (j.seconds, j.upper) == (j.prediction.seconds, j.prediction.upper)  # the fitted time holds it
-        assert "not added; the fitted time holds what its method learned" in str(j) and "hierarchical" in str(j)
+    def test_tensor_groups_across_nodes_cost_more_than_within(self):
+        within = _job(tensor_parallel=8, global_batch=64)
+        across = _job(tensor_parallel=16, global_batch=64, gpus_per_node=8)
+        assert across.breakdown["layer_comm"] > within.breakdown["layer_comm"]
 
-    def test_a_slower_network_adds_the_difference(self):
-        ref, slow, fast = _job(), _job(inter_node_gbps=12.5), _job(inter_node_gbps=100)
-        inter = lambda bw: 2 * 7 / 8 * ref.params * 2 / 8 / (bw * 1e9)  # noqa: E731 - the inter-node stage
-        c = slow.communication
-        assert c["inter_node_gb_per_s"] == 12.5 and c["inter_node_source"] == "given (inter_node_gbps)"
-        assert c["dp_added_s_per_step"] == pytest.approx(inter(12.5) - inter(50))
-        assert slow.seconds == pytest.approx(ref.seconds + 10 * c["dp_added_s_per_step"])
-        assert slow.lower == pytest.approx(ref.lower + 10 * c["dp_added_s_per_step"])
-        # a faster network than the reference never shortens the fitted time
-        assert fast.communication["dp_added_s_per_step"] == 0 and fast.seconds == ref.seconds
-        assert "not slower than the reference" in fast.communication["note"]
+    def test_pipeline_bubble_shrinks_with_more_micro_batches(self):
+        few = _job(pipeline_parallel=4, global_batch=64)
+        many = _job(pipeline_parallel=4, global_batch=512)
+        assert few.breakdown["bubble"] / few.breakdown["pipeline"] > many.breakdown["bubble"] / many.breakdown[
+            "pipeline"]
 
-    def test_zero3_moves_one_and_a_half_all_reduces(self):
-        j = _job(zero_stage=3, micro_batch=2, activation_checkpointing=True)
-        assert j.communication["dp_allreduce_s_per_step"] == pytest.approx(
-            self.hierarchical(j.params, 8, 8, 450, 50, z=1.5))
-
-    def test_tensor_parallel_within_nodes_leaves_one_dp_member_per_node(self):
-        j = _job(tensor_parallel=8, global_batch=64)
-        assert j.data_parallel == 8
-        assert j.communication["dp_allreduce_s_per_step"] == pytest.approx(
-            2 * 7 / 8 * j.params / 8 * 2 / 50e9)  # k = 1: each GPU's shard over its own NIC
-
-    def test_unknown_network_keeps_todays_behaviour_and_says_so(self):
-        # MI300X: no reference system network in the table
-        j = _job(gpu_type="MI300X", tensor_parallel=4, pipeline_parallel=2, global_batch=512, micro_batch=1)
-        c = j.communication
-        assert c["inter_node_gb_per_s"] is None and c["pp_send_s_per_step"] is None
-        assert c["dp_allreduce_s_per_step"] is None and c["added_s_per_step"] == c["tp_comm_s_per_step"]
-        assert "no inter-node bandwidth for MI300X" in c["note"] and "pass inter_node_gbps=" in c["note"]
-        assert "pipeline sends between nodes are not costed" in c["note"]
-        with pytest.raises(ValueError, match="tensor_parallel=16 spans nodes.*no inter-node bandwidth.*inter_node_gbps"):
-            _job(gpu_type="MI300X", tensor_parallel=16)
-
-    def test_tensor_groups_span_nodes_when_the_network_is_known(self):
-        j = _job(gpu_type="MI300X", tensor_parallel=16, micro_batch=1, global_batch=64, inter_node_gbps=50)
-        c = j.communication
-        assert c["tp_spans_nodes"] and c["inter_node_gb_per_s"] == 50
-        # ring over the slower link: min(896 / 2, 50); 4 all-reduces per layer and micro-batch, 16 micro-batches
-        assert c["tp_comm_s_per_step"] == pytest.approx(16 * 4 * 32 * 2 * 15 / 16 * 4096 * 4096 * 2 / 50e9)
-        # the device table has no reference for MI300X: the data-parallel estimate is shown, not added
-        assert c["dp_added_s_per_step"] == 0 and "no reference network for MI300X" in c["note"]
-        h100 = _job(tensor_parallel=16, micro_batch=1, global_batch=64)  # DGX H100 reference: allowed
-        assert h100.communication["tp_spans_nodes"]
-
-    def test_layout_checks_and_unused_override(self):
-        with pytest.raises(ValueError, match="tensor_parallel=3 does not divide gpus_per_node=8"):
-            _job(tensor_parallel=3, nodes=3, global_batch=24)
-        with pytest.raises(ValueError, match="'inter_node_gbps'"):
-            _job(inter_node_gbps=-1)
-        j = plan_llm_job(**LLAMA2_7B, seq_len=4096, steps=10, global_batch=64, gpu_type="H100", gpu_count=64,
-                         precision="bf16", inter_node_gbps=12.5)
-        assert j.communication is None and any("inter_node_gbps not used" in n for n in j.notes)
+    def test_fp8_is_faster_but_not_twice(self):
+        bf16, fp8 = _job(), _job(precision="fp8")
+        assert 1.0 < bf16.prediction.step_seconds / fp8.prediction.step_seconds < 2.0
 
 
 class TestRecommendMemory:
@@ -359,12 +374,19 @@ class TestRecommendMemory:
     def test_model_state_alone_is_a_lower_bound(self):
         out = recommend({"params": 1.3e9, "flops_per_sample": 6 * 1.3e9 * 2048}, batch_size=8, steps=100,
                         gpu_types=["H100"], gpu_counts=[8])
-        assert out["memory_lower_bound"].all() and out["fits_memory"].all()
-        assert out["memory_gb"].iloc[0] == pytest.approx(1.3e9 * 16 / 1e9 + 2)
+        assert out["memory_lower_bound"].all() and out["fits_memory"].isna().all()  # never "fits" from a bound
+        assert out["memory_gb"].iloc[0] == pytest.approx(1.3e9 * 18 / 1e9 + 2)
 
     def test_bad_memory_keys(self):
         with pytest.raises(ValueError, match="unknown keys"):
             recommend("gpt-s", batch_size=8, steps=10, gpu_types=["cpu"], gpu_counts=[1], memory={"seqlen": 1})
+
+    def test_llm_recommend_searches_each_configuration(self):
+        out = recommend({**LLAMA2_7B}, seq_len=4096, batch_size=512, steps=10, gpu_types=["H100", "A100"],
+                        gpu_counts=[8, 16], precision="bf16")
+        assert len(out) == 4 and out["fits_memory"].all() and out["layout"].str.contains("dp").all()
+        with pytest.raises(ValueError, match="layout=, gpus_per_node= and inter_node_gbps= plan LLM jobs"):
+            recommend({**LLAMA2_7B}, batch_size=512, steps=10, gpu_types=["H100"], layout={"tensor_parallel": 2})
 
 
 def _cli(*args):
@@ -374,33 +396,62 @@ def _cli(*args):
 class TestCLI:
     def test_plan_llm(self):
         p = _cli("plan-llm", "--params", "7e9", "--tokens", "100e9", "--seq-len", "4096", "--global-batch", "1024",
-                 "--gpu-type", "H100", "--gpu-count", "64")
+                 "--gpu-type", "H100", "--gpu-count", "64", "--zero-stage", "3")
         assert p.returncode == 0, p.stderr
         first = p.stdout.splitlines()[0]
-        assert "90% PI" in first and "in bf16 (assumed)" in first
-        assert "23,842 steps" in p.stdout and "6·N·seq = 1.72e+14" in p.stdout and "cost: $" in p.stdout
-        assert "at lambda" in p.stdout
+        assert "90% PI" in first and "(assumed)" in first and "layout, " in first
+        assert "23,842 steps" in p.stdout and "standard shape" in p.stdout and "cost: $" in p.stdout
+        assert "dp 64, micro-batch 1, FSDP/ZeRO-3" in p.stdout
 
-    def test_plan_llm_json(self):
+    def test_plan_llm_json_and_verdicts(self):
         p = _cli("plan-llm", "--n-layers", "24", "--d-model", "2048", "--seq-len", "2048", "--steps", "10",
-                 "--global-batch", "128", "--gpu-type", "L4", "--gpu-count", "8", "--json")
+                 "--global-batch", "128", "--gpu-type", "L4", "--gpu-count", "8", "--allow-no-fit",
+                 "--zero-stage", "0", "--micro-batch", "16", "--deadline-hours", "1000", "--budget", "1e9", "--json")
+        assert p.returncode == 0, p.stderr
         d = json.loads(p.stdout)
         assert d["memory"]["fits"] is False and d["cost"]["provider"] == "gcp"
+        assert d["meets_deadline"] is True and d["within_budget"] is True
+
+    def test_plan_that_does_not_fit_exits_1_naming_the_flags(self):
+        p = _cli("plan-llm", "--params", "70e9", "--steps", "10", "--seq-len", "4096", "--global-batch", "1024",
+                 "--gpu-type", "H100", "--gpu-count", "64")
+        assert p.returncode == 1 and "Traceback" not in p.stderr
+        assert "does not fit in memory" in p.stderr and "--search-layouts plans it" in p.stderr
+        assert "--allow-no-fit" in p.stderr
+
+    def test_search_layouts_prints_the_ranking(self):
+        p = _cli("plan-llm", "--params", "7e9", "--steps", "10", "--seq-len", "4096", "--global-batch", "256",
+                 "--gpu-type", "H100", "--gpu-count", "16", "--search-layouts", "--precision", "bf16")
+        assert p.returncode == 0, p.stderr
+        assert "layouts searched:" in p.stdout and "fastest first" in p.stdout
 
     def test_plan_llm_hf_config_and_network(self, tmp_path):
         cfg = tmp_path / "config.json"
         cfg.write_text(json.dumps(LLAMA2_7B_HF))
-        p = _cli("plan-llm", "--hf-config", str(cfg), "--seq-len", "4096", "--steps", "10", "--global-batch", "1024",
-                 "--gpu-type", "H100", "--nodes", "8", "--gpus-per-node", "8", "--precision", "bf16",
-                 "--inter-node-gbps", "12.5", "--json")
-        assert p.returncode == 0, p.stderr
-        d = json.loads(p.stdout)
+        args = ["plan-llm", "--hf-config", str(cfg), "--seq-len", "4096", "--steps", "10", "--global-batch", "1024",
+                "--gpu-type", "H100", "--nodes", "8", "--gpus-per-node", "8", "--precision", "bf16",
+                "--zero-stage", "3", "--json"]
+        fast, slow = _cli(*args), _cli(*args, "--inter-node-gbps", "1")
+        assert fast.returncode == 0 and slow.returncode == 0, fast.stderr + slow.stderr
+        d, e = json.loads(fast.stdout), json.loads(slow.stdout)
         assert d["params"] == 6_738_415_616 and d["hf_config"]["n_layers"] == 32
-        c = d["communication"]
-        assert c["inter_node_gb_per_s"] == 12.5 and c["dp_added_s_per_step"] > 0
+        assert e["prediction"]["query"]["inter_node_gbps"] == 1
+        assert e["breakdown"]["dp_exposed"] > d["breakdown"]["dp_exposed"]
         t = _cli("plan-llm", "--hf-config", str(tmp_path), "--seq-len", "4096", "--steps", "10", "--global-batch",
-                 "1024", "--gpu-type", "H100", "--nodes", "8", "--gpus-per-node", "8")
-        assert t.returncode == 0 and "HF config (llama)" in t.stdout and "communication: " in t.stdout
+                 "1024", "--gpu-type", "H100", "--nodes", "8", "--gpus-per-node", "8", "--zero-stage", "3")
+        assert t.returncode == 0 and "HF config (llama)" in t.stdout and "step: pipeline" in t.stdout
+
+    def test_recommend_plans_llm_jobs(self):
+        p = _cli("recommend", "--seq-len", "4096", "--n-layers", "32", "--d-model", "4096", "--vocab", "32000",
+                 "--batch-size", "512", "--steps", "100", "--gpu-types", "H100", "--gpu-counts", "16",
+                 "--precision", "bf16", "--tensor-parallel", "2", "--json")
+        assert p.returncode == 0, p.stderr
+        row = json.loads(p.stdout)[0]
+        assert row["layout"].startswith("tp 2 × dp 8")
+        plan = _cli("plan-llm", "--seq-len", "4096", "--n-layers", "32", "--d-model", "4096", "--vocab", "32000",
+                    "--global-batch", "512", "--steps", "100", "--gpu-type", "H100", "--gpu-count", "16",
+                    "--precision", "bf16", "--tensor-parallel", "2", "--json")
+        assert json.loads(plan.stdout)["seconds"] == pytest.approx(row["seconds"], rel=1e-12)
 
     @pytest.mark.parametrize("config, match", [
         (None, "no such file.*nothing is downloaded"),
@@ -419,7 +470,9 @@ class TestCLI:
 
     @pytest.mark.parametrize("args, match", [
         (["--params", "7e9", "--tokens", "1e9", "--seq-len", "4096", "--global-batch", "1000", "--gpu-type", "H100",
-          "--gpu-count", "64"], "multiple of the data-parallel degree"),
+          "--gpu-count", "64"], "--global-batch 1000 is not a multiple of the data-parallel degree x --micro-batch"),
+        (["--params", "7e9", "--tokens", "1e9", "--seq-len", "4096", "--global-batch", "64", "--gpu-type", "H100",
+          "--gpu-count", "64", "--tensor-parallel", "3"], "do not divide into --tensor-parallel x --pipeline-parallel"),
         (["--params", "-1", "--tokens", "1e9", "--seq-len", "4096", "--global-batch", "64", "--gpu-type", "H100",
           "--gpu-count", "64"], "'params'"),
         (["--params", "7e9", "--tokens", "1e9", "--seq-len", "4096", "--global-batch", "64", "--gpu-type", "H100"],
@@ -428,11 +481,10 @@ class TestCLI:
          "one of the arguments --tokens --samples --steps is required"),
         (["--params", "7e9", "--tokens", "1e9", "--seq-len", "4096", "--global-batch", "64", "--gpu-type", "H999",
           "--gpu-count", "8"], "H999"),
-        (["--params", "7e9", "--tokens", "1e9", "--seq-len", "4096", "--global-batch", "64", "--gpu-type", "MI300X",
-          "--nodes", "2", "--gpus-per-node", "8", "--tensor-parallel", "16"],
-         "spans nodes.*no inter-node bandwidth.*inter_node_gbps"),
         (["--params", "7e9", "--tokens", "1e9", "--seq-len", "4096", "--global-batch", "64", "--gpu-type", "H100",
           "--gpu-count", "8", "--inter-node-gbps", "0"], "'inter_node_gbps'"),
+        (["--params", "7e9", "--tokens", "1e9", "--seq-len", "4096", "--global-batch", "64", "--gpu-type", "H100",
+          "--gpu-count", "8", "--deadline-hours", "-1"], "--deadline-hours must be a positive number"),
     ])
     def test_bad_input_is_one_line(self, args, match):
         p = _cli("plan-llm", *args)

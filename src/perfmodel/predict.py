@@ -28,7 +28,7 @@ from ._validation import (check_choice, check_confidence, check_nonnegative_floa
 from .exceptions import DataQualityWarning, ExtrapolationWarning, SchemaError, UnsupportedQueryError
 from .fitting import DEFAULT_METHOD, fit_cached, fit_history, stored_fit
 from .hardware import PRECISIONS, get_spec, resolve_gpu_type, table_digest
-from .history import (HistoryFiles, LoadedHistory, default_history, file_digest, frame_digest,
+from .history import (BUNDLED_PREFIX, HistoryFiles, LoadedHistory, default_history, file_digest, frame_digest,
                       history_parts, model_table, peek_history, precision_by_device, read_history)
 from .kinds import KIND_NAMES, classify
 from .layout import LayoutError, ParallelLayout, check_layout, is_layout_job
@@ -487,6 +487,10 @@ def default_precision(by_device: dict, gpu_type: str) -> tuple[str, str | None]:
 def _prior_note(provenance: list, q: pd.DataFrame, own_devices: set | None = None) -> list[str]:
     """A warning when a GPU prediction rests on the bundled public history: alone (no runs of the user's), or for
     a device type the user's own runs (``own_devices``) do not have."""
+    if provenance and all(p.startswith(BUNDLED_PREFIX + "public_") for p in provenance):
+        return ["learned from perfmodel's bundled public LLM pre-training history (published runs of tuned "
+                "frameworks: NVIDIA Megatron-Bridge, MosaicML LLM Foundry; data/README.md); your stack and cluster "
+                "may be slower. Calibrate with a few runs of your own: history=['my_llm_runs.csv', 'llm']"]
     if not provenance or "bundled:mlperf_steps.csv" not in provenance or set(map(str, q["gpu_type"])) <= {"cpu"}:
         return []
     if all(p.startswith("bundled:") for p in provenance):

@@ -352,7 +352,7 @@ def check_queries(q: pd.DataFrame, where: str, positions=None) -> None:
             raise SchemaError(f"{where} needs a {name!r} column in the queries.")
         tmp = pd.DataFrame({name: q[name].reset_index(drop=True)})
         tmp.attrs["row_positions"] = np.arange(len(q)) if positions is None else np.asarray(positions)
-        kind = "float" if name in ("params", "flops_per_sample") else "int"
+        kind = _KIND.get(name, "int")
         try:
             values, _ = _numeric(tmp, name, kind)
         except SchemaError as exc:
@@ -366,9 +366,15 @@ def check_queries(q: pd.DataFrame, where: str, positions=None) -> None:
             i = int(np.flatnonzero(bad)[0])
             raise SchemaError(f"{where}: column {name!r} {_range_message(name)}; {_rows_are_not(bad)} "
                               f"(first: {row(i)}: {float(values[i])!r}).")
-        if kind == "int":
+        if kind == "int" or name == "batch_size":
             with np.errstate(invalid="ignore"):
                 frac = ~missing & (np.mod(values, 1) != 0)
+            if name == "batch_size":  # a device's share of a model-parallel job's batch may be a fraction
+                split = np.ones(len(q))
+                for c in ("tp", "pp", "cp"):
+                    if c in q.columns:
+                        split = split * pd.to_numeric(q[c], errors="coerce").fillna(1).to_numpy(dtype=float)
+                frac &= split <= 1
             if frac.any():
                 i = int(np.flatnonzero(frac)[0])
                 raise SchemaError(f"{where}: column {name!r} must hold whole numbers; {_rows_are_not(frac)} whole "

@@ -701,8 +701,11 @@ def plan_llm_job(*, seq_len, global_batch, gpu_type, params=None, n_layers=None,
     if precision is None:
         notes.append(f"precision not given: assumed {used_precision!r} (what the history's runs on {g} mostly used)")
     flops = transformer_flops(shape, seq_len, recompute=layout.recompute)
+    lookups = " and ".join(x for x in ("" if shape.tied_embeddings or not shape.vocab else "the untied input "
+                                       "embedding", "the position table" if shape.positions else "") if x)
     flops_formula = (f"6·N_a·seq + 12·L·h·hd·seq² with N_a = {shape.matmul_params():.4g} matmul parameters"
                      + (" (a token's experts only)" if shape.is_moe else "")
+                     + (f" ({lookups}: lookups, not matmuls)" if lookups else "")
                      + (f"; recomputation adds {flops.recompute:.3g}" if flops.recompute else ""))
 
     # --- memory
