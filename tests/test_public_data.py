@@ -52,7 +52,7 @@ COMMITTED = {
     "public_llmfoundry.csv": (216, {"A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM5-80GB"}, {"bf16", "fp8"}),
     "public_neusight.csv": (44, {"A100-PCIE-80GB", "A100-SXM4-40GB", "H100-SXM5-80GB", "L4", "MI100", "MI210",
                                  "MI250-GCD", "V100-PCIE-32GB"}, {"fp32"}),
-    "public_megatron_bridge.csv": (176, {"B200", "B300", "GB200", "GB300", "H100-SXM5-80GB"}, {"bf16", "fp8"}),
+    "public_megatron_bridge.csv": (182, {"B200", "B300", "GB200", "GB300", "H100-SXM5-80GB"}, {"bf16", "fp8"}),
 }
 
 
@@ -137,13 +137,13 @@ def _megatron_bridge_fixture(mod) -> dict:
 def test_megatron_bridge_builder_reproduces_committed_rows():
     mod = _script("derive_public_megatron_bridge")
     df, dropped = mod.build(_megatron_bridge_fixture(mod), MEGATRON_BRIDGE_COMMIT)
-    # 26.08: 2 rows; 26.06: FP8 and MXFP8 on two systems (NVFP4 and a batch of 1.5 per GPU left out; the SFT table
-    # is not pre-training); 25.11: a row with "a (b)" cells gives two rows, plus three; 25.09: no precision
-    assert len(df) == 11
-    assert sorted(df["release"].value_counts().items()) == [("25.11", 5), ("26.06", 4), ("26.08", 2)]
+    # 26.08: 2 rows; 26.06: FP8 and MXFP8 on two systems and the H100 row of 1.5 sequences per GPU (NVFP4 left out;
+    # the SFT table is not pre-training); 25.11: a row with "a (b)" cells gives two rows, plus three; 25.09: no
+    # precision
+    assert len(df) == 12
+    assert sorted(df["release"].value_counts().items()) == [("25.11", 5), ("26.06", 5), ("26.08", 2)]
     assert _csv(df, mod) == _committed_rows(DATA / "public_megatron_bridge.csv", df["run_id"])
-    assert sorted(dropped["reason"].str.split(":").str[0].str.split(" ").str[0]) == [
-        "NVFP4", "NVFP4", "global", "the", "the"]
+    assert sorted(dropped["reason"].str.split(":").str[0].str.split(" ").str[0]) == ["NVFP4", "NVFP4", "the", "the"]
     # the derivation as documented: global tokens / global tokens per second; NVIDIA's FLOPs from its own columns
     first, second = df[(df["model"] == "llama3-8b")].sort_values("precision_reported").itertuples()
     assert (first.precision_reported, second.precision_reported) == ("FP8-CS", "FP8-MX")
@@ -151,10 +151,32 @@ def test_megatron_bridge_builder_reproduces_committed_rows():
     assert second.step_time_s == pytest.approx(128 * 8192 / (36108 * 8))
     assert first.flops_per_sample == pytest.approx(1933e12 / 37556 * 8192)
     assert (first.batch_size, first.gpu_count, first.gpu_type, first.precision) == (16, 8, "GB300", "fp8")
-    assert second.tp == first.tp == 1 and pd.isna(first.vp)  # the cells without parentheses are shared
+    assert second.tp == first.tp == 1 and first.vp_reported == second.vp_reported == "n/a"  # shared cells
     ds = df[df["model"] == "deepseek-v3"]
     assert set(ds["family"]) == {"moe"} and (ds["params"] == 671e9).all() and (ds["active_params"] == 37e9).all()
     assert "w/o MTP" in set(ds["note"])  # a model label's parenthesis is an annotation, not a second row
+    # the schema's layout columns: a fractional share of the global batch where devices split a replica
+    h100 = df[(df["gpu_count"] == 1024)].iloc[0]
+    assert (h100.batch_size, h100.tp, h100.pp, h100.cp, h100.dp, h100.vp, h100.ep) == (1.5, 8, 8, 2, 8, 8, 1)
+    assert (h100.vp_reported, h100.ep_reported, h100.sequence_parallel, h100.gpus_per_node) == ("8", "n/a", 1, 8)
+    assert (df["tp"] * df["pp"] * df["cp"] * df["dp"] == df["gpu_count"]).all()
+    assert (df["sequence_parallel"] == (df["tp"] > 1).astype(int)).all()
+    assert set(df.loc[df["fsdp"] > 0, "zero_stage"]) == {3} and set(df.loc[df["fsdp"] == 0, "zero_stage"]) == {1}
+    assert set(df.loc[df["gpu_type"].isin(["GB200", "GB300"]), "gpus_per_node"]) == {72}
+    assert (first.vp, second.vp, first.vp_reported) == (1, 1, "n/a")  # n/a: no interleaving
+    assert (ds["n_layers"] == 61).all() and (ds["n_experts"] == 256).all() and (ds["dense_layers"] == 3).all()
+    runs = perfmodel.load_runs(str(DATA / "public_megatron_bridge.csv"))
+    assert runs["n_layers"].notna().all() and runs["dp"].notna().all()
+    assert runs["zero_stage"].isna().sum() == (runs["model"] == "kimi-k2").sum()  # Muon: not a ZeRO stage
+
+
+def test_megatron_bridge_shapes_match_their_sources_when_the_snapshot_is_here():
+    git_dir = MIRRORS / "NVIDIA-NeMo+Megatron-Bridge" / "repo"
+    if not git_dir.exists():
+        pytest.skip("no Megatron-Bridge snapshot on this machine")
+    mod = _script("derive_public_megatron_bridge")
+    mod.check_shapes(git_dir)
+    assert set(mod.SHAPES) == {m[0] for m in mod.MODELS.values()} == set(mod.SHAPE_CHECKS)
 
 
 def test_megatron_bridge_builder_refuses_what_it_cannot_read():
