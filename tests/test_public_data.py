@@ -81,6 +81,22 @@ def test_llmfoundry_builder_reproduces_committed_rows():
     assert row["step_time_s"] == pytest.approx(8388608 / 515636)
     assert row["batch_size"] * row["grad_accum"] * row["gpu_count"] == row["global_batch_size"]
     assert (df["flops_check_ratio"].between(1.0, 1.01)).all()
+    # the schema's layout columns: FSDP data parallelism only; zero stage from the sharding strategy
+    assert (df["tp"] == 1).all() and (df["pp"] == 1).all() and (df["cp"] == 1).all()
+    assert (df["dp"] == df["gpu_count"]).all() and (df["micro_batch_size"] == df["batch_size"]).all()
+    assert set(zip(df["sharding_strategy"], df["zero_stage"])) <= {("FULL_SHARD", 3), ("SHARD_GRAD_OP", 2)}
+    assert (df["recompute"] == df["activation_checkpointing"].map({1: "full", 0: "none"})).all()
+    assert (df["ffn_hidden"] == 4 * df["d_model"]).all() and (df["n_kv_heads"] == df["n_heads"]).all()
+
+
+def test_llmfoundry_new_columns_leave_the_old_ones_byte_identical():
+    """The layout and shape columns were appended: every line starts with the columns and values it had."""
+    mod = _script("derive_public_llmfoundry")
+    old = mod.COLUMNS[:mod.COLUMNS.index("micro_batch_size")]
+    lines = (DATA / "public_llmfoundry.csv").read_text(encoding="utf-8").splitlines()
+    assert lines[0].startswith(",".join(old) + ",micro_batch_size,")
+    runs = perfmodel.load_runs(str(DATA / "public_llmfoundry.csv"))
+    assert runs["n_heads"].notna().all() and (runs["vocab"] == 50368).all()
 
 
 def test_llmfoundry_full_build_when_the_snapshot_is_here(tmp_path):
