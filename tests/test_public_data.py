@@ -25,6 +25,7 @@ LLMFOUNDRY_COMMIT = "8c8dd48f72168c5d51e2f7b151595892a8fba43d"
 NEUSIGHT_COMMIT = "6945927d9afcca2b9daf021f8395e53edc5b4eef"
 LAMBDA_COMMIT = "aa5addb6a53675a649a80036dad548f1c27cbcc4"
 MEGATRON_BRIDGE_COMMIT = "067f987df03b8355b03192d88d70f1709fedf51a"
+TORCHTITAN_COMMIT = "b5bcd76c66d0acb1a08b176d9639425bc55e0b2a"
 
 
 def _script(name: str):
@@ -52,6 +53,7 @@ COMMITTED = {
     "public_llmfoundry.csv": (216, {"A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM5-80GB"}, {"bf16", "fp8"}),
     "public_neusight.csv": (44, {"A100-PCIE-80GB", "A100-SXM4-40GB", "H100-SXM5-80GB", "L4", "MI100", "MI210",
                                  "MI250-GCD", "V100-PCIE-32GB"}, {"fp32"}),
+    "public_torchtitan.csv": (43, {"A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM-141GB"}, {"bf16", "fp8"}),
     "public_megatron_bridge.csv": (182, {"B200", "B300", "GB200", "GB300", "H100-SXM5-80GB"}, {"bf16", "fp8"}),
 }
 
@@ -266,3 +268,68 @@ def test_lambda_full_build_when_the_snapshot_is_here(tmp_path):
     assert len(runs) == 198  # as data/README.md states
     assert runs["gpu_type"].nunique() == 14
     assert sorted(runs["gpu_count"].unique()) == [1, 2, 4, 8]
+
+
+def _torchtitan_fixture(mod) -> tuple[dict, dict]:
+    commits = {(p, c): c or TORCHTITAN_COMMIT for p, c in mod.SOURCES}
+    texts = {k: (FIXTURES / "torchtitan" / mod.fixture_name(k[0], commits[k])).read_text(encoding="utf-8")
+             for k in commits}
+    return texts, commits
+
+
+def test_torchtitan_builder_reproduces_committed_rows():
+    mod = _script("derive_public_torchtitan")
+    df, dropped = mod.build(*_torchtitan_fixture(mod))
+    # April 2024: the two out-of-memory rows (dropped from later versions); August 2024: the 405B table and the
+    # Llama 2 table (whose rows win over the April ones); Dec 2024: tables 4 and 5; async TP: the 70B table (3 x 2);
+    # Trainy: 2
+    assert len(df) == 22 and dropped.empty
+    assert _csv(df, mod) == _committed_rows(DATA / "public_torchtitan.csv", df["run_id"])
+    assert list(df.loc[df["status"] == "oom", "model"]) == ["llama2-70b", "llama2-70b"]
+    assert df.loc[df["status"] == "oom", "step_time_s"].isna().all()
+    # the derivation: global tokens / (TPS per GPU x GPUs); global batch = local batch x FSDP degree
+    pp = df[df["pp_schedule"] == "1F1B"].iloc[0]
+    assert (pp.global_batch_size, pp.dp, pp.tp, pp.pp, pp.vp, pp.zero_stage) == (256, 8, 8, 8, 1, 2)
+    assert pp.step_time_s == pytest.approx(256 * 8192 / (100 * 512)) and pd.isna(pp.micro_batch_size)
+    assert pp.peak_mem_bytes == pytest.approx(82.5 * 2**30) and pp.mem_source == "reported"
+    inter = df[df["pp_schedule"] == "Interleaved 1F1B"].iloc[0]
+    assert pd.isna(inter.vp)  # the stages per rank are not stated
+    a100 = df[(df["model"] == "llama2-13b") & (df["ac_reported"] == "no")].iloc[0]
+    assert (a100.gpu_count, a100.batch_size, a100.micro_batch_size, a100.zero_stage, a100.recompute) == (
+        64, 2, 2, 3, "none")
+    assert a100.step_time_s == pytest.approx(128 * 4096 / (2162 * 64))
+    # torchtitan's FLOPs reproduce its published MFU (A100: with the embedding, as train.py counted in April 2024)
+    assert df["flops_check_ratio"].dropna().between(0.997, 1.002).all() and df["flops_check_ratio"].notna().sum() == 8
+    assert df.loc[df["ac_reported"].str.startswith("selective"), "recompute"].isna().all()
+    assert (df.loc[df["tp"] > 1, "sequence_parallel"] == 1).all()
+    assert set(df.loc[df["float8"] == 1, "precision"]) == {"fp8"}
+
+
+def test_torchtitan_shapes_give_the_published_parameter_counts():
+    mod = _script("derive_public_torchtitan")
+    counts = {k: mod.param_count(v)[0] for k, v in mod.SHAPES.items()}
+    # Meta's model cards (as cited in derive_public_megatron_bridge.MODELS) for Llama 3 / 3.1
+    assert counts["llama3-8b"] == 8_030_261_248 and counts["llama3-70b"] == 70_553_706_496
+    assert counts["llama3-405b"] == 405_853_388_800
+    assert {k: mod.ffn_hidden(v) for k, v in mod.SHAPES.items()} == {
+        "llama2-13b": 13824, "llama2-70b": 28672, "llama3-8b": 14336, "llama3-70b": 28672, "llama3-405b": 53248}
+
+
+def test_torchtitan_builder_refuses_a_changed_caption(tmp_path):
+    mod = _script("derive_public_torchtitan")
+    texts, commits = _torchtitan_fixture(mod)
+    key = (mod.H100_2412, None)
+    texts[key] = texts[key].replace("Each H100 GPU is equipped with 96GB HBM2e", "Each H100 GPU has 80GB HBM3")
+    with pytest.raises(ValueError, match="no longer says"):
+        mod.build(texts, commits)
+
+
+def test_torchtitan_full_build_when_the_snapshot_is_here(tmp_path):
+    git_dir = MIRRORS / "pytorch+torchtitan" / "repo"
+    if not git_dir.exists():
+        pytest.skip("no torchtitan snapshot on this machine")
+    mod = _script("derive_public_torchtitan")
+    mod.check_shapes(git_dir)
+    out = tmp_path / "x.csv"
+    mod.main(["--git-dir", str(git_dir), "--commit", TORCHTITAN_COMMIT, "--out", str(out)])
+    assert out.read_bytes() == (DATA / "public_torchtitan.csv").read_bytes()
