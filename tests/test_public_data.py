@@ -26,6 +26,7 @@ NEUSIGHT_COMMIT = "6945927d9afcca2b9daf021f8395e53edc5b4eef"
 LAMBDA_COMMIT = "aa5addb6a53675a649a80036dad548f1c27cbcc4"
 MEGATRON_BRIDGE_COMMIT = "067f987df03b8355b03192d88d70f1709fedf51a"
 TORCHTITAN_COMMIT = "b5bcd76c66d0acb1a08b176d9639425bc55e0b2a"
+BIGSCIENCE_COMMIT = "9e64edec2ad1fb9263bf39ba616a84ff64b4d947"
 
 
 def _script(name: str):
@@ -53,6 +54,7 @@ COMMITTED = {
     "public_llmfoundry.csv": (216, {"A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM5-80GB"}, {"bf16", "fp8"}),
     "public_neusight.csv": (44, {"A100-PCIE-80GB", "A100-SXM4-40GB", "H100-SXM5-80GB", "L4", "MI100", "MI210",
                                  "MI250-GCD", "V100-PCIE-32GB"}, {"fp32"}),
+    "public_bigscience.csv": (127, {"A100-SXM4-80GB"}, {"bf16", "fp16"}),
     "public_torchtitan.csv": (43, {"A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM-141GB"}, {"bf16", "fp8"}),
     "public_megatron_bridge.csv": (182, {"B200", "B300", "GB200", "GB300", "H100-SXM5-80GB"}, {"bf16", "fp8"}),
 }
@@ -333,3 +335,49 @@ def test_torchtitan_full_build_when_the_snapshot_is_here(tmp_path):
     out = tmp_path / "x.csv"
     mod.main(["--git-dir", str(git_dir), "--commit", TORCHTITAN_COMMIT, "--out", str(out)])
     assert out.read_bytes() == (DATA / "public_torchtitan.csv").read_bytes()
+
+
+def test_bigscience_builder_reproduces_committed_rows():
+    mod = _script("derive_public_bigscience")
+    df, dropped = mod.build((FIXTURES / "bigscience" / "chronicles-prequel.md").read_text(encoding="utf-8"),
+                            BIGSCIENCE_COMMIT)
+    # Best TFLOPs fp16: 3 (times from the log lines); the first topology table: 9; 48 node contenders: 4 + 2 (ZeRO
+    # stage 1 and 0); Rebalancing layers: 4 + 4 (two out of memory)
+    assert len(df) == 26 and dropped.empty
+    assert _csv(df, mod) == _committed_rows(DATA / "public_bigscience.csv", df["run_id"])
+    assert (df["tp"] * df["pp"] * df["dp"] == df["gpu_count"]).all()
+    best = df[df["section"] == "Best TFLOPs / fp16"]
+    assert list(best["step_time_s"]) == [769.99, 844.81, 430.21] and set(best["precision"]) == {"fp16"}
+    assert list(best["n_layers"]) == [8, 80, 80]  # from the "20B model: ..." / "200B model: ..." lines
+    row = df[(df["gpu_count"] == 384) & (df["dp"] == 12)].iloc[0]
+    assert (row.step_time_s, row.global_batch_size, row.batch_size, row.micro_batch_size) == (189.06, 2040, 2040 / 384, 1)
+    assert row.peak_mem_bytes == 47 * 2**30 and pd.isna(row.n_layers)  # the topology tables state no shape
+    zs = df[df["run_id"].str.contains("-zs0/")]
+    assert list(zs["zero_stage"]) == [0] and zs.iloc[0].step_time_s == 137.34
+    oom = df[df["status"] == "oom"]
+    assert len(oom) == 2 and oom["step_time_s"].isna().all() and set(oom["precision"]) == {"bf16"}
+    assert set(df.loc[df["section"] == "Rebalancing layers", "n_layers"]) == {106, 100}
+    assert df["tflops_check_ratio"].dropna().between(0.97, 1.03).all()
+
+
+def test_bigscience_builder_drops_a_repeated_listing_and_a_row_that_does_not_add_up():
+    mod = _script("derive_public_bigscience")
+    text = (FIXTURES / "bigscience" / "chronicles-prequel.md").read_text(encoding="utf-8")
+    table = text[text.index("| Nodes | Size | DP | TP | PP | MBS |  GBS"):text.index("## 48 node contenders")]
+    bad = "|    40 | 187B |  8 |  8 | 10 |   4 | 2048 | GB   | 147.04 | 135.92 | 02-21 |\n"
+    extra = "## Choosing again\n\n" + table.replace("| 02-20 |\n|       |", "| 02-20 |\n" + bad + "|       |", 1)
+    df, dropped = mod.build(text + "\n" + extra, BIGSCIENCE_COMMIT)
+    assert len(df) == 26
+    reasons = list(dropped["reason"])
+    assert reasons.count("the same measurement as a row of an earlier table (kept there)") == 9
+    assert any(r.startswith("DP 8 x TP 8 x PP 10 = 640") for r in reasons)
+
+
+def test_bigscience_full_build_when_the_snapshot_is_here(tmp_path):
+    git_dir = MIRRORS / "bigscience-workshop+bigscience" / "repo"
+    if not git_dir.exists():
+        pytest.skip("no bigscience snapshot on this machine")
+    mod = _script("derive_public_bigscience")
+    out = tmp_path / "x.csv"
+    mod.main(["--git-dir", str(git_dir), "--commit", BIGSCIENCE_COMMIT, "--out", str(out)])
+    assert out.read_bytes() == (DATA / "public_bigscience.csv").read_bytes()
