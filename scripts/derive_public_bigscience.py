@@ -12,6 +12,10 @@ The script reads the file from a git snapshot (no network): ``--git-dir`` a bare
 the ``fetch`` tool brings) at ``--commit`` (default: the pinned ``COMMIT``), or ``--file`` a copy of it (then
 ``--commit`` names the commit it came from).
 
+Usage (CLONE: e.g. the clone the ``fetch`` tool brings)::
+
+    PYTHONPATH=src python scripts/derive_public_bigscience.py --git-dir CLONE --out data/public_bigscience.csv
+
 Derivations (stated once here, repeated in data/README.md):
 
 * ``step_time_s = Sec/it`` (the table's seconds per iteration: one optimizer step of GBS sequences; "snapshot of a

@@ -6,7 +6,7 @@ fp8, FSDP) on the MosaicML platform, one table per hardware section. Each table 
 configuration and becomes one run-history row in perfmodel's schema.
 
 The script reads the file from a git snapshot (no network): ``--git-dir`` a bare or non-bare clone (e.g. the one
-the ``fetch`` tool brings to /work/.mirror/mosaicml+llm-foundry/repo) at ``--commit`` (default HEAD), or
+the ``fetch`` tool brings) at ``--commit`` (default HEAD), or
 ``--readme`` a copy of the file (then ``--commit`` must name the commit it came from). Model shapes (``n_layers``,
 ``d_model``) come from ``scripts/train/yamls/pretrain/mpt-<size>.yaml`` at the same commit, or from the built-in
 table below (copied from those YAMLs) when only ``--readme`` is given.
@@ -14,7 +14,7 @@ table below (copied from those YAMLs) when only ``--readme`` is given.
 Usage::
 
     PYTHONPATH=src python scripts/derive_public_llmfoundry.py \\
-        --git-dir /work/.mirror/mosaicml+llm-foundry/repo --out data/public_llmfoundry.csv
+        --git-dir CLONE --out data/public_llmfoundry.csv
 
 Derivations (stated once here, repeated in data/README.md):
 

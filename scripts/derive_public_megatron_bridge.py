@@ -8,13 +8,13 @@ of measured pre-training throughput of NVIDIA's performance recipes (``scripts/p
 and becomes one run-history row in perfmodel's schema. SFT and LoRA tables are not imported.
 
 The script reads both files from a git snapshot (no network): ``--git-dir`` a bare or non-bare clone (e.g. the one
-the ``fetch`` tool brings to /work/.mirror/NVIDIA-NeMo+Megatron-Bridge/repo) at ``--commit`` (default HEAD), or
+the ``fetch`` tool brings) at ``--commit`` (default HEAD), or
 ``--docs`` a directory holding copies of the two files (then ``--commit`` must name the commit they came from).
 
 Usage::
 
     PYTHONPATH=src python scripts/derive_public_megatron_bridge.py \\
-        --git-dir /work/.mirror/NVIDIA-NeMo+Megatron-Bridge/repo --out data/public_megatron_bridge.csv
+        --git-dir CLONE --out data/public_megatron_bridge.csv
 
 Derivations (stated once here, repeated in data/README.md):
 

@@ -27,6 +27,10 @@ checks that each caption is in the file verbatim); what neither says is left emp
 * ``precision``: bf16 where the run is not Float8 (torchtitan's FSDP2 default ``mixed_precision_param =
   bfloat16``; the A100 MFU is computed against the bf16 peak); ``fp8`` with Float8 linears.
 
+Usage (CLONE: e.g. the clone the ``fetch`` tool brings)::
+
+    PYTHONPATH=src python scripts/derive_public_torchtitan.py --git-dir CLONE --out data/public_torchtitan.csv
+
 Derivations (stated once here, repeated in data/README.md):
 
 * ``step_time_s = global_batch · seq / (TPS/GPU · GPUs)``: torchtitan's ``tps`` (``wps`` in 2024) is tokens per
