@@ -6,7 +6,7 @@ fp8, FSDP) on the MosaicML platform, one table per hardware section. Each table 
 configuration and becomes one run-history row in perfmodel's schema.
 
 The script reads the file from a git snapshot (no network): ``--git-dir`` a bare or non-bare clone (e.g. the one
-the ``fetch`` tool brings to /work/.mirror/mosaicml+llm-foundry/repo) at ``--commit`` (default HEAD), or
+the ``fetch`` tool brings) at ``--commit`` (default HEAD), or
 ``--readme`` a copy of the file (then ``--commit`` must name the commit it came from). Model shapes (``n_layers``,
 ``d_model``) come from ``scripts/train/yamls/pretrain/mpt-<size>.yaml`` at the same commit, or from the built-in
 table below (copied from those YAMLs) when only ``--readme`` is given.
@@ -14,7 +14,7 @@ table below (copied from those YAMLs) when only ``--readme`` is given.
 Usage::
 
     PYTHONPATH=src python scripts/derive_public_llmfoundry.py \\
-        --git-dir /work/.mirror/mosaicml+llm-foundry/repo --out data/public_llmfoundry.csv
+        --git-dir CLONE --out data/public_llmfoundry.csv
 
 Derivations (stated once here, repeated in data/README.md):
 
@@ -31,6 +31,15 @@ Derivations (stated once here, repeated in data/README.md):
   ``op_attention_flops = 12·n_layers·d_model·seq**2`` (QKᵀ and AV, forward + backward), analytic like
   ``flops_per_sample`` (no other op column is written: the rows carry no traced op features).
 * ``precision``: ``amp_bf16`` / ``bf16`` -> ``bf16``; ``amp_fp8`` -> ``fp8`` (H100, Transformer Engine).
+* The schema's layout columns: ``tp = pp = cp = 1`` and ``dp = gpu_count`` (FSDP data parallelism only),
+  ``micro_batch_size = MicroBatchSize``, ``zero_stage`` from ``Sharding Strategy`` (FULL_SHARD 3, SHARD_GRAD_OP 2,
+  NO_SHARD 0), ``recompute = full`` where ``Activation Checkpointing`` is True (MPT's
+  ``activation_checkpointing_fn`` in ``llmfoundry/models/mpt/modeling_mpt.py`` checkpoints every ``MPTBlock``
+  when the YAML sets no ``activation_checkpointing_target``, and these YAMLs set none), else ``none``;
+  ``gpus_per_node = 8`` (the platform's 8-GPU nodes, as ``nodes``). Shape: ``n_heads`` from the YAMLs,
+  ``n_kv_heads = n_heads`` (no ``attn_type`` in the YAMLs: MPT's default multi-head attention),
+  ``ffn_hidden = expansion_ratio (4) x d_model``, ``vocab = 50368``; the table's ``NumParams`` equals the count of
+  that shape exactly on every row (checked).
 * ``gpu_type``: ``h100_80gb`` -> H100-SXM5-80GB, ``a100_80gb`` -> A100-SXM4-80GB, ``a100_40gb`` ->
   A100-SXM4-40GB. The table names neither form factor; the MosaicML platform's 8-GPU nodes with 1600 Gbps RoCE
   (and H100 peaks of 989 TFLOP/s bf16 in the MFU column) are SXM parts -- an assumption, recorded in
@@ -55,6 +64,15 @@ SIZES = ("125m", "350m", "760m", "1b", "3b", "7b", "13b", "30b", "70b")
 #: YAMLs are not readable; the git path reads them and checks they agree).
 SHAPES = {"125m": (12, 768), "350m": (24, 1024), "760m": (24, 1536), "1b": (24, 2048), "3b": (32, 2560),
           "7b": (32, 4096), "13b": (40, 5120), "30b": (48, 7168), "70b": (80, 8192)}
+#: n_heads of the MPT configs (same YAMLs; checked like SHAPES). The YAMLs set no attn_type, so attention is MPT's
+#: default multi-head attention (llmfoundry/models/utils/config_defaults.py): n_kv_heads = n_heads. They set
+#: expansion_ratio 4 (MLP width 4 x d_model) and vocab_size 50368.
+HEADS = {"125m": 12, "350m": 16, "760m": 12, "1b": 16, "3b": 20, "7b": 32, "13b": 40, "30b": 56, "70b": 64}
+EXPANSION_RATIO, VOCAB = 4, 50368
+#: zero_stage of the FSDP sharding strategy: FULL_SHARD shards weights, gradients and optimizer state (ZeRO-3),
+#: SHARD_GRAD_OP gradients and optimizer state (ZeRO-2), NO_SHARD nothing
+ZERO_STAGE = {"FULL_SHARD": 3, "SHARD_GRAD_OP": 2, "NO_SHARD": 0}
+GPUS_PER_NODE = 8
 GPU_TYPES = {"h100_80gb": "H100-SXM5-80GB", "a100_80gb": "A100-SXM4-80GB", "a100_40gb": "A100-SXM4-40GB"}
 PRECISIONS = {"amp_bf16": "bf16", "bf16": "bf16", "amp_fp8": "fp8"}
 COLUMNS = ["run_id", "status", "model", "family", "params", "flops_per_sample", "flops_method", "op_matmul_flops",
@@ -63,7 +81,10 @@ COLUMNS = ["run_id", "status", "model", "family", "params", "flops_per_sample", 
            "global_batch_size", "global_batch_tokens", "throughput_tokens_per_s", "throughput_samples_per_s",
            "throughput_tokens_per_s_per_gpu", "mfu_reported", "hfu_reported", "model_tflops_reported",
            "flops_check_ratio", "mp_mode", "sharding_strategy", "activation_cpu_offload", "gpu_name_reported",
-           "gpu_type_assumed", "precision_reported", "source_repo", "source_path", "source_commit"]
+           "gpu_type_assumed", "precision_reported", "source_repo", "source_path", "source_commit",
+           # the schema's layout and shape columns (added after the rest; every value above unchanged)
+           "micro_batch_size", "tp", "pp", "cp", "dp", "zero_stage", "recompute", "gpus_per_node", "n_heads",
+           "n_kv_heads", "ffn_hidden", "vocab"]
 
 
 def _git(git_dir: Path, *args: str) -> str:
@@ -72,14 +93,20 @@ def _git(git_dir: Path, *args: str) -> str:
 
 
 def read_shapes(git_dir: Path, commit: str) -> dict[str, tuple[int, int]]:
-    shapes = {}
+    shapes, heads = {}, {}
     for size in SIZES:
         text = _git(git_dir, "show", f"{commit}:{YAML_PATH.format(size=size)}")
         n_layers = int(re.search(r"^\s+n_layers:\s*(\d+)", text, re.M).group(1))
         d_model = int(re.search(r"^\s+d_model:\s*(\d+)", text, re.M).group(1))
         shapes[size] = (n_layers, d_model)
-    if shapes != SHAPES:
-        raise SystemExit(f"MPT shapes at {commit} differ from the built-in table: {shapes}")
+        heads[size] = int(re.search(r"^\s+n_heads:\s*(\d+)", text, re.M).group(1))
+        if (int(re.search(r"^\s+expansion_ratio:\s*(\d+)", text, re.M).group(1)) != EXPANSION_RATIO
+                or int(re.search(r"^\s+vocab_size:\s*(\d+)", text, re.M).group(1)) != VOCAB
+                or re.search(r"^\s+(attn_type|kv_n_heads|ffn_hidden_size):", text, re.M)):
+            raise SystemExit(f"mpt-{size} at {commit}: expansion_ratio, vocab_size or attention type differ from "
+                             "the built-in values")
+    if shapes != SHAPES or heads != HEADS:
+        raise SystemExit(f"MPT shapes at {commit} differ from the built-in table: {shapes} {heads}")
     return shapes
 
 
@@ -118,6 +145,10 @@ def build(text: str, commit: str, shapes: dict[str, tuple[int, int]] = SHAPES) -
         if gbt != gbs * seq:
             raise ValueError(f"{size} seq {seq} on {gpus}: global tokens {gbt} != {gbs} x {seq}")
         params = int(r["NumParams"])
+        # the table's count is exactly that of this shape: 12·L·d² weights and 13·L·d biases and norm parameters,
+        # the tied vocabulary, learned positions (seq·d) and the final norm: it confirms MLP width and vocabulary
+        if params != 12 * n_layers * d_model**2 + 13 * n_layers * d_model + (VOCAB + seq + 2) * d_model:
+            raise ValueError(f"{size} seq {seq}: NumParams {params} is not the count of the YAML's shape")
         dense, attention = 3 * (2 * params * seq), 3 * (4 * n_layers * d_model * seq ** 2)
         flops = dense + attention
         step = gbt / tps
@@ -148,6 +179,11 @@ def build(text: str, commit: str, shapes: dict[str, tuple[int, int]] = SHAPES) -
             "gpu_name_reported": gpu_raw, "gpu_type_assumed": "SXM form factor assumed (table names the GPU only)",
             "precision_reported": prec_raw, "source_repo": SOURCE_REPO, "source_path": SOURCE_PATH,
             "source_commit": commit,
+            # FSDP data parallelism only: every device holds (a shard of) one whole replica
+            "micro_batch_size": micro, "tp": 1, "pp": 1, "cp": 1, "dp": gpus,
+            "zero_stage": ZERO_STAGE[r["Sharding Strategy"]], "recompute": "full" if ac else "none",
+            "gpus_per_node": GPUS_PER_NODE, "n_heads": HEADS[size], "n_kv_heads": HEADS[size],
+            "ffn_hidden": EXPANSION_RATIO * d_model, "vocab": VOCAB,
         })
     df = pd.DataFrame(out, columns=COLUMNS)
     dup = df["run_id"].duplicated(keep=False)
@@ -185,6 +221,11 @@ def main(argv=None) -> int:
     print(df.groupby(["gpu_type", "precision"]).size().to_string())
     print(f"flops_check_ratio (ours / table's Model TFLOP): min {df.flops_check_ratio.min()}, "
           f"max {df.flops_check_ratio.max()}")
+    job = ["model", "seq_len", "global_batch_size", "gpu_count", "gpu_type", "precision"]
+    layouts = df.groupby(job)[["micro_batch_size", "zero_stage", "recompute", "activation_cpu_offload"]].apply(
+        lambda d: len(d.drop_duplicates()))
+    print(f"{len(layouts)} jobs (model, seq, global batch, GPUs, device, precision); {(layouts >= 3).sum()} measured "
+          f"in 3 or more layouts, {(layouts == 2).sum()} in 2")
     return 0
 
 

@@ -25,6 +25,8 @@ LLMFOUNDRY_COMMIT = "8c8dd48f72168c5d51e2f7b151595892a8fba43d"
 NEUSIGHT_COMMIT = "6945927d9afcca2b9daf021f8395e53edc5b4eef"
 LAMBDA_COMMIT = "aa5addb6a53675a649a80036dad548f1c27cbcc4"
 MEGATRON_BRIDGE_COMMIT = "067f987df03b8355b03192d88d70f1709fedf51a"
+TORCHTITAN_COMMIT = "b5bcd76c66d0acb1a08b176d9639425bc55e0b2a"
+BIGSCIENCE_COMMIT = "9e64edec2ad1fb9263bf39ba616a84ff64b4d947"
 
 
 def _script(name: str):
@@ -52,7 +54,9 @@ COMMITTED = {
     "public_llmfoundry.csv": (216, {"A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM5-80GB"}, {"bf16", "fp8"}),
     "public_neusight.csv": (44, {"A100-PCIE-80GB", "A100-SXM4-40GB", "H100-SXM5-80GB", "L4", "MI100", "MI210",
                                  "MI250-GCD", "V100-PCIE-32GB"}, {"fp32"}),
-    "public_megatron_bridge.csv": (176, {"B200", "B300", "GB200", "GB300", "H100-SXM5-80GB"}, {"bf16", "fp8"}),
+    "public_bigscience.csv": (127, {"A100-SXM4-80GB"}, {"bf16", "fp16"}),
+    "public_torchtitan.csv": (43, {"A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM-141GB"}, {"bf16", "fp8"}),
+    "public_megatron_bridge.csv": (182, {"B200", "B300", "GB200", "GB300", "H100-SXM5-80GB"}, {"bf16", "fp8"}),
 }
 
 
@@ -81,6 +85,22 @@ def test_llmfoundry_builder_reproduces_committed_rows():
     assert row["step_time_s"] == pytest.approx(8388608 / 515636)
     assert row["batch_size"] * row["grad_accum"] * row["gpu_count"] == row["global_batch_size"]
     assert (df["flops_check_ratio"].between(1.0, 1.01)).all()
+    # the schema's layout columns: FSDP data parallelism only; zero stage from the sharding strategy
+    assert (df["tp"] == 1).all() and (df["pp"] == 1).all() and (df["cp"] == 1).all()
+    assert (df["dp"] == df["gpu_count"]).all() and (df["micro_batch_size"] == df["batch_size"]).all()
+    assert set(zip(df["sharding_strategy"], df["zero_stage"])) <= {("FULL_SHARD", 3), ("SHARD_GRAD_OP", 2)}
+    assert (df["recompute"] == df["activation_checkpointing"].map({1: "full", 0: "none"})).all()
+    assert (df["ffn_hidden"] == 4 * df["d_model"]).all() and (df["n_kv_heads"] == df["n_heads"]).all()
+
+
+def test_llmfoundry_new_columns_leave_the_old_ones_byte_identical():
+    """The layout and shape columns were appended: every line starts with the columns and values it had."""
+    mod = _script("derive_public_llmfoundry")
+    old = mod.COLUMNS[:mod.COLUMNS.index("micro_batch_size")]
+    lines = (DATA / "public_llmfoundry.csv").read_text(encoding="utf-8").splitlines()
+    assert lines[0].startswith(",".join(old) + ",micro_batch_size,")
+    runs = perfmodel.load_runs(str(DATA / "public_llmfoundry.csv"))
+    assert runs["n_heads"].notna().all() and (runs["vocab"] == 50368).all()
 
 
 def test_llmfoundry_full_build_when_the_snapshot_is_here(tmp_path):
@@ -137,13 +157,13 @@ def _megatron_bridge_fixture(mod) -> dict:
 def test_megatron_bridge_builder_reproduces_committed_rows():
     mod = _script("derive_public_megatron_bridge")
     df, dropped = mod.build(_megatron_bridge_fixture(mod), MEGATRON_BRIDGE_COMMIT)
-    # 26.08: 2 rows; 26.06: FP8 and MXFP8 on two systems (NVFP4 and a batch of 1.5 per GPU left out; the SFT table
-    # is not pre-training); 25.11: a row with "a (b)" cells gives two rows, plus three; 25.09: no precision
-    assert len(df) == 11
-    assert sorted(df["release"].value_counts().items()) == [("25.11", 5), ("26.06", 4), ("26.08", 2)]
+    # 26.08: 2 rows; 26.06: FP8 and MXFP8 on two systems and the H100 row of 1.5 sequences per GPU (NVFP4 left out;
+    # the SFT table is not pre-training); 25.11: a row with "a (b)" cells gives two rows, plus three; 25.09: no
+    # precision
+    assert len(df) == 12
+    assert sorted(df["release"].value_counts().items()) == [("25.11", 5), ("26.06", 5), ("26.08", 2)]
     assert _csv(df, mod) == _committed_rows(DATA / "public_megatron_bridge.csv", df["run_id"])
-    assert sorted(dropped["reason"].str.split(":").str[0].str.split(" ").str[0]) == [
-        "NVFP4", "NVFP4", "global", "the", "the"]
+    assert sorted(dropped["reason"].str.split(":").str[0].str.split(" ").str[0]) == ["NVFP4", "NVFP4", "the", "the"]
     # the derivation as documented: global tokens / global tokens per second; NVIDIA's FLOPs from its own columns
     first, second = df[(df["model"] == "llama3-8b")].sort_values("precision_reported").itertuples()
     assert (first.precision_reported, second.precision_reported) == ("FP8-CS", "FP8-MX")
@@ -151,10 +171,32 @@ def test_megatron_bridge_builder_reproduces_committed_rows():
     assert second.step_time_s == pytest.approx(128 * 8192 / (36108 * 8))
     assert first.flops_per_sample == pytest.approx(1933e12 / 37556 * 8192)
     assert (first.batch_size, first.gpu_count, first.gpu_type, first.precision) == (16, 8, "GB300", "fp8")
-    assert second.tp == first.tp == 1 and pd.isna(first.vp)  # the cells without parentheses are shared
+    assert second.tp == first.tp == 1 and first.vp_reported == second.vp_reported == "n/a"  # shared cells
     ds = df[df["model"] == "deepseek-v3"]
     assert set(ds["family"]) == {"moe"} and (ds["params"] == 671e9).all() and (ds["active_params"] == 37e9).all()
     assert "w/o MTP" in set(ds["note"])  # a model label's parenthesis is an annotation, not a second row
+    # the schema's layout columns: a fractional share of the global batch where devices split a replica
+    h100 = df[(df["gpu_count"] == 1024)].iloc[0]
+    assert (h100.batch_size, h100.tp, h100.pp, h100.cp, h100.dp, h100.vp, h100.ep) == (1.5, 8, 8, 2, 8, 8, 1)
+    assert (h100.vp_reported, h100.ep_reported, h100.sequence_parallel, h100.gpus_per_node) == ("8", "n/a", 1, 8)
+    assert (df["tp"] * df["pp"] * df["cp"] * df["dp"] == df["gpu_count"]).all()
+    assert (df["sequence_parallel"] == (df["tp"] > 1).astype(int)).all()
+    assert set(df.loc[df["fsdp"] > 0, "zero_stage"]) == {3} and set(df.loc[df["fsdp"] == 0, "zero_stage"]) == {1}
+    assert set(df.loc[df["gpu_type"].isin(["GB200", "GB300"]), "gpus_per_node"]) == {72}
+    assert (first.vp, second.vp, first.vp_reported) == (1, 1, "n/a")  # n/a: no interleaving
+    assert (ds["n_layers"] == 61).all() and (ds["n_experts"] == 256).all() and (ds["dense_layers"] == 3).all()
+    runs = perfmodel.load_runs(str(DATA / "public_megatron_bridge.csv"))
+    assert runs["n_layers"].notna().all() and runs["dp"].notna().all()
+    assert runs["zero_stage"].isna().sum() == (runs["model"] == "kimi-k2").sum()  # Muon: not a ZeRO stage
+
+
+def test_megatron_bridge_shapes_match_their_sources_when_the_snapshot_is_here():
+    git_dir = MIRRORS / "NVIDIA-NeMo+Megatron-Bridge" / "repo"
+    if not git_dir.exists():
+        pytest.skip("no Megatron-Bridge snapshot on this machine")
+    mod = _script("derive_public_megatron_bridge")
+    mod.check_shapes(git_dir)
+    assert set(mod.SHAPES) == {m[0] for m in mod.MODELS.values()} == set(mod.SHAPE_CHECKS)
 
 
 def test_megatron_bridge_builder_refuses_what_it_cannot_read():
@@ -228,3 +270,114 @@ def test_lambda_full_build_when_the_snapshot_is_here(tmp_path):
     assert len(runs) == 198  # as data/README.md states
     assert runs["gpu_type"].nunique() == 14
     assert sorted(runs["gpu_count"].unique()) == [1, 2, 4, 8]
+
+
+def _torchtitan_fixture(mod) -> tuple[dict, dict]:
+    commits = {(p, c): c or TORCHTITAN_COMMIT for p, c in mod.SOURCES}
+    texts = {k: (FIXTURES / "torchtitan" / mod.fixture_name(k[0], commits[k])).read_text(encoding="utf-8")
+             for k in commits}
+    return texts, commits
+
+
+def test_torchtitan_builder_reproduces_committed_rows():
+    mod = _script("derive_public_torchtitan")
+    df, dropped = mod.build(*_torchtitan_fixture(mod))
+    # April 2024: the two out-of-memory rows (dropped from later versions); August 2024: the 405B table and the
+    # Llama 2 table (whose rows win over the April ones); Dec 2024: tables 4 and 5; async TP: the 70B table (3 x 2);
+    # Trainy: 2
+    assert len(df) == 22 and dropped.empty
+    assert _csv(df, mod) == _committed_rows(DATA / "public_torchtitan.csv", df["run_id"])
+    assert list(df.loc[df["status"] == "oom", "model"]) == ["llama2-70b", "llama2-70b"]
+    assert df.loc[df["status"] == "oom", "step_time_s"].isna().all()
+    # the derivation: global tokens / (TPS per GPU x GPUs); global batch = local batch x FSDP degree
+    pp = df[df["pp_schedule"] == "1F1B"].iloc[0]
+    assert (pp.global_batch_size, pp.dp, pp.tp, pp.pp, pp.vp, pp.zero_stage) == (256, 8, 8, 8, 1, 2)
+    assert pp.step_time_s == pytest.approx(256 * 8192 / (100 * 512)) and pd.isna(pp.micro_batch_size)
+    assert pp.peak_mem_bytes == pytest.approx(82.5 * 2**30) and pp.mem_source == "reported"
+    inter = df[df["pp_schedule"] == "Interleaved 1F1B"].iloc[0]
+    assert pd.isna(inter.vp)  # the stages per rank are not stated
+    a100 = df[(df["model"] == "llama2-13b") & (df["ac_reported"] == "no")].iloc[0]
+    assert (a100.gpu_count, a100.batch_size, a100.micro_batch_size, a100.zero_stage, a100.recompute) == (
+        64, 2, 2, 3, "none")
+    assert a100.step_time_s == pytest.approx(128 * 4096 / (2162 * 64))
+    # torchtitan's FLOPs reproduce its published MFU (A100: with the embedding, as train.py counted in April 2024)
+    assert df["flops_check_ratio"].dropna().between(0.997, 1.002).all() and df["flops_check_ratio"].notna().sum() == 8
+    assert df.loc[df["ac_reported"].str.startswith("selective"), "recompute"].isna().all()
+    assert (df.loc[df["tp"] > 1, "sequence_parallel"] == 1).all()
+    assert set(df.loc[df["float8"] == 1, "precision"]) == {"fp8"}
+
+
+def test_torchtitan_shapes_give_the_published_parameter_counts():
+    mod = _script("derive_public_torchtitan")
+    counts = {k: mod.param_count(v)[0] for k, v in mod.SHAPES.items()}
+    # Meta's model cards (as cited in derive_public_megatron_bridge.MODELS) for Llama 3 / 3.1
+    assert counts["llama3-8b"] == 8_030_261_248 and counts["llama3-70b"] == 70_553_706_496
+    assert counts["llama3-405b"] == 405_853_388_800
+    assert {k: mod.ffn_hidden(v) for k, v in mod.SHAPES.items()} == {
+        "llama2-13b": 13824, "llama2-70b": 28672, "llama3-8b": 14336, "llama3-70b": 28672, "llama3-405b": 53248}
+
+
+def test_torchtitan_builder_refuses_a_changed_caption(tmp_path):
+    mod = _script("derive_public_torchtitan")
+    texts, commits = _torchtitan_fixture(mod)
+    key = (mod.H100_2412, None)
+    texts[key] = texts[key].replace("Each H100 GPU is equipped with 96GB HBM2e", "Each H100 GPU has 80GB HBM3")
+    with pytest.raises(ValueError, match="no longer says"):
+        mod.build(texts, commits)
+
+
+def test_torchtitan_full_build_when_the_snapshot_is_here(tmp_path):
+    git_dir = MIRRORS / "pytorch+torchtitan" / "repo"
+    if not git_dir.exists():
+        pytest.skip("no torchtitan snapshot on this machine")
+    mod = _script("derive_public_torchtitan")
+    mod.check_shapes(git_dir)
+    out = tmp_path / "x.csv"
+    mod.main(["--git-dir", str(git_dir), "--commit", TORCHTITAN_COMMIT, "--out", str(out)])
+    assert out.read_bytes() == (DATA / "public_torchtitan.csv").read_bytes()
+
+
+def test_bigscience_builder_reproduces_committed_rows():
+    mod = _script("derive_public_bigscience")
+    df, dropped = mod.build((FIXTURES / "bigscience" / "chronicles-prequel.md").read_text(encoding="utf-8"),
+                            BIGSCIENCE_COMMIT)
+    # Best TFLOPs fp16: 3 (times from the log lines); the first topology table: 9; 48 node contenders: 4 + 2 (ZeRO
+    # stage 1 and 0); Rebalancing layers: 4 + 4 (two out of memory)
+    assert len(df) == 26 and dropped.empty
+    assert _csv(df, mod) == _committed_rows(DATA / "public_bigscience.csv", df["run_id"])
+    assert (df["tp"] * df["pp"] * df["dp"] == df["gpu_count"]).all()
+    best = df[df["section"] == "Best TFLOPs / fp16"]
+    assert list(best["step_time_s"]) == [769.99, 844.81, 430.21] and set(best["precision"]) == {"fp16"}
+    assert list(best["n_layers"]) == [8, 80, 80]  # from the "20B model: ..." / "200B model: ..." lines
+    row = df[(df["gpu_count"] == 384) & (df["dp"] == 12)].iloc[0]
+    assert (row.step_time_s, row.global_batch_size, row.batch_size, row.micro_batch_size) == (189.06, 2040, 2040 / 384, 1)
+    assert row.peak_mem_bytes == 47 * 2**30 and pd.isna(row.n_layers)  # the topology tables state no shape
+    zs = df[df["run_id"].str.contains("-zs0/")]
+    assert list(zs["zero_stage"]) == [0] and zs.iloc[0].step_time_s == 137.34
+    oom = df[df["status"] == "oom"]
+    assert len(oom) == 2 and oom["step_time_s"].isna().all() and set(oom["precision"]) == {"bf16"}
+    assert set(df.loc[df["section"] == "Rebalancing layers", "n_layers"]) == {106, 100}
+    assert df["tflops_check_ratio"].dropna().between(0.97, 1.03).all()
+
+
+def test_bigscience_builder_drops_a_repeated_listing_and_a_row_that_does_not_add_up():
+    mod = _script("derive_public_bigscience")
+    text = (FIXTURES / "bigscience" / "chronicles-prequel.md").read_text(encoding="utf-8")
+    table = text[text.index("| Nodes | Size | DP | TP | PP | MBS |  GBS"):text.index("## 48 node contenders")]
+    bad = "|    40 | 187B |  8 |  8 | 10 |   4 | 2048 | GB   | 147.04 | 135.92 | 02-21 |\n"
+    extra = "## Choosing again\n\n" + table.replace("| 02-20 |\n|       |", "| 02-20 |\n" + bad + "|       |", 1)
+    df, dropped = mod.build(text + "\n" + extra, BIGSCIENCE_COMMIT)
+    assert len(df) == 26
+    reasons = list(dropped["reason"])
+    assert reasons.count("the same measurement as a row of an earlier table (kept there)") == 9
+    assert any(r.startswith("DP 8 x TP 8 x PP 10 = 640") for r in reasons)
+
+
+def test_bigscience_full_build_when_the_snapshot_is_here(tmp_path):
+    git_dir = MIRRORS / "bigscience-workshop+bigscience" / "repo"
+    if not git_dir.exists():
+        pytest.skip("no bigscience snapshot on this machine")
+    mod = _script("derive_public_bigscience")
+    out = tmp_path / "x.csv"
+    mod.main(["--git-dir", str(git_dir), "--commit", BIGSCIENCE_COMMIT, "--out", str(out)])
+    assert out.read_bytes() == (DATA / "public_bigscience.csv").read_bytes()
