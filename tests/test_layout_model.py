@@ -70,7 +70,9 @@ class TestComponents:
     def test_rows_that_are_not_layout_jobs(self):
         rows = pd.DataFrame([_row(), {**_row(), "seq_len": None}])
         c = layout_components(rows)
-        assert c.iloc[0].notna().all() and c.iloc[1].isna().all()
+        physics = c.drop(columns="source_weight")
+        assert physics.iloc[0].notna().all() and physics.iloc[1].isna().all()
+        assert (c["source_weight"] == 0.5).all()  # one source (none named): each of its 2 rows weighs 1/2
         jobs = layout_jobs(rows)
         assert jobs[1].problem == "no seq_len"
 
@@ -95,6 +97,7 @@ class TestRegressor:
         X["microbatches"] = rng.integers(1, 16, n).astype(float)
         X["dp_net_s"] = rng.uniform(0, 2.0, n)
         X["fp8"] = (rng.uniform(size=n) < 0.3).astype(float)
+        X["source_weight"] = 1.0
         X.loc[X["fp8"] == 1, "layer_flops_s"] /= 2
         return X
 

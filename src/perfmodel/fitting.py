@@ -39,6 +39,7 @@ a fit (:func:`code_fingerprint`), so a model fitted by other code or on other da
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 import warnings
@@ -57,7 +58,8 @@ from .schema import validate_runs
 
 __all__ = ["DEFAULT_METHOD", "AUTO_CANDIDATES", "BASELINES", "MAX_BASELINE_MARGIN", "SELECTION_MIN_GROUPS",
            "baseline_margin", "baseline_first", "fit_history", "choose_method", "fit_cached", "stored_fit", "Choice",
-           "shipped_dir", "shipped_key", "code_fingerprint", "load_shipped", "SHIPPED_HISTORIES"]
+           "shipped_dir", "shipped_key", "code_fingerprint", "load_shipped", "SHIPPED_HISTORIES", "layout_floor",
+           "LAYOUT_BOOK"]
 
 
 #: The default ``method`` of every public entry point.
@@ -274,7 +276,7 @@ def baseline_first(scores: dict, n_groups: int) -> str:
 
 
 def fit_history(history, method: str = DEFAULT_METHOD, *, kind: str = "seen", cv: int | None = 5,
-                random_state: int = 0) -> TrainingTimeModel:
+                random_state: int = 0, regressor_params: dict | None = None) -> TrainingTimeModel:
     """Fit ``method`` on a history for queries of ``kind`` (no cache: see :func:`fit_cached`).
 
     Parameters
@@ -293,6 +295,8 @@ def fit_history(history, method: str = DEFAULT_METHOD, *, kind: str = "seen", cv
         Folds of the random K-fold scores (:class:`~perfmodel.models.TrainingTimeModel`'s ``cv``).
     random_state : int, default=0
         Seed of the folds (and of ``auto``'s subsample).
+    regressor_params : dict, optional
+        Parameters of the method's regressor (not with ``auto``), e.g. the layout model's ``prior``.
 
     Returns
     -------
@@ -314,17 +318,20 @@ def fit_history(history, method: str = DEFAULT_METHOD, *, kind: str = "seen", cv
     else:
         loaded = read_history(history)
         runs, labels = loaded.runs, loaded.labels
+    if regressor_params and method == "auto":
+        raise ValueError("fit_history: regressor_params need a method, not 'auto'.")
     with _one_blas_thread():
-        model = _fit_runs(runs, method, kind, cv, random_state)
+        model = _fit_runs(runs, method, kind, cv, random_state, regressor_params)
     if labels is not None:
         model.provenance_ = list(labels)
     return model
 
 
-def _fit_runs(runs, method, kind, cv, random_state) -> TrainingTimeModel:
+def _fit_runs(runs, method, kind, cv, random_state, regressor_params=None) -> TrainingTimeModel:
     held_out = () if kind == "seen" else (kind,)
     if method != "auto":
-        model = TrainingTimeModel(method=method, held_out=held_out, cv=cv, random_state=random_state).fit(runs)
+        model = TrainingTimeModel(method=method, held_out=held_out, cv=cv, random_state=random_state,
+                                  regressor_params=regressor_params).fit(runs)
     else:
         bar = _Progress(len(AUTO_CANDIDATES) + 1, f"perfmodel: auto for {kind} queries, {len(runs)} runs")
         try:
@@ -536,3 +543,39 @@ class _Progress:
 
 
 assert set(_ONE_GROUP_CANDIDATES) <= set(KIND_NAMES)
+
+
+#: The layout model's error book (scripts/build_layout_error_book.py): the errors it made on public LLM sets it
+#: never saw, out of the box and calibrated on 1, 3 or 9 of their runs.
+LAYOUT_BOOK = "layout_error_book.json"
+_BOOK: dict = {}
+
+
+def layout_floor(own_runs: int | None) -> dict | None:
+    """The least interval a layout answer gets: the errors of the layout model on an unseen published set.
+
+    Parameters
+    ----------
+    own_runs : int or None
+        How many of the caller's own runs calibrated the answer (None or 0: the bundled LLM history's fit).
+
+    Returns
+    -------
+    dict or None
+        ``{"name": ..., "scores": [...]}``: the book's ``bundled`` entry, or the ``calibrated/<k>`` entry of the
+        largest ``k <= own_runs``; None when the book is not installed.
+    """
+    if not _BOOK:
+        from .datasets import bundled_runs_path
+
+        try:
+            with open(bundled_runs_path(LAYOUT_BOOK), encoding="utf-8") as fh:
+                _BOOK.update(json.load(fh))
+        except (FileNotFoundError, ValueError):
+            return None
+    entries = _BOOK.get("entries", {})
+    if not own_runs:
+        return entries.get("bundled")
+    ks = sorted(int(k.split("/")[1]) for k in entries if k.startswith("calibrated/"))
+    usable = [k for k in ks if k <= own_runs]
+    return entries.get(f"calibrated/{usable[-1]}") if usable else entries.get("bundled")

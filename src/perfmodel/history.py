@@ -40,7 +40,7 @@ BUNDLED_HISTORIES = {
     "cpu": ("runs_cpu.csv",),
     "mlperf": ("mlperf_steps.csv",),
     "gpu": ("mlperf_steps.csv", "runs_*.csv"),
-    "llm": ("public_megatron_bridge.csv", "public_llmfoundry.csv"),
+    "llm": ("public_megatron_bridge.csv", "public_llmfoundry.csv", "public_torchtitan.csv", "public_bigscience.csv"),
 }
 #: Label prefix of the parts of a history that are perfmodel's bundled data (not the caller's own runs).
 BUNDLED_PREFIX = "bundled:"

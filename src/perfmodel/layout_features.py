@@ -36,11 +36,13 @@ all-gathers: an all-reduce's ``2·(n−1)/n·P·2`` bytes, 1.5 times that for fu
 parameters — dense ones over ``dp·cp`` replicas, experts over ``dp·cp·tp/(ep·tp)`` — hierarchical: the ``k``
 ranks of a node over NVLink, then across ``n/k`` nodes each rank's share over its own network link, so
 ``2·(k−1)/k·V/B_nvl`` and ``2·(n/k−1)/(n/k)·V/(k·B_net)``), ``opt_s`` (the optimizer's traffic, 16 bytes per
-parameter held, over the memory bandwidth) and ``fp8`` (1 where the GEMMs run in fp8).
+parameter held, over the memory bandwidth) and ``fp8`` (1 where the GEMMs run in fp8); and ``source_weight``, the
+row's weight in a fit (:func:`source_weights`).
 
 Where a run or query lacks a quantity: heads ``d/128`` (at least 1), MLP ``4·d`` (plain), vocabulary 0, key/value
 heads as heads; a model given by its size only gets :func:`perfmodel.transformer.standard_shape`; the micro-batch is
-the replica's whole share (no accumulation); sequence parallelism on where ``tp > 1``; no recomputation (full
+the replica's whole share (no accumulation), or with pipeline parallelism the share split into one micro-batch per
+stage (torchtitan's default); sequence parallelism on where ``tp > 1``; no recomputation (full
 where ``activation_checkpointing`` is 1); ZeRO stage 0; ``gpus_per_node`` 8; the network per device
 ``inter_node_gbps``, else the spec table's ``network_gbps``, else :data:`DEFAULT_NETWORK_GBPS`.
 """
@@ -49,6 +51,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from .hardware import get_spec
@@ -56,12 +59,13 @@ from .layout import DEFAULT_GPUS_PER_NODE, ParallelLayout, layout_problems
 from .transformer import TransformerShape, standard_shape
 
 __all__ = ["LAYOUT_FEATURES", "LayoutJob", "layout_jobs", "layout_components", "job_problems", "shape_of",
+           "source_weights",
            "DEFAULT_NETWORK_GBPS"]
 
 #: The quantities :func:`layout_components` produces, in order.
 LAYOUT_FEATURES = ("layer_flops_s", "layer_bytes_s", "expert_flops_s", "expert_bytes_s", "head_flops_s",
                    "head_bytes_s", "attn_flops_s", "mem_s", "kernels", "xl_nvl_s", "xl_net_s", "p2p_nvl_s",
-                   "p2p_net_s", "microbatches", "bubble", "dp_nvl_s", "dp_net_s", "opt_s", "fp8")
+                   "p2p_net_s", "microbatches", "bubble", "dp_nvl_s", "dp_net_s", "opt_s", "fp8", "source_weight")
 #: Inter-node bandwidth per device (GB/s, one way) assumed where neither the run nor the spec table gives one:
 #: one 200 Gb/s NIC per device.
 DEFAULT_NETWORK_GBPS = 25.0
@@ -192,10 +196,15 @@ def _job(row: dict) -> LayoutJob:
     dp = devices // (tp * pp * cp)
     mb = _int(row, "micro_batch_size")
     if mb is None:
-        mb = max(1, gb // dp)
+        share = max(1, gb // dp)
         accum = _int(row, "grad_accum")
-        if accum and accum > 1 and (gb // dp) % accum == 0:
-            mb = gb // dp // accum
+        if accum and accum > 1 and share % accum == 0:
+            mb = share // accum
+        elif pp > 1:  # a pipeline is fed micro-batches: as many as it has stages (torchtitan's default)
+            mb = max(1, share // pp)
+            assumed.append(f"micro-batch: {mb} ({pp} micro-batches per replica, one per pipeline stage)")
+        else:
+            mb = share
     zero = _int(row, "zero_stage")
     zero = 0 if zero is None else zero
     sp = _int(row, "sequence_parallel")
@@ -386,7 +395,29 @@ def layout_components(runs: pd.DataFrame, jobs: list | None = None) -> pd.DataFr
             cache[key] = _components(job)
         rows.append(cache[key])
     out = pd.DataFrame(rows, index=runs.index, columns=list(LAYOUT_FEATURES), dtype=float)
+    out["source_weight"] = source_weights(runs)
     return out
+
+
+def source_weights(runs: pd.DataFrame) -> np.ndarray:
+    """Per row, ``1 / (rows of its source)``: the weight that makes every source of a history (a published set, a
+    team's sweep, ``source`` column) weigh the same in a fit, so that the largest table does not set the
+    coefficients alone. Rows without a source form one group.
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        Runs (their ``source`` column where given).
+
+    Returns
+    -------
+    numpy.ndarray of float, shape (len(runs),)
+    """
+    src = (runs["source"].astype("string").fillna("").to_numpy(dtype=object) if "source" in runs.columns
+           else np.full(len(runs), "", dtype=object))
+    codes, uniq = pd.factorize(pd.Series(src))
+    counts = np.bincount(codes, minlength=len(uniq)) if len(codes) else np.zeros(0)
+    return 1.0 / counts[codes] if len(codes) else np.zeros(0)
 
 
 def job_problems(job: LayoutJob) -> list[str]:

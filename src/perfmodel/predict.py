@@ -10,6 +10,7 @@ their history and the method, so that repeated calls neither re-read nor refit a
 from __future__ import annotations
 
 import difflib
+import hashlib
 import math
 import numbers
 import os
@@ -26,7 +27,7 @@ from ._rows import distinct_rows
 from ._validation import (check_choice, check_confidence, check_nonnegative_float, check_positive_float,
                           check_positive_int, check_prediction_frame, row_label)
 from .exceptions import DataQualityWarning, ExtrapolationWarning, SchemaError, UnsupportedQueryError
-from .fitting import DEFAULT_METHOD, fit_cached, fit_history, stored_fit
+from .fitting import DEFAULT_METHOD, fit_cached, fit_history, layout_floor, stored_fit
 from .hardware import PRECISIONS, get_spec, resolve_gpu_type, table_digest
 from .history import (BUNDLED_PREFIX, HistoryFiles, LoadedHistory, default_history, file_digest, frame_digest,
                       history_parts, model_table, peek_history, precision_by_device, read_history)
@@ -39,7 +40,7 @@ from .models._conformal import MIN_GROUPS
 from .schema import SHAPE_COLUMNS, check_queries
 
 __all__ = ["BasePredictor", "predict_training_time", "predict_many", "fit", "TrainingTimePrediction", "resolve_history",
-           "layout_columns", "SHAPE_NAMES", "LAYOUT_METHOD",
+           "layout_columns", "SHAPE_NAMES", "LAYOUT_METHOD", "bundled_layout_model",
            "model_spec", "default_precision", "PREDICTION_COLUMNS"]
 
 _WHERE = "predict_training_time"
@@ -276,6 +277,39 @@ def model_spec(model, example_input, fitted) -> dict:
 
 #: The transformer-shape fields a model spec may give (:data:`perfmodel.schema.SHAPE_COLUMNS`).
 SHAPE_NAMES = tuple(c.name for c in SHAPE_COLUMNS)
+
+
+_BUNDLED_LAYOUT: list = []
+
+
+def bundled_layout_model() -> TrainingTimeModel:
+    """The layout model of the bundled LLM history (shipped, or fitted once per process): the prior that an
+    organisation's own runs calibrate.
+
+    Returns
+    -------
+    TrainingTimeModel
+        Method ``layout``, fitted on :data:`perfmodel.history.BUNDLED_HISTORIES` ``"llm"``.
+    """
+    if not _BUNDLED_LAYOUT:
+        _BUNDLED_LAYOUT.append(BasePredictor(None, method=LAYOUT_METHOD).model("seen", "llm"))
+    return _BUNDLED_LAYOUT[0]
+
+
+def _calibrated_layout(loaded: LoadedHistory, kind: str) -> TrainingTimeModel:
+    """The layout model on a history's transformer runs, the bundled LLM fit's coefficients as the prior
+    (:meth:`perfmodel.models.LayoutRegressor.with_prior`): few runs move the coefficients as far as they show."""
+    runs = loaded.runs.loc[is_layout_job(loaded.runs)].reset_index(drop=True)
+    if not len(runs):
+        raise UnsupportedQueryError("The history has no transformer runs with a sequence length and a shape or "
+                                    "family (decoder, moe) to calibrate the layout model on; leave history out to "
+                                    "answer from the bundled LLM history, or add such runs.")
+    prior = dict(bundled_layout_model().pipeline_.named_steps["regressor"].coef_)
+    sub = LoadedHistory(runs, loaded.labels, np.ones(len(runs), dtype=bool),
+                        hashlib.sha256(f"layout runs of {loaded.digest}".encode()).hexdigest())
+    fitted = fit_history(sub, LAYOUT_METHOD, kind=kind, regressor_params={"prior": prior})
+    fitted.calibration_runs_ = len(runs)
+    return fitted
 
 
 def _layout_of(layout, devices: int, where: str) -> ParallelLayout:
@@ -651,6 +685,11 @@ class BasePredictor:
             self._loaded[("own", source)] = loaded.own_runs()
         return self._loaded[("own", source)]
 
+    def _own_layout_runs(self, source) -> int:
+        """How many of the caller's own runs are transformer training with a layout (0 without own runs)."""
+        own = self.own(source)
+        return 0 if own is None else int(is_layout_job(own.runs).sum())
+
     def _answered_by_own(self, rows: pd.DataFrame, source) -> tuple[np.ndarray, np.ndarray | None]:
         """Per row: whether the caller's own runs answer it alone, and its kind with respect to them. They do when
         there are at least :data:`MIN_OWN_RUNS` and the row's device type is in them — the bundled runs inform only
@@ -662,7 +701,12 @@ class BasePredictor:
         kinds = classify(own.runs, rows)
         models_enough = own.runs["model"].nunique() >= MIN_GROUPS
         answer = (kinds != "new_device") & ((kinds != "new_model") | models_enough)
-        return answer & (len(own.runs) >= MIN_OWN_RUNS), kinds
+        answer &= len(own.runs) >= MIN_OWN_RUNS
+        if self.method == "auto" and self._own_layout_runs(source):
+            # transformer training: the layout model calibrated on the own runs answers it, whatever their count
+            # (the bundled LLM history's coefficients are the prior; the error book sizes the interval)
+            answer = np.where(is_layout_job(rows), True, answer)
+        return answer, kinds
 
     def model(self, kind: str = "seen", source: str | None = None, *, own: bool = False) -> TrainingTimeModel:
         """The model fitted for queries of ``kind``, fitted on first use (through the disk cache for files).
@@ -697,13 +741,18 @@ class BasePredictor:
                     raise ValueError("Predictor.model(own=True): the history does not mix own and bundled runs.")
                 loaded = self.own(key[0])
             method = self._method(key[0], loaded)
-            if all(isinstance(p, (str, os.PathLike)) for p in history_parts(self.history if self.history
-                                                                              is not None else source)):
+            if method == LAYOUT_METHOD and self.history is not None:
+                fitted = _calibrated_layout(loaded, kind)
+            elif all(isinstance(p, (str, os.PathLike)) for p in history_parts(self.history if self.history
+                                                                                is not None else source)):
                 fitted = fit_cached(loaded, method, kind)
             else:
                 fitted = fit_history(loaded, method, kind=kind)
             fitted.provenance_ = list(loaded.labels)
             self._fits[key] = fitted
+        if self._fits[key].method == LAYOUT_METHOD:  # an unseen framework and cluster: the error book's floor
+            fitted = self._fits[key]
+            fitted.interval_floor_ = layout_floor(getattr(fitted, "calibration_runs_", 0))
         return self._fits[key]
 
     def _method(self, source, loaded: LoadedHistory | None = None) -> str:

@@ -137,15 +137,16 @@ class NamedColumnsMixin:
         return repr(q) if c in (None, q) else f"{c!r} ({q})"
 
     # --------------------------------------------------------------------------------------- validation
-    def _validate_fit(self, X, y) -> tuple[np.ndarray, np.ndarray]:
-        """``X, y`` checked (numeric 2-D X, 1-D y of at least 3 positive step times, the quantities found, fit
-        rules on their values); sets ``n_features_in_``, ``feature_names_in_``, ``columns_``. Returns the design
-        (quantities in order) and y."""
+    def _validate_fit(self, X, y, min_runs: int = 3) -> tuple[np.ndarray, np.ndarray]:
+        """``X, y`` checked (numeric 2-D X, 1-D y of at least ``min_runs`` positive step times, the quantities
+        found, fit rules on their values); sets ``n_features_in_``, ``feature_names_in_``, ``columns_``. Returns the
+        design (quantities in order) and y."""
         where = self._where()
-        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True, ensure_all_finite=False)
+        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True, ensure_all_finite=False,
+                             ensure_min_samples=min_runs)
         y = np.asarray(y, dtype=np.float64)
-        if len(y) < 3:
-            raise ValueError(f"{where} needs at least 3 runs to fit; got {len(y)} sample(s).")
+        if len(y) < min_runs:
+            raise ValueError(f"{where} needs at least {min_runs} runs to fit; got {len(y)} sample(s).")
         if np.any(y <= 0):
             raise ValueError(f"{where} needs positive step times (y > 0); got {float(np.min(y))!r}.")
         self._resolve(X.shape[1])

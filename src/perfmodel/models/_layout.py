@@ -5,7 +5,7 @@ Per micro-batch on the busiest pipeline stage::
 
     T_mb = Σ_g smax(F_g / (e_gemm · r8^fp8), B_g / e_bw)          GEMMs: layers, experts, head (a smooth roofline)
          + F_attn / e_attn                                         attention scores and values
-         + κ_mem · T_mem + τ · kernels                             memory-bound kernels, launches
+         + κ_mem · T_mem + τ · kernels + c_mb                      memory-bound kernels, launches, scheduling
          + x_layer · (C_nvl / η_nvl + C_net / η_net)               exposed tensor/context/expert collectives
 
 and per step::
@@ -42,18 +42,19 @@ __all__ = ["LayoutRegressor", "COEFFICIENTS", "PRIOR"]
 
 #: The fitted coefficients: name -> (prior value, lower bound, upper bound, what it is).
 COEFFICIENTS = {
-    "gemm_eff": (0.75, 0.05, 1.0, "fraction of the peak a large GEMM reaches"),
-    "fp8_gemm_eff": (0.65, 0.2, 1.0, "fp8 GEMMs' fraction of gemm_eff at the fp8 peak (speed-up 2·r8 over 16-bit)"),
-    "gemm_bw_eff": (0.7, 0.05, 1.0, "fraction of the memory bandwidth a bandwidth-bound GEMM reaches"),
-    "attn_eff": (0.5, 0.05, 1.0, "fraction of the 16-bit peak attention kernels reach"),
-    "mem_factor": (2.0, 0.1, 30.0, "memory-bound traffic per activation byte (forward + backward passes)"),
-    "launch_s": (5e-6, 1e-7, 2e-4, "seconds per kernel launched"),
-    "layer_comm_exposed": (0.6, 0.01, 1.0, "share of the in-layer collectives not hidden behind compute"),
-    "nvlink_eff": (0.7, 0.05, 1.0, "fraction of the one-way NVLink bandwidth collectives reach"),
-    "network_eff": (0.6, 0.02, 1.0, "fraction of the one-way network bandwidth collectives reach"),
-    "dp_overlap": (0.8, 0.01, 1.0, "share of the step's compute data-parallel traffic can hide behind"),
-    "dp_tail": (0.1, 0.001, 1.0, "share of the data-parallel traffic that is never hidden"),
-    "step_overhead_s": (0.05, 1e-4, 20.0, "seconds per step outside the schedule (optimizer launch, logging, data)"),
+    "gemm_eff": (0.7, 0.3, 0.95, "fraction of the peak a large GEMM reaches"),
+    "fp8_gemm_eff": (0.7, 0.3, 1.0, "fp8 GEMMs' fraction of gemm_eff at the fp8 peak (speed-up 2·r8 over 16-bit)"),
+    "gemm_bw_eff": (0.5, 0.05, 1.0, "fraction of the memory bandwidth a bandwidth-bound GEMM reaches"),
+    "attn_eff": (0.5, 0.15, 1.0, "fraction of the 16-bit peak attention kernels reach (counting no causal saving)"),
+    "mem_factor": (2.0, 0.3, 10.0, "memory-bound traffic per activation byte (forward + backward passes)"),
+    "launch_s": (5e-6, 1e-6, 2e-5, "seconds per kernel launched"),
+    "microbatch_s": (2e-3, 1e-5, 0.05, "seconds per micro-batch on a stage outside its kernels (scheduling, syncs)"),
+    "layer_comm_exposed": (0.6, 0.1, 1.0, "share of the in-layer collectives not hidden behind compute"),
+    "nvlink_eff": (0.7, 0.4, 0.95, "fraction of the one-way NVLink bandwidth collectives reach"),
+    "network_eff": (0.6, 0.3, 0.95, "fraction of the one-way network bandwidth collectives reach"),
+    "dp_overlap": (0.8, 0.1, 1.0, "share of the step's compute data-parallel traffic can hide behind"),
+    "dp_tail": (0.1, 0.01, 1.0, "share of the data-parallel traffic that is never hidden"),
+    "step_overhead_s": (0.05, 1e-3, 2.0, "seconds per step outside the schedule (optimizer launch, logging, data)"),
 }
 #: The prior of every coefficient (its first value in :data:`COEFFICIENTS`).
 PRIOR = {k: v[0] for k, v in COEFFICIENTS.items()}
@@ -107,6 +108,7 @@ class LayoutRegressor(NamedColumnsMixin, RegressorMixin, BaseEstimator):
     _FEATURE_SET = "layout"
     _ABSENT = {name: 0.0 for name in LAYOUT_FEATURES}
     _ABSENT["microbatches"] = 1.0
+    _ABSENT["source_weight"] = 1.0
     _REQUIRED = ("layer_flops_s",)
     _NONNEGATIVE = LAYOUT_FEATURES
 
@@ -124,7 +126,7 @@ class LayoutRegressor(NamedColumnsMixin, RegressorMixin, BaseEstimator):
         gemm = sum(_smax(col(f"{g}_flops_s") / e_gemm, col(f"{g}_bytes_s") / c["gemm_bw_eff"])
                    for g in ("layer", "expert", "head"))
         attn = col("attn_flops_s") / c["attn_eff"]
-        mem = c["mem_factor"] * col("mem_s") + c["launch_s"] * col("kernels")
+        mem = c["mem_factor"] * col("mem_s") + c["launch_s"] * col("kernels") + c["microbatch_s"]
         comm = c["layer_comm_exposed"] * (col("xl_nvl_s") / c["nvlink_eff"] + col("xl_net_s") / c["network_eff"])
         per_mb = gemm + attn + mem + comm
         sends = col("p2p_nvl_s") / c["nvlink_eff"] + col("p2p_net_s") / c["network_eff"]
@@ -164,18 +166,23 @@ class LayoutRegressor(NamedColumnsMixin, RegressorMixin, BaseEstimator):
         y : array-like, shape (n_runs,)
             Step times in seconds (positive).
         sample_weight : array-like, shape (n_runs,), optional
-            Weight of each run's squared log error.
+            Weight of each run's squared log error; default the ``source_weight`` column (every source of the
+            history weighs the same), else 1.
 
         Returns
         -------
         LayoutRegressor
             self.
         """
-        Z, y = self._validate_fit(X, y)
+        Z, y = self._validate_fit(X, y, min_runs=1 if self.prior is not None else 3)
         if not (isinstance(self.prior_weight, (int, float)) and not isinstance(self.prior_weight, bool)
                 and math.isfinite(self.prior_weight) and self.prior_weight >= 0):
             raise ValueError(f"The 'prior_weight' parameter of LayoutRegressor must be a finite number >= 0. Got "
                              f"{self.prior_weight!r}.")
+        if sample_weight is None and self.columns_.get("source_weight") is not None:
+            given = Z[:, _F["source_weight"]]
+            if np.all(np.isfinite(given) & (given > 0)):
+                sample_weight = given  # every source of the history weighs the same
         w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
         if w.shape != y.shape or not np.all(np.isfinite(w) & (w >= 0)):
             raise ValueError("sample_weight must be finite, >= 0 and one per run.")

@@ -20,7 +20,7 @@ from ..kinds import KIND_NAMES, canonical_devices, classify, get_kind, group_key
 from ..metrics import mape, median_ape, r2
 from ..schema import validate_runs
 from ._baselines import MFURegressor, RatioRegressor
-from ._conformal import clip_at_peak, folds, half_widths, score_set, widening
+from ._conformal import conformal_quantile, clip_at_peak, folds, half_widths, score_set, widening
 from ._domain import domain_distance, fit_domain
 from ._ols import OLSRegressor
 from ._physics import PhysicsRegressor
@@ -71,6 +71,9 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         selection).
     random_state : int or None, default=0
         Seed of the random K-fold conformity scores and of the methods that draw random numbers (gbm).
+    regressor_params : dict, optional
+        Parameters of the method's regressor (``set_params``), e.g. ``{"prior": {...}}`` for the layout model's
+        calibration on an organisation's own runs.
 
     Attributes
     ----------
@@ -97,19 +100,23 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
     """
 
     def __init__(self, *, method: str = "loglinear", held_out=(), cv: int | None = 5, conformal: bool = True,
-                 random_state: int | None = 0):
+                 random_state: int | None = 0, regressor_params: dict | None = None):
         self.method = method
         self.held_out = held_out
         self.cv = cv
         self.conformal = conformal
         self.random_state = random_state
+        self.regressor_params = regressor_params
 
     # -------------------------------------------------------------------------------------------- fit
     def _make_pipeline(self) -> Pipeline:
         features = RunFeaturizer(kind=feature_set(self.method))
         if feature_set(self.method) in _NAMED_FEATURE_SETS:  # the regressor reads its columns by name
             features.set_output(transform="pandas")
-        return Pipeline([("features", features), ("regressor", make_regressor(self.method, self.random_state))])
+        regressor = make_regressor(self.method, self.random_state)
+        if getattr(self, "regressor_params", None):  # absent in a model file written before it existed
+            regressor.set_params(**self.regressor_params)
+        return Pipeline([("features", features), ("regressor", regressor)])
 
     def fit(self, X, y=None, *, oof: dict | None = None):
         """Fit on a run history; compute the conformity scores of the ``seen`` kind and of every kind in
@@ -134,7 +141,8 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         kinds = _kinds_arg(self.held_out)
         runs = validate_runs(X)
         y = runs["step_time_s"].to_numpy(dtype=float) if y is None else np.asarray(y, dtype=float)
-        if len(runs) < 3:
+        calibrating = bool((getattr(self, "regressor_params", None) or {}).get("prior"))
+        if len(runs) < (1 if calibrating else 3):
             raise ValueError(f"TrainingTimeModel needs at least 3 runs to fit; the history has {len(runs)}.")
         pipe = self._make_pipeline()
         pipe.fit(runs, y)
@@ -167,7 +175,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             self.startup_s_ = 0.0
         self.cv_mape_ = self.cv_median_ape_ = np.nan
         self.scores_ = {}
-        if self.conformal:
+        if self.conformal and len(runs) >= 3:  # fewer (a calibration on one or two runs): the floor's interval
             self.calibrate(runs, y, ("seen",) + tuple(k for k in kinds if k != "seen"), predictions=oof)
         return self
 
@@ -398,7 +406,8 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         if not isinstance(X, pd.DataFrame):
             raise TypeError(f"TrainingTimeModel.predict_interval expects a DataFrame of queries. Got "
                             f"{type(X).__name__}.")
-        if not self.scores_:
+        floor = getattr(self, "interval_floor_", None)
+        if not self.scores_ and floor is None:
             raise ValueError("This TrainingTimeModel was fitted with conformal=False (a point fit): it has no "
                              "conformity scores; refit with conformal=True for intervals.")
         pred = np.asarray(self.predict(X), dtype=float)
@@ -406,7 +415,18 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         models = X["model"].astype(str).to_numpy() if "model" in X.columns else np.full(len(X), "")
         new_model = ~np.isin(models, self.configs_["model"].to_numpy()) if "model" in X.columns \
             else np.ones(len(X), dtype=bool)
-        half, rule = half_widths(self.scores_, kinds, confidence, models=models, new_model=new_model)
+        if self.scores_:
+            half, rule = half_widths(self.scores_, kinds, confidence, models=models, new_model=new_model)
+        else:
+            half, rule = np.zeros(len(X)), np.full(len(X), "", dtype=object)
+        if floor is not None:  # errors measured where a whole published set (a framework, a cluster) was unseen
+            q = conformal_quantile(np.asarray(floor["scores"], dtype=float), confidence)
+            few = ~np.isfinite(half)  # the runs' own scores are too few for this level: the book alone
+            raise_ = few | (half < q)
+            half = np.where(few, q, np.maximum(half, q))
+            rule = np.asarray(rule, dtype=object).copy()
+            rule[raise_] = [("" if f or not r else f"{r}; ") + f"at least {floor['name']}"
+                            for r, f in zip(rule[raise_], few[raise_])]
         dist = self.domain_distance(X)
         factor = widening(dist)
         wide = factor > 1

@@ -1,0 +1,117 @@
+"""Build src/perfmodel/data/layout_error_book.json: the errors the layout model makes on a published set it never saw.
+
+The bundled LLM history (:data:`perfmodel.history.BUNDLED_HISTORIES` ``"llm"``) is several public sets, each one
+framework on one kind of cluster (NVIDIA Megatron-Bridge, MosaicML LLM Foundry, torchtitan, BigScience's
+Megatron-DeepSpeed). A user's job runs on another framework and cluster: a new *set*. So the interval of an answer
+from the bundled history is at least what the model missed when a whole set was held out:
+
+* ``bundled``: each set held out in turn, the layout model fitted on the others exactly as the bundled fit is
+  (:class:`perfmodel.models.TrainingTimeModel`, method ``layout``), and the held-out set's absolute log errors kept, every
+  set weighing the same (:func:`perfmodel.models.balanced_scores`);
+* ``calibrated/<k>``: the same, after calibrating the fit on ``k`` runs of the held-out set (k = 1, 3, 9; the
+  model's coefficients as the prior, :class:`perfmodel.models.LayoutRegressor`), predicting its other runs; the
+  ``k`` runs drawn at random, ``--repeats`` times.
+
+:class:`perfmodel.predict.BasePredictor` gives layout answers from the bundled history at least the ``bundled``
+interval, and answers calibrated on ``n`` own runs at least the ``calibrated`` interval of the largest ``k <= n``
+(their own conformity scores may widen it). Rebuild after changing the layout model or the LLM sets::
+
+    python scripts/build_layout_error_book.py [--repeats 20] [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "src" / "perfmodel" / "data" / "layout_error_book.json"
+KS = (1, 3, 9)
+
+
+def build(repeats: int) -> dict:
+    import perfmodel
+    from perfmodel.datasets import bundled_runs_path
+    from perfmodel.models import TrainingTimeModel
+    from perfmodel.history import BUNDLED_HISTORIES
+    from perfmodel.io import load_runs
+    from perfmodel.layout import is_layout_job
+    from perfmodel.models import balanced_scores
+
+    sets = {}
+    for file in BUNDLED_HISTORIES["llm"]:
+        runs = load_runs(bundled_runs_path(file))
+        sets[file] = runs.loc[is_layout_job(runs)].reset_index(drop=True)
+    rng = np.random.default_rng(0)
+    errs = {"bundled": ([], [])} | {f"calibrated/{k}": ([], []) for k in KS}
+    summary = {}
+    for name, test in sets.items():
+        train = [r for n, r in sets.items() if n != name]
+        import pandas as pd
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            base = TrainingTimeModel(method="layout", conformal=False).fit(
+                pd.concat(train, ignore_index=True, sort=False))
+        y = test["step_time_s"].to_numpy(dtype=float)
+        ratio = base.predict(test) / y
+        e = np.abs(np.log(ratio))
+        errs["bundled"][0].extend(e)
+        errs["bundled"][1].extend([name] * len(e))
+        summary[name] = {"rows": int(len(test)), "bundled_median_ape": float(np.median(np.abs(ratio - 1)) * 100)}
+        prior = dict(base.pipeline_.named_steps["regressor"].coef_)
+        for k in KS:
+            cal_errs = []
+            for _ in range(repeats):
+                pick = rng.choice(len(test), size=k, replace=False)
+                rest = np.setdiff1d(np.arange(len(test)), pick)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    cal = TrainingTimeModel(method="layout", conformal=False, regressor_params={"prior": prior})
+                    cal.fit(test.iloc[pick].reset_index(drop=True))
+                cal_errs.append(cal.predict(test.iloc[rest]) / y[rest])
+            ratio = np.concatenate(cal_errs)
+            e = np.abs(np.log(ratio))
+            errs[f"calibrated/{k}"][0].extend(e)
+            errs[f"calibrated/{k}"][1].extend([name] * len(e))
+            summary[name][f"calibrated_{k}_median_ape"] = float(np.median(np.abs(ratio - 1)) * 100)
+    book = {"format": 1, "method": "layout", "perfmodel": perfmodel.__version__, "sets": list(sets),
+            "repeats": repeats, "summary": summary, "entries": {}}
+    for key, (e, groups) in errs.items():
+        scores = balanced_scores(np.asarray(e), np.asarray(groups))
+        book["entries"][key] = {"name": f"the layout model's errors on an unseen published set ({key.replace('/', ' on ')}"
+                                        f"{' own runs' if key.startswith('calibrated') else ''}; "
+                                        "data/layout_error_book.json)",
+                                "scores": [round(float(v), 6) for v in np.sort(scores)]}
+    return book
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=20, help="random draws of the k calibration runs per set")
+    ap.add_argument("--check", action="store_true", help="exit 1 if the committed book differs; write nothing")
+    args = ap.parse_args(argv)
+    book = build(args.repeats)
+    text = json.dumps(book, indent=1, sort_keys=True) + "\n"
+    for name, s in book["summary"].items():
+        print(f"{name}: " + ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}" for k, v in s.items()))
+    for key, entry in book["entries"].items():
+        scores = np.asarray(entry["scores"])
+        print(f"{key}: 90% half-width x{np.exp(np.quantile(scores, 0.9)):.2f} (median |log error| "
+              f"{np.median(scores):.3f})")
+    if args.check:
+        same = OUT.is_file() and OUT.read_text() == text
+        print("up to date" if same else f"{OUT.relative_to(ROOT)} is stale: rebuild it")
+        return 0 if same else 1
+    OUT.write_text(text)
+    print(f"wrote {OUT.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
