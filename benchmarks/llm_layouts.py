@@ -263,25 +263,59 @@ def fp8_speedup(sets: dict) -> dict:
 
 
 def memory_and_refusals(sets: dict) -> dict:
+    """Every published run: its layout's refusals, and its memory estimate against the device and against the
+    published peak. A run whose recomputation its source does not state is estimated with full recomputation for
+    the "does not fit" count (the frameworks' most memory-saving setting: the run may have used it)."""
     out = {}
     for name, test in sets.items():
         jobs = layout_jobs(test)
         refused = [j for j in jobs if job_problems(j)]
-        not_fit, errors = 0, []
-        for j, (_, row) in zip(jobs, test.iterrows()):
+        rec_known = (test["recompute"].notna().to_numpy() if "recompute" in test.columns
+                     else np.zeros(len(test), dtype=bool))
+        not_fit, may_not, errors = 0, 0, []
+        for j, (_, row), known in zip(jobs, test.iterrows(), rec_known):
             if j.problem:
                 continue
-            mem = estimate_memory(shape=j.shape, layout=j.layout, seq_len=j.seq_len, precision=j.precision,
+            lay = j.layout if known else j.layout.with_(recompute="full")
+            mem = estimate_memory(shape=j.shape, layout=lay, seq_len=j.seq_len, precision=j.precision,
                                   gpu_type=j.gpu_type, global_batch=j.global_batch)
             not_fit += mem.fits is False
+            may_not += mem.fits is None
             published = row.get("peak_mem_bytes")
-            if published is not None and np.isfinite(float(published)) and float(published) > 0:
-                errors.append(abs(mem.total_bytes / float(published) - 1))
+            if known and published is not None and np.isfinite(float(published)) and float(published) > 0:
+                exact = estimate_memory(shape=j.shape, layout=j.layout, seq_len=j.seq_len, precision=j.precision,
+                                        gpu_type=j.gpu_type, global_batch=j.global_batch)
+                errors.append(exact.total_bytes / float(published) - 1)
+        e = np.abs(errors)
         out[name] = {"rows": len(jobs), "refused": len(refused),
                      "refusal_reasons": sorted({"; ".join(job_problems(j)) for j in refused})[:5],
-                     "completed_called_does_not_fit": int(not_fit),
+                     "recompute_unstated": int((~rec_known).sum()),
+                     "completed_called_does_not_fit": int(not_fit), "completed_may_not_fit": int(may_not),
                      "published_peak_memory_rows": len(errors),
-                     "memory_median_error": float(np.median(errors)) if errors else None}
+                     "memory_median_error": float(np.median(e)) if len(e) else None,
+                     "memory_median_signed_error": float(np.median(errors)) if len(e) else None}
+    return out
+
+
+def memory_of_failed_runs() -> dict:
+    """The published runs that ran out of memory (status ``oom``): how many the estimate calls "does not fit"."""
+    out = {}
+    for name in LLM_SETS:
+        path = DATA / f"public_{name}.csv"
+        if not path.is_file():
+            continue
+        runs = load_runs(path, include_failed=True)
+        oom = runs[(runs["status"] == "oom") & is_layout_job(runs)].reset_index(drop=True)
+        verdicts = []
+        for j in layout_jobs(oom):
+            if j.problem:
+                continue
+            verdicts.append(estimate_memory(shape=j.shape, layout=j.layout, seq_len=j.seq_len,
+                                            precision=j.precision, gpu_type=j.gpu_type,
+                                            global_batch=j.global_batch).fits)
+        if verdicts:
+            out[name] = {"oom_runs": len(verdicts), "does_not_fit": sum(v is False for v in verdicts),
+                         "may_not_fit": sum(v is None for v in verdicts), "fits": sum(v is True for v in verdicts)}
     return out
 
 
@@ -355,7 +389,8 @@ def _md(res: dict) -> str:
     lines += ["", "## Layout ranking", "", "```", json.dumps(rk, indent=1), "```", "", "## Scaling", "", "```"]
     lines += [json.dumps(s) for s in res["scaling"]]
     lines += ["```", "", "## fp8 over bf16", "", "```", json.dumps(res["fp8"], indent=1), "```", "",
-              "## Memory and refusals", "", "```", json.dumps(res["memory"], indent=1), "```", "",
+              "## Memory and refusals", "", "```", json.dumps(res["memory"], indent=1),
+              json.dumps(res["memory_oom"], indent=1), "```", "",
               "## Out of the box: one answer per job", "", "```", json.dumps(res["out_of_box"], indent=1), "```"]
     return "\n".join(lines) + "\n"
 
@@ -380,7 +415,8 @@ def main(argv=None) -> int:
     res["fp8"] = fp8_speedup(sets)
     print("fp8:", json.dumps(res["fp8"]), flush=True)
     res["memory"] = memory_and_refusals(sets)
-    print("memory:", json.dumps(res["memory"]), flush=True)
+    res["memory_oom"] = memory_of_failed_runs()
+    print("memory:", json.dumps(res["memory"]), json.dumps(res["memory_oom"]), flush=True)
     res["out_of_box"] = out_of_box(sets, limit=15 if args.quick else 60)
     print("out of box:", json.dumps(res["out_of_box"]), flush=True)
     res["seconds"] = round(time.time() - t0, 1)

@@ -1,16 +1,16 @@
 """Build the fitted defaults that ship with perfmodel: src/perfmodel/data/fitted/<key>.perfmodel.
 
-For each bundled history in :data:`perfmodel.fitting.SHIPPED_HISTORIES` (``cpu``, ``gpu``) and each kind of query
-(:data:`perfmodel.kinds.KIND_NAMES`) that can arise on it, the ``auto`` model is fitted exactly as
+For each bundled history in :data:`perfmodel.fitting.SHIPPED_HISTORIES` (``cpu`` and ``gpu`` with ``auto``, ``llm``
+with the layout model) and each kind of query (:data:`perfmodel.kinds.KIND_NAMES`) that can arise on it, the model
+is fitted exactly as
 :func:`perfmodel.fitting.fit_cached` would fit it (:func:`perfmodel.fitting.fit_history`) and saved in the safe
 format under its shipped key (:func:`perfmodel.fitting.shipped_key`: history digest, perfmodel version, method,
-kind, device table and a fingerprint of the fitting code). ``index.json`` beside them lists what was built and
+kind, device table and :data:`perfmodel.fitting.FIT_FORMAT`). ``index.json`` beside them lists what was built and
 which kinds were skipped, and why.
 
 One command, idempotent: a model whose file is already current is kept (not refitted); files that are no longer
-current (other code, data or version) are removed. Run it after changing anything under models/, features,
-fitting, kinds, hardware, history, schema, io, metrics or _validation (tests/test_fitted_defaults.py fails until
-you do)::
+current (other data, version or FIT_FORMAT) are removed. Run it after bumping FIT_FORMAT for a change that alters
+what fits give (tests/test_fitted_defaults.py refits one model per history and fails until you do)::
 
     python scripts/build_fitted_defaults.py            # keep current files, fit the missing ones
     python scripts/build_fitted_defaults.py --force    # refit everything
@@ -34,7 +34,6 @@ os.environ.setdefault("PERFMODEL_PROGRESS", "0")
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "src" / "perfmodel" / "data" / "fitted"
 INDEX = "index.json"
-METHOD = "auto"
 
 
 def kinds_that_arise(runs) -> dict:
@@ -56,7 +55,7 @@ def kinds_that_arise(runs) -> dict:
 
 def build(names, force: bool, check: bool) -> int:
     import perfmodel
-    from perfmodel.fitting import SHIPPED_HISTORIES, code_fingerprint, fit_history, shipped_dir, shipped_key
+    from perfmodel.fitting import FIT_FORMAT, SHIPPED_HISTORIES, fit_history, shipped_dir, shipped_key
     from perfmodel.hardware import table_digest
     from perfmodel.history import read_history
     from perfmodel.persistence import load_model, save_model
@@ -78,12 +77,13 @@ def build(names, force: bool, check: bool) -> int:
             if reason is not None:
                 skipped.append({"history": name, "kind": kind, "reason": reason})
                 continue
-            key = shipped_key(loaded.digest, METHOD, kind)
+            method = SHIPPED_HISTORIES[name]
+            key = shipped_key(loaded.digest, method, kind)
             path = OUT / f"{key}.perfmodel"
             if not force and unsaveable.get((name, kind), {}).get("key") == key:
                 skipped.append(unsaveable[(name, kind)])  # fitted with this very code before: still unsaveable
                 continue
-            entry = {"history": name, "kind": kind, "method": METHOD, "key": key, "file": path.name,
+            entry = {"history": name, "kind": kind, "method": method, "key": key, "file": path.name,
                      "digest": loaded.digest, "runs": len(loaded.runs)}
             current = path.is_file() and not force and _loads(load_model, path)
             if current and (name, kind) in old_index and old_index[(name, kind)].get("key") == key:
@@ -107,7 +107,7 @@ def build(names, force: bool, check: bool) -> int:
     for name, kind, loaded, path, entry in todo:
         key = entry["key"]
         t = time.perf_counter()
-        model = fit_history(loaded, METHOD, kind=kind)
+        model = fit_history(loaded, entry["method"], kind=kind)
         fit_s = time.perf_counter() - t
         try:
             save_model(model, path)
@@ -136,7 +136,7 @@ def build(names, force: bool, check: bool) -> int:
             print(f"{m['history']:4s} {m['kind']:10s} current, kept", flush=True)
     for s in skipped:
         print(f"{s['history']:4s} {s['kind']:10s} skipped: {s['reason']}", flush=True)
-    index = {"perfmodel": perfmodel.__version__, "method": METHOD, "code": code_fingerprint(),
+    index = {"perfmodel": perfmodel.__version__, "format": FIT_FORMAT,
              "devices": table_digest(),
              "models": sorted(models, key=lambda e: (e["history"], e["kind"])),
              "skipped": sorted(skipped, key=lambda e: (e["history"], e["kind"]))}

@@ -104,8 +104,8 @@ class TestShippedUsed:
         assert model.auto_kind_ == "new_batch"
 
     def test_stale_key_is_not_used(self, monkeypatch, tmp_path):
-        # other fitting code: another fingerprint, so no shipped file matches and the fit happens as before
-        monkeypatch.setattr(fitting, "_FINGERPRINT", ["0" * 64])
+        # another fit format: another key, so no shipped file matches and the fit happens as before
+        monkeypatch.setattr(fitting, "FIT_FORMAT", fitting.FIT_FORMAT + 1000)
         monkeypatch.setenv("PERFMODEL_CACHE_DIR", str(tmp_path))
         loaded = read_history("cpu")
         assert fitting.load_shipped(loaded.digest, "auto", "seen") is None
@@ -125,9 +125,9 @@ class TestShippedUsed:
         assert fitting.shipped_key("e" * 64, "auto", "seen") != base
         assert fitting.shipped_key("d" * 64, "gbm", "seen") != base
         assert fitting.shipped_key("d" * 64, "auto", "new_model") != base
-        monkeypatch.setattr(fitting, "_FINGERPRINT", ["1" * 64])
+        monkeypatch.setattr(fitting, "FIT_FORMAT", fitting.FIT_FORMAT + 1)
         assert fitting.shipped_key("d" * 64, "auto", "seen") != base
-        monkeypatch.setattr(fitting, "_FINGERPRINT", [])
+        monkeypatch.undo()
         monkeypatch.setattr(importlib.import_module("perfmodel.cache"), "__version__", "999.0")
         assert fitting.shipped_key("d" * 64, "auto", "seen") != base
 
@@ -140,6 +140,25 @@ class TestShippedUsed:
         model = fitting.fit_cached(loaded, "loglinear", "seen")
         assert model.n_runs_ == len(history)
         assert list(tmp_path.glob("*.perfmodel"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("history", sorted(fitting.SHIPPED_HISTORIES))
+def test_shipped_predictions_are_what_the_code_fits_now(index, digests, history):
+    """A change that alters fits must bump FIT_FORMAT (and rebuild): the shipped model of each history's first
+    kind predicts its own runs as a refit with today's code does."""
+    e = next(e for e in index["models"] if e["history"] == history)
+    shipped = fitting.load_shipped(digests[history], e["method"], e["kind"])
+    assert shipped is not None, REBUILD
+    loaded = read_history(history)
+    refit = fitting.fit_history(loaded, e["method"], kind=e["kind"])
+    runs = loaded.runs.sample(min(200, len(loaded.runs)), random_state=0)
+    assert refit.method == shipped.method, f"auto chooses {refit.method} now, {shipped.method} when built: {REBUILD}"
+    import numpy as np
+
+    assert np.allclose(refit.predict(runs), shipped.predict(runs), rtol=1e-6), (
+        f"the {history} fit ({e['method']}, {e['kind']}) predicts otherwise than the shipped one: the fitting code "
+        f"changed what fits give. Bump perfmodel.fitting.FIT_FORMAT and {REBUILD}")
 
 
 class TestProgress:

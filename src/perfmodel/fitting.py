@@ -25,11 +25,14 @@ run, and, when the history was subsampled, refitted ``cv`` + ``f`` times on ever
 Fitted models are cached on disk by the history's content digest, the method and the kind
 (:mod:`perfmodel.cache`).
 
-**Shipped defaults.** The ``auto`` models of the bundled histories (``"cpu"``, ``"gpu"``), one per kind of query
+**Shipped defaults.** The models of the bundled histories (:data:`SHIPPED_HISTORIES`: ``auto`` for ``"cpu"`` and
+``"gpu"``, the layout model for ``"llm"``), one per kind of query
 they can answer, ship inside the package (``perfmodel/data/fitted/``, safe format, built by
 ``scripts/build_fitted_defaults.py``). :func:`fit_cached` looks there first, then in the disk cache, then fits. A
-shipped model's key (:func:`shipped_key`) is the disk cache's key plus a fingerprint of the source code that shapes
-a fit (:func:`code_fingerprint`), so a model fitted by other code or on other data is simply not found.
+shipped model's key (:func:`shipped_key`) is the disk cache's key plus the version of what a fit computes
+(:data:`FIT_FORMAT`), so a model fitted on other data, by another release or before a change of the fits is simply
+not found. A test refits one model per shipped history and compares its predictions with the shipped one's, so a
+change that alters fits without bumping :data:`FIT_FORMAT` cannot land unnoticed.
 
 **Progress.** A fit still running after 2 s shows a progress bar (tqdm, on stderr; in Jupyter its widget) when
 ``PERFMODEL_PROGRESS=1`` (the CLI sets it when stderr is a terminal or ``--progress`` is given) or in a notebook;
@@ -58,7 +61,7 @@ from .schema import validate_runs
 
 __all__ = ["DEFAULT_METHOD", "AUTO_CANDIDATES", "BASELINES", "MAX_BASELINE_MARGIN", "SELECTION_MIN_GROUPS",
            "baseline_margin", "baseline_first", "fit_history", "choose_method", "fit_cached", "stored_fit", "Choice",
-           "shipped_dir", "shipped_key", "code_fingerprint", "load_shipped", "SHIPPED_HISTORIES", "layout_floor",
+           "shipped_dir", "shipped_key", "FIT_FORMAT", "load_shipped", "SHIPPED_HISTORIES", "layout_floor",
            "LAYOUT_BOOK"]
 
 
@@ -406,35 +409,14 @@ def stored_fit(digest: str, method: str, kind: str) -> TrainingTimeModel | None:
 
 # ------------------------------------------------------------------------------------------ shipped defaults
 #: The bundled histories whose ``auto`` fits ship with the package (scripts/build_fitted_defaults.py).
-SHIPPED_HISTORIES = ("cpu", "gpu")
-#: The sources (relative to the package) whose text shapes a fit; their digest is part of every shipped key.
-_FIT_SOURCES = ("models/*.py", "features.py", "fitting.py", "kinds.py", "hardware.py", "history.py", "schema.py",
-                "io.py", "metrics.py", "_validation.py")
-_FINGERPRINT: list = []  # computed once per process
-
-
-def code_fingerprint() -> str:
-    """A digest of the source code that shapes a fit, read once per process.
-
-    Returns
-    -------
-    str
-        Hex SHA-256 over the names and bytes of the source files in ``_FIT_SOURCES`` (models/, features,
-        fitting, kinds, hardware, history, schema, io, metrics, validation).
-    """
-    if not _FINGERPRINT:
-        root = Path(__file__).resolve().parent
-        h = hashlib.sha256()
-        for pattern in _FIT_SOURCES:
-            for path in sorted(root.glob(pattern)):
-                h.update(path.relative_to(root).as_posix().encode() + b"\0")
-                try:
-                    h.update(path.read_bytes())
-                except OSError:
-                    h.update(b"\1unreadable")
-                h.update(b"\0")
-        _FINGERPRINT.append(h.hexdigest())
-    return _FINGERPRINT[0]
+#: The bundled histories whose models ship, and the method each ships with: ``auto`` for the CPU and GPU runs, the
+#: layout model for the LLM pre-training sets (what answers transformer jobs).
+SHIPPED_HISTORIES = {"cpu": "auto", "gpu": "auto", "llm": "layout"}
+#: The version of what a fit computes. A shipped model is keyed by it (with the data, the device table, the
+#: perfmodel version, the method and the kind), not by the bytes of the source: bump it when a change alters what
+#: fits give (tests/test_fitted_defaults.py refits one model per shipped history and compares the predictions, so a
+#: change that alters them without a bump fails there), then run scripts/build_fitted_defaults.py.
+FIT_FORMAT = 4
 
 
 def shipped_dir() -> Path:
@@ -466,12 +448,12 @@ def shipped_key(digest: str, method: str, kind: str) -> str:
     -------
     str
         32 hex digits (the file name without ``.perfmodel``): a SHA-256 of :func:`perfmodel.cache.cache_key`
-        (history digest, perfmodel version, method, kind, device table) and :func:`code_fingerprint`.
+        (history digest, perfmodel version, method, kind, device table) and :data:`FIT_FORMAT`.
     """
     from . import cache
 
     base = cache.cache_key(digest, method, kind)
-    return hashlib.sha256(f"shipped {base}\ncode {code_fingerprint()}\n".encode()).hexdigest()[:32]
+    return hashlib.sha256(f"shipped {base}\nformat {FIT_FORMAT}\n".encode()).hexdigest()[:32]
 
 
 def load_shipped(digest: str, method: str, kind: str) -> TrainingTimeModel | None:

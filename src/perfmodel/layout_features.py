@@ -39,7 +39,8 @@ ranks of a node over NVLink, then across ``n/k`` nodes each rank's share over it
 parameter held, over the memory bandwidth) and ``fp8`` (1 where the GEMMs run in fp8); and ``source_weight``, the
 row's weight in a fit (:func:`source_weights`).
 
-Where a run or query lacks a quantity: heads ``d/128`` (at least 1), MLP ``4·d`` (plain), vocabulary 0, key/value
+Where a run or query lacks a quantity: heads ``d/128`` (or of the first head size of 64, 96, 192, 256 whose count
+divides over the row's tensor-parallel degree: the frameworks' rule), MLP ``4·d`` (plain), vocabulary 0, key/value
 heads as heads; a model given by its size only gets :func:`perfmodel.transformer.standard_shape`; the micro-batch is
 the replica's whole share (no accumulation), or with pipeline parallelism the share split into one micro-batch per
 stage (torchtitan's default); sequence parallelism on where ``tp > 1``; no recomputation (full
@@ -152,8 +153,11 @@ def _shape(row: dict, assumed: list) -> TransformerShape:
                        f"d={shape.d_model})")
         return shape
     h = _int(row, "n_heads")
-    if h is None:
-        h = max(1, d // 128) if d % max(1, d // 128) == 0 else 1
+    if h is None:  # heads of 128 (else 64, 96, 192, 256: the sizes models use) that divide over the row's tp
+        tp = _int(row, "tp") or 1
+        h = next((d // hd for hd in (128, 64, 96, 192, 256) if d % hd == 0 and (d // hd) % tp == 0), None)
+        if h is None:
+            h = max(1, d // 128)
         assumed.append(f"heads: {h}")
     kw = {"n_layers": L, "d_model": d, "n_heads": h, "vocab": _int(row, "vocab") or 0}
     kv = _int(row, "n_kv_heads")

@@ -469,7 +469,7 @@ def search_layouts(*, shape: TransformerShape, seq_len: int, global_batch: int, 
     micro_batches, zero_stages, recompute
         The search space (:func:`perfmodel.layout.enumerate_layouts`).
     include_unfit : bool, default=False
-        Keep the layouts whose memory estimate does not fit (predicted too, ``fits`` False).
+        Keep the layouts whose memory estimate does not fit or may not (predicted too, ``fits`` False or None).
     name : str, default="llm"
         The model's label in the queries.
 
@@ -489,7 +489,7 @@ def search_layouts(*, shape: TransformerShape, seq_len: int, global_batch: int, 
                                  recompute=recompute):
         mem = estimate_memory(shape=shape, layout=lay, seq_len=seq_len, precision=precision, optimizer=optimizer,
                               gpu_type=gpu_type, global_batch=global_batch, flash_attention=flash_attention)
-        if mem.fits is False and not include_unfit:
+        if mem.fits is not True and not include_unfit:  # "may not fit" is not planned either
             continue
         layouts.append(lay)
         mems.append(mem)
@@ -734,6 +734,8 @@ def plan_llm_job(*, seq_len, global_batch, gpu_type, params=None, n_layers=None,
                               suggestion=suggestion)
     if memory.fits is False:
         notes.append("does not fit in device memory (see memory); allowed by allow_no_fit")
+    elif memory.fits is None and memory.device_bytes is not None and not memory.lower_bound:
+        notes.append(f"may not fit in device memory: {memory.short()}; {names['search']} finds layouts that fit")
     accumulation = global_batch // (layout.dp * layout.micro_batch)
     return LLMJobPlan(
         seconds=float(pred.seconds), lower=float(pred.lower), upper=float(pred.upper), prediction=pred,
