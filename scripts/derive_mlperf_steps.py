@@ -10,7 +10,7 @@ its precision, the launch configs, READMEs and argparse definitions under
 
 Usage::
 
-    PYTHONPATH=src python scripts/derive_mlperf_steps.py --mirrors /work/.mirror [--rounds v4.0,v5.0] [--out data]
+    PYTHONPATH=src python scripts/derive_mlperf_steps.py --mirrors DIR [--rounds v4.0,v5.0] [--out data]
 
 A mirror for round R is looked for at ``<mirrors>/mlcommons+training_results_<R>/repo`` or
 ``<mirrors>/training_results_<R>`` (any bare or non-bare git repository).
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from perfmodel.importers.mlperf import (SKIPPED_BENCHMARKS, _frame, implementation_text, is_implementation_file,
+from perfmodel.importers.mlperf import (SKIPPED_BENCHMARKS, frame, implementation_text, is_implementation_file,
                                        loadable, make_run_id, summarize_run)
 from perfmodel.hardware import get_spec
 from perfmodel.io import load_runs
@@ -41,14 +41,14 @@ IMPLEMENTATION = re.compile(r"^([^/]+)/benchmarks/([^/]+)/implementations/")
 MAX_PY_BYTES = 1_000_000  # larger Python files are not read for argparse definitions
 
 
-def _git_dir(mirrors: Path, rnd: str) -> Path | None:
+def git_dir_for(mirrors: Path, rnd: str) -> Path | None:
     for cand in (mirrors / f"mlcommons+training_results_{rnd}" / "repo", mirrors / f"training_results_{rnd}"):
         if cand.exists():
             return cand
     return None
 
 
-class _Blobs:
+class Blobs:
     """Read many blobs through one ``git cat-file --batch``."""
 
     def __init__(self, git_dir: Path):
@@ -74,7 +74,7 @@ class _LazyFiles(Mapping):
     """Path -> text of some blobs, read on first use (most runs state their precision and never need them);
     Python files are kept only where they define command-line flags."""
 
-    def __init__(self, blobs: _Blobs, commit: str, paths: list[str]):
+    def __init__(self, blobs: Blobs, commit: str, paths: list[str]):
         self.blobs, self.commit, self.paths, self._files = blobs, commit, paths, None
 
     def _load(self) -> dict[str, str]:
@@ -117,7 +117,7 @@ def derive_round(git_dir: Path, rnd: str) -> tuple[list[dict], str]:
         m = IMPLEMENTATION.match(n)
         if m and is_implementation_file(n) and (not n.endswith(".py") or (sizes.get(n) or 0) <= MAX_PY_BYTES):
             impl_names.setdefault(m.groups(), []).append(n)
-    blobs = _Blobs(git_dir)
+    blobs = Blobs(git_dir)
     impl_files = {key: _LazyFiles(blobs, commit, paths) for key, paths in impl_names.items()}
 
     systems = {}
@@ -162,7 +162,7 @@ def derive_round(git_dir: Path, rnd: str) -> tuple[list[dict], str]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--mirrors", default="/work/.mirror", type=Path)
+    ap.add_argument("--mirrors", type=Path, help="the folder holding the mirrors (see above)")
     ap.add_argument("--rounds", default=",".join(ROUNDS))
     ap.add_argument("--out", default="data", type=Path)
     ap.add_argument("--jobs", default=1, type=int, help="rounds derived in parallel processes")
@@ -172,9 +172,11 @@ def main(argv=None) -> int:
         print(summary(pd.read_csv(args.out / "mlperf_steps.csv"),
                       pd.read_csv(args.out / "mlperf_steps_excluded.csv.gz")))
         return 0
+    if args.mirrors is None:
+        ap.error("--mirrors is required (the folder holding a git mirror per round; see the script's docstring)")
     todo = []
     for rnd in [r.strip() for r in args.rounds.split(",") if r.strip()]:
-        git_dir = _git_dir(args.mirrors, rnd)
+        git_dir = git_dir_for(args.mirrors, rnd)
         if git_dir is None:
             print(f"{rnd}: no mirror under {args.mirrors}; skipped", file=sys.stderr)
             continue
@@ -186,7 +188,7 @@ def main(argv=None) -> int:
         commits[rnd] = commit
         print(f"{rnd}: {len(rows)} runs from mlcommons/training_results_{rnd} @ {commit}", flush=True)
         all_rows += rows
-    df = _frame(all_rows)
+    df = frame(all_rows)
     ok = loadable(df)
     load_runs(ok, include_failed=True)  # the bundled file must load
     rest = df.loc[df["excluded_reason"].notna()].reset_index(drop=True)

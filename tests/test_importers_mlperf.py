@@ -173,11 +173,11 @@ class TestRecord:
         assert runs.loc["resnet", "gpu_type"] == "A100-SXM4-80GB"
 
     def test_mlperf_spelling_of_the_a100_sxm4_keeps_its_memory_size(self):
-        from perfmodel.importers.mlperf import _resolve
+        from perfmodel.importers.mlperf import resolve_device
 
-        assert _resolve("NVIDIA A100-SXM-40GB") == "A100-SXM4-40GB"
-        assert _resolve("NVIDIA A100-SXM-80GB (400W)") == "A100-SXM4-80GB"
-        assert _resolve("Acme Matrix Engine 9") is None
+        assert resolve_device("NVIDIA A100-SXM-40GB") == "A100-SXM4-40GB"
+        assert resolve_device("NVIDIA A100-SXM-80GB (400W)") == "A100-SXM4-80GB"
+        assert resolve_device("Acme Matrix Engine 9") is None
 
     def test_precision_is_evidence_or_marked_assumed(self, runs):
         assert runs.loc["bert", ["precision_reported", "precision_source", "precision"]].tolist() == [
@@ -307,7 +307,7 @@ class TestRobustness:
         assert len(load_runs(out)) == 2
 
     def test_schema_refusal_is_marked_not_fatal(self, tmp_path, monkeypatch):
-        from perfmodel.importers import mlperf
+        from perfmodel.importers.mlperf import importer as mlperf
 
         real = mlperf.summarize_run
 
@@ -325,7 +325,7 @@ class TestRobustness:
         assert list(loadable(runs.reset_index())["benchmark"]) == ["llama2_70b_lora"]
 
     def test_unexpected_failure_in_one_log_is_marked(self, tmp_path, monkeypatch):
-        from perfmodel.importers import mlperf
+        from perfmodel.importers.mlperf import importer as mlperf
 
         real = mlperf.summarize_run
 
