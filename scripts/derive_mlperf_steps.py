@@ -38,7 +38,7 @@ ROUNDS = ["v1.0", "v1.1", "v2.0", "v2.1", "v3.0", "v3.1", "v4.0", "v4.1", "v5.0"
 RESULT = re.compile(r"^([^/]+)/results/([^/]+)/([^/]+)/(result_\d+\.txt)$")
 SYSTEM = re.compile(r"^([^/]+)/systems/([^/]+)\.json$")
 IMPLEMENTATION = re.compile(r"^([^/]+)/benchmarks/([^/]+)/implementations/")
-MAX_PY_BYTES = 1_000_000  # larger Python files are not read for argparse definitions
+MAX_PY_BYTES = 1_000_000  # larger Python and YAML files are not read (implementation_text drops them)
 
 
 def git_dir_for(mirrors: Path, rnd: str) -> Path | None:
@@ -115,7 +115,7 @@ def derive_round(git_dir: Path, rnd: str) -> tuple[list[dict], str]:
     impl_names: dict[tuple[str, str], list[str]] = {}
     for n in names:
         m = IMPLEMENTATION.match(n)
-        if m and is_implementation_file(n) and (not n.endswith(".py") or (sizes.get(n) or 0) <= MAX_PY_BYTES):
+        if m and is_implementation_file(n) and (not n.endswith((".py", ".yaml", ".yml")) or (sizes.get(n) or 0) <= MAX_PY_BYTES):
             impl_names.setdefault(m.groups(), []).append(n)
     blobs = Blobs(git_dir)
     impl_files = {key: _LazyFiles(blobs, commit, paths) for key, paths in impl_names.items()}

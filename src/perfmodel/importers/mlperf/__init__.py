@@ -29,6 +29,14 @@ Sizes and FLOPs come from :data:`BENCHMARKS`, each figure cited; benchmarks with
 or FLOPs figure get NaN there and an ``excluded_reason`` (perfmodel would otherwise fall back to 6·params
 FLOPs per sample, far off for a diffusion UNet or a recommender).
 
+The language-model benchmarks' rows (``gpt3``, ``llama2_70b_lora``, ``llama31_405b``) also get the
+transformer's shape from :data:`~perfmodel.importers.mlperf.catalogue.LLM_SHAPES` (``n_layers``, ``d_model``,
+``n_heads``, ``n_kv_heads``, ``ffn_hidden``, ``vocab``, ``n_experts``, ``active_params``), the devices per NVLink
+domain (``gpus_per_node``: the system's ``accelerators_per_node``, none for GB200 racks) and the layout their
+launch config states (``tp``, ``pp``, ``vp``, ``cp``, ``dp``, ``micro_batch_size``, ``sequence_parallel``,
+``recompute``, ``zero_stage``; :func:`implementation_layout`, with ``layout_source``, ``layout_config`` and
+``layout_evidence``); what the config does not state is left empty. Every other row has these columns empty.
+
 The precision (``precision_source``) is what the log states (``mllog``: a logged key; ``log_text``: a line of
 the run's output), else what the system description states (``system_json``), else what the launch config of
 the run's system in the submission's ``benchmarks/<benchmark>/implementations/`` states
@@ -42,7 +50,9 @@ wins (the evidence keeps the log line).
 The package's modules: :mod:`~perfmodel.importers.mlperf.log` (parsing a log, the step-time methods),
 :mod:`~perfmodel.importers.mlperf.catalogue` (:data:`BENCHMARKS`, the language models' shapes),
 :mod:`~perfmodel.importers.mlperf.configs` (the launch configs, the precision they state),
-:mod:`~perfmodel.importers.mlperf.devices` (device names), :mod:`~perfmodel.importers.mlperf.run` (one run record) and
+:mod:`~perfmodel.importers.mlperf.layout` (the layout they state: tensor/pipeline/context parallel degrees,
+micro-batch, ...), :mod:`~perfmodel.importers.mlperf.devices` (device names),
+:mod:`~perfmodel.importers.mlperf.run` (one run record) and
 :mod:`~perfmodel.importers.mlperf.importer` (whole trees). Everything is imported from here.
 
 Examples
@@ -59,8 +69,9 @@ from ...exceptions import MLPerfFormatError
 from .catalogue import (BENCHMARKS, BERT_LARGE, GPT3_175B, LLAMA2_70B, LLAMA31_405B, LLM_SHAPES, SKIPPED_BENCHMARKS,
                         Benchmark)
 from .configs import implementation_precision, implementation_text, is_implementation_file, select_configs
-from .devices import resolve_device
+from .devices import gpus_per_node, resolve_device
 from .importer import find_result_files, frame, from_mlperf, loadable, make_run_id
+from .layout import LAYOUT_KEYS, LAYOUT_RECORD_COLUMNS, implementation_bindings, implementation_layout
 from .log import epoch_times, parse_mllog
 from .run import summarize_run
 
@@ -73,6 +84,7 @@ __all__ = [
     "parse_mllog",
     "summarize_run",
     "find_result_files",
+    "implementation_layout",
     "implementation_precision",
     "implementation_text",
     "is_implementation_file",

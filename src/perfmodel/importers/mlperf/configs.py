@@ -42,13 +42,15 @@ MAX_SOURCE_DEPTH = 32
 
 
 def is_implementation_file(path: str) -> bool:
-    """Whether :func:`implementation_precision` reads a file of a benchmark's implementations, by its name.
+    """Whether a file of a benchmark's implementations is read (for the precision and the layout), by its name.
 
     Parameters
     ----------
     path : str
         The file's path (only its name counts): ``config*.sh`` launch configs, ``README*.md`` files (which name
-        a system's config) and ``*.py`` files (whose command-line flags' help texts say what a flag does).
+        a system's config), ``*.py`` files (whose command-line flags' help texts say what a flag does, and whose
+        NeMo code reads its config), ``run_and_time.sh`` (the launch script: settings passed to NeMo) and
+        ``*.yaml`` / ``*.yml`` files (NeMo configs bound to the launch config's variables).
 
     Returns
     -------
@@ -56,11 +58,12 @@ def is_implementation_file(path: str) -> bool:
         True for a file worth reading.
     """
     name = str(path).replace("\\", "/").rsplit("/", 1)[-1]
-    return bool(CONFIG_FILE.match(name) or README_FILE.match(name) or name.endswith(".py"))
+    return bool(CONFIG_FILE.match(name) or README_FILE.match(name) or name.endswith((".py", ".yaml", ".yml"))
+                or name == "run_and_time.sh")
 
 
 def implementation_text(path: str, text: str) -> str | None:
-    """The text of an implementation file as :func:`implementation_precision` needs it, or None to drop it.
+    """The text of an implementation file as it is read, or None to drop it.
 
     Parameters
     ----------
@@ -72,12 +75,32 @@ def implementation_text(path: str, text: str) -> str | None:
     Returns
     -------
     str or None
-        ``text``; None for a Python file longer than 1,000,000 characters or that defines no command-line flag
-        (no ``add_argument``): only flag definitions are read from Python files.
+        ``text``; None for a Python or YAML file longer than 1,000,000 characters, a Python file that neither
+        defines a command-line flag (``add_argument``) nor is NeMo code (``nemo``), and a YAML file that binds
+        no setting to an environment variable (no ``oc.env``).
     """
-    if str(path).endswith(".py") and (len(text) > MAX_PY_CHARS or "add_argument" not in text):
+    name = str(path)
+    if name.endswith((".py", ".yaml", ".yml")) and len(text) > MAX_PY_CHARS:
+        return None
+    if name.endswith(".py") and "add_argument" not in text and "nemo" not in text:
+        return None
+    if name.endswith((".yaml", ".yml")) and "oc.env" not in text:
         return None
     return text
+
+
+def selection_files(files: Mapping[str, str]) -> dict[str, str]:
+    """The files a system's config is chosen from (:func:`select_configs`) and its precision read from: the
+    launch configs, the READMEs and the Python files that define command-line flags (``add_argument``); not the
+    YAML configs, ``run_and_time.sh`` and other Python files the layout reads (so that they change neither which
+    folder is the system's nor what a flag means)."""
+    out = {}
+    for p, t in files.items():
+        name = str(p).replace("\\", "/").rsplit("/", 1)[-1]
+        if CONFIG_FILE.match(name) or README_FILE.match(name) or (
+                name.endswith(".py") and isinstance(t, str) and "add_argument" in t):
+            out[p] = t
+    return out
 
 
 def impl_folder(path: str) -> str:
@@ -103,7 +126,15 @@ def shell_value(raw: str) -> str:
 
 class Configs:
     """The launch configs among an implementation's files, how they source each other, what they set, and the
-    flags whose argparse help says they enable FP8."""
+    flags whose argparse help says they enable FP8.
+
+    Parameters
+    ----------
+    files : mapping of str to str
+        Path -> text of a benchmark's implementation files (paths as in the results repository); the launch
+        configs are those named ``config*.sh``. A config larger than :data:`MAX_SH_CHARS` is kept as a config
+        but not read.
+    """
 
     def __init__(self, files: Mapping[str, str]):
         self.files = {str(p).replace("\\", "/"): t for p, t in files.items() if isinstance(t, str)}
@@ -119,7 +150,18 @@ class Configs:
         self._settings: dict[str, dict] = {}
 
     def sourced(self, path: str) -> set[str]:
-        """Names (lower case) of the files a config sources."""
+        """Names (lower case) of the files a config sources.
+
+        Parameters
+        ----------
+        path : str
+            The config.
+
+        Returns
+        -------
+        set of str
+            The file names of its ``source .../name.sh`` / ``. name.sh`` lines.
+        """
         out = set()
         for line in self.files[path].splitlines():
             m = SOURCE_LINE.match(line.strip()[:SOURCE_SPAN])
@@ -128,7 +170,20 @@ class Configs:
         return out
 
     def resolve(self, name: str, near: Iterable[str] = ()) -> list[str]:
-        """The configs of that file name, those in the folders ``near`` first (all of them when none is)."""
+        """The configs of that file name, those in the folders ``near`` first.
+
+        Parameters
+        ----------
+        name : str
+            A config's file name (any case).
+        near : iterable of str, default=()
+            Folders to look in first, in order.
+
+        Returns
+        -------
+        list of str
+            The configs of that name in the first of ``near`` that has one, else all of them.
+        """
         cands = self.by_name.get(name.lower(), [])
         for folder in near:
             here = [c for c in cands if folder_path(c) == folder]
@@ -150,7 +205,18 @@ class Configs:
 
     def fp8_flag(self, flag: str) -> str | None:
         """The Python file whose ``add_argument('--flag', action='store_true', help='Enable FP8 ...')`` defines
-        the flag (None when no file defines it so)."""
+        a flag.
+
+        Parameters
+        ----------
+        flag : str
+            The flag, without its ``--``.
+
+        Returns
+        -------
+        str or None
+            The file's path; None when no file defines the flag so.
+        """
         if flag not in self._help:
             self._help[flag] = None
             pat = re.compile(r"add_argument\(\s*['\"]--" + re.escape(flag) + r"['\"]([^)]{0,600})\)")
@@ -168,14 +234,26 @@ class Configs:
                     break
         return self._help[flag]
 
-    def settings(self, path: str, seen: tuple = ()) -> dict:
-        """What a config sets, following the files it sources in order: ``{"FP8" | "DGXNNODES" | "DGXNGPU":
-        (value, file, line)}``, the last setting of each; the value is None where it is set inside a shell
-        conditional (``if``/``case``/loops: not readable without running it). ``FP8`` is a bool (``FP8=True``,
-        a ``--fp8`` flag or a flag whose argparse help says it enables FP8; ``FP8=False``, or such a flag given
-        an explicit false value, ``--fp8=False`` / ``--fp8 0``: False); ``unset FP8`` removes it. A config
-        larger than :data:`MAX_SH_CHARS`, or whose sourcing goes deeper than :data:`MAX_SOURCE_DEPTH` files,
-        gets ``FP8`` None (not readable)."""
+    def settings(self, path: str, _seen: tuple = ()) -> dict:
+        """What a config states about its precision and size, following the files it sources in order.
+
+        The value of a setting is None where it is set inside a shell conditional (``if``/``case``/loops: not
+        readable without running it). ``FP8`` is a bool (``FP8=True``, a ``--fp8`` flag or a flag whose argparse
+        help says it enables FP8; ``FP8=False``, or such a flag given an explicit false value, ``--fp8=False`` /
+        ``--fp8 0``: False); ``unset FP8`` removes it. A config larger than :data:`MAX_SH_CHARS`, or whose
+        sourcing goes deeper than :data:`MAX_SOURCE_DEPTH` files, gets ``FP8`` None (not readable).
+
+        Parameters
+        ----------
+        path : str
+            The config.
+
+        Returns
+        -------
+        dict
+            ``{"FP8" | "DGXNNODES" | "DGXNGPU": (value, file, line)}``, the last setting of each.
+        """
+        seen = _seen
         if path in self._settings:
             return self._settings[path]
         if path in seen:
@@ -243,7 +321,119 @@ class Configs:
             self._settings[path] = out
         return out
 
+    def variables(self, path: str, _seen: tuple = (), _known: dict | None = None) -> dict:
+        """Every shell variable a config sets, following the files it sources in order.
 
+        :func:`assignments` reads a line. A value is None where it cannot be read without running the shell:
+        set inside a conditional or loop, computed (``$((...))``, ``$(...)``), or copied from a variable the
+        config does not set. ``unset NAME`` removes it.
+
+        Parameters
+        ----------
+        path : str
+            The config.
+
+        Returns
+        -------
+        dict
+            ``{name: (value, file, line)}``, the last setting of each; ``{"*": (None, file, "not read")}`` where
+            a config is too large or sourced too deep to be read (what it sets is unknown).
+        """
+        seen, known = _seen, _known
+        out: dict = {} if known is None else known
+        if path in seen:
+            return out
+        if path in self.oversize or len(seen) >= MAX_SOURCE_DEPTH:
+            out["*"] = (None, path, "not read")
+            return out
+        depth = 0
+        for line in self.files[path].splitlines():
+            s = line.strip()
+            if not s or s.startswith("#"):
+                continue
+            word = s.split(None, 1)[0].rstrip(";")
+            if word in ("if", "case", "for", "while", "until"):
+                depth += 1
+            elif word in ("fi", "esac", "done"):
+                depth = max(0, depth - 1)
+            m = SOURCE_LINE.match(s[:SOURCE_SPAN])
+            if m:
+                target = self._sourced_file(m.group(1), path)
+                if target:
+                    before = dict(out)
+                    self.variables(target, seen + (path,), out)
+                    if depth:  # sourced inside a conditional: what it sets is not readable
+                        for k, v in out.items():
+                            if before.get(k) != v:
+                                out[k] = (None, v[1], v[2])
+                continue
+            for name, value in assignments(s, {k: v[0] for k, v in out.items()}):
+                if value is _UNSET_VALUE:
+                    if depth:
+                        out[name] = (None, path, s)
+                    else:
+                        out.pop(name, None)
+                else:
+                    out[name] = (value if depth == 0 else None, path, s)
+        return out
+
+
+#: What :func:`assignments` gives for ``unset NAME``.
+_UNSET_VALUE = object()
+_ASSIGN = re.compile(r"^(?:export\s+|declare\s+-x\s+)?([A-Za-z_]\w*)=(.*)$")
+_COLON_DEFAULT = re.compile(r"""^:\s+["']?\$\{([A-Za-z_]\w*):?=([^}]*)\}["']?$""")
+_VAR_DEFAULT = re.compile(r"^\$\{([A-Za-z_]\w*)(:?)([-=])([^}]*)\}$")
+_VAR_REF = re.compile(r"^\$\{?([A-Za-z_]\w*)\}?$")
+
+
+def shell_word(raw: str, known: Mapping[str, str | None]):
+    """The value of an assignment's right-hand side, with what the config set so far (``known``): a literal
+    (quotes and a trailing comment dropped); ``${X:-v}`` / ``${X:=v}``: ``X``'s value where it is set, else
+    ``v``; ``$X``: ``X``'s value. None where it is computed or copies a variable not set (or not readable)."""
+    v = re.split(r"\s+#", raw.strip(), maxsplit=1)[0].strip().rstrip(";").strip()
+    if len(v) >= 2 and v[0] == v[-1] and v[0] in "\"'":
+        v = v[1:-1]
+    m = _VAR_DEFAULT.match(v)
+    if m:
+        if m.group(1) in known:
+            return known[m.group(1)]
+        inner = m.group(4).strip().strip("\"'")
+        return None if "$" in inner or "`" in inner else inner
+    m = _VAR_REF.match(v)
+    if m:
+        return known.get(m.group(1))
+    return None if "$" in v or "`" in v else v
+
+
+def assignments(line: str, known: Mapping[str, str | None]) -> list:
+    """The variables one line of a config sets, ``[(name, value)]`` in order: ``export A=1``, ``A=1``,
+    ``export A=1 && export B=2``, ``: "${A:=1}"`` (where ``A`` is not set yet); ``unset A B`` gives the marker
+    value ``_UNSET_VALUE`` for each name. The values are read by :func:`shell_word` (None: not readable)."""
+    out: list = []
+    seen = dict(known)
+    for part in re.split(r"\s*(?:&&|;)\s*", line):
+        part = part.strip()
+        m = _UNSET.match(part)
+        if m:
+            for name in re.split(r"\s+", m.group(1).strip()):
+                if re.fullmatch(r"[A-Za-z_]\w*", name):
+                    out.append((name, _UNSET_VALUE))
+                    seen.pop(name, None)
+            continue
+        m = _COLON_DEFAULT.match(part)
+        if m:
+            if m.group(1) not in seen:
+                value = m.group(2).strip().strip("\"'")
+                value = None if "$" in value or "`" in value else value
+                out.append((m.group(1), value))
+                seen[m.group(1)] = value
+            continue
+        m = _ASSIGN.match(part)
+        if m:
+            value = shell_word(m.group(2), seen)
+            out.append((m.group(1), value))
+            seen[m.group(1)] = value
+    return out
 
 
 def _system_int(system_info: Mapping | None, key: str) -> int | None:
@@ -370,9 +560,9 @@ def implementation_precision(files: Mapping[str, str], system: str, system_info:
        ``config_GB200_*``, an H200 run not ``config_GH200_*``, an L4 run not ``config_L40S_*``. The model is
        the device type's first ``-``-separated part (``H100``, ``B200``, ``GB200``, ``L40S``, ``MI300X``),
        the first two joined after a family word (``RTX4090``, ``TPUV5P``). PCIe and SXM parts share a model;
-       they are told apart where the name says which: a ``DGX``/``HGX`` prefix or an ``SXM`` part names an SXM system and is not taken for a PCIe device
-       (``PCIE`` or ``NVL`` in the device type, e.g. ``H100-PCIE-80GB``), a ``PCIE`` part is not taken for
-       an SXM device.
+       they are told apart where the name says which: a ``DGX``/``HGX`` prefix or an ``SXM`` part names an
+       SXM system and is not taken for a PCIe device (``PCIE`` or ``NVL`` in the device type, e.g.
+       ``H100-PCIE-80GB``), a ``PCIE`` part is not taken for an SXM device.
 
     In 3 and 4, only run configs count (those setting ``DGXNNODES``, else those no other config sources), and
     of those, the ones for the system's ``number_of_nodes`` and ``accelerators_per_node`` where the configs
@@ -426,7 +616,7 @@ def implementation_precision(files: Mapping[str, str], system: str, system_info:
                         f"'H100-SXM5-80GB') or None. Got {type(device).__name__}.")
     if not system or not isinstance(system, str):
         return None
-    cf = Configs(files)
+    cf = Configs(selection_files(files))
     found = select_configs(cf, system, system_info, device=device)
     if found is None:
         return None

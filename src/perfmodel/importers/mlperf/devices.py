@@ -23,6 +23,18 @@ _COUNTED = re.compile(r"^(?:[A-Za-z0-9]*?[0-9a-z])?x\d+([A-Z][A-Za-z0-9]*)$|^[0-
 #: Device types (``perfmodel.hardware`` names) of PCIe cards: ``H100-PCIE-80GB``; ``H200-NVL-141GB`` (the NVL
 #: parts are PCIe cards too).
 PCIE_DEVICE = re.compile(r"PCIE|(?:^|-)NVL(?:-|$)", re.I)
+#: Device models whose NVLink domain is a rack, not the node a system description counts (GB200 NVL72: 4 devices
+#: per compute tray, 72 per NVLink domain).
+_RACK_NVLINK = re.compile(r"^GB\d")
+
+
+def gpus_per_node(gpu_type: str | None, accelerators_per_node: int | None) -> int | None:
+    """Devices per NVLink domain (the schema's ``gpus_per_node``) from a system description's
+    ``accelerators_per_node``: that count, except on rack-scale NVLink parts (``GB200``, ``GB300``), whose domain
+    the description does not give in a field (None there, and where the device is unknown)."""
+    if not gpu_type or not accelerators_per_node or accelerators_per_node < 1:
+        return None
+    return None if _RACK_NVLINK.match(device_model(gpu_type)) else accelerators_per_node
 
 
 def device_model(gpu_type: str | None) -> str:

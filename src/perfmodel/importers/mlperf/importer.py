@@ -166,7 +166,7 @@ def from_mlperf(paths_or_dirs, *, system: Mapping | str | os.PathLike | None = N
 
 
 def _implementation_files(submitter_dir: Path | None, benchmark: str | None, cache: dict) -> dict[str, str]:
-    """The files :func:`implementation_precision` reads from ``<submitter>/benchmarks/<benchmark>/
+    """The files the precision and the layout are read from, ``<submitter>/benchmarks/<benchmark>/
     implementations/`` (paths from the submitter folder, its name included, as in the results repository),
     read once per folder."""
     if submitter_dir is None or not benchmark:
@@ -180,7 +180,7 @@ def _implementation_files(submitter_dir: Path | None, benchmark: str | None, cac
                 if not f.is_file() or not is_implementation_file(f.name):
                     continue
                 try:
-                    if f.suffix == ".py" and f.stat().st_size > MAX_PY_CHARS:
+                    if f.suffix in (".py", ".yaml", ".yml") and f.stat().st_size > MAX_PY_CHARS:
                         continue
                     # no more than the caps (and one more character, to tell a file was over)
                     with f.open(encoding="utf-8", errors="replace") as fh:

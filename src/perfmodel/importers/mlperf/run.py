@@ -13,6 +13,7 @@ from ...hardware import get_spec
 from .catalogue import BENCHMARKS, CHECK_HIGH, CHECK_LOW, DEFAULT_TIMING, STAMP_CHECK_ORDER, Benchmark
 from .configs import implementation_precision
 from .devices import peak_flops, resolve_device
+from .layout import layout_columns
 from .log import (USED_KEYS, as_int, block_segments, eval_point_segments, eval_segments, first_value,
                   log_precision, number, parse_mllog, tracked_stats)
 
@@ -123,6 +124,8 @@ def summarize_run(text: str, system_info: Mapping | None = None, *, benchmark: s
         "excluded_reason": "; ".join(reasons) or None,
         "source_path": source_path,
         **provenance,
+        **layout_columns(bench_name, implementation, provenance.get("system"), system, gpu_type, gbs,
+                         cfg["gradient_accumulation_steps"]),
     }
 
 
