@@ -222,6 +222,14 @@ def _utilisation(ok: pd.DataFrame) -> pd.DataFrame:
     return t
 
 
+def _layouts(runs: pd.DataFrame) -> pd.DataFrame:
+    if "n_layers" not in runs.columns:
+        return pd.DataFrame()
+    llm = runs.loc[runs["n_layers"].notna()]
+    t = llm.groupby(["benchmark", "round"])["tp"].agg(lambda tp: f"{int(tp.notna().sum())} / {len(tp)}")
+    return t.unstack("round").fillna("")
+
+
 def summary(ok: pd.DataFrame, rest: pd.DataFrame) -> str:
     """Markdown tables for data/README.md: loadable rows per benchmark x device, and why the rest are out."""
     out = ["Loadable rows (`data/mlperf_steps.csv`) per benchmark and `gpu_type`:", ""]
@@ -237,6 +245,9 @@ def summary(ok: pd.DataFrame, rest: pd.DataFrame) -> str:
                              fill_value=0)
         src["total"] = src.sum(axis=1)
         out.append(_md(src))
+    out += ["", "Language-model rows (loadable and excluded) whose launch config gave a layout (`tp`, `pp`, ...), of all "
+            "rows, per benchmark and round:", ""]
+    out.append(_md(_layouts(pd.concat([ok, rest]) if len(rest) else ok)))
     out += ["", "Rows per round (loadable / excluded):", ""]
     rounds = pd.concat([ok.assign(kind="loadable"), rest.assign(kind="excluded")]) if len(rest) else ok.assign(
         kind="loadable")
