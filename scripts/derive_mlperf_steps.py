@@ -115,7 +115,8 @@ def derive_round(git_dir: Path, rnd: str) -> tuple[list[dict], str]:
     impl_names: dict[tuple[str, str], list[str]] = {}
     for n in names:
         m = IMPLEMENTATION.match(n)
-        if m and is_implementation_file(n) and (not n.endswith((".py", ".yaml", ".yml")) or (sizes.get(n) or 0) <= MAX_PY_BYTES):
+        small = not n.endswith((".py", ".yaml", ".yml")) or (sizes.get(n) or 0) <= MAX_PY_BYTES
+        if m and is_implementation_file(n) and small:
             impl_names.setdefault(m.groups(), []).append(n)
     blobs = Blobs(git_dir)
     impl_files = {key: _LazyFiles(blobs, commit, paths) for key, paths in impl_names.items()}
@@ -245,8 +246,8 @@ def summary(ok: pd.DataFrame, rest: pd.DataFrame) -> str:
                              fill_value=0)
         src["total"] = src.sum(axis=1)
         out.append(_md(src))
-    out += ["", "Language-model rows (loadable and excluded) whose launch config gave a layout (`tp`, `pp`, ...), of all "
-            "rows, per benchmark and round:", ""]
+    out += ["", "Language-model rows (loadable and excluded) whose launch config gave a layout (`tp`, `pp`, ...), "
+            "of all rows, per benchmark and round:", ""]
     out.append(_md(_layouts(pd.concat([ok, rest]) if len(rest) else ok)))
     out += ["", "Rows per round (loadable / excluded):", ""]
     rounds = pd.concat([ok.assign(kind="loadable"), rest.assign(kind="excluded")]) if len(rest) else ok.assign(

@@ -191,9 +191,11 @@ class TestRecord:
             spec = BENCHMARKS[bench]
             assert runs.loc[bench, "params"] == spec.params and spec.source
             assert runs.loc[bench, "family"] == spec.family
-        # Kaplan et al.: 6N per token + 6 n_layer n_ctx d, at BERT-large's mean unpadded length (256 tokens of 512:
-        # more than half of MLPerf's Wikipedia positions are padding, which submissions skip).
-        assert runs.loc["bert", "flops_per_sample"] == pytest.approx((6 * 12 * 24 * 1024**2 + 12 * 24 * 256 * 1024) * 256)
+        # perfmodel.transformer: 6N per token + 12 n_layer n_ctx d of attention, at BERT-large's mean unpadded
+        # length (256 tokens of 512: more than half of MLPerf's Wikipedia positions are padding, which submissions
+        # skip).
+        bert = (6 * 12 * 24 * 1024**2 + 12 * 24 * 256 * 1024) * 256
+        assert runs.loc["bert", "flops_per_sample"] == pytest.approx(bert)
 
     def test_open_division_is_excluded(self):
         # the open division may change the model: the benchmark's FLOPs would not describe the run
@@ -418,7 +420,8 @@ def _implementation(rnd: str, submitter: str, benchmark: str) -> dict[str, str]:
     """The fixture's ``<submitter>/benchmarks/<benchmark>/implementations/`` files, keyed as in the repository."""
     root = DATA / rnd / submitter
     return {f"{submitter}/{f.relative_to(root).as_posix()}": f.read_text()
-            for f in sorted((root / "benchmarks" / benchmark).rglob("*")) if f.is_file() and is_implementation_file(f.name)}
+            for f in sorted((root / "benchmarks" / benchmark).rglob("*"))
+            if f.is_file() and is_implementation_file(f.name)}
 
 
 _LORA_CONFIG = "NVIDIA/benchmarks/llama2_70b_lora/implementations/nemo/config_DGXH100_1x8x4xtp4pp1cp1.sh"
@@ -662,7 +665,8 @@ class TestReadmePointer:
         assert got[:2] == ("fp8", "implementation_configs") and "b200_nemo" in got[2]
         # the folder named for the system itself: its configs are the system's own
         own = {f"{root}/AS-4126GS-NBR-LCC_N1/config_x_1x8.sh": "export DGXNNODES=1\nexport DGXNGPU=8\nexport FP8=1\n"}
-        assert implementation_precision(own, "AS-4126GS-NBR-LCC_N1", _one_node())[:2] == ("fp8", "implementation_config")
+        got = implementation_precision(own, "AS-4126GS-NBR-LCC_N1", _one_node())
+        assert got[:2] == ("fp8", "implementation_config")
 
 
 class TestGeneric16BitLogLine:

@@ -302,24 +302,30 @@ class Configs:
                 v = shell_value(m.group(2))
                 out[m.group(1)] = (int(v) if v.isdigit() and depth == 0 else None, path, s)
                 continue
-            for m in _FLAG.finditer(s):
-                flag = m.group(1)
-                where = None if flag.lower() == "fp8" else self.fp8_flag(flag)
-                if flag.lower() == "fp8" or where:
-                    # an explicit false value (--fp8=False, --fp8 0, --fp8=off) says fp8 is off; any other
-                    # value, or none (a store_true flag), says it is on
-                    value = m.group(3) if m.group(3) is not None else m.group(5)
-                    on = value is None or value.lower() not in _FALSE
-                    # the line around the flag (EXTRA_PARAMS lines run long), and where the flag is defined
-                    excerpt = s if len(s) <= 160 else "..." + s[max(0, m.start() - 60): m.end() + 40] + "..."
-                    note = "" if where is None else f" (--{flag}: 'Enable FP8' in {where})"
-                    out["FP8"] = (on if depth == 0 else None, path, excerpt + note)
-                    break
+            flagged = self._fp8_flag_statement(s)
+            if flagged is not None:
+                out["FP8"] = (flagged[0] if depth == 0 else None, path, flagged[1])
         if unreadable is not None:
             out["FP8"] = unreadable
         if not seen:
             self._settings[path] = out
         return out
+
+    def _fp8_flag_statement(self, line: str):
+        """``(on, excerpt)`` for the first ``--fp8`` flag, or flag whose argparse help says it enables FP8, on a
+        line; None where there is none. An explicit false value (``--fp8=False``, ``--fp8 0``, ``--fp8=off``)
+        says fp8 is off; any other value, or none (a store_true flag), says it is on."""
+        for m in _FLAG.finditer(line):
+            flag = m.group(1)
+            where = None if flag.lower() == "fp8" else self.fp8_flag(flag)
+            if flag.lower() == "fp8" or where:
+                value = m.group(3) if m.group(3) is not None else m.group(5)
+                on = value is None or value.lower() not in _FALSE
+                # the line around the flag (EXTRA_PARAMS lines run long), and where the flag is defined
+                excerpt = line if len(line) <= 160 else "..." + line[max(0, m.start() - 60): m.end() + 40] + "..."
+                note = "" if where is None else f" (--{flag}: 'Enable FP8' in {where})"
+                return on, excerpt + note
+        return None
 
     def variables(self, path: str, _seen: tuple = (), _known: dict | None = None) -> dict:
         """Every shell variable a config sets, following the files it sources in order.

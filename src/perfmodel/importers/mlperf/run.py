@@ -69,12 +69,7 @@ def summarize_run(text: str, system_info: Mapping | None = None, *, benchmark: s
     cfg, early = _log_settings(events)
     gbs = cfg["global_batch_size"]
     system = dict(system_info) if isinstance(system_info, Mapping) else {}
-    accel = system.get("accelerator_model_name")
-    accel = accel.strip() or None if isinstance(accel, str) else None
-    per_node = as_int(system.get("accelerators_per_node"))
-    nodes = as_int(system.get("number_of_nodes"))
-    gpu_count = per_node * nodes if per_node and nodes and per_node > 0 and nodes > 0 else None
-
+    accel, per_node, nodes, gpu_count = _system_counts(system)
     starts = [e["time_ms"] for e in events if e["key"] == "run_start"]
     stops = [e for e in events if e["key"] == "run_stop"]
     ttt = (stops[-1]["time_ms"] - starts[0]) / 1000.0 if starts and stops else None
@@ -127,6 +122,17 @@ def summarize_run(text: str, system_info: Mapping | None = None, *, benchmark: s
         **layout_columns(bench_name, implementation, provenance.get("system"), system, gpu_type, gbs,
                          cfg["gradient_accumulation_steps"]),
     }
+
+
+def _system_counts(system: Mapping) -> tuple:
+    """``(accelerator name, accelerators per node, nodes, device count)`` of a system description (None where it
+    does not say, or says something no system has)."""
+    accel = system.get("accelerator_model_name")
+    accel = accel.strip() or None if isinstance(accel, str) else None
+    per_node = as_int(system.get("accelerators_per_node"))
+    nodes = as_int(system.get("number_of_nodes"))
+    gpu_count = per_node * nodes if per_node and nodes and per_node > 0 and nodes > 0 else None
+    return accel, per_node, nodes, gpu_count
 
 
 def _timing_columns(timing: dict, gbs: float | None) -> dict:
