@@ -13,7 +13,7 @@ epoch_start.time_ms`` of the same ``epoch_num``.
 
 Usage::
 
-    PYTHONPATH=src python scripts/derive_mlperf_epochs.py --mirrors /work/.mirror [--out data]
+    PYTHONPATH=src python scripts/derive_mlperf_epochs.py --mirrors DIR [--out data]
 
 A mirror for round R is looked for at ``<mirrors>/mlcommons+training_results_<R>/repo`` or
 ``<mirrors>/training_results_<R>``. The epochs are read by :func:`perfmodel.importers.mlperf.epoch_times`.
@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from derive_mlperf_steps import _Blobs, _git_dir  # noqa: E402
+from derive_mlperf_steps import Blobs, git_dir_for  # noqa: E402
 
 from perfmodel.importers.mlperf import epoch_times  # noqa: E402
 
@@ -45,11 +45,11 @@ def main(argv=None) -> int:
     runs = pd.read_csv(args.steps, usecols=["run_id", "round", "source_path", "source_commit"])
     rows, kept, seen = [], 0, 0
     for rnd, group in runs.groupby("round"):
-        git_dir = _git_dir(args.mirrors, rnd)
+        git_dir = git_dir_for(args.mirrors, rnd)
         if git_dir is None:
             print(f"{rnd}: no mirror under {args.mirrors}; skipped", file=sys.stderr)
             continue
-        blobs = _Blobs(git_dir)
+        blobs = Blobs(git_dir)
         try:
             for r in group.itertuples():
                 data = blobs.read(f"{r.source_commit}:{r.source_path}")

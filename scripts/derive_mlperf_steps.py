@@ -10,7 +10,7 @@ its precision, the launch configs, READMEs and argparse definitions under
 
 Usage::
 
-    PYTHONPATH=src python scripts/derive_mlperf_steps.py --mirrors /work/.mirror [--rounds v4.0,v5.0] [--out data]
+    PYTHONPATH=src python scripts/derive_mlperf_steps.py --mirrors DIR [--rounds v4.0,v5.0] [--out data]
 
 A mirror for round R is looked for at ``<mirrors>/mlcommons+training_results_<R>/repo`` or
 ``<mirrors>/training_results_<R>`` (any bare or non-bare git repository).
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from perfmodel.importers.mlperf import (SKIPPED_BENCHMARKS, _frame, implementation_text, is_implementation_file,
+from perfmodel.importers.mlperf import (SKIPPED_BENCHMARKS, frame, implementation_text, is_implementation_file,
                                        loadable, make_run_id, summarize_run)
 from perfmodel.hardware import get_spec
 from perfmodel.io import load_runs
@@ -38,17 +38,17 @@ ROUNDS = ["v1.0", "v1.1", "v2.0", "v2.1", "v3.0", "v3.1", "v4.0", "v4.1", "v5.0"
 RESULT = re.compile(r"^([^/]+)/results/([^/]+)/([^/]+)/(result_\d+\.txt)$")
 SYSTEM = re.compile(r"^([^/]+)/systems/([^/]+)\.json$")
 IMPLEMENTATION = re.compile(r"^([^/]+)/benchmarks/([^/]+)/implementations/")
-MAX_PY_BYTES = 1_000_000  # larger Python files are not read for argparse definitions
+MAX_PY_BYTES = 1_000_000  # larger Python and YAML files are not read (implementation_text drops them)
 
 
-def _git_dir(mirrors: Path, rnd: str) -> Path | None:
+def git_dir_for(mirrors: Path, rnd: str) -> Path | None:
     for cand in (mirrors / f"mlcommons+training_results_{rnd}" / "repo", mirrors / f"training_results_{rnd}"):
         if cand.exists():
             return cand
     return None
 
 
-class _Blobs:
+class Blobs:
     """Read many blobs through one ``git cat-file --batch``."""
 
     def __init__(self, git_dir: Path):
@@ -74,7 +74,7 @@ class _LazyFiles(Mapping):
     """Path -> text of some blobs, read on first use (most runs state their precision and never need them);
     Python files are kept only where they define command-line flags."""
 
-    def __init__(self, blobs: _Blobs, commit: str, paths: list[str]):
+    def __init__(self, blobs: Blobs, commit: str, paths: list[str]):
         self.blobs, self.commit, self.paths, self._files = blobs, commit, paths, None
 
     def _load(self) -> dict[str, str]:
@@ -115,9 +115,10 @@ def derive_round(git_dir: Path, rnd: str) -> tuple[list[dict], str]:
     impl_names: dict[tuple[str, str], list[str]] = {}
     for n in names:
         m = IMPLEMENTATION.match(n)
-        if m and is_implementation_file(n) and (not n.endswith(".py") or (sizes.get(n) or 0) <= MAX_PY_BYTES):
+        small = not n.endswith((".py", ".yaml", ".yml")) or (sizes.get(n) or 0) <= MAX_PY_BYTES
+        if m and is_implementation_file(n) and small:
             impl_names.setdefault(m.groups(), []).append(n)
-    blobs = _Blobs(git_dir)
+    blobs = Blobs(git_dir)
     impl_files = {key: _LazyFiles(blobs, commit, paths) for key, paths in impl_names.items()}
 
     systems = {}
@@ -162,7 +163,7 @@ def derive_round(git_dir: Path, rnd: str) -> tuple[list[dict], str]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--mirrors", default="/work/.mirror", type=Path)
+    ap.add_argument("--mirrors", type=Path, help="the folder holding the mirrors (see above)")
     ap.add_argument("--rounds", default=",".join(ROUNDS))
     ap.add_argument("--out", default="data", type=Path)
     ap.add_argument("--jobs", default=1, type=int, help="rounds derived in parallel processes")
@@ -172,9 +173,11 @@ def main(argv=None) -> int:
         print(summary(pd.read_csv(args.out / "mlperf_steps.csv"),
                       pd.read_csv(args.out / "mlperf_steps_excluded.csv.gz")))
         return 0
+    if args.mirrors is None:
+        ap.error("--mirrors is required (the folder holding a git mirror per round; see the script's docstring)")
     todo = []
     for rnd in [r.strip() for r in args.rounds.split(",") if r.strip()]:
-        git_dir = _git_dir(args.mirrors, rnd)
+        git_dir = git_dir_for(args.mirrors, rnd)
         if git_dir is None:
             print(f"{rnd}: no mirror under {args.mirrors}; skipped", file=sys.stderr)
             continue
@@ -186,7 +189,7 @@ def main(argv=None) -> int:
         commits[rnd] = commit
         print(f"{rnd}: {len(rows)} runs from mlcommons/training_results_{rnd} @ {commit}", flush=True)
         all_rows += rows
-    df = _frame(all_rows)
+    df = frame(all_rows)
     ok = loadable(df)
     load_runs(ok, include_failed=True)  # the bundled file must load
     rest = df.loc[df["excluded_reason"].notna()].reset_index(drop=True)
@@ -220,6 +223,14 @@ def _utilisation(ok: pd.DataFrame) -> pd.DataFrame:
     return t
 
 
+def _layouts(runs: pd.DataFrame) -> pd.DataFrame:
+    if "n_layers" not in runs.columns:
+        return pd.DataFrame()
+    llm = runs.loc[runs["n_layers"].notna()]
+    t = llm.groupby(["benchmark", "round"])["tp"].agg(lambda tp: f"{int(tp.notna().sum())} / {len(tp)}")
+    return t.unstack("round").fillna("")
+
+
 def summary(ok: pd.DataFrame, rest: pd.DataFrame) -> str:
     """Markdown tables for data/README.md: loadable rows per benchmark x device, and why the rest are out."""
     out = ["Loadable rows (`data/mlperf_steps.csv`) per benchmark and `gpu_type`:", ""]
@@ -235,6 +246,9 @@ def summary(ok: pd.DataFrame, rest: pd.DataFrame) -> str:
                              fill_value=0)
         src["total"] = src.sum(axis=1)
         out.append(_md(src))
+    out += ["", "Language-model rows (loadable and excluded) whose launch config gave a layout (`tp`, `pp`, ...), "
+            "of all rows, per benchmark and round:", ""]
+    out.append(_md(_layouts(pd.concat([ok, rest]) if len(rest) else ok)))
     out += ["", "Rows per round (loadable / excluded):", ""]
     rounds = pd.concat([ok.assign(kind="loadable"), rest.assign(kind="excluded")]) if len(rest) else ok.assign(
         kind="loadable")

@@ -173,11 +173,11 @@ class TestRecord:
         assert runs.loc["resnet", "gpu_type"] == "A100-SXM4-80GB"
 
     def test_mlperf_spelling_of_the_a100_sxm4_keeps_its_memory_size(self):
-        from perfmodel.importers.mlperf import _resolve
+        from perfmodel.importers.mlperf import resolve_device
 
-        assert _resolve("NVIDIA A100-SXM-40GB") == "A100-SXM4-40GB"
-        assert _resolve("NVIDIA A100-SXM-80GB (400W)") == "A100-SXM4-80GB"
-        assert _resolve("Acme Matrix Engine 9") is None
+        assert resolve_device("NVIDIA A100-SXM-40GB") == "A100-SXM4-40GB"
+        assert resolve_device("NVIDIA A100-SXM-80GB (400W)") == "A100-SXM4-80GB"
+        assert resolve_device("Acme Matrix Engine 9") is None
 
     def test_precision_is_evidence_or_marked_assumed(self, runs):
         assert runs.loc["bert", ["precision_reported", "precision_source", "precision"]].tolist() == [
@@ -191,9 +191,11 @@ class TestRecord:
             spec = BENCHMARKS[bench]
             assert runs.loc[bench, "params"] == spec.params and spec.source
             assert runs.loc[bench, "family"] == spec.family
-        # Kaplan et al.: 6N per token + 6 n_layer n_ctx d, at BERT-large's mean unpadded length (256 tokens of 512:
-        # more than half of MLPerf's Wikipedia positions are padding, which submissions skip).
-        assert runs.loc["bert", "flops_per_sample"] == pytest.approx((6 * 12 * 24 * 1024**2 + 12 * 24 * 256 * 1024) * 256)
+        # perfmodel.transformer: 6N per token + 12 n_layer n_ctx d of attention, at BERT-large's mean unpadded
+        # length (256 tokens of 512: more than half of MLPerf's Wikipedia positions are padding, which submissions
+        # skip).
+        bert = (6 * 12 * 24 * 1024**2 + 12 * 24 * 256 * 1024) * 256
+        assert runs.loc["bert", "flops_per_sample"] == pytest.approx(bert)
 
     def test_open_division_is_excluded(self):
         # the open division may change the model: the benchmark's FLOPs would not describe the run
@@ -307,7 +309,7 @@ class TestRobustness:
         assert len(load_runs(out)) == 2
 
     def test_schema_refusal_is_marked_not_fatal(self, tmp_path, monkeypatch):
-        from perfmodel.importers import mlperf
+        from perfmodel.importers.mlperf import importer as mlperf
 
         real = mlperf.summarize_run
 
@@ -325,7 +327,7 @@ class TestRobustness:
         assert list(loadable(runs.reset_index())["benchmark"]) == ["llama2_70b_lora"]
 
     def test_unexpected_failure_in_one_log_is_marked(self, tmp_path, monkeypatch):
-        from perfmodel.importers import mlperf
+        from perfmodel.importers.mlperf import importer as mlperf
 
         real = mlperf.summarize_run
 
@@ -418,7 +420,8 @@ def _implementation(rnd: str, submitter: str, benchmark: str) -> dict[str, str]:
     """The fixture's ``<submitter>/benchmarks/<benchmark>/implementations/`` files, keyed as in the repository."""
     root = DATA / rnd / submitter
     return {f"{submitter}/{f.relative_to(root).as_posix()}": f.read_text()
-            for f in sorted((root / "benchmarks" / benchmark).rglob("*")) if f.is_file() and is_implementation_file(f.name)}
+            for f in sorted((root / "benchmarks" / benchmark).rglob("*"))
+            if f.is_file() and is_implementation_file(f.name)}
 
 
 _LORA_CONFIG = "NVIDIA/benchmarks/llama2_70b_lora/implementations/nemo/config_DGXH100_1x8x4xtp4pp1cp1.sh"
@@ -497,7 +500,9 @@ class TestImplementationPrecision:
     def test_file_names_read(self):
         assert is_implementation_file("a/b/config_DGXH100_1x8x4xtp4pp1cp1.sh")
         assert is_implementation_file("README-eos.md") and is_implementation_file("run_pretraining.py")
-        assert not is_implementation_file("a/run.sub") and not is_implementation_file("conf/model_config.yaml")
+        assert is_implementation_file("nemo/conf/megatron_gpt_peft_tuning_config.yaml")  # read for the layout
+        assert is_implementation_file("pytorch/run_and_time.sh")
+        assert not is_implementation_file("a/run.sub") and not is_implementation_file("a/Dockerfile")
 
 
 class TestPrecisionFromTheImplementation:
@@ -660,7 +665,8 @@ class TestReadmePointer:
         assert got[:2] == ("fp8", "implementation_configs") and "b200_nemo" in got[2]
         # the folder named for the system itself: its configs are the system's own
         own = {f"{root}/AS-4126GS-NBR-LCC_N1/config_x_1x8.sh": "export DGXNNODES=1\nexport DGXNGPU=8\nexport FP8=1\n"}
-        assert implementation_precision(own, "AS-4126GS-NBR-LCC_N1", _one_node())[:2] == ("fp8", "implementation_config")
+        got = implementation_precision(own, "AS-4126GS-NBR-LCC_N1", _one_node())
+        assert got[:2] == ("fp8", "implementation_config")
 
 
 class TestGeneric16BitLogLine:
@@ -696,3 +702,192 @@ class TestGeneric16BitLogLine:
         row = summarize_run(self._TEXT + "\n16-bits training: True\n", a100, system="box",
                             implementation=self._impl("True"))
         assert (row["precision"], row["precision_source"]) == ("fp16", "log_text")
+
+
+# ------------------------------------------------------------------------------------ the split's public names
+def test_public_names_are_importable_from_the_package():
+    import perfmodel.importers.mlperf as mlperf
+    from perfmodel.importers.mlperf import catalogue, configs, devices, importer, layout, log, run
+
+    for name in mlperf.__all__:
+        assert getattr(mlperf, name) is not None, name
+    # each name is defined once, in its module, and the package hands out that object
+    assert mlperf.summarize_run is run.summarize_run and mlperf.from_mlperf is importer.from_mlperf
+    assert mlperf.BENCHMARKS is catalogue.BENCHMARKS and mlperf.parse_mllog is log.parse_mllog
+    assert mlperf.implementation_precision is configs.implementation_precision
+    assert mlperf.implementation_layout is layout.implementation_layout
+    assert mlperf.resolve_device is devices.resolve_device
+    assert mlperf.frame is importer.frame and mlperf.make_run_id is importer.make_run_id
+
+
+class TestCatalogue:
+    def test_llm_flops_come_from_perfmodel_transformer(self):
+        from perfmodel.importers.mlperf import GPT3_175B, LLAMA2_70B, LLAMA31_405B, LLM_SHAPES
+        from perfmodel.transformer import transformer_flops
+
+        assert BENCHMARKS["gpt3"].flops_per_sample == transformer_flops(GPT3_175B, 2048).model
+        assert BENCHMARKS["llama31_405b"].flops_per_sample == transformer_flops(LLAMA31_405B, 8192).model
+        assert BENCHMARKS["llama2_70b_lora"].flops_per_sample == transformer_flops(
+            LLAMA2_70B, 8192, frozen_weights=True).model
+        # attention is 12 L d seq^2 (forward + backward), on top of 6 N seq: GPT-3 at 2048 tokens
+        n = GPT3_175B.matmul_params()
+        assert BENCHMARKS["gpt3"].flops_per_sample == pytest.approx(6 * n * 2048 + 12 * 96 * 12288 * 2048**2)
+        assert set(LLM_SHAPES) == {"gpt3", "llama2_70b_lora", "llama31_405b"}
+        assert (LLAMA31_405B.n_layers, LLAMA31_405B.d_model, LLAMA31_405B.n_kv_heads) == (126, 16384, 8)
+
+
+# -------------------------------------------------------------------------------------------------- layouts
+_GPT3_SYSTEM = DATA / "v3.0/NVIDIA/systems/dgxh100_n64_nemo.json"
+
+
+class TestShellVariables:
+    """What a launch config sets, read without running it (configs.assignments / Configs.variables)."""
+
+    def test_assignments(self):
+        from perfmodel.importers.mlperf.configs import assignments
+
+        assert assignments('export A=1 && export B="${A:-3}"', {}) == [("A", "1"), ("B", "1")]
+        assert assignments('export TENSOR_MODEL_PARALLEL="${TP:=4}"   #  comment', {}) == [
+            ("TENSOR_MODEL_PARALLEL", "4")]
+        assert assignments('export TENSOR_MODEL_PARALLEL="${TP:=4}"', {"TP": "8"}) == [("TENSOR_MODEL_PARALLEL", "8")]
+        assert assignments(': "${SEQ_PARALLEL:=True}"', {}) == [("SEQ_PARALLEL", "True")]
+        assert assignments(': "${SEQ_PARALLEL:=True}"', {"SEQ_PARALLEL": "False"}) == []
+        assert assignments("export WALLTIME=$(( (${NEXP:-1} * 5) ))", {}) == [("WALLTIME", None)]
+        assert assignments("export X=$Y", {}) == [("X", None)]
+
+    def test_sourcing_order_and_conditionals(self):
+        from perfmodel.importers.mlperf.configs import Configs
+
+        folder = "x/implementations/impl"
+        files = {f"{folder}/config_box.sh": "export TP=2\nsource $(dirname ${BASH_SOURCE[0]})/config_common.sh\n"
+                                            "if [[ $X ]]; then\n  export PP=4\nfi\nexport MBS=1\nunset CP\n",
+                 f"{folder}/config_common.sh": "export TP=8\nexport MBS=2\nexport CP=2\n"}
+        got = {k: v[0] for k, v in Configs(files).variables(f"{folder}/config_box.sh").items()}
+        assert got == {"TP": "8", "PP": None, "MBS": "1"}  # the sourced file's TP wins; PP is conditional
+
+
+class TestLayout:
+    """implementation_layout on the v3.0 (GPT-3, NeMo 1 with run_and_time.sh overrides) and v4.0 (Llama 2 LoRA,
+    NeMo 1 with a YAML bound to the environment) excerpts."""
+
+    def test_gpt3_from_run_and_time_overrides(self):
+        from perfmodel.importers.mlperf import implementation_layout
+
+        files = _implementation("v3.0", "NVIDIA", "gpt3")
+        system = json.loads(_GPT3_SYSTEM.read_text())
+        got = implementation_layout(files, "dgxh100_n64_nemo", system, device="H100-SXM5-80GB",
+                                    global_batch_size=2048, accumulation=128)
+        # config_DGXH100_64x8x128x4x8_mbs1.sh: TP 4, PP 8, MICRO_BATCH_SIZE 1 (after config_common.sh's 2);
+        # config_common.sh: INTERLEAVED_PIPELINE=12, ACT_CKPT_GRANULARITY=null; run_and_time.sh: SEQ_PARALLEL:=True
+        assert {k: got[k] for k in ("tp", "pp", "vp", "cp", "dp", "micro_batch_size", "sequence_parallel",
+                                    "recompute", "zero_stage")} == {
+            "tp": 4, "pp": 8, "vp": 12, "cp": 1, "dp": 16, "micro_batch_size": 1, "sequence_parallel": 1,
+            "recompute": "none", "zero_stage": None}
+        assert got["layout_source"] == "implementation_configs"
+        assert got["layout_config"].endswith("config_DGXH100_64x8x128x4x8_mbs1.sh")
+        assert "SEQ_PARALLEL unset, default True (run_and_time.sh)" in got["layout_evidence"]
+        assert "1 by the log's 128 micro-batches" in got["layout_evidence"]
+
+    def test_gpt3_without_context_parallelism_needs_the_logs_micro_batch_count(self):
+        from perfmodel.importers.mlperf import implementation_layout
+
+        files = _implementation("v3.0", "NVIDIA", "gpt3")
+        system = json.loads(_GPT3_SYSTEM.read_text())
+        # no CP setting in this implementation: without the log's count, cp (and dp) are not fixed: no layout
+        assert implementation_layout(files, "dgxh100_n64_nemo", system, device="H100-SXM5-80GB",
+                                     global_batch_size=2048) is None
+        # a count that does not fit tp x pp x dp = 512 devices: not this run's layout
+        assert implementation_layout(files, "dgxh100_n64_nemo", system, device="H100-SXM5-80GB",
+                                     global_batch_size=2048, accumulation=64) is None
+        # another size than the configs': none of them
+        assert implementation_layout(files, "dgxh100_n64_nemo", dict(system, number_of_nodes="32"),
+                                     device="H100-SXM5-80GB", global_batch_size=1024, accumulation=128) is None
+
+    def test_llama_lora_from_the_yaml_bindings(self):
+        from perfmodel.importers.mlperf import implementation_layout
+
+        files = _implementation("v4.0", "NVIDIA", "llama2_70b_lora")
+        got = implementation_layout(files, "eos_ngc24.04_nemo", _H100x8, global_batch_size=8, accumulation=4)
+        # README-eos_ngc24.04_nemo.md names nemo/config_DGXH100_1x8x4xtp4pp1cp1.sh: TP=4 PP=1 CP=1 SP=1;
+        # configs/config_common.sh: MBS=1; conf/megatron_gpt_peft_tuning_config.yaml: VP default 1, ACG null
+        assert (got["tp"], got["pp"], got["vp"], got["cp"], got["dp"], got["micro_batch_size"]) == (4, 1, 1, 1, 2, 1)
+        assert (got["sequence_parallel"], got["recompute"], got["zero_stage"]) == (1, "none", None)
+        assert (got["layout_source"], got["layout_config"]) == ("implementation_config", _LORA_CONFIG)
+        assert "TP=4 (config_DGXH100_1x8x4xtp4pp1cp1.sh)" in got["layout_evidence"]
+        assert "VP unset, default 1 (megatron_gpt_peft_tuning_config.yaml)" in got["layout_evidence"]
+        # the log's global batch must divide by dp x micro-batch, and match its micro-batch count
+        assert implementation_layout(files, "eos_ngc24.04_nemo", _H100x8, global_batch_size=8, accumulation=2) is None
+        # without the YAML nothing says which variable sets what: no layout
+        no_yaml = {p: t for p, t in files.items() if not p.endswith(".yaml")}
+        assert implementation_layout(no_yaml, "eos_ngc24.04_nemo", _H100x8, global_batch_size=8) is None
+
+    def test_nemo2_keys_count_only_where_the_code_reads_them(self):
+        from perfmodel.importers.mlperf import implementation_layout
+
+        folder = "x/benchmarks/llama31_405b/implementations/impl"
+        yaml = ("model:\n  tensor_model_parallel_size: ${oc.decode:${oc.env:TP}}\n"
+                "  pipeline_model_parallel_size: ${oc.decode:${oc.env:PP}}\n"
+                "  context_parallel_size: ${oc.decode:${oc.env:CP,4}}\n"
+                "  micro_batch_size: ${oc.decode:${oc.env:MBS}}\n"
+                "  virtual_pipeline_model_parallel_size: ${oc.decode:${oc.env:VP,12}}\n"
+                "  activations_checkpoint_granularity: ${oc.decode:${oc.env:ACG,null}}\n")
+        code = ("from nemo import lightning as nl\n"
+                "tp = cfg.model.tensor_model_parallel_size\npp = cfg.model.pipeline_model_parallel_size\n"
+                "cp = cfg.model.context_parallel_size\nvp = cfg.model.virtual_pipeline_model_parallel_size\n"
+                "mbs = cfg.model.micro_batch_size\n")
+        files = {f"{folder}/config_box.sh": "export TP=4\nexport PP=8\nexport MBS=1\n",
+                 f"{folder}/conf/custom.yaml": yaml, f"{folder}/pretrain.py": code}
+        system = {"number_of_nodes": "64", "accelerators_per_node": "8"}
+        got = implementation_layout(files, "box", system, global_batch_size=1152, accumulation=288)
+        assert (got["tp"], got["pp"], got["cp"], got["vp"], got["dp"]) == (4, 8, 4, 12, 4)
+        assert got["recompute"] is None  # bound in the YAML, never read by the NeMo 2 code
+        files[f"{folder}/pretrain.py"] = code + "g = cfg.model.activations_checkpoint_granularity\n"
+        assert implementation_layout(files, "box", system, global_batch_size=1152, accumulation=288)[
+            "recompute"] == "none"
+
+    def test_candidates_must_agree(self):
+        from perfmodel.importers.mlperf import implementation_layout
+
+        folder = "x/benchmarks/b/implementations/impl"
+        yaml = "model:\n" + "".join(f"  {k}: ${{oc.decode:${{oc.env:{v},1}}}}\n" for k, v in (
+            ("tensor_model_parallel_size", "TP"), ("pipeline_model_parallel_size", "PP"),
+            ("context_parallel_size", "CP"), ("micro_batch_size", "MBS")))
+        files = {f"{folder}/conf/c.yaml": yaml,
+                 f"{folder}/config_DGXH100_1x8x1_a.sh": "export DGXNNODES=1\nexport DGXNGPU=8\nexport TP=4\n",
+                 f"{folder}/config_DGXH100_1x8x1_b.sh": "export DGXNNODES=1\nexport DGXNGPU=8\nexport TP=2\n"}
+        assert implementation_layout(files, "box", _one_node(), device="H100-SXM5-80GB", global_batch_size=8) is None
+        files[f"{folder}/config_DGXH100_1x8x1_b.sh"] = files[f"{folder}/config_DGXH100_1x8x1_b.sh"].replace("2", "4")
+        got = implementation_layout(files, "box", _one_node(), device="H100-SXM5-80GB", global_batch_size=8)
+        assert got["tp"] == 4 and got["layout_source"] == "implementation_configs" and ";" in got["layout_config"]
+
+    def test_records_get_shapes_and_devices_per_node(self, runs):
+        # the Dell excerpt has no implementation files: the shape and the node are filled, the layout is not
+        lora = runs.loc["llama2_70b_lora"]
+        assert (lora["n_layers"], lora["d_model"], lora["n_heads"], lora["n_kv_heads"], lora["vocab"]) == (
+            80, 8192, 64, 8, 32000)
+        assert lora["ffn_hidden"] == 28672 and lora["n_experts"] == 0 and lora["gpus_per_node"] == 8
+        assert pd.isna(lora["tp"]) and pd.isna(lora["layout_source"])
+        assert runs.loc["bert", ["n_layers", "gpus_per_node", "tp"]].isna().all()  # not a language-model row
+
+    def test_gpus_per_node_is_not_the_tray_of_a_rack(self):
+        from perfmodel.importers.mlperf import gpus_per_node
+
+        assert gpus_per_node("H100-SXM5-80GB", 8) == 8 and gpus_per_node("H100-PCIE-80GB", 4) == 4
+        assert gpus_per_node("GB200", 4) is None  # 4 per tray, 72 per NVLink domain: not stated in a field
+        assert gpus_per_node(None, 8) is None and gpus_per_node("H100-SXM5-80GB", None) is None
+
+    def test_from_mlperf_writes_the_layout_and_it_loads(self, tmp_path):
+        # the Dell Llama 2 LoRA log (global batch 8, 4 micro-batches) as a run of NVIDIA's eos_ngc24.04_nemo system,
+        # next to NVIDIA's implementation files (this checks where the files are looked for and what is written)
+        sub = tmp_path / "v4.0" / "NVIDIA"
+        (sub / "results" / "eos_ngc24.04_nemo" / "llama2_70b_lora").mkdir(parents=True)
+        shutil.copy(LLAMA, sub / "results" / "eos_ngc24.04_nemo" / "llama2_70b_lora" / "result_0.txt")
+        (sub / "systems").mkdir()
+        shutil.copy(DELL_SYSTEM, sub / "systems" / "eos_ngc24.04_nemo.json")
+        shutil.copytree(DATA / "v4.0/NVIDIA/benchmarks", sub / "benchmarks")
+        runs = from_mlperf([tmp_path])
+        row = runs.iloc[0]
+        assert (row["tp"], row["cp"], row["dp"], row["micro_batch_size"], row["recompute"]) == (4, 1, 2, 1, "none")
+        assert row["layout_config"] == _LORA_CONFIG
+        got = load_runs(loadable(runs))
+        assert (got.loc[0, "tp"], got.loc[0, "dp"], got.loc[0, "gpus_per_node"]) == (4, 2, 8)
