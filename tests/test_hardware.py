@@ -95,7 +95,8 @@ class TestTable:
 
     def test_network_only_where_a_source_states_it(self):
         table = spec_table()
-        assert "network_gbps" in table.columns and list(table.columns)[-2:] == ["network_gbps", "source"]
+        assert "network_gbps" in table.columns and list(table.columns)[-3:] == ["network_gbps", "nvlink_domain",
+                                                                               "source"]
         known = table[table["network_gbps"].notna()]
         # every figure is cited in the row's source text, with the per-device figure it states
         for name, row in known.iterrows():
@@ -579,3 +580,14 @@ class TestMigSlices:
         register_device(**{**ROW, "name": "A100-MIG-3g.20gb", "vendor": "nvidia", "architecture": "ampere",
                            "source": "test row"}, aliases=["NVIDIA A100-SXM4-40GB MIG 3g.20gb"])
         assert resolve_gpu_type("NVIDIA A100-SXM4-40GB MIG 3g.20gb") == "A100-MIG-3g.20gb"
+
+
+def test_nvlink_domain_only_where_a_source_states_it():
+    from perfmodel.hardware import spec_table
+
+    table = spec_table()
+    stated = table[table["nvlink_domain"].notna()]
+    assert set(stated.index) == {"GB200", "GB300"} and (stated["nvlink_domain"] == 72).all()
+    assert all("NVLink domain of 72 GPUs" in src for src in stated["source"])
+    with pytest.raises(DeviceSpecError, match="'nvlink_domain'"):
+        register_device(name="X-NVL", vendor="x", source="test", bf16_tflops=1.0, nvlink_domain=0)

@@ -68,7 +68,7 @@ _PEAK_FIELDS = ("fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops", "fp8
 _NUMBER_FIELDS = _PEAK_FIELDS + ("memory_gb", "memory_bandwidth_gbps", "interconnect_gbps", "network_gbps")
 _TABLE_COLUMNS = ("vendor", "architecture", "release_year", "fp32_tflops", "tf32_tflops", "fp16_tflops",
                   "bf16_tflops", "fp8_tflops", "memory_gb", "memory_bandwidth_gbps", "interconnect_gbps",
-                  "interconnect", "network_gbps", "source")
+                  "interconnect", "network_gbps", "nvlink_domain", "source")
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,9 @@ class HardwareSpec:
     network_gbps : float or None, default=None
         Scale-out (inter-node) network per device of the vendor's reference system, GB/s in one direction.
         None where no named source states it.
+    nvlink_domain : int or None, default=None
+        Devices that share one scale-up (NVLink) domain in the vendor's reference system: 72 on a GB200/GB300
+        NVL72 rack. None where no named source states it (an 8-device node is then assumed by the layout model).
 
     Raises
     ------
@@ -144,6 +147,7 @@ class HardwareSpec:
     architecture: str | None = None
     release_year: int | None = None
     network_gbps: float | None = None
+    nvlink_domain: int | None = None
 
     def __post_init__(self):
         _validate(self)
@@ -218,6 +222,9 @@ def _validate(spec: HardwareSpec) -> None:
         if not math.isfinite(value) or value <= 0:
             raise DeviceSpecError(f"The {name!r} field of {where} must be a positive finite number or None. "
                                   f"Got {value!r} instead.")
+    domain = spec.nvlink_domain
+    if domain is not None and (isinstance(domain, bool) or not isinstance(domain, numbers.Integral) or domain < 1):
+        raise DeviceSpecError(f"The 'nvlink_domain' field of {where} must be a positive int or None. Got {domain!r}.")
     year = spec.release_year
     if year is not None:
         if isinstance(year, bool) or not isinstance(year, numbers.Integral):
@@ -228,9 +235,11 @@ def _validate(spec: HardwareSpec) -> None:
                                   f"Got {year!r} instead.")
 
 
-def _s(name, vendor, arch, year, fp32, tf32, fp16, bf16, fp8, mem, bw, link, link_kind, source, net=None):
+def _s(name, vendor, arch, year, fp32, tf32, fp16, bf16, fp8, mem, bw, link, link_kind, source, net=None,
+       domain=None):
     return HardwareSpec(name, vendor, fp32, tf32, fp16, bf16, mem, bw, link, link_kind, source,
-                        fp8_tflops=fp8, architecture=arch, release_year=year, network_gbps=net)
+                        fp8_tflops=fp8, architecture=arch, release_year=year, network_gbps=net,
+                        nvlink_domain=domain)
 
 
 # fmt: off
@@ -359,7 +368,9 @@ _BUILTIN: tuple[HardwareSpec, ...] = (
        "single-port ConnectX-7 400 Gb/s InfiniBand/Ethernet for 8 GPUs (50 GB/s per GPU)", net=50.0),
     _s("GB200",            "nvidia", "blackwell", 2024, 80.0,  1250.0, 2500.0, 2500.0, 5000.0, 186,   8000,  1800, "nvlink5",
        "NVIDIA GB200 NVL72 datasheet (per GPU, 1/72 of rack figures): 180 PF TF32 / 360 PF FP16 / 720 PF FP8 "
-       "sparse, 5,760 TF FP32, 13.4 TB HBM3e at 576 TB/s, NVLink 1.8 TB/s"),
+       "sparse, 5,760 TF FP32, 13.4 TB HBM3e at 576 TB/s, NVLink 1.8 TB/s; one NVLink domain of 72 GPUs; scale-out "
+       "network: NVIDIA DGX GB200 user guide, four ConnectX-7 400 Gb/s InfiniBand adapters per compute tray of four "
+       "GPUs (50 GB/s per GPU)", net=50.0, domain=72),
     _s("B300",             "nvidia", "blackwell", 2025, 75.0,  1125.0, 2250.0, 2250.0, 4500.0, 288,   8000,  1800, "nvlink5",
        "NVIDIA HGX B300 datasheet (Blackwell Ultra; per GPU, 1/8 of 8-GPU figures): 18 PF TF32 / 36 PF FP16 / 72 PF "
        "FP8 sparse, 600 TF FP32, 2.3 TB HBM3e (288 GB per GPU) at up to 8 TB/s per GPU, NVLink 1.8 TB/s; scale-out "
@@ -368,7 +379,7 @@ _BUILTIN: tuple[HardwareSpec, ...] = (
        "NVIDIA GB300 NVL72 (Blackwell Ultra; per GPU, 1/72 of rack figures): 180 PF TF32 / 360 PF FP16 / 720 PF "
        "FP8 sparse, 20 TB HBM3e (288 GB per GPU, 12-high stacks) at 576 TB/s, NVLink 130 TB/s (1.8 TB/s per GPU); "
        "FP32 taken as about 80 TF per GPU, as GB200 (uncertain); scale-out network: 72 ConnectX-8 800 Gb/s "
-       "SuperNICs for 72 GPUs (100 GB/s per GPU)", net=100.0),
+       "SuperNICs for 72 GPUs (100 GB/s per GPU); one NVLink domain of 72 GPUs", net=100.0, domain=72),
     # --- AMD (fp32 is the FP32 *matrix* peak) ---
     _s("MI100",            "amd",    "cdna1",     2020, 46.1,  None,   184.6,  92.3,   None,   32,    1228.8, 276, "infinity-fabric",
        "AMD Instinct MI100 datasheet: 46.1 FP32 matrix (23.1 vector), 184.6 FP16, 92.3 BF16, 32 GB HBM2 1.2288 TB/s, "
@@ -782,12 +793,14 @@ def spec_table() -> pd.DataFrame:
         Indexed by canonical name, in the order of :func:`known_gpu_types`; columns ``vendor``,
         ``architecture``, ``release_year`` (nullable ``Int64``), ``fp32_tflops``, ``tf32_tflops``,
         ``fp16_tflops``, ``bf16_tflops``, ``fp8_tflops``, ``memory_gb``, ``memory_bandwidth_gbps``,
-        ``interconnect_gbps``, ``interconnect``, ``network_gbps``, ``source``. Each row is what
+        ``interconnect_gbps``, ``interconnect``, ``network_gbps``, ``nvlink_domain`` (nullable ``Int64``),
+        ``source``. Each row is what
         :func:`get_spec` returns, so a registered row shows in place of a built-in row it replaced.
     """
     rows = [get_spec(n).to_dict() for n in known_gpu_types()]
     table = pd.DataFrame(rows).set_index("name")
     table["release_year"] = table["release_year"].astype("Int64")
+    table["nvlink_domain"] = table["nvlink_domain"].astype("Int64")
     return table[list(_TABLE_COLUMNS)]
 
 
@@ -857,7 +870,7 @@ def register_device(*, name: str, vendor: str, source: str, fp32_tflops: float |
                     memory_gb: float | None = None, memory_bandwidth_gbps: float | None = None,
                     interconnect_gbps: float | None = None, interconnect: str = "unknown",
                     architecture: str | None = None, release_year: int | None = None,
-                    network_gbps: float | None = None,
+                    network_gbps: float | None = None, nvlink_domain: int | None = None,
                     aliases: Iterable[str] = (), replace: bool = False) -> HardwareSpec:
     """Add a device to the spec table for this process, validated exactly like the built-in rows.
 
@@ -878,6 +891,8 @@ def register_device(*, name: str, vendor: str, source: str, fp32_tflops: float |
     network_gbps : float or None, default=None
         Scale-out (inter-node) network per device in the system it is deployed in, GB/s in one direction (e.g.
         25 for one 200 Gb/s HDR InfiniBand NIC per GPU). None: unknown.
+    nvlink_domain : int or None, default=None
+        Devices sharing one NVLink (scale-up) domain, e.g. 72 for an NVL72 rack. None: unknown (8 assumed).
     aliases : sequence of str, default=()
         Other names that resolve to this device (matched case- and punctuation-insensitively).
     replace : bool, default=False
@@ -903,7 +918,8 @@ def register_device(*, name: str, vendor: str, source: str, fp32_tflops: float |
                         fp16_tflops=fp16_tflops, bf16_tflops=bf16_tflops, memory_gb=memory_gb,
                         memory_bandwidth_gbps=memory_bandwidth_gbps, interconnect_gbps=interconnect_gbps,
                         interconnect=interconnect, source=source, fp8_tflops=fp8_tflops,
-                        architecture=architecture, release_year=release_year, network_gbps=network_gbps)
+                        architecture=architecture, release_year=release_year, network_gbps=network_gbps,
+                        nvlink_domain=nvlink_domain)
     _install(spec, alias_tuple, replace)
     return spec
 
@@ -963,12 +979,11 @@ def _coerce_row(row: dict, where: str) -> dict:
                 value = float(value)
             except ValueError:
                 raise DeviceSpecError(f"{where}: field {key!r} must be a number. Got {value!r}.") from None
-        elif key == "release_year" and isinstance(value, str):
+        elif key in ("release_year", "nvlink_domain") and isinstance(value, str):
             try:
                 value = int(value)
             except ValueError:
-                raise DeviceSpecError(f"{where}: field 'release_year' must be an integer year. Got {value!r}.") \
-                    from None
+                raise DeviceSpecError(f"{where}: field {key!r} must be an integer. Got {value!r}.") from None
         elif key == "aliases" and isinstance(value, str):
             value = [a for a in re.split(r"[;|]", value) if a.strip()]
         elif key == "replace" and isinstance(value, str):
@@ -1073,7 +1088,7 @@ def load_devices(path: str | os.PathLike, *, replace: bool = False) -> list[str]
             spec = HardwareSpec(**{k: row.get(k, None) for k in ("name", "vendor", *_NUMBER_FIELDS)},
                                 interconnect=row.get("interconnect", "unknown"), source=row["source"],
                                 architecture=row.get("architecture"),
-                                release_year=row.get("release_year"))
+                                release_year=row.get("release_year"), nvlink_domain=row.get("nvlink_domain"))
         except (TypeError, DeviceSpecError) as exc:
             raise type(exc)(f"{where}: {exc}") from None
         staged.append((spec, aliases, bool(row_replace)))

@@ -44,7 +44,8 @@ divides over the row's tensor-parallel degree: the frameworks' rule), MLP ``4·d
 heads as heads; a model given by its size only gets :func:`perfmodel.transformer.standard_shape`; the micro-batch is
 the replica's whole share (no accumulation), or with pipeline parallelism the share split into one micro-batch per
 stage (torchtitan's default); sequence parallelism on where ``tp > 1``; no recomputation (full
-where ``activation_checkpointing`` is 1); ZeRO stage 0; ``gpus_per_node`` 8; the network per device
+where ``activation_checkpointing`` is 1); ZeRO stage 0; ``gpus_per_node`` the device's NVLink domain
+(:attr:`perfmodel.hardware.HardwareSpec.nvlink_domain`: 72 on NVL72 racks), else 8; the network per device
 ``inter_node_gbps``, else the spec table's ``network_gbps``, else :data:`DEFAULT_NETWORK_GBPS`.
 """
 
@@ -222,8 +223,8 @@ def _job(row: dict) -> LayoutJob:
                                 zero_stage=min(max(zero, 0), 3), sequence_parallel=sp, recompute=rc)
     except (TypeError, ValueError) as exc:
         return LayoutJob(problem=f"layout: {exc}")
-    gpn = _int(row, "gpus_per_node") or DEFAULT_GPUS_PER_NODE
     spec = get_spec(str(row["gpu_type"]))
+    gpn = _int(row, "gpus_per_node") or spec.nvlink_domain or DEFAULT_GPUS_PER_NODE
     net = _value(row, "inter_node_gbps")
     net = float(net) if net is not None else (spec.network_gbps or DEFAULT_NETWORK_GBPS)
     return LayoutJob(shape=shape, layout=layout, global_batch=gb, seq_len=seq,

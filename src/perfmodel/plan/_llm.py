@@ -47,7 +47,7 @@ from .._format import format_duration, to_plain
 from .._validation import check_choice, check_confidence, check_positive_float, check_positive_int
 from ..exceptions import DoesNotFitError, LayoutError
 from ..fitting import DEFAULT_METHOD
-from ..hardware import PRECISIONS, resolve_gpu_type
+from ..hardware import PRECISIONS, get_spec, resolve_gpu_type
 from ..layout import DEFAULT_GPUS_PER_NODE, ParallelLayout, check_layout, enumerate_layouts
 from ..models import METHODS
 from ..predict import TrainingTimePrediction, predict_many, predict_training_time
@@ -651,10 +651,12 @@ def plan_llm_job(*, seq_len, global_batch, gpu_type, params=None, n_layers=None,
                 raise ValueError(f"The 'gpu_count' parameter of {_WHERE} ({gpu_count!r}) is not nodes x "
                                  f"gpus_per_node = {nodes} x {gpn} = {devices}.")
     elif gpu_count is not None:
-        devices, gpn = _count(gpu_count, "gpu_count"), DEFAULT_GPUS_PER_NODE
+        devices, gpn = _count(gpu_count, "gpu_count"), None
     else:
         raise ValueError(f"{_WHERE} needs the devices: 'gpu_count', or 'nodes' and 'gpus_per_node'.")
     g = resolve_gpu_type(gpu_type)
+    if gpn is None:  # the device's NVLink domain (72 on NVL72 racks), else an 8-device node
+        gpn = get_spec(g).nvlink_domain or DEFAULT_GPUS_PER_NODE
     tp, pp, cp = (_count(v, k) for k, v in (("tensor_parallel", tensor_parallel),
                                             ("pipeline_parallel", pipeline_parallel),
                                             ("context_parallel", context_parallel)))
