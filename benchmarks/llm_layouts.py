@@ -174,19 +174,59 @@ def _cell(y, pred: pd.DataFrame | None, point=None) -> dict:
     if pred is not None:
         lo, hi = pred["step_lower"].to_numpy()[ok], pred["step_upper"].to_numpy()[ok]
         out["coverage"] = float(coverage(y[ok], lo, hi))
-        out["half_width"] = float(np.median(np.sqrt(hi / lo)) - 1)
+        with np.errstate(divide="ignore"):
+            out["half_width"] = float(np.median(np.sqrt(hi / lo)) - 1)
     return out
 
 
-def leave_one_set_out(sets: dict) -> dict:
+def _set_errors(sets: dict, names) -> tuple[np.ndarray, np.ndarray]:
+    """|log errors| of each set in ``names`` predicted by a fit on the others in ``names`` (and their groups)."""
+    errs, groups = [], []
+    for name in names:
+        train = pd.concat([sets[k] for k in names if k != name], ignore_index=True, sort=False)
+        model = _fit(train, "new_model")
+        y = sets[name]["step_time_s"].to_numpy(dtype=float)
+        errs.append(np.abs(np.log(_predict(model, sets[name])["step_time_s"].to_numpy() / y)))
+        groups += [name] * len(y)
+    return np.concatenate(errs), np.asarray(groups)
+
+
+def leave_one_set_out(sets: dict, calibrate=(1, 3, 9), repeats: int = 10) -> dict:
+    """Each set held out. The interval is what an out-of-the-box answer gets: at least the 90% quantile of the
+    errors the model made on the *other* sets when each of them was held out in turn (the error book, built here
+    without the held-out set). Then the same set calibrated on k of its own runs (the fit's coefficients as the
+    prior), predicting its other runs."""
+    from perfmodel.models import TrainingTimeModel, balanced_scores
+    from perfmodel.models._conformal import conformal_quantile
+
     out = {}
+    rng = np.random.default_rng(0)
     for name, test in sets.items():
-        train = pd.concat([v for k, v in sets.items() if k != name], ignore_index=True, sort=False)
+        others = [k for k in sets if k != name]
+        train = pd.concat([sets[k] for k in others], ignore_index=True, sort=False)
         y = test["step_time_s"].to_numpy(dtype=float)
         model = _fit(train, "new_model")
-        out[name] = {"layout": _cell(y, _predict(model, test)),
-                     "6ND@0.4": _cell(y, None, baseline_6nd(test)),
+        pred = _predict(model, test)
+        e, g = _set_errors(sets, others)
+        q = conformal_quantile(balanced_scores(e, g), CONFIDENCE)
+        point = pred["step_time_s"].to_numpy()
+        half = np.maximum(np.log(pred["step_upper"].to_numpy() / point), q)
+        booked = pred.assign(step_lower=point * np.exp(-half), step_upper=point * np.exp(half))
+        out[name] = {"layout": _cell(y, booked), "6ND@0.4": _cell(y, None, baseline_6nd(test)),
                      "const-MFU": _cell(y, None, baseline_const_mfu(train, test))}
+        prior = dict(model.pipeline_.named_steps["regressor"].coef_)
+        for k in calibrate:
+            apes = []
+            for _ in range(repeats):
+                pick = rng.choice(len(test), size=k, replace=False)
+                rest = np.setdiff1d(np.arange(len(test)), pick)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    cal = TrainingTimeModel(method="layout", conformal=False, regressor_params={"prior": prior})
+                    cal.fit(test.iloc[pick].drop(columns=["set"]).reset_index(drop=True))
+                    p = cal.predict(test.iloc[rest].drop(columns=["set"]))
+                apes.append(median_ape(y[rest], p))
+            out[name][f"calibrated on {k}"] = {"median_ape": float(np.median(apes)), "repeats": repeats}
     return out
 
 
@@ -405,6 +445,36 @@ def out_of_box(sets: dict, limit: int) -> dict:
     return res
 
 
+def extrapolation(sets: dict) -> dict:
+    """An organisation's own small runs asked about much larger jobs: LLM Foundry's runs of models up to 3B
+    parameters on at most 8 GPUs as the own history, its 7B–70B runs on 64–512 GPUs as the questions. The layout
+    model calibrated on the small runs (its prior fitted on the other sets), beside the generic ``auto`` fit on the
+    same runs (the own-history answer before the layout model) and 6ND@0.4."""
+    from perfmodel.models import TrainingTimeModel
+
+    lf = sets.get("llmfoundry")
+    if lf is None:
+        return {}
+    small = lf[(lf["params"] <= 3.5e9) & (lf["gpu_count"] <= 8)].drop(columns=["set"]).reset_index(drop=True)
+    large = lf[(lf["params"] >= 6e9) & (lf["gpu_count"] >= 64)].drop(columns=["set"]).reset_index(drop=True)
+    y = large["step_time_s"].to_numpy(dtype=float)
+    train = pd.concat([v for k, v in sets.items() if k != "llmfoundry"], ignore_index=True, sort=False)
+    prior = dict(_fit(train, "seen").pipeline_.named_steps["regressor"].coef_)
+    out = {"own_runs": int(len(small)), "questions": int(len(large))}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cal = TrainingTimeModel(method="layout", held_out=("new_model",),
+                                regressor_params={"prior": prior}).fit(small)
+        pred = cal.predict_interval(large, CONFIDENCE)
+        generic = fit_history(read_history(small), "auto", kind="new_model")
+        gen = generic.predict_interval(large, CONFIDENCE)
+    for label, p in (("layout, calibrated on the small runs", pred), (f"auto ({generic.method})", gen)):
+        ratio = p["step_time_s"].to_numpy() / y
+        out[label] = {**_cell(y, p), "worst_ratio": float(np.max(np.maximum(ratio, 1 / ratio)))}
+    out["6ND@0.4"] = _cell(y, None, baseline_6nd(large))
+    return out
+
+
 def _md(res: dict) -> str:
     lines = ["# LLM layouts (issue #35)", "", f"Sets: {', '.join(f'{k} ({v} rows)' for k, v in res['sets'].items())}.",
              "", "## Leave-one-set-out (median APE %, 90% coverage, median half-width)", "",
@@ -413,6 +483,11 @@ def _md(res: dict) -> str:
         lay = v["layout"]
         lines.append(f"| {k} | {lay['median_ape']:.1f} | {lay['coverage']:.2f} | {lay['half_width']:.2f} | "
                      f"{v['6ND@0.4']['median_ape']:.1f} | {v['const-MFU']['median_ape']:.1f} |")
+    lines += ["", "Calibrated on k of the held-out set's own runs (median APE % on its other runs, median of the "
+              "random draws):", "", "| set | k = 1 | k = 3 | k = 9 |", "|---|---|---|---|"]
+    for k, v in res["leave_one_set_out"].items():
+        lines.append(f"| {k} | " + " | ".join(f"{v[f'calibrated on {n}']['median_ape']:.1f}" for n in (1, 3, 9))
+                     + " |")
     lines += ["", "## Leave-one-model-out", "", "| set | layout | coverage | half-width | 6ND@0.4 | const-MFU |",
               "|---|---|---|---|---|---|"]
     for k, v in res["leave_one_model_out"].items():
@@ -420,6 +495,8 @@ def _md(res: dict) -> str:
         lines.append(f"| {k} | {lay['median_ape']:.1f} | {lay['coverage']:.2f} | {lay['half_width']:.2f} | "
                      f"{v['6ND@0.4']['median_ape']:.1f} | {v['const-MFU']['median_ape']:.1f} |")
     rk = res["ranking"]
+    lines += ["", "## Own small runs → a much larger job", "", "```", json.dumps(res["extrapolation"], indent=1),
+              "```"]
     lines += ["", "## Layout ranking", "", "```", json.dumps(rk, indent=1), "```", "", "## Scaling", "", "```"]
     lines += [json.dumps(s) for s in res["scaling"]]
     lines += ["```", "", "## fp8 over bf16", "", "```", json.dumps(res["fp8"], indent=1), "```", "",
@@ -451,6 +528,8 @@ def main(argv=None) -> int:
     res["ranking"] = ranking(sets)
     print("ranking:", json.dumps(res["ranking"]), flush=True)
     res["scaling"] = scaling(sets)
+    res["extrapolation"] = extrapolation(sets)
+    print("extrapolation:", json.dumps(res["extrapolation"]), flush=True)
     res["fp8"] = fp8_speedup(sets)
     print("fp8:", json.dumps(res["fp8"]), flush=True)
     res["memory"] = memory_and_refusals(sets)
