@@ -196,7 +196,7 @@ def leave_one_set_out(sets: dict, calibrate=(1, 3, 9), repeats: int = 10) -> dic
     errors the model made on the *other* sets when each of them was held out in turn (the error book, built here
     without the held-out set). Then the same set calibrated on k of its own runs (the fit's coefficients as the
     prior), predicting its other runs."""
-    from perfmodel.models import TrainingTimeModel, balanced_scores
+    from perfmodel.models import CALIBRATION_PRIOR_WEIGHT, TrainingTimeModel, balanced_scores
     from perfmodel.models._conformal import conformal_quantile
 
     out = {}
@@ -222,7 +222,8 @@ def leave_one_set_out(sets: dict, calibrate=(1, 3, 9), repeats: int = 10) -> dic
                 rest = np.setdiff1d(np.arange(len(test)), pick)
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    cal = TrainingTimeModel(method="layout", conformal=False, regressor_params={"prior": prior})
+                    cal = TrainingTimeModel(method="layout", conformal=False,
+                                            regressor_params={"prior": prior, "prior_weight": CALIBRATION_PRIOR_WEIGHT})
                     cal.fit(test.iloc[pick].drop(columns=["set"]).reset_index(drop=True))
                     p = cal.predict(test.iloc[rest].drop(columns=["set"]))
                 apes.append(median_ape(y[rest], p))
@@ -450,7 +451,7 @@ def extrapolation(sets: dict) -> dict:
     parameters on at most 8 GPUs as the own history, its 7B–70B runs on 64–512 GPUs as the questions. The layout
     model calibrated on the small runs (its prior fitted on the other sets), beside the generic ``auto`` fit on the
     same runs (the own-history answer before the layout model) and 6ND@0.4."""
-    from perfmodel.models import TrainingTimeModel
+    from perfmodel.models import CALIBRATION_PRIOR_WEIGHT, TrainingTimeModel
 
     lf = sets.get("llmfoundry")
     if lf is None:
@@ -464,7 +465,7 @@ def extrapolation(sets: dict) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cal = TrainingTimeModel(method="layout", held_out=("new_model",),
-                                regressor_params={"prior": prior}).fit(small)
+                                regressor_params={"prior": prior, "prior_weight": CALIBRATION_PRIOR_WEIGHT}).fit(small)
         pred = cal.predict_interval(large, CONFIDENCE)
         generic = fit_history(read_history(small), "auto", kind="new_model")
         gen = generic.predict_interval(large, CONFIDENCE)

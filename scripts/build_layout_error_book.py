@@ -37,7 +37,7 @@ KS = (1, 3, 9)
 def build(repeats: int) -> dict:
     import perfmodel
     from perfmodel.datasets import bundled_runs_path
-    from perfmodel.models import TrainingTimeModel
+    from perfmodel.models import CALIBRATION_PRIOR_WEIGHT, TrainingTimeModel
     from perfmodel.history import BUNDLED_HISTORIES
     from perfmodel.io import load_runs
     from perfmodel.layout import is_layout_job
@@ -72,7 +72,8 @@ def build(repeats: int) -> dict:
                 rest = np.setdiff1d(np.arange(len(test)), pick)
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    cal = TrainingTimeModel(method="layout", conformal=False, regressor_params={"prior": prior})
+                    cal = TrainingTimeModel(method="layout", conformal=False, regressor_params={"prior": prior,
+                                                                                  "prior_weight": CALIBRATION_PRIOR_WEIGHT})
                     cal.fit(test.iloc[pick].reset_index(drop=True))
                 cal_errs.append(cal.predict(test.iloc[rest]) / y[rest])
             ratio = np.concatenate(cal_errs)

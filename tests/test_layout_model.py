@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from perfmodel.layout_features import LAYOUT_FEATURES, layout_components, layout_jobs
-from perfmodel.models import LayoutRegressor
+from perfmodel.models import CALIBRATION_PRIOR_WEIGHT, LayoutRegressor
 from perfmodel.models._layout import COEFFICIENTS, PRIOR
 
 H100 = {"peak": 989.4e12, "bw": 3350e9, "nvl": 450e9, "net": 50e9}
@@ -121,7 +121,7 @@ class TestRegressor:
         assert fit.coef_["network_eff"] == pytest.approx(0.33, rel=1e-3)
         assert fit.coef_["dp_overlap"] == pytest.approx(0.44, rel=1e-3)
         calibrated = fit.with_prior()
-        assert calibrated.prior == fit.coef_ and calibrated.prior_weight == fit.prior_weight
+        assert calibrated.prior == fit.coef_ and calibrated.prior_weight == CALIBRATION_PRIOR_WEIGHT
 
     def test_breakdown_adds_up(self):
         X = self.design()

@@ -35,7 +35,7 @@ from .kinds import KIND_NAMES, classify
 from .layout import LayoutError, ParallelLayout, check_layout, is_layout_job
 from .layout_features import shape_of
 from .transformer import TransformerShape, transformer_flops
-from .models import METHODS, TrainingTimeModel
+from .models import CALIBRATION_PRIOR_WEIGHT, METHODS, TrainingTimeModel
 from .models._conformal import MIN_GROUPS
 from .schema import SHAPE_COLUMNS, check_queries
 
@@ -307,7 +307,8 @@ def _calibrated_layout(loaded: LoadedHistory, kind: str) -> TrainingTimeModel:
     prior = dict(bundled_layout_model().pipeline_.named_steps["regressor"].coef_)
     sub = LoadedHistory(runs, loaded.labels, np.ones(len(runs), dtype=bool),
                         hashlib.sha256(f"layout runs of {loaded.digest}".encode()).hexdigest())
-    fitted = fit_history(sub, LAYOUT_METHOD, kind=kind, regressor_params={"prior": prior})
+    fitted = fit_history(sub, LAYOUT_METHOD, kind=kind,
+                          regressor_params={"prior": prior, "prior_weight": CALIBRATION_PRIOR_WEIGHT})
     fitted.calibration_runs_ = len(runs)
     return fitted
 

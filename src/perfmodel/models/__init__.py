@@ -5,7 +5,7 @@ from __future__ import annotations
 from ._baselines import RATIO_BAND, MFURegressor, RatioRegressor
 from ._conformal import balanced_scores, conformal_quantile
 from ._gbm import GBMRegressor, TreeEnsemble
-from ._layout import LayoutRegressor
+from ._layout import CALIBRATION_PRIOR_WEIGHT, LayoutRegressor
 from ._ols import OLSRegressor
 from ._ops import OpsRegressor
 from ._physics import PhysicsRegressor
@@ -16,4 +16,4 @@ from ..metrics import mape, median_ape
 
 __all__ = ["OLSRegressor", "GBMRegressor", "PhysicsRegressor", "OpsRegressor", "RooflineRegressor",
            "TrainingTimeModel", "Summary", "METHODS", "COUNT_FORMS", "mape", "median_ape", "conformal_quantile",
-           "balanced_scores", "TreeEnsemble", "MFURegressor", "RatioRegressor", "RATIO_BAND", "LayoutRegressor"]
+           "balanced_scores", "TreeEnsemble", "MFURegressor", "RatioRegressor", "RATIO_BAND", "LayoutRegressor", "CALIBRATION_PRIOR_WEIGHT"]

@@ -38,7 +38,7 @@ from ..layout_features import LAYOUT_FEATURES
 from ..metrics import r2
 from ._columns import NamedColumnsMixin
 
-__all__ = ["LayoutRegressor", "COEFFICIENTS", "PRIOR"]
+__all__ = ["LayoutRegressor", "COEFFICIENTS", "PRIOR", "PRIOR_WEIGHT", "CALIBRATION_PRIOR_WEIGHT"]
 
 #: The fitted coefficients: name -> (prior value, lower bound, upper bound, what it is).
 COEFFICIENTS = {
@@ -58,6 +58,12 @@ COEFFICIENTS = {
 }
 #: The prior of every coefficient (its first value in :data:`COEFFICIENTS`).
 PRIOR = {k: v[0] for k, v in COEFFICIENTS.items()}
+#: The pull of each coefficient towards its prior in a fit of the bundled histories: one run's squared log error at
+#: an e-fold miss (chosen on the development sets, leave-one-set-out: benchmarks/llm_layouts.py).
+PRIOR_WEIGHT = 1.0
+#: The pull towards a fitted model's coefficients when an organisation's own runs calibrate it: weak, so that a few
+#: runs move what they show (chosen on the development sets, calibrating on 1, 3 and 9 runs of a held-out set).
+CALIBRATION_PRIOR_WEIGHT = 0.05
 _NAMES = tuple(COEFFICIENTS)
 _LO = np.log([COEFFICIENTS[k][1] for k in _NAMES])
 _HI = np.log([COEFFICIENTS[k][2] for k in _NAMES])
@@ -79,9 +85,10 @@ class LayoutRegressor(NamedColumnsMixin, RegressorMixin, BaseEstimator):
     prior : dict of str to float, optional
         The value each coefficient is pulled towards (default :data:`PRIOR`); a fitted model's ``coef_`` makes
         its calibration the prior of a refit on other runs.
-    prior_weight : float, default=0.05
+    prior_weight : float, default=PRIOR_WEIGHT (1.0)
         Weight of each coefficient's pull, in units of one run's squared log error at a factor-of-e miss of the
-        prior: small, so that a few hundred runs decide what they can identify.
+        prior: a few hundred runs decide what they can identify; calibrations use
+        :data:`CALIBRATION_PRIOR_WEIGHT`.
     columns : dict of str to str, optional
         Where each quantity is in ``X`` (:mod:`perfmodel.models._columns`); default by name.
 
@@ -112,7 +119,7 @@ class LayoutRegressor(NamedColumnsMixin, RegressorMixin, BaseEstimator):
     _REQUIRED = ("layer_flops_s",)
     _NONNEGATIVE = LAYOUT_FEATURES
 
-    def __init__(self, *, prior: dict | None = None, prior_weight: float = 0.05, columns: dict | None = None):
+    def __init__(self, *, prior: dict | None = None, prior_weight: float = PRIOR_WEIGHT, columns: dict | None = None):
         self.prior = prior
         self.prior_weight = prior_weight
         self.columns = columns
@@ -240,13 +247,13 @@ class LayoutRegressor(NamedColumnsMixin, RegressorMixin, BaseEstimator):
         check_is_fitted(self, "theta_")
         return self._parts(self.theta_, self._validate_predict(X, "theta_"))
 
-    def with_prior(self, *, prior_weight: float | None = None) -> "LayoutRegressor":
+    def with_prior(self, *, prior_weight: float = CALIBRATION_PRIOR_WEIGHT) -> "LayoutRegressor":
         """A new, unfitted regressor whose prior is this one's fitted coefficients.
 
         Parameters
         ----------
-        prior_weight : float, optional
-            Its prior weight (default this one's).
+        prior_weight : float, default=CALIBRATION_PRIOR_WEIGHT
+            Its prior weight.
 
         Returns
         -------
@@ -254,8 +261,7 @@ class LayoutRegressor(NamedColumnsMixin, RegressorMixin, BaseEstimator):
             For calibrating these coefficients on other runs (an organisation's own).
         """
         check_is_fitted(self, "theta_")
-        return LayoutRegressor(prior=dict(self.coef_), prior_weight=self.prior_weight if prior_weight is None
-                               else prior_weight, columns=self.columns)
+        return LayoutRegressor(prior=dict(self.coef_), prior_weight=prior_weight, columns=self.columns)
 
     def coef_table(self):
         """The coefficients, their priors and what they are.
