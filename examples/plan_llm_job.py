@@ -1,72 +1,57 @@
-"""Plan a GPU LLM training job from its shape: time with an interval, memory fit, cost, and the cheapest layout
-that meets a deadline. Its output is docs/guide/llm.md's (regenerate with ``python examples/plan_llm_job.py``).
+"""Plan an LLM pre-training job from its shape and parallel layout: time with an interval, where each step's time
+goes, memory fit, the fastest layout that fits, devices compared, and a calibration on runs of your own. Its output
+is docs/guide/llm.md's (regenerate with ``python examples/plan_llm_job.py``).
 
-Everything is predicted from perfmodel's bundled public GPU history (MLPerf Training results): calibrate with a
-few runs of your own (``history=["my_runs.csv", "gpu"]``) before you trust the hours.
+Out of the box everything is predicted from perfmodel's bundled public LLM pre-training history (published runs
+of tuned frameworks); the interval is what the layout model missed on published sets it had not seen. A few runs of
+your own narrow it: section 5.
 """
 
 import warnings
 
-from perfmodel.exceptions import DataQualityWarning, UnknownPriceError
-from perfmodel.plan import plan_llm_job
+import perfmodel
+from perfmodel.exceptions import DataQualityWarning, DoesNotFitError
+from perfmodel.plan import plan_llm_job, recommend
 
 warnings.simplefilter("ignore", DataQualityWarning)  # said once here: bundled public history, not your stack
 
-LLAMA2_7B = dict(n_layers=32, d_model=4096, vocab=32000, n_heads=32)
-JOB = dict(**LLAMA2_7B, seq_len=4096, tokens=100e9, global_batch=1024, precision="bf16")
+# Llama 3 8B's config.json (meta-llama/Meta-Llama-3-8B), as a dict; a path to the file works too
+LLAMA3_8B = {"model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096, "intermediate_size": 14336,
+             "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256, "rms_norm_eps": 1e-05,
+             "tie_word_embeddings": False, "hidden_act": "silu"}
+JOB = dict(hf_config=LLAMA3_8B, seq_len=8192, tokens=100e9, global_batch=512, precision="bf16")
 
-print("== 1. Llama-2-7B shape, 100B tokens, global batch 1024 x 4096 on 8 nodes x 8 H100, plain data parallel")
-naive = plan_llm_job(**JOB, gpu_type="H100", nodes=8, gpus_per_node=8)
-print(naive)
+print("== 1. Llama 3 8B, 100B tokens, global batch 512 x 8192 tokens on 64 H100 (8 nodes): tensor parallel 2")
+job = plan_llm_job(**JOB, gpu_type="H100", gpu_count=64, tensor_parallel=2)
+print(job)
 
-print("\n== 2. the same with ZeRO-3, activation checkpointing, flash attention, micro-batch 2")
-sharded = plan_llm_job(**JOB, gpu_type="H100", nodes=8, gpus_per_node=8, zero_stage=3, micro_batch=2,
-                       activation_checkpointing=True, flash_attention=True)
-print(sharded)
-print("cost:", sharded.cost())
+print("\n== 2. the fastest layout that fits in memory (a search over tp, pp, cp, micro-batch, ZeRO, recomputation)")
+best = plan_llm_job(**JOB, gpu_type="H100", gpu_count=64, search=True)
+print(best.layouts[["layout", "step_time_s", "step_lower", "step_upper", "memory_gb"]].head(8).to_string(
+    index=False, float_format=lambda v: f"{v:.3g}"))
+print(f"{len(best.layouts)} layouts fit; planned: {best.layout.describe()}, {best.seconds / 3600:.1f} h "
+      f"(90% PI {best.lower / 3600:.1f}–{best.upper / 3600:.1f} h)")
 
-print("\n== 3. cheapest layout that fits and finishes within 5 days (interval upper bound)")
-deadline_h = 5 * 24
-print(f"{'layout':<27} {'hours':>7} {'upper':>7} {'memory':>38} {'cost':>12}  provider")
-best, no_price = None, {}
-for gpu_type in ("H100", "A100-SXM4-80GB", "MI300X"):
-    for nodes in (4, 8, 16):
-        job = plan_llm_job(**JOB, gpu_type=gpu_type, nodes=nodes, gpus_per_node=8, zero_stage=3, micro_batch=2,
-                           activation_checkpointing=True, flash_attention=True)
-        try:
-            cost = job.cost()
-            price, who = f"${cost.dollars:>11,.0f}", cost.provider
-        except UnknownPriceError as exc:
-            cost, price, who = None, f"{'no price':>12}", "(see below)"
-            no_price[job.gpu_type] = exc.reason  # the price table's note on the device, dated
-        print(f"{nodes:>2} nodes x 8 {job.gpu_type:<14} {job.seconds / 3600:7.1f} {job.upper / 3600:7.1f} "
-              f"{job.memory.short():>38} {price}  {who}")
-        ok = job.fits and job.upper <= deadline_h * 3600 and cost is not None
-        if ok and (best is None or cost.dollars < best[1].dollars):
-            best = (job, cost)
-for gpu_type, why in no_price.items():
-    print(f"no price for {gpu_type}: {why}")
-if best:
-    job, cost = best
-    print(f"\ncheapest within {deadline_h} h: {job.nodes} nodes x 8 {job.gpu_type}, "
-          f"{job.seconds / 3600:.1f} h (upper {job.upper / 3600:.1f} h), {cost}")
-else:
-    print(f"\nno layout fits and finishes within {deadline_h} h")
+print("\n== 3. a layout whose memory estimate does not fit is refused, naming one that does")
+try:
+    plan_llm_job(**JOB, gpu_type="H100", gpu_count=64, micro_batch=8, zero_stage=0)
+except DoesNotFitError as exc:
+    print(exc)
 
-print("\n== 4. the model from its Hugging Face config (Llama-2-7b-hf's config.json, as a dict; a path works too)")
-LLAMA2_7B_CONFIG = {"model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096, "intermediate_size": 11008,
-                    "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32000,
-                    "tie_word_embeddings": False, "rms_norm_eps": 1e-05, "hidden_act": "silu"}
-hf = plan_llm_job(hf_config=LLAMA2_7B_CONFIG, seq_len=4096, tokens=100e9, global_batch=1024, precision="bf16",
-                  gpu_type="H100", nodes=8, gpus_per_node=8, zero_stage=3, micro_batch=2,
-                  activation_checkpointing=True, flash_attention=True)
-print(f"params: {hf.params:,.0f} ({hf.params_formula})")
-print(f"time: {hf.seconds / 3600:.1f} h (upper {hf.upper / 3600:.1f} h)")
+print("\n== 4. device types and counts for the same job, each with its fastest layout that fits")
+table = recommend({"hf_config": LLAMA3_8B, "name": "llama3-8b"}, seq_len=8192, batch_size=512,
+                  steps=job.steps, gpu_types=["H100", "A100-SXM4-80GB", "B200"], gpu_counts=[32, 64],
+                  precision="bf16")
+print(table[["gpu_type", "gpu_count", "layout", "seconds", "upper", "cost", "provider"]].assign(
+    seconds=lambda t: (t["seconds"] / 3600).round(1), upper=lambda t: (t["upper"] / 3600).round(1),
+    cost=lambda t: t["cost"].round(0)).rename(columns={"seconds": "hours", "upper": "hours_hi"}).to_string(
+    index=False))
 
-print("\n== 5. the same job on a slower network than the DGX H100's 400 Gb/s per GPU: one 100 Gb/s NIC per GPU")
-slow = plan_llm_job(**JOB, gpu_type="H100", nodes=8, gpus_per_node=8, zero_stage=3, micro_batch=2,
-                    activation_checkpointing=True, flash_attention=True, inter_node_gbps=12.5)
-c = slow.communication
-print(f"time: {slow.seconds / 3600:.1f} h (upper {slow.upper / 3600:.1f} h), {sharded.seconds / 3600:.1f} h at the "
-      f"reference network; data-parallel all-reduce {c['dp_allreduce_s_per_step']:.3g} s per step, "
-      f"{c['dp_added_s_per_step']:.3g} s of it added")
+print("\n== 5. calibrated on three runs of your own (here: three published torchtitan Llama 3 8B runs standing in)")
+own = perfmodel.load_runs(perfmodel.datasets.bundled_runs_path("public_torchtitan.csv"))
+own = own[own["model"].str.startswith("llama3.1-8b")].head(3)
+mine = plan_llm_job(**JOB, gpu_type="H100", gpu_count=64, tensor_parallel=2, history=own)
+print(f"out of the box: {job.prediction.step_seconds:.2f} s per step (90% PI {job.prediction.step_lower:.2f}–"
+      f"{job.prediction.step_upper:.2f}); calibrated on {mine.prediction.n_runs} runs: "
+      f"{mine.prediction.step_seconds:.2f} s ({mine.prediction.step_lower:.2f}–{mine.prediction.step_upper:.2f})")
+print(f"interval: {mine.prediction.interval_rule}")

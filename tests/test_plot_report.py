@@ -97,8 +97,9 @@ def test_llm_notebook_executes_headless(tmp_path):
                             resources={"metadata": {"path": str(tmp_path)}}).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
-    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 2
-    assert "6·N·seq + 12·L·d·seq²" in text and "per device: fits" in text and "cheapest within" in text
+    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 3
+    assert "6·N_a·seq + 12·L·h·hd·seq²" in text and "per device: fits" in text and "cheapest within" in text
+    assert "step: pipeline" in text and "FSDP" in text  # the step's parts, the searched layout
 
 
 @pytest.fixture(scope="module")
