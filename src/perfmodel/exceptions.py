@@ -14,7 +14,8 @@ Hierarchy::
     ├── NotAModelFileError(PerfModelError, ValueError)    a file that is not a perfmodel model file
     ├── MLPerfFormatError(PerfModelError, ValueError)     a file or folder that is not an MLPerf result log
     │                                                     (perfmodel.importers.mlperf)
-    └── MeasurementError(PerfModelError, RuntimeError)    a measured run that could not complete
+    ├── MeasurementError(PerfModelError, RuntimeError)    a measured run that could not complete
+    └── MissingDependencyError(PerfModelError, ImportError) an optional extra is needed (the message names it)
 
     PerfModelWarning(UserWarning)
     ├── ExtrapolationWarning   a query outside the range of the fitted runs
@@ -40,6 +41,7 @@ __all__ = [
     "NotAModelFileError",
     "MLPerfFormatError",
     "MeasurementError",
+    "MissingDependencyError",
     "PerfModelWarning",
     "ExtrapolationWarning",
     "DataQualityWarning",
@@ -96,6 +98,10 @@ class MLPerfFormatError(PerfModelError, ValueError):
 
 class MeasurementError(PerfModelError, RuntimeError):
     """A measured training run failed, ran out of memory or timed out."""
+
+
+class MissingDependencyError(PerfModelError, ImportError):
+    """An optional dependency (an extra) is needed for what was asked: the message says which to install."""
 
 
 class PerfModelWarning(UserWarning):
