@@ -32,7 +32,7 @@ from .store import HistoryStore, is_store, open_store, store_label
 
 __all__ = ["BUNDLED_HISTORIES", "LoadedHistory", "read_history", "HistoryFiles", "peek_history",
            "history_parts", "default_history", "model_table", "model_columns", "precision_by_device",
-           "file_digest", "frame_digest", "part_digest", "BUNDLED_PREFIX"]
+           "file_digest", "frame_digest", "part_digest", "drop_noisy", "BUNDLED_PREFIX"]
 
 #: Names of the bundled histories accepted in ``history=`` (alone or in a list with your own runs).
 #: ``gpu`` is the public MLPerf table plus every GPU history perfmodel measured itself (``data/runs_<device>.csv``).
@@ -218,6 +218,34 @@ class LoadedHistory(NamedTuple):
         labels = [lab for lab in self.labels if not lab.startswith(BUNDLED_PREFIX)]
         digest = hashlib.sha256(f"own runs of {self.digest}".encode()).hexdigest()
         return LoadedHistory(runs, labels, np.ones(len(runs), dtype=bool), digest)
+
+
+def drop_noisy(loaded: LoadedHistory) -> tuple[LoadedHistory, int]:
+    """The runs of a history without those whose ``timing_flag`` says the machine was busy while they were
+    measured (:mod:`perfmodel.measure` flags a step CV above 0.3 or a median far from an earlier repeat's).
+
+    Parameters
+    ----------
+    loaded : LoadedHistory
+        A history read with :func:`read_history`.
+
+    Returns
+    -------
+    history : LoadedHistory
+        ``loaded`` itself when no run is flagged; else the unflagged runs, with the same labels and a digest of
+        their own (derived from ``loaded``'s).
+    dropped : int
+        How many runs were left out.
+    """
+    if "timing_flag" not in loaded.runs.columns:
+        return loaded, 0
+    flag = loaded.runs["timing_flag"].astype("string").str.strip().fillna("")
+    noisy = (flag != "").to_numpy(dtype=bool)
+    if not noisy.any():
+        return loaded, 0
+    runs = loaded.runs.loc[~noisy].reset_index(drop=True)
+    digest = hashlib.sha256(f"without noisy runs: {loaded.digest}".encode()).hexdigest()
+    return LoadedHistory(runs, loaded.labels, loaded.own[~noisy], digest), int(noisy.sum())
 
 
 def read_history(history) -> LoadedHistory:

@@ -193,7 +193,12 @@ def run_slurm(todo: list, output: Path, opts: SlurmOptions, *, sweep_id: str, ti
         if cfg.gpu_count > opts.gpus_per_node and cfg.device == "cuda":
             raise ValueError(f"gpu_count {cfg.gpu_count} exceeds gpus_per_node {opts.gpus_per_node}: each "
                              "configuration is one single-node job.")
-    folder = Path(opts.folder) if opts.folder else output.with_name(output.name + ".slurm")
+    if opts.folder:
+        folder = Path(opts.folder)
+    elif isinstance(output, Path):
+        folder = output.with_name(output.name + ".slurm")
+    else:  # a store URL: the jobs' logs and records go here, where the sweep runs
+        folder = Path.cwd() / "perfmodel.slurm"
     records = folder / "records"
     records.mkdir(parents=True, exist_ok=True)
     jobs_file = folder / "jobs.jsonl"

@@ -35,7 +35,7 @@ from pathlib import Path
 from ._base import SCHEMA_VERSION, HistoryStore, StoreSnapshot
 
 __all__ = ["HistoryStore", "StoreSnapshot", "open_store", "is_store", "default_store", "DEFAULT_NAME",
-           "SQLITE_SUFFIXES", "SCHEMA_VERSION", "store_label"]
+           "SQLITE_SUFFIXES", "SCHEMA_VERSION", "store_label", "history_target"]
 
 #: File suffixes of a SQLite history store.
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
@@ -45,27 +45,35 @@ _PG = ("postgresql://", "postgres://", "postgresql+")
 _SQLITE_URL = "sqlite://"
 
 
-def default_store() -> str:
+def default_store(*, make_folder: bool = False) -> str:
     """The default writable history: ``$PERFMODEL_HISTORY`` if set, else ``runs.db`` in the user data directory.
+
+    Parameters
+    ----------
+    make_folder : bool, default=False
+        Create the user data directory if it does not exist (when the default is ``runs.db`` there).
 
     Returns
     -------
     str
         A path or URL (``~`` expanded). The data directory is :func:`platformdirs.user_data_dir`
-        (``~/.local/share/perfmodel`` on Linux); it is created when the store is first written.
+        (``~/.local/share/perfmodel`` on Linux).
     """
     env = os.environ.get("PERFMODEL_HISTORY", "").strip()
     if env:
         return env if "://" in env else os.path.expanduser(env)
     import platformdirs
 
-    return str(Path(platformdirs.user_data_dir("perfmodel", appauthor=False)) / "runs.db")
+    folder = Path(platformdirs.user_data_dir("perfmodel", appauthor=False))
+    if make_folder:
+        folder.mkdir(parents=True, exist_ok=True)
+    return str(folder / "runs.db")
 
 
-def _resolve(target):
+def _resolve(target, make_folder: bool = False):
     """``default`` replaced by :func:`default_store`; anything else as it is."""
     if isinstance(target, str) and target == DEFAULT_NAME:
-        return default_store()
+        return default_store(make_folder=make_folder)
     return target
 
 
@@ -96,6 +104,26 @@ def is_store(target) -> bool:
     if lower.startswith(_PG) or lower.startswith(_SQLITE_URL):
         return True
     return "://" not in text and Path(text).suffix.lower() in SQLITE_SUFFIXES
+
+
+def history_target(target):
+    """Where a writer appends: ``"default"`` resolved (its folder created), a URL or store as it is, a path as a
+    :class:`pathlib.Path`.
+
+    Parameters
+    ----------
+    target : str, path-like or HistoryStore
+        A store or a history file.
+
+    Returns
+    -------
+    pathlib.Path, str or HistoryStore
+        A ``Path`` for a file (CSV, Parquet or SQLite), else the URL or the store.
+    """
+    target = _resolve(target, make_folder=True)
+    if isinstance(target, HistoryStore) or "://" in os.fspath(target):
+        return target
+    return Path(target)
 
 
 def store_label(target) -> str:
@@ -135,7 +163,7 @@ def open_store(target, *, create: bool = True) -> HistoryStore:
     if isinstance(target, HistoryStore):
         return target
     given = target
-    target = _resolve(target)
+    target = _resolve(target, make_folder=create)
     if not is_store(target):
         raise ValueError(f"{os.fspath(given)!r} is not a history store: give a path ending in "
                          f"{', '.join(SQLITE_SUFFIXES)}, a sqlite:/// or postgresql:// URL, or 'default'.")
