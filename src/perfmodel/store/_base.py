@@ -435,16 +435,22 @@ class HistoryStore:
             names = [r[0] for r in cur.fetchall()]
             have = self._table_columns(cur)
             known = [c.name for c in COLUMNS if c.name in names and c.name in have]
-            select = ", ".join(f'"{n}"' for n in known + ["extra"])
-            cur.execute(self._q(f"SELECT {select} FROM {RUNS}{clause} ORDER BY seq"), params)
-            rows = cur.fetchall()
-        columns = list(zip(*rows)) if rows else [()] * (len(known) + 1)
-        data = {n: known_array(list(v), KINDS[n]) for n, v in zip(known, columns)}
+            columns = self._fetch_columns(cur, known, clause, params)
+        data = {n: known_array(v, KINDS[n]) for n, v in zip(known, columns)}
         unknown = [n for n in names if n not in data]
-        data.update(decode_extras(list(columns[-1]), unknown))
+        data.update(decode_extras(columns[-1], unknown))
         order = [c.name for c in COLUMNS if c.name in data] + [n for n in names if n not in KINDS]
         frame = pd.DataFrame({n: data[n] for n in order}, columns=order)
-        return StoreSnapshot(coerce_dtypes(frame), digest)
+        if any(n in KINDS for n in unknown):  # a schema column still in extra (a layout not yet migrated)
+            frame = coerce_dtypes(frame)
+        return StoreSnapshot(frame, digest)
+
+    def _fetch_columns(self, cur, known: list, clause: str, params: list) -> list[list]:
+        """The values of ``known`` and of ``extra``, one list per column, rows in append order."""
+        select = ", ".join(f'"{n}"' for n in known + ["extra"])
+        cur.execute(self._q(f"SELECT {select} FROM {RUNS}{clause} ORDER BY seq"), params)
+        rows = cur.fetchall()
+        return [list(v) for v in zip(*rows)] if rows else [[] for _ in range(len(known) + 1)]
 
     def read(self, where: Mapping | None = None) -> pd.DataFrame:
         """The runs (see :meth:`snapshot`), without the digest."""

@@ -99,6 +99,18 @@ def known_array(values: list, kind: str):
         return np.array(values, dtype=float)  # None -> NaN
     if kind == "int":
         return pd.array(values, dtype="Int64")
+    return _text_array(values)
+
+
+def _text_array(values: list):
+    """``string`` column from str/None values; built through Arrow directly where pandas keeps text in Arrow."""
+    if pd.StringDtype().storage == "pyarrow":
+        try:
+            import pyarrow as pa
+
+            return pd.arrays.ArrowStringArray(pa.chunked_array([pa.array(values, pa.large_string())]))
+        except (ImportError, TypeError, ValueError):
+            pass
     return pd.array(values, dtype="string")
 
 
@@ -168,7 +180,7 @@ def _unknown_array(values: list):
     present = [v for v in values if v is not None]
     types = {type(v) for v in present}
     if not present or types == {str}:
-        return pd.array(values, dtype="string")
+        return _text_array(values)
     if types == {bool}:
         return pd.array(values, dtype="boolean")
     if types == {int} and all(-_INT64 <= v < _INT64 for v in present):
