@@ -7,7 +7,7 @@ Targets: one append to a 10^6-run store <= 50 ms; load_runs of 10^6 runs <= 5 s;
 
 The history is GENERATED (``benchmarks/scale.py``'s power law over 1,000 made-up models: 10 columns per run) and
 never saved as data. Appends and loads are timed in fresh processes (``python -c``), so their peak memory
-(``ru_maxrss``) is the process's own, interpreter and libraries included; each is repeated and every repeat is
+(``VmHWM``, Linux) is the process's own, interpreter and libraries included; each is repeated and every repeat is
 printed (this machine's timings vary by ~10%, more when other work runs). ``--csv-baseline`` also times the same
 history as a CSV file (the writable history before stores). PostgreSQL: a throwaway server
 (``benchmarks/pg_server.py``: ``$PERFMODEL_TEST_POSTGRES``, the pgserver package, or a system server); its lines
@@ -48,28 +48,35 @@ from perfmodel.store import open_store  # noqa: E402
 
 RECORD = {"model": "m1", "params": 1000, "batch_size": 8, "gpu_count": 1, "gpu_type": "A100", "step_time_s": 0.5}
 
-_APPEND = """
-import json, resource, statistics, sys, time
+# Peak memory: VmHWM of /proc/self/status, the high-water mark of this process's own memory (ru_maxrss would
+# include the parent's at the fork on Linux).
+_PEAK = """
+def peak():
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmHWM:"))
+"""
+
+_APPEND = _PEAK + """
+import json, statistics, sys, time
 import perfmodel.io as io
 rec = json.loads(sys.argv[2])
 io.append_runs(rec, sys.argv[1])  # warm: imports, first connection
-rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+rss0 = peak()
 times = []
 for i in range(int(sys.argv[3])):
     t = time.perf_counter()
     io.append_runs({**rec, "run_id": f"bench-append-{i}-{time.time_ns()}"}, sys.argv[1])
     times.append(time.perf_counter() - t)
-print(json.dumps({"times": times, "rss_before": rss0 * 1024,
-                  "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+print(json.dumps({"times": times, "rss_before": rss0, "rss": peak()}))
 """
 
-_LOAD = """
-import json, resource, sys, time
+_LOAD = _PEAK + """
+import json, sys, time
 import perfmodel.io as io
 t, c = time.perf_counter(), time.process_time()
 runs = io.load_runs(sys.argv[1])
 print(json.dumps({"wall": time.perf_counter() - t, "cpu": time.process_time() - c, "rows": len(runs),
-                  "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+                  "rss": peak()}))
 """
 
 

@@ -24,6 +24,7 @@ fit is never served for other rows and the rows are never hashed.
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import json
 import uuid
@@ -435,7 +436,13 @@ class HistoryStore:
             names = [r[0] for r in cur.fetchall()]
             have = self._table_columns(cur)
             known = [c.name for c in COLUMNS if c.name in names and c.name in have]
-            columns = self._fetch_columns(cur, known, clause, params)
+            collecting = gc.isenabled()
+            gc.disable()  # millions of new row tuples would start full collections over and over
+            try:
+                columns = self._fetch_columns(cur, known, clause, params)
+            finally:
+                if collecting:
+                    gc.enable()
         data = {n: known_array(v, KINDS[n]) for n, v in zip(known, columns)}
         unknown = [n for n in names if n not in data]
         data.update(decode_extras(columns[-1], unknown))
