@@ -436,28 +436,35 @@ class HistoryStore:
             names = [r[0] for r in cur.fetchall()]
             have = self._table_columns(cur)
             known = [c.name for c in COLUMNS if c.name in names and c.name in have]
+            unknown = [n for n in names if n not in known]
+            data = {}
             collecting = gc.isenabled()
             gc.disable()  # millions of new row tuples would start full collections over and over
             try:
-                columns = self._fetch_columns(cur, known, clause, params)
+                # each column becomes its array as it arrives, so one column's Python values live at a time
+                for name, values in self._fetch_columns(cur, known, clause, params):
+                    if name == "extra":
+                        data.update(decode_extras(values, unknown))
+                    else:
+                        data[name] = known_array(values, KINDS[name])
+                    del values
             finally:
                 if collecting:
                     gc.enable()
-        data = {n: known_array(v, KINDS[n]) for n, v in zip(known, columns)}
-        unknown = [n for n in names if n not in data]
-        data.update(decode_extras(columns[-1], unknown))
         order = [c.name for c in COLUMNS if c.name in data] + [n for n in names if n not in KINDS]
         frame = pd.DataFrame({n: data[n] for n in order}, columns=order)
         if any(n in KINDS for n in unknown):  # a schema column still in extra (a layout not yet migrated)
             frame = coerce_dtypes(frame)
         return StoreSnapshot(frame, digest)
 
-    def _fetch_columns(self, cur, known: list, clause: str, params: list) -> list[list]:
-        """The values of ``known`` and of ``extra``, one list per column, rows in append order."""
+    def _fetch_columns(self, cur, known: list, clause: str, params: list):
+        """``(name, values)`` for each of ``known`` and ``extra``, values a list in append order."""
         select = ", ".join(f'"{n}"' for n in known + ["extra"])
         cur.execute(self._q(f"SELECT {select} FROM {RUNS}{clause} ORDER BY seq"), params)
         rows = cur.fetchall()
-        return [list(v) for v in zip(*rows)] if rows else [[] for _ in range(len(known) + 1)]
+        columns = [list(v) for v in zip(*rows)] if rows else [[] for _ in range(len(known) + 1)]
+        del rows
+        yield from zip(known + ["extra"], columns)
 
     def read(self, where: Mapping | None = None) -> pd.DataFrame:
         """The runs (see :meth:`snapshot`), without the digest."""

@@ -106,28 +106,25 @@ class SQLiteStore(HistoryStore):
             cur.execute(sql)
         return True
 
-    def _fetch_columns(self, cur, known: list, clause: str, params: list) -> list[list]:
-        """Two scans: text and integer columns as one JSON array each (built by SQLite and parsed by json.loads,
-        both in C, and exact for text and integers), float columns through the driver (exact); a million rows
-        are not a million Python tuples of every column."""
-        names = known + ["extra"]
-        floats = [n for n in names if KINDS.get(n) == "float"]
-        others = [n for n in names if n not in floats]
-        cols = ", ".join(f'"{n}"' for n in names)
-        try:
-            arrays = ", ".join(f'json_group_array("{n}")' for n in others)
-            cur.execute(f"SELECT {arrays} FROM (SELECT {cols} FROM {RUNS}{clause} ORDER BY seq)", params)
-            values = dict(zip(others, (json.loads(text) for text in cur.fetchone())))
-        except sqlite3.OperationalError as exc:  # a SQLite built without its JSON functions
-            if "json_group_array" not in str(exc):
-                raise
-            return super()._fetch_columns(cur, known, clause, params)
-        if floats:
-            cur.execute(f'SELECT {", ".join(f"{chr(34)}{n}{chr(34)}" for n in floats)} FROM {RUNS}{clause} '
-                        "ORDER BY seq", params)
-            rows = cur.fetchall()
-            values.update(zip(floats, ([list(v) for v in zip(*rows)] if rows else [[] for _ in floats])))
-        return [values[n] for n in names]
+    def _fetch_columns(self, cur, known: list, clause: str, params: list):
+        """Column by column: text and integers as one JSON array (built by SQLite and parsed by json.loads,
+        both in C, and exact for text and integers), floats through the driver (exact); a million rows are never
+        a million Python tuples of every column."""
+        for name in known + ["extra"]:
+            sub = f'SELECT "{name}" AS v FROM {RUNS}{clause} ORDER BY seq'
+            if KINDS.get(name) == "float":
+                cur.execute(sub, params)
+                yield name, [r[0] for r in cur.fetchall()]
+                continue
+            try:
+                cur.execute(f"SELECT json_group_array(v) FROM ({sub})", params)
+            except sqlite3.OperationalError as exc:  # a SQLite built without its JSON functions
+                if "json_group_array" not in str(exc):
+                    raise
+                cur.execute(sub, params)
+                yield name, [r[0] for r in cur.fetchall()]
+                continue
+            yield name, json.loads(cur.fetchone()[0])
 
     def check(self) -> list[str]:
         """``PRAGMA integrity_check`` of the file: one message per problem it finds (empty: none)."""
