@@ -8,7 +8,8 @@ Targets: one append to a 10^6-run store <= 50 ms; load_runs of 10^6 runs <= 5 s;
 The history is GENERATED (``benchmarks/scale.py``'s power law over 1,000 made-up models: 10 columns per run) and
 never saved as data. Appends and loads are timed in fresh processes (``python -c``), so their peak memory
 (``VmHWM``, Linux) is the process's own, interpreter and libraries included; each is repeated and every repeat is
-printed (this machine's timings vary by ~10%, more when other work runs). ``--csv-baseline`` also times the same
+printed, with CPU time beside wall time and the load average (this machine's timings vary by ~10%, and by far
+more when other work shares its 2 cores: CPU time is the figure that other work disturbs least). ``--csv-baseline`` also times the same
 history as a CSV file (the writable history before stores). PostgreSQL: a throwaway server
 (``benchmarks/pg_server.py``: ``$PERFMODEL_TEST_POSTGRES``, the pgserver package, or a system server); its lines
 say so when none can start.
@@ -117,13 +118,14 @@ def scale_part(n: int, repeats: int, appends: int, tmp: Path, csv_baseline: bool
         times = [x for r in runs for x in r["times"]]
         report(f"append one run to {n:,} runs, {label}: {len(times)} appends in {len(runs)} processes: "
                f"{_ms(times)}; peak memory {max(r['rss'] for r in runs) / 2**20:.0f} MiB "
-               f"(after the first append {max(r['rss_before'] for r in runs) / 2**20:.0f} MiB)")
+               f"(after the first append {max(r['rss_before'] for r in runs) / 2**20:.0f} MiB); load average "
+               f"{os.getloadavg()[0]:.1f}")
         loads = [_run(_LOAD, path) for _ in range(repeats if path.suffix == ".db" else 1)]
         walls = [x["wall"] for x in loads]
         report(f"load_runs of {loads[0]['rows']:,} runs, {label}: wall "
                f"{', '.join(f'{w:.2f}' for w in walls)} s (median {statistics.median(walls):.2f} s); CPU "
                f"{', '.join(f'{c:.2f}' for c in (x['cpu'] for x in loads))} s; peak memory "
-               f"{max(x['rss'] for x in loads) / 2**20:.0f} MiB")
+               f"{max(x['rss'] for x in loads) / 2**20:.0f} MiB; load average {os.getloadavg()[0]:.1f}")
 
 
 # ------------------------------------------------------------------------------------------ many writers
