@@ -386,6 +386,16 @@ class TestManyWriters:
         ids = io.read_history(target)["run_id"].tolist()
         assert len(ids) == len(set(ids)) == 1 + 4 * 30
 
+    def test_writers_racing_to_create_the_store(self, target):
+        ctx = mp.get_context("spawn")
+        procs = [ctx.Process(target=_appender, args=(target, f"c{k}", 2)) for k in range(3)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(300)
+        assert all(p.exitcode == 0 for p in procs)
+        assert sorted(io.read_history(target)["run_id"]) == sorted(f"c{k}-{i}" for k in range(3) for i in range(2))
+
     def test_sigkilled_writers_leave_no_torn_rows_and_lose_no_returned_append(self, target):
         io.append_runs({**BASE, "run_id": "seed"}, target)
         ctx = mp.get_context("fork")
@@ -408,3 +418,24 @@ class TestManyWriters:
             assert all(n == 20 for n in batches.values())  # a batch is all there or not at all
             assert all(i in batches for i in range(done.value))  # every returned append is there
             assert (runs["note"].dropna() == "x" * 2000).all()
+
+
+@pytest.mark.slow
+def test_slurm_jobs_append_to_a_postgresql_history_from_their_nodes(pg_url, tmp_path, monkeypatch):
+    from perfmodel.measure import run_sweep
+    from perfmodel.measure.slurm import SlurmOptions
+
+    pytest.importorskip("submitit")
+    pytest.importorskip("torch")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "src"))
+    url = pg_server.fresh_database(pg_url, f"slurm{uuid.uuid4().hex[:8]}")
+    opts = SlurmOptions(partition="debug", time_min=5, cluster="local", poll_s=0.5, folder=str(tmp_path / "sl"))
+    done = run_sweep(models=["mlp-xs"], output=url, batch_sizes=[2, 4], launcher="slurm", slurm=opts,
+                     progress=False, steps=3)
+    assert sorted(done["status"]) == ["ok", "ok"], done["error"].tolist()
+    records = [json.loads(p.read_text()) for p in (tmp_path / "sl" / "records").glob("*.json")]
+    assert len(records) == 2 and all(r.get("stored") for r in records)  # each job appended its own record
+    runs = io.read_history(url)
+    assert len(runs) == 2 and not runs["run_id"].duplicated().any() and set(runs["launcher"]) == {"slurm"}
+    with open_store(url) as store:
+        assert set(store.read_steps()) == set(runs["run_id"])

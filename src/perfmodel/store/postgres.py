@@ -80,8 +80,11 @@ class PostgresStore(HistoryStore):
         cur.execute("SELECT value FROM perfmodel_meta WHERE key = 'revision' FOR UPDATE")
 
     def _exists(self, cur) -> bool:
-        cur.execute("SELECT to_regclass('perfmodel_meta') IS NOT NULL AND to_regclass('perfmodel_runs') IS NOT NULL")
-        return bool(cur.fetchone()[0])
+        # pg_tables is read with the statement's snapshot (to_regclass's catalog cache can miss a table another
+        # writer has just created and committed, while this one waited for the creation lock)
+        cur.execute("SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname = current_schema() "
+                    "AND tablename IN ('perfmodel_meta', 'perfmodel_runs')")
+        return cur.fetchone()[0] == 2
 
     def _table_columns(self, cur) -> set:
         cur.execute("SELECT column_name FROM information_schema.columns WHERE table_name = %s "
