@@ -131,3 +131,16 @@ def test_report_renders_its_images_in_chromium(report, tmp_path):
     loaded = re.search(r'data-images-loaded="(\d+)"', proc.stdout)
     assert loaded is not None, proc.stderr[-500:]
     assert int(loaded.group(1)) == 5
+
+
+def test_report_keeps_to_its_time_budget_and_says_what_it_left_out(tmp_path, history):
+    from perfmodel.report import make_report
+
+    lines: list = []
+    out = make_report(history, tmp_path / "r.html", methods=("loglinear",), max_seconds=1e-3, progress=lines.append)
+    page = out.read_text(encoding="utf-8")
+    assert "Not cross-validated within the report's time budget" in page
+    assert any(t.startswith("cross-validating leave-one-batch-size-out") for t in lines)  # the first always runs
+    assert any(t.startswith("left out leave-one-gpu-count-out") for t in lines)
+    full = make_report(history, tmp_path / "f.html", methods=("loglinear",), max_seconds=None)
+    assert "Not cross-validated" not in full.read_text(encoding="utf-8")

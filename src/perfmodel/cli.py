@@ -265,6 +265,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="methods to fit and cross-validate; the plots show the first (default: "
                          "perfmodel.report.REPORT_METHODS: auto,physics,loglinear)")
     rp.add_argument("--quick", action="store_true", help="cross-validate on leave-one-batch-size-out only")
+    rp.add_argument("--max-minutes", type=float, default=4.5,
+                    help="time budget: the cross-validation stops before a split that would end after it, and the "
+                         "report says which were left out (default 4.5; 0: every split)")
     rp.add_argument("--n-jobs", type=_count, default=1)
 
     c = sub.add_parser("cache", help="the disk cache of fitted models (info, or clear it)")
@@ -702,8 +705,11 @@ def _cmd_report(args) -> int:
         from .datasets import bundled_runs_path
 
         runs = str(bundled_runs_path())
+    if args.max_minutes < 0:
+        raise ValueError(f"--max-minutes must be 0 (no limit) or positive. Got {args.max_minutes:g}.")
     path = make_report(runs, args.output, methods=tuple(args.methods or REPORT_METHODS), quick=args.quick,
-                       n_jobs=args.n_jobs)
+                       n_jobs=args.n_jobs, max_seconds=args.max_minutes * 60 or None,
+                       progress=lambda text: print(f"report: {text}", file=sys.stderr, flush=True))
     print(f"wrote {path}")
     return 0
 

@@ -29,11 +29,18 @@ def _png(fig) -> str:
 REPORT_METHODS = ("auto", "physics", "loglinear")
 
 
-def make_report(runs, output, *, methods=REPORT_METHODS, quick: bool = False, n_jobs: int = 1) -> Path:
+#: Default time budget of a report, in seconds: the cross-validation stops before a split that would end after it.
+REPORT_SECONDS = 270.0
+
+
+def make_report(runs, output, *, methods=REPORT_METHODS, quick: bool = False, n_jobs: int = 1,
+                max_seconds: float | None = REPORT_SECONDS, progress=None) -> Path:
     """Write the HTML report of a run history.
 
     The plots show the fit of the first of ``methods`` (by default ``auto``, what ``predict_training_time``
-    uses). Needs matplotlib (``perfmodel[plot]``).
+    uses). Needs matplotlib (``perfmodel[plot]``). The cross-validation runs split by split within
+    ``max_seconds`` (counted from the start): a split is started only when, at the pace of the longest one so
+    far, it would end within the budget; the report names the splits left out.
 
     Parameters
     ----------
@@ -48,6 +55,10 @@ def make_report(runs, output, *, methods=REPORT_METHODS, quick: bool = False, n_
         :data:`perfmodel.evaluate.SPLITS`.
     n_jobs : int, default=1
         Parallel jobs of the cross-validation (joblib).
+    max_seconds : float or None, default=REPORT_SECONDS
+        Time budget of the whole report (None: every split, however long).
+    progress : callable, optional
+        Called with one line of text at each stage (the CLI prints them on stderr).
 
     Returns
     -------
@@ -59,9 +70,20 @@ def make_report(runs, output, *, methods=REPORT_METHODS, quick: bool = False, n_
     matplotlib.use("Agg", force=True)
     from ._version import __version__
     from .evaluate import REFUSED_NOTE, SPLITS, evaluate
+    from .exceptions import SchemaError
     from .io import load_runs
     from .plot import plot_batch_curves, plot_cv_summary, plot_predicted_vs_measured, plot_residuals, plot_scaling
     from .predict import fit
+
+    import time
+
+    import pandas as pd
+
+    started = time.monotonic()
+    say = progress or (lambda text: None)
+
+    def stamp() -> str:
+        return f"{time.monotonic() - started:.0f} s"
 
     data = load_runs(runs)
     source = str(runs) if not hasattr(runs, "columns") else "DataFrame"
@@ -74,15 +96,39 @@ def make_report(runs, output, *, methods=REPORT_METHODS, quick: bool = False, n_
                                          median_step_s=("step_time_s", "median"))
     parts.append("<h2>Data</h2>" + overview.to_html(float_format=lambda v: f"{v:.4g}"))
     fitted = {}
-    for m in methods:
+    for i, m in enumerate(methods):
+        say(f"fitting {m} ({i + 1}/{len(methods)}, {stamp()})")
         fitted[m] = fit(data, method=m)
         chosen = f" (chose {fitted[m].method})" if m == "auto" else ""
         parts.append(f"<h2>Fit: {html.escape(m + chosen)}</h2>" + fitted[m].summary().as_html())
     splits = ("leave-one-batch-size-out",) if quick else tuple(SPLITS)
-    ev = evaluate(data, methods=tuple(methods), splits=splits, n_jobs=n_jobs)
+    done, left, longest = [], [], 0.0
+    for i, split in enumerate(splits):
+        elapsed = time.monotonic() - started
+        if done and max_seconds is not None and elapsed + longest > max_seconds:
+            left = list(splits[i:])
+            say(f"left out {', '.join(left)}: the time budget ({max_seconds:g} s) would be spent ({stamp()})")
+            break
+        say(f"cross-validating {split} ({i + 1}/{len(splits)}, {stamp()})")
+        t = time.monotonic()
+        try:
+            done.append(evaluate(data, methods=tuple(methods), splits=(split,), n_jobs=n_jobs))
+        except SchemaError as exc:  # a split this history has one group of (evaluate leaves it out too)
+            if "nothing to cross-validate" not in str(exc):
+                raise
+        longest = max(longest, time.monotonic() - t)
+    if not done:  # no split can be cross-validated: evaluate says why
+        evaluate(data, methods=tuple(methods), splits=splits, n_jobs=n_jobs)
+    ev = type(done[0])(predictions=pd.concat([e.predictions for e in done], ignore_index=True),
+                       table=pd.concat([e.table for e in done], ignore_index=True), noise=done[0].noise,
+                       confidence=done[0].confidence)
+    budget_note = (f"<p>Not cross-validated within the report's time budget ({max_seconds:g} s): "
+                   f"{html.escape(', '.join(left))}. <code>perfmodel evaluate</code> runs every split, or "
+                   "<code>perfmodel report --max-minutes 0</code>.</p>" if left else "")
     parts.append(f"<h2>Grouped cross-validation</h2><p>{html.escape(str(ev.noise))}</p>"
                  + ev.table.to_html(index=False, float_format=lambda v: f"{v:.3g}")
-                 + (f"<p>{html.escape(REFUSED_NOTE)}</p>" if (ev.table["n"] == 0).any() else ""))
+                 + (f"<p>{html.escape(REFUSED_NOTE)}</p>" if (ev.table["n"] == 0).any() else "") + budget_note)
+    say(f"plots ({stamp()})")
     best = fitted[methods[0]]
     parts.append("<h2>Plots</h2>")
     parts.append(_png(plot_cv_summary(ev).figure))
