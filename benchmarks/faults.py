@@ -550,7 +550,8 @@ def break_trials(workdir: Path) -> dict:
             st_["type_change_not_refused"] += suffix == ".parquet"
         back = read_history(path).set_index("run_id")["n"]
         want = {"a": "1", "b": str(2**60 + 1)} if suffix == ".csv" else {"a": 1, "b": 2**60 + 1}
-        st_["values_changed"] += sum(back[k] != v or type(back[k]) is not type(v) for k, v in want.items())
+        got = {k: back[k].item() if isinstance(back[k], np.generic) else back[k] for k in want}  # NumPy scalars
+        st_["values_changed"] += sum(got[k] != v or type(got[k]) is not type(v) for k, v in want.items())
         before = path.read_bytes()  # 3. a model saved over the history
         try:
             perfmodel.save_model(model, path)
