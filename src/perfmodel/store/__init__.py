@@ -127,7 +127,18 @@ def history_target(target):
 
 
 def store_label(target) -> str:
-    """How a store target is named in messages and provenance: its path, or its URL without the password."""
+    """How a store target is named in messages and provenance.
+
+    Parameters
+    ----------
+    target : str, path-like or HistoryStore
+        A store.
+
+    Returns
+    -------
+    str
+        Its path, or its URL without the password.
+    """
     if isinstance(target, HistoryStore):
         return target.label
     text = os.fspath(_resolve(target))

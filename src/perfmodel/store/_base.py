@@ -352,6 +352,13 @@ class HistoryStore:
     def replace(self, records, *, validate: bool = True) -> int:
         """Replace every run of the store with ``records``, in one transaction (what ``save_runs`` does).
 
+        Parameters
+        ----------
+        records : dict, list of dict or pandas.DataFrame
+            The runs the store will hold.
+        validate : bool, default=True
+            Validate them first (failed runs allowed); without it the schema's columns are still coerced.
+
         Returns
         -------
         int
@@ -369,7 +376,15 @@ class HistoryStore:
         return len(rows)
 
     def append_steps(self, run_id: str, step_times) -> None:
-        """Store the per-step times (seconds) of a measured run."""
+        """Store the per-step times of a measured run.
+
+        Parameters
+        ----------
+        run_id : str
+            The run's ``run_id``.
+        step_times : iterable of float
+            Seconds of each timed step, in order.
+        """
         text = json.dumps([float(t) for t in step_times])
         with self._tx(write=True) as cur:
             self._prepare(cur, write=True)
@@ -377,7 +392,13 @@ class HistoryStore:
                         (str(run_id), text))
 
     def read_steps(self) -> dict:
-        """Per-step times stored with :meth:`append_steps`: ``run_id`` -> list of seconds."""
+        """Per-step times stored with :meth:`append_steps`.
+
+        Returns
+        -------
+        dict
+            ``run_id`` -> list of seconds.
+        """
         with self._tx(write=False) as cur:
             self._prepare(cur, write=False)
             cur.execute("SELECT run_id, step_times_s FROM perfmodel_steps ORDER BY seq")
@@ -467,11 +488,33 @@ class HistoryStore:
         yield from zip(known + ["extra"], columns)
 
     def read(self, where: Mapping | None = None) -> pd.DataFrame:
-        """The runs (see :meth:`snapshot`), without the digest."""
+        """The runs (see :meth:`snapshot`), without the digest.
+
+        Parameters
+        ----------
+        where : mapping, optional
+            ``{column: value or list of values}`` over schema columns.
+
+        Returns
+        -------
+        pandas.DataFrame
+            The matching runs in append order.
+        """
         return self.snapshot(where).runs
 
     def count(self, where: Mapping | None = None) -> int:
-        """How many runs match ``where`` (every run by default)."""
+        """How many runs match ``where``.
+
+        Parameters
+        ----------
+        where : mapping, optional
+            ``{column: value or list of values}`` over schema columns (default: every run).
+
+        Returns
+        -------
+        int
+            The count.
+        """
         clause, params = self._where(where)
         with self._tx(write=False) as cur:
             self._prepare(cur, write=False)
@@ -503,7 +546,14 @@ class HistoryStore:
         return []
 
     def info(self) -> dict:
-        """The store's label, kind, layout version, id, revision, run count and columns."""
+        """What the store is and holds.
+
+        Returns
+        -------
+        dict
+            ``store`` (label), ``kind``, ``schema_version``, ``store_id``, ``revision``, ``runs``, ``columns``,
+            ``digest``.
+        """
         with self._tx(write=False) as cur:
             self._prepare(cur, write=False)
             meta = self._meta(cur)

@@ -25,7 +25,18 @@ _LOCK_ID = 0x7065726D  # pg_advisory_xact_lock key of the layout's creation ("pe
 
 
 def masked(url: str) -> str:
-    """The URL without its password (``postgresql://user:***@host/db``)."""
+    """The URL without its password.
+
+    Parameters
+    ----------
+    url : str
+        A database URL.
+
+    Returns
+    -------
+    str
+        ``postgresql://user:***@host/db`` for ``postgresql://user:secret@host/db``.
+    """
     return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", str(url))
 
 

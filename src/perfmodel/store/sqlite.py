@@ -127,7 +127,13 @@ class SQLiteStore(HistoryStore):
             yield name, json.loads(cur.fetchone()[0])
 
     def check(self) -> list[str]:
-        """``PRAGMA integrity_check`` of the file: one message per problem it finds (empty: none)."""
+        """``PRAGMA integrity_check`` of the file.
+
+        Returns
+        -------
+        list of str
+            One message per problem it finds (empty: none).
+        """
         with self._tx(write=False) as cur:
             cur.execute("PRAGMA integrity_check")
             found = [r[0] for r in cur.fetchall()]
