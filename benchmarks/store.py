@@ -9,8 +9,8 @@ The history is GENERATED (``benchmarks/scale.py``'s power law over 1,000 made-up
 never saved as data. Appends and loads are timed in fresh processes (``python -c``), so their peak memory
 (``VmHWM``, Linux) is the process's own, interpreter and libraries included; each is repeated and every repeat is
 printed, with CPU time beside wall time and the load average (this machine's timings vary by ~10%, and by far
-more when other work shares its 2 cores: CPU time is the figure that other work disturbs least). ``--csv-baseline`` also times the same
-history as a CSV file (the writable history before stores). PostgreSQL: a throwaway server
+more when other work shares its 2 cores: CPU time is the figure that other work disturbs least).
+``--csv-baseline`` also times the same history as a CSV file (the writable history before stores). PostgreSQL: a throwaway server
 (``benchmarks/pg_server.py``: ``$PERFMODEL_TEST_POSTGRES``, the pgserver package, or a system server); its lines
 say so when none can start.
 

@@ -1,4 +1,10 @@
-"""Reading and writing run histories (CSV or Parquet), atomically and safely under concurrent writers.
+"""Reading and writing run histories: stores (:mod:`perfmodel.store`) and CSV or Parquet files.
+
+Every function here takes a history store (``runs.db``, ``sqlite:///...``, ``postgresql://...``, ``"default"``)
+as well as a file: a store is appended to in one transaction (:mod:`perfmodel.store`), and is the writable
+history; CSV and Parquet files are read everywhere, are how a history moves in and out of a store
+(:func:`export_history`, :func:`import_history`), and are still appended to for histories of earlier versions.
+The rest of this docstring is about the files.
 
 Every write goes through :func:`perfmodel._atomic.atomic_write` (a uniquely named temporary file in the same
 folder, flushed, ``fsync``-ed and renamed over the target), so a crash or Ctrl-C leaves either the old history or
@@ -52,10 +58,8 @@ from __future__ import annotations
 import csv
 import os
 import re
-import uuid
 import zlib
 from pathlib import Path
-from typing import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -64,7 +68,7 @@ from filelock import FileLock
 from ._atomic import atomic_write, lock_path, real_target
 from .exceptions import MissingDependencyError, SchemaError
 from .schema import COLUMNS, coerce_dtypes, validate_runs
-from .store import is_store, open_store, store_label
+from .store import is_store, open_store
 from .store._frames import as_frame, with_run_ids
 
 __all__ = ["load_runs", "save_runs", "append_runs", "append_new_runs", "read_history", "write_history",
