@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -33,14 +34,62 @@ REPORT_METHODS = ("auto", "physics", "loglinear")
 REPORT_SECONDS = 270.0
 
 
+def _evaluate_child(conn, data, methods, split, n_jobs) -> None:
+    from .evaluate import evaluate
+    from .exceptions import SchemaError
+
+    try:
+        conn.send(("ok", evaluate(data, methods=methods, splits=(split,), n_jobs=n_jobs)))
+    except SchemaError as exc:
+        conn.send(("skip", str(exc)) if "nothing to cross-validate" in str(exc) else ("error", exc))
+    except Exception as exc:  # noqa: BLE001 - sent to the parent, which raises it
+        conn.send(("error", exc))
+
+
+def _evaluate_within(data, methods, split: str, n_jobs: int, seconds: float | None) -> tuple[str, object]:
+    """One split's cross-validation, stopped when ``seconds`` run out: ``("ok", Evaluation)``, ``("skip", why)``
+    (a split this history has one group of), ``("late", None)`` or ``("error", exception)``. With a budget it runs
+    in a forked process that is killed at the deadline (where fork exists; elsewhere in this one, unbounded)."""
+    import multiprocessing as mp
+
+    from .evaluate import evaluate
+    from .exceptions import SchemaError
+
+    if seconds is None or "fork" not in mp.get_all_start_methods():
+        try:
+            return "ok", evaluate(data, methods=methods, splits=(split,), n_jobs=n_jobs)
+        except SchemaError as exc:
+            if "nothing to cross-validate" in str(exc):
+                return "skip", str(exc)
+            raise
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_evaluate_child, args=(child, data, methods, split, n_jobs), daemon=True)
+    proc.start()
+    child.close()
+    try:
+        if parent.poll(max(seconds, 0.0)):
+            return parent.recv()
+        return "late", None
+    except EOFError:  # the child died without an answer
+        return "error", RuntimeError(f"the cross-validation of {split} ended without a result "
+                                     f"(exit code {proc.exitcode})")
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
+        parent.close()
+
+
 def make_report(runs, output, *, methods=REPORT_METHODS, quick: bool = False, n_jobs: int = 1,
                 max_seconds: float | None = REPORT_SECONDS, progress=None) -> Path:
     """Write the HTML report of a run history.
 
     The plots show the fit of the first of ``methods`` (by default ``auto``, what ``predict_training_time``
-    uses). Needs matplotlib (``perfmodel[plot]``). The cross-validation runs split by split within
-    ``max_seconds`` (counted from the start): a split is started only when, at the pace of the longest one so
-    far, it would end within the budget; the report names the splits left out.
+    uses). Needs matplotlib (``perfmodel[plot]``). The fits come from the shipped defaults or the disk cache where
+    the same fit was made before. The cross-validation runs split by split within ``max_seconds`` (counted from
+    the start): a split still running when the budget is spent is stopped (it runs in a forked process), and the
+    report names the splits left out.
 
     Parameters
     ----------
@@ -70,10 +119,10 @@ def make_report(runs, output, *, methods=REPORT_METHODS, quick: bool = False, n_
     matplotlib.use("Agg", force=True)
     from ._version import __version__
     from .evaluate import REFUSED_NOTE, SPLITS, evaluate
-    from .exceptions import SchemaError
+    from .fitting import fit_cached
+    from .history import read_history
     from .io import load_runs
     from .plot import plot_batch_curves, plot_cv_summary, plot_predicted_vs_measured, plot_residuals, plot_scaling
-    from .predict import fit
 
     import time
 
@@ -85,7 +134,8 @@ def make_report(runs, output, *, methods=REPORT_METHODS, quick: bool = False, n_
     def stamp() -> str:
         return f"{time.monotonic() - started:.0f} s"
 
-    data = load_runs(runs)
+    loaded = read_history(runs if isinstance(runs, (str, os.PathLike)) else load_runs(runs))
+    data = loaded.runs.drop(columns="history_source")
     source = str(runs) if not hasattr(runs, "columns") else "DataFrame"
     parts = [f"<h1>perfmodel report</h1><p>{html.escape(source)} — {len(data)} runs, "
              f"{data['model'].nunique()} models, device types {html.escape(', '.join(sorted(set(data['gpu_type']))))};"
@@ -98,40 +148,46 @@ def make_report(runs, output, *, methods=REPORT_METHODS, quick: bool = False, n_
     fitted = {}
     for i, m in enumerate(methods):
         say(f"fitting {m} ({i + 1}/{len(methods)}, {stamp()})")
-        fitted[m] = fit(data, method=m)
+        fitted[m] = fit_cached(loaded, m, "seen")  # shipped or cached where the same fit was made before
         chosen = f" (chose {fitted[m].method})" if m == "auto" else ""
         parts.append(f"<h2>Fit: {html.escape(m + chosen)}</h2>" + fitted[m].summary().as_html())
     splits = ("leave-one-batch-size-out",) if quick else tuple(SPLITS)
-    done, left, longest = [], [], 0.0
+    done, left = [], []
     for i, split in enumerate(splits):
-        elapsed = time.monotonic() - started
-        if done and max_seconds is not None and elapsed + longest > max_seconds:
-            left = list(splits[i:])
-            say(f"left out {', '.join(left)}: the time budget ({max_seconds:g} s) would be spent ({stamp()})")
+        remaining = None if max_seconds is None else max_seconds - (time.monotonic() - started)
+        if remaining is not None and remaining <= 0:
+            left += list(splits[i:])
             break
         say(f"cross-validating {split} ({i + 1}/{len(splits)}, {stamp()})")
-        t = time.monotonic()
-        try:
-            done.append(evaluate(data, methods=tuple(methods), splits=(split,), n_jobs=n_jobs))
-        except SchemaError as exc:  # a split this history has one group of (evaluate leaves it out too)
-            if "nothing to cross-validate" not in str(exc):
-                raise
-        longest = max(longest, time.monotonic() - t)
-    if not done:  # no split can be cross-validated: evaluate says why
-        evaluate(data, methods=tuple(methods), splits=splits, n_jobs=n_jobs)
-    ev = type(done[0])(predictions=pd.concat([e.predictions for e in done], ignore_index=True),
-                       table=pd.concat([e.table for e in done], ignore_index=True), noise=done[0].noise,
-                       confidence=done[0].confidence)
+        status, value = _evaluate_within(data, tuple(methods), split, n_jobs, remaining)
+        if status == "ok":
+            done.append(value)
+        elif status == "late":
+            left.append(split)
+        elif status == "error":
+            raise value
+    if left:
+        say(f"left out {', '.join(left)}: the time budget ({max_seconds:g} s) was spent ({stamp()})")
     budget_note = (f"<p>Not cross-validated within the report's time budget ({max_seconds:g} s): "
                    f"{html.escape(', '.join(left))}. <code>perfmodel evaluate</code> runs every split, or "
                    "<code>perfmodel report --max-minutes 0</code>.</p>" if left else "")
-    parts.append(f"<h2>Grouped cross-validation</h2><p>{html.escape(str(ev.noise))}</p>"
-                 + ev.table.to_html(index=False, float_format=lambda v: f"{v:.3g}")
-                 + (f"<p>{html.escape(REFUSED_NOTE)}</p>" if (ev.table["n"] == 0).any() else "") + budget_note)
+    ev = None
+    if done:
+        ev = type(done[0])(predictions=pd.concat([e.predictions for e in done], ignore_index=True),
+                           table=pd.concat([e.table for e in done], ignore_index=True), noise=done[0].noise,
+                           confidence=done[0].confidence)
+        parts.append(f"<h2>Grouped cross-validation</h2><p>{html.escape(str(ev.noise))}</p>"
+                     + ev.table.to_html(index=False, float_format=lambda v: f"{v:.3g}")
+                     + (f"<p>{html.escape(REFUSED_NOTE)}</p>" if (ev.table["n"] == 0).any() else "") + budget_note)
+    elif left:
+        parts.append(f"<h2>Grouped cross-validation</h2>{budget_note}")
+    else:  # no split can be cross-validated: evaluate says why
+        evaluate(data, methods=tuple(methods), splits=splits, n_jobs=n_jobs)
     say(f"plots ({stamp()})")
     best = fitted[methods[0]]
     parts.append("<h2>Plots</h2>")
-    parts.append(_png(plot_cv_summary(ev).figure))
+    if ev is not None:
+        parts.append(_png(plot_cv_summary(ev).figure))
     parts.append(_png(plot_predicted_vs_measured(best, data).figure))
     parts.append(_png(plot_residuals(best, data)))
     parts.append(_png(plot_batch_curves(best, data).figure))
