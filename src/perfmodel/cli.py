@@ -266,8 +266,8 @@ def _parser() -> argparse.ArgumentParser:
                          "perfmodel.report.REPORT_METHODS: auto,physics,loglinear)")
     rp.add_argument("--quick", action="store_true", help="cross-validate on leave-one-batch-size-out only")
     rp.add_argument("--max-minutes", type=float, default=4.5,
-                    help="time budget: the cross-validation stops before a split that would end after it, and the "
-                         "report says which were left out (default 4.5; 0: every split)")
+                    help="time budget: a cross-validation split still running when it is spent is stopped, and "
+                         "the report says which were left out (default 4.5; 0: every split)")
     rp.add_argument("--n-jobs", type=_count, default=1)
 
     c = sub.add_parser("cache", help="the disk cache of fitted models (info, or clear it)")
