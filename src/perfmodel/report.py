@@ -151,7 +151,9 @@ def make_report(runs, output, *, methods=REPORT_METHODS, quick: bool = False, n_
         fitted[m] = fit_cached(loaded, m, "seen")  # shipped or cached where the same fit was made before
         chosen = f" (chose {fitted[m].method})" if m == "auto" else ""
         parts.append(f"<h2>Fit: {html.escape(m + chosen)}</h2>" + fitted[m].summary().as_html())
-    splits = ("leave-one-batch-size-out",) if quick else tuple(SPLITS)
+    asked = ("leave-one-batch-size-out",) if quick else tuple(SPLITS)
+    # a split whose column has one value here holds nothing out (evaluate leaves it out too)
+    splits = tuple(sp for sp in asked if SPLITS[sp] not in data.columns or data[SPLITS[sp]].nunique() > 1)
     done, left = [], []
     for i, split in enumerate(splits):
         remaining = None if max_seconds is None else max_seconds - (time.monotonic() - started)
@@ -182,7 +184,7 @@ def make_report(runs, output, *, methods=REPORT_METHODS, quick: bool = False, n_
     elif left:
         parts.append(f"<h2>Grouped cross-validation</h2>{budget_note}")
     else:  # no split can be cross-validated: evaluate says why
-        evaluate(data, methods=tuple(methods), splits=splits, n_jobs=n_jobs)
+        evaluate(data, methods=tuple(methods), splits=asked, n_jobs=n_jobs)
     say(f"plots ({stamp()})")
     best = fitted[methods[0]]
     parts.append("<h2>Plots</h2>")
