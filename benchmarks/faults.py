@@ -26,6 +26,12 @@ Figures (each must be 0 failures):
 7. inputs (issue 26 #7-#12, ``benchmarks/faults_inputs.py``): broken importer inputs, duplicate imports, device
    files, numbers outside the documented ranges, plan/analysis arguments, the cache key and the CLI; each count
    (tracebacks, NaN results, duplicated rows, partly registered device files...) must be 0.
+8. the history store (issue 38): the round trips, SIGKILL trials, symbolic-link appends and unknown columns above
+   run against a SQLite store (``.db``) as well as CSV and Parquet; and the probe's three breaks, on every kind of
+   history: a field over 128 KiB (every history loads, appends and recovers), an unknown column turning from int
+   to float (no earlier value changes; Parquet refuses), and a model written over a history (refused without
+   ``--force``, through the API and the CLI). Appends to a PostgreSQL store from many processes and SIGKILLs are
+   counted by ``benchmarks/store.py``.
 
 Only counts are reported (no timings: they depend on the machine). Usage::
 
@@ -96,7 +102,7 @@ def round_trips(n: int, workdir: Path) -> dict:
     counter = [0]
 
     @_settings(n)
-    @given(suffix=st.sampled_from([".csv", ".parquet"]), model=TEXT.filter(str.strip), note=TEXT, t=FLOAT,
+    @given(suffix=st.sampled_from([".csv", ".parquet", ".db"]), model=TEXT.filter(str.strip), note=TEXT, t=FLOAT,
            startup=st.none() | FLOAT, params=st.integers(1, 10**15), extra=TEXT)
     def one(suffix, model, note, t, startup, params, extra):
         counter[0] += 1
@@ -145,14 +151,14 @@ def _temps(d: Path) -> list[str]:
 
 def kill_trials(n: int, workdir: Path) -> dict:
     ctx = mp.get_context("fork")
-    stats = {"append_trials": 0, "save_trials": 0, "unloadable": 0, "lost_appends": 0, "leftover_temps": 0,
-             "killed_with_temp_present": 0}
+    stats = {"append_trials": 0, "store_append_trials": 0, "save_trials": 0, "unloadable": 0, "lost_appends": 0,
+             "leftover_temps": 0, "killed_with_temp_present": 0}
     rng = random.Random(0)
-    for kind in ("append", "save"):
+    for kind in ("append", "store_append", "save"):
         d = workdir / f"kill-{kind}"
         d.mkdir()
-        path = d / ("runs.csv" if kind == "append" else "m.perfmodel")
-        if kind == "append":
+        path = d / {"append": "runs.csv", "store_append": "runs.db", "save": "m.perfmodel"}[kind]
+        if kind != "save":
             perfmodel.save_runs(pd.concat([history(40)] * 2, ignore_index=True), path)  # slow enough to hit writes
         model = perfmodel.fit(history(), method="gbm") if kind == "save" else None
         if kind == "save":
@@ -160,8 +166,8 @@ def kill_trials(n: int, workdir: Path) -> dict:
         for trial in range(n):
             done = ctx.Value("i", 0)
             tag = f"k{trial}"
-            target = _append_loop if kind == "append" else _save_loop
-            proc = ctx.Process(target=target, args=(str(path), tag if kind == "append" else model, done))
+            target = _save_loop if kind == "save" else _append_loop
+            proc = ctx.Process(target=target, args=(str(path), model if kind == "save" else tag, done))
             proc.start()
             time.sleep(rng.uniform(0.05, 0.6))
             os.kill(proc.pid, signal.SIGKILL)
@@ -169,7 +175,7 @@ def kill_trials(n: int, workdir: Path) -> dict:
             returned = done.value
             stats["killed_with_temp_present"] += bool(_temps(d))
             try:
-                if kind == "append":
+                if kind != "save":
                     ids = set(load_runs(path)["run_id"])
                     stats["lost_appends"] += sum(f"{tag}-{i}" not in ids for i in range(returned))
                 else:
@@ -178,7 +184,7 @@ def kill_trials(n: int, workdir: Path) -> dict:
                 stats["unloadable"] += 1
                 print(f"  unloadable after kill: {type(exc).__name__}: {exc}"[:200], file=sys.stderr)
             # the next write cleans up what the killed one left
-            if kind == "append":
+            if kind != "save":
                 append_runs({**BASE, "model": "m", "step_time_s": 0.5, "run_id": f"{tag}-after"}, path)
             else:
                 save_model(model, path)
@@ -459,7 +465,7 @@ def _link_appender(link: str, tag: str, n: int) -> None:
 def symlink_trials(n: int, workdir: Path) -> dict:
     ctx = mp.get_context("fork")
     st_ = {"appends": 0, "lost": 0, "links_replaced": 0}
-    for suffix in (".csv", ".parquet"):
+    for suffix in (".csv", ".parquet", ".db"):
         real = workdir / "shared" / f"runs{suffix}"
         real.parent.mkdir(exist_ok=True)
         append_runs({**BASE, "model": "m", "step_time_s": 0.5, "run_id": "seed"}, real)
@@ -486,7 +492,7 @@ def unknown_text_trials(n: int, workdir: Path) -> dict:
 
     rng = random.Random(2)
     st_ = {"values": 0, "changed": 0, "errors": 0}
-    for suffix in (".csv", ".parquet"):
+    for suffix in (".csv", ".parquet", ".db"):
         path = workdir / f"text{suffix}"
         sent: dict = {}
         for i in range(n):
@@ -504,9 +510,56 @@ def unknown_text_trials(n: int, workdir: Path) -> dict:
             for want, got in ((note, back.at[rid, "note"]), (tag, back.at[rid, "tag"])):
                 st_["values"] += 1
                 # CSV keeps empty and missing alike (documented); anything else must come back as written
-                if not ((want == "" and (pd.isna(got) or got == "")) or (not pd.isna(got) and got == want)):
+                empty_ok = suffix == ".csv" and want == "" and (pd.isna(got) or got == "")
+                if not (empty_ok or (not pd.isna(got) and got == want)):
                     st_["changed"] += 1
                     print(f"  unknown column: sent {want!r}, got {got!r} ({suffix})", file=sys.stderr)
+    return st_
+
+
+def break_trials(workdir: Path) -> dict:
+    """The probe's three breaks (issue 38) on CSV, Parquet and a SQLite store; every count must be 0."""
+    from perfmodel.exceptions import SchemaError
+    from perfmodel.io import read_history, recover_runs
+
+    st_ = {"histories": 0, "long_field_failures": 0, "values_changed": 0, "type_change_not_refused": 0,
+           "models_written_over_a_history": 0}
+    long = "traceback line\n" * 20_000  # 300 KB, over the csv module's 128 KiB field limit
+    model = perfmodel.fit(history(3), method="loglinear")
+    for suffix in (".csv", ".parquet", ".db"):
+        st_["histories"] += 1
+        path = workdir / f"breaks{suffix}"
+        try:  # 1. a long text field: load, append, recover all keep working
+            append_runs({**BASE, "model": "m", "step_time_s": 0.5, "status": "error", "error": long, "run_id": "e"},
+                        path)
+            append_runs({**BASE, "model": "m", "step_time_s": 0.5, "run_id": "after"}, path)
+            ok = read_history(path).set_index("run_id").at["e", "error"] == long
+            ok &= len(load_runs(path)) == 1 and len(recover_runs(path)[0]) == 2
+            st_["long_field_failures"] += not ok
+        except Exception as exc:  # noqa: BLE001 - counted
+            st_["long_field_failures"] += 1
+            print(f"  long field ({suffix}): {type(exc).__name__}: {exc}"[:200], file=sys.stderr)
+        path = workdir / f"types{suffix}"  # 2. an unknown column that turns from int to float
+        append_runs([{**BASE, "model": "m", "step_time_s": 0.5, "run_id": "a", "n": 1},
+                     {**BASE, "model": "m", "step_time_s": 0.5, "run_id": "b", "n": 2**60 + 1}], path)
+        try:
+            append_runs({**BASE, "model": "m", "step_time_s": 0.5, "run_id": "c", "n": 1.5}, path)
+        except SchemaError:
+            st_["type_change_not_refused"] += suffix != ".parquet"  # Parquet keeps one type per column
+        else:
+            st_["type_change_not_refused"] += suffix == ".parquet"
+        back = read_history(path).set_index("run_id")["n"]
+        want = {"a": "1", "b": str(2**60 + 1)} if suffix == ".csv" else {"a": 1, "b": 2**60 + 1}
+        got = {k: back[k].item() if isinstance(back[k], np.generic) else back[k] for k in want}  # NumPy scalars
+        st_["values_changed"] += sum(got[k] != v or type(got[k]) is not type(v) for k, v in want.items())
+        before = path.read_bytes()  # 3. a model saved over the history
+        try:
+            perfmodel.save_model(model, path)
+        except ValueError:
+            pass
+        cli = subprocess.run([sys.executable, "-m", "perfmodel", "fit", str(path), "-o", str(path)],
+                             capture_output=True, text=True, env={**os.environ, "PYTHONPATH": SRC}, timeout=600)
+        st_["models_written_over_a_history"] += (path.read_bytes() != before) + (cli.returncode == 0)
     return st_
 
 
@@ -735,11 +788,12 @@ def main(argv=None) -> int:
         if "roundtrip" not in skip:
             (work / "rt").mkdir()
             s = round_trips(sizes["roundtrip"], work / "rt")
-            report(f"round trips (CSV + Parquet, hypothesis): {s['records']} records appended and loaded back, "
+            report(f"round trips (CSV + Parquet + SQLite store, hypothesis): {s['records']} records appended and loaded back, "
                    f"{s['mismatches']} mismatches, {s['errors']} errors")
         if "kill" not in skip:
             s = kill_trials(sizes["kill"], work)
-            report(f"SIGKILL trials: {s['append_trials']} appends + {s['save_trials']} saves killed "
+            report(f"SIGKILL trials: {s['append_trials']} CSV appends + {s['store_append_trials']} store appends + "
+                   f"{s['save_trials']} saves killed "
                    f"({s['killed_with_temp_present']} left a temp file at the kill); {s['unloadable']} unloadable "
                    f"files, {s['lost_appends']} lost returned appends, {s['leftover_temps']} temp files left after "
                    "the next write")
@@ -764,12 +818,19 @@ def main(argv=None) -> int:
                    "shorter file, not counted)")
             (work / "link").mkdir()
             s = symlink_trials(sizes["link"], work / "link")
-            report(f"appends through symbolic links (CSV + Parquet, 4 processes, 2 links + the real path): "
+            report(f"appends through symbolic links (CSV + Parquet + SQLite store, 4 processes, 2 links + the real "
+                   "path): "
                    f"{s['appends']} appends, {s['lost']} lost, {s['links_replaced']} links replaced by a copy")
             (work / "text").mkdir()
             s = unknown_text_trials(sizes["text"], work / "text")
-            report(f"unknown text columns (CSV + Parquet, appended and re-appended): {s['values']} values, "
+            report(f"unknown text columns (CSV + Parquet + SQLite store, appended and re-appended): {s['values']} values, "
                    f"{s['changed']} changed, {s['errors']} errors")
+            (work / "breaks").mkdir()
+            s = break_trials(work / "breaks")
+            report(f"the probe's three breaks (CSV, Parquet, SQLite store): {s['histories']} histories; "
+                   f"{s['long_field_failures']} failing on a 300 KB field, {s['values_changed']} earlier values "
+                   f"changed by an int->float append, {s['type_change_not_refused']} wrong refusals, "
+                   f"{s['models_written_over_a_history']} models written over a history (API + CLI)")
             s = range_trials()
             report(f"schema ranges: {s['columns']} numeric columns, {s['no_range']} without a documented range; "
                    f"{s['values']} out-of-range values, {s['accepted']} accepted, {s['wrong_error']} not a "

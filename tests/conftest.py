@@ -67,3 +67,17 @@ def _private_model_cache(tmp_path_factory):
         os.environ.pop("PERFMODEL_CACHE_DIR", None)
     else:
         os.environ["PERFMODEL_CACHE_DIR"] = old
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_default_store(tmp_path_factory):
+    """The default history store (``PERFMODEL_HISTORY``) in a temporary directory, never the user's data folder."""
+    import os
+
+    old = os.environ.get("PERFMODEL_HISTORY")
+    os.environ["PERFMODEL_HISTORY"] = str(tmp_path_factory.mktemp("default_store") / "runs.db")
+    yield
+    if old is None:
+        os.environ.pop("PERFMODEL_HISTORY", None)
+    else:
+        os.environ["PERFMODEL_HISTORY"] = old

@@ -382,3 +382,32 @@ class TestMlflow:
         assert not (tmp_path / "missing.db").exists()
         with pytest.raises(ValueError, match="max_runs"):
             from_mlflow(uri, max_runs=0)
+
+
+class TestMlflowLoggedSteps:
+    def test_step_time_comes_from_the_logged_steps_not_runtime_over_steps(self, file_store):
+        # a 40-step run: 30 s of start-up, then 0.5 s per step, loss logged every 5 steps (timestamps in ms)
+        from perfmodel.importers import from_mlflow
+        from mlflow.entities import Metric
+
+        uri, log = file_store
+        run_id = log(HF_PARAMS, {**HF_METRICS, "train_runtime": 50.0, "train_steps_per_second": 0.8,
+                                 "train_samples_per_second": 25.6}, tags={"gpu_name": "NVIDIA H100 80GB HBM3"}, step=40)
+        import mlflow
+
+        client = mlflow.MlflowClient(uri)
+        t0 = 1_700_000_000_000
+        client.log_batch(run_id, metrics=[Metric("loss", 1.0 / s, t0 + 30_000 + 500 * s, s) for s in range(5, 41, 5)])
+        result = from_mlflow(uri)
+        rec = result.runs.set_index("source_id").loc[f"mlflow:{run_id}"]
+        assert rec["step_time_s"] == pytest.approx(0.5)
+        assert rec["wall_time_s"] / rec["steps"] == pytest.approx(1.25)  # runtime / steps: 2.5x the step time
+        assert "median seconds per optimizer step" in rec["protocol"]
+
+    def test_runtime_over_steps_without_a_logged_history(self, file_store):
+        from perfmodel.importers import from_mlflow
+
+        uri, log = file_store
+        log(HF_PARAMS, HF_METRICS, tags={"gpu_name": "NVIDIA H100 80GB HBM3"})
+        rec = from_mlflow(uri).runs.iloc[0]
+        assert "train_runtime over the run's optimizer steps" in rec["protocol"]

@@ -23,7 +23,7 @@ LAYERS = [
               "perfmodel._version", "perfmodel._atomic", "perfmodel._rows", "perfmodel.metrics"]),
     ("hardware", ["perfmodel.hardware"]),
     ("history", ["perfmodel.schema", "perfmodel.io", "perfmodel.datasets", "perfmodel.history",
-                 "perfmodel.kinds"]),
+                 "perfmodel.kinds", "perfmodel.store"]),
     ("measure", ["perfmodel.measure", "perfmodel.importers", "perfmodel.integrations"]),
     ("features", ["perfmodel.features", "perfmodel.layout_features"]),
     ("models", ["perfmodel.models"]),

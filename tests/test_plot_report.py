@@ -132,3 +132,30 @@ def test_report_renders_its_images_in_chromium(report, tmp_path):
     loaded = re.search(r'data-images-loaded="(\d+)"', proc.stdout)
     assert loaded is not None, proc.stderr[-500:]
     assert int(loaded.group(1)) == 5
+
+
+def test_report_keeps_to_its_time_budget_and_says_what_it_left_out(tmp_path, history):
+    from perfmodel.report import make_report
+
+    lines: list = []
+    out = make_report(history, tmp_path / "r.html", methods=("loglinear",), max_seconds=1e-3, progress=lines.append)
+    page = out.read_text(encoding="utf-8")
+    assert "Not cross-validated within the report's time budget" in page and "leave-one-batch-size-out" in page
+    assert lines[0].startswith("fitting loglinear") and any(t.startswith("left out leave-one-batch-size-out")
+                                                              for t in lines)
+    full = make_report(history, tmp_path / "f.html", methods=("loglinear",), max_seconds=None, progress=lines.append)
+    text = full.read_text(encoding="utf-8")
+    assert "Not cross-validated" not in text and "leave-one-model-out" in text
+
+
+def test_a_split_past_the_budget_is_stopped(history):
+    import time
+
+    from perfmodel.report import _evaluate_within
+
+    t = time.monotonic()
+    status, value = _evaluate_within(history, ("auto",), "leave-one-model-out", 1, 0.5)
+    assert status == "late" and value is None and time.monotonic() - t < 10
+    status, value = _evaluate_within(history, ("loglinear",), "leave-one-model-out", 1, 300)
+    assert status == "ok" and set(value.table["split"]) == {"leave-one-model-out"}
+    assert _evaluate_within(history, ("loglinear",), "leave-one-gpu-type-out", 1, 300)[0] == "skip"

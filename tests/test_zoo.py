@@ -220,7 +220,7 @@ class TestCli:
          "--sweep zoo is a fixed sweep; --batch-sizes, --repeats would change it (drop them"),
         (["--calibrate", "--sweep", "zoo"], "--calibrate runs the calibration sweep; it cannot be combined"),
         (["--calibrate", "--device", "cuda"], "--calibrate measures the CPU host"),
-        (["--sweep", "zoo"], "measure needs -o/--output"),
+        (["--sweep", "zoo", "-o", "x.xlsx"], "must end in .csv or .parquet, or be a history store"),
     ])
     def test_errors_are_one_line(self, args, message):
         proc = run_cli("measure", *args)

@@ -164,7 +164,7 @@ def store(key: str, model) -> Path | None:
         _warn_unwritable(where, exc)
         return None
     try:
-        return save_model(model, where / f"{key}{_SUFFIX}")
+        return save_model(model, where / f"{key}{_SUFFIX}", force=True)  # the cache's own entry, damaged or not
     except OSError as exc:
         _warn_unwritable(where, exc)
         return None

@@ -119,8 +119,11 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     f = sub.add_parser("fit", help="fit a model on a run history and save it")
-    f.add_argument("runs", help="run history (.csv or .parquet)")
+    f.add_argument("runs", help="run history: a store (runs.db, postgresql://..., default) or a .csv/.parquet file")
     f.add_argument("-o", "--output", required=True, help="model file to write (e.g. model.perfmodel; safe format)")
+    f.add_argument("--force", action="store_true", help="overwrite -o even if it is not a model file")
+    f.add_argument("--keep-noisy", action="store_true",
+                   help="keep runs whose timing_flag says the machine was busy (left out by default)")
     f.add_argument("--method", default="auto", choices=_METHOD_CHOICES)
     f.add_argument("--kind", default="seen", choices=list(KIND_NAMES),
                    help="the kind of query the model is for: 'auto' chooses the method for it, and its intervals "
@@ -145,7 +148,8 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--method", default="auto", choices=_METHOD_CHOICES)
     src = pr.add_mutually_exclusive_group()
     src.add_argument("--history", action="append",
-                     help="run history to fit on: a .csv/.parquet file or a bundled name (cpu, gpu, mlperf, h200); "
+                     help="run history to fit on: a store (runs.db, postgresql://..., default: $PERFMODEL_HISTORY), a "
+                          ".csv/.parquet file or a bundled name (cpu, gpu, mlperf, h200); "
                           "repeat to combine, e.g. --history my_runs.csv --history gpu (default: the bundled runs "
                           "for the device: cpu, or the public GPU history)")
     src.add_argument("--fitted", help="a model file written by 'perfmodel fit'")
@@ -180,7 +184,9 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--repeats", type=_count, default=1)
     m.add_argument("--timeout", type=float, default=600.0, help="kill a run after this many seconds")
     m.add_argument("--retry-failed", action="store_true", help="re-run configurations recorded as failed")
-    m.add_argument("--output", "-o", help="history to append to (.csv or .parquet); required unless --list-models")
+    m.add_argument("--output", "-o", help="history to append to: a store (runs.db, postgresql://...) or .csv/.parquet "
+                                          "(default: the default store, $PERFMODEL_HISTORY or runs.db in your data "
+                                          "folder)")
     m.add_argument("--list-models", action="store_true",
                    help="list the zoo (family, parameters, FLOPs per sample) and exit")
     m.add_argument("--sweep", choices=["default", "zoo", "calibrate", "online"], default=None,
@@ -304,6 +310,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="methods to fit and cross-validate; the plots show the first (default: "
                          "perfmodel.report.REPORT_METHODS: auto,physics,loglinear)")
     rp.add_argument("--quick", action="store_true", help="cross-validate on leave-one-batch-size-out only")
+    rp.add_argument("--max-minutes", type=float, default=4.5,
+                    help="time budget: a cross-validation split still running when it is spent is stopped, and "
+                         "the report says which were left out (default 4.5; 0: every split)")
     rp.add_argument("--n-jobs", type=_count, default=1)
 
     c = sub.add_parser("cache", help="the disk cache of fitted models (info, or clear it)")
@@ -323,7 +332,7 @@ def _parser() -> argparse.ArgumentParser:
     isub = imp.add_subparsers(dest="source", required=True, parser_class=_OneLineParser)
     ml = isub.add_parser("mlperf", help="MLPerf Training result logs (result_<n>.txt + systems/*.json)")
     ml.add_argument("paths", nargs="+", metavar="DIR", help="result logs, or folders searched for result_<n>.txt")
-    ml.add_argument("-o", "--output", required=True, help="history to append to (.csv or .parquet)")
+    ml.add_argument("-o", "--output", default="default", help="history to append to (default: the default store)")
     ml.add_argument("--system", help="system description JSON to use for every log (default: "
                     "<submitter>/systems/<system>.json next to results/)")
     ml.add_argument("--round", help="MLPerf round recorded with the runs, e.g. v4.0")
@@ -336,12 +345,27 @@ def _parser() -> argparse.ArgumentParser:
     ih = isub.add_parser("hf-output", help="Hugging Face Trainer output dirs (trainer_state.json, all_results.json)")
     ih.add_argument("dirs", nargs="+", help="output dirs, or folders to search for them")
     for q in (im, ih):
-        q.add_argument("-o", "--output", required=True, help="history to append to (.csv or .parquet)")
+        q.add_argument("-o", "--output", default="default", help="history to append to (default: the default store)")
         q.add_argument("--map", action="append", default=[], type=_key_value, metavar="KEY=COLUMN",
                        help="read column COLUMN from the source's KEY (a param, metric, tag or JSON key); repeatable")
         q.add_argument("--mapping-file", help='JSON object {"KEY": "COLUMN", ...}')
         q.add_argument("--set", action="append", default=[], type=_key_value, metavar="COLUMN=VALUE",
                        dest="set_values", help="a value that holds for every imported run, e.g. gpu_type=A100")
+
+    hs = sub.add_parser("history", help="the run history store: export to CSV/Parquet, import, info, migrate")
+    hsub = hs.add_subparsers(dest="action", required=True, parser_class=_OneLineParser)
+    hx = hsub.add_parser("export", help="write a history to a plain .csv (no check column) or .parquet file")
+    hx.add_argument("source", nargs="?", default="default", help="the history (default: the default store)")
+    hx.add_argument("-o", "--output", required=True, help="the .csv or .parquet file to write")
+    hx.add_argument("--force", action="store_true", help="replace -o if it exists")
+    hi = hsub.add_parser("import", help="copy .csv/.parquet histories into a store (each run_id once)")
+    hi.add_argument("files", nargs="+", help="histories to import (any perfmodel version's CSV or Parquet, or a store)")
+    hi.add_argument("--into", default="default", help="the store (default: $PERFMODEL_HISTORY, else runs.db in your "
+                                                      "data folder)")
+    for name, text in (("info", "where the store is, its runs, columns and digest"),
+                       ("migrate", "bring a store's layout up to this version's schema")):
+        hq = hsub.add_parser(name, help=text)
+        hq.add_argument("store", nargs="?", default="default", help="the store (default: the default store)")
     return p
 
 
@@ -357,8 +381,24 @@ def _cmd_fit(args) -> int:
 
     from .persistence import save_model
 
-    model = fit(args.runs, method=args.method, kind=args.kind)
-    save_model(model, args.output)
+    from ._atomic import real_target
+    from .persistence import is_model_file
+
+    out = real_target(args.output)
+    if not args.force and out.is_file() and out.stat().st_size > 0 and not is_model_file(out):
+        raise ValueError(f"-o {args.output}: the file exists and is not a model file (a run history?); pass "
+                         "--force to overwrite it, or choose another -o.")
+    runs = args.runs
+    if not args.keep_noisy:
+        from .history import drop_noisy, read_history
+
+        loaded = read_history(runs)
+        runs, dropped = drop_noisy(loaded)
+        if dropped:
+            print(f"perfmodel: left out {dropped} of {len(loaded.runs)} runs flagged as noisy (timing_flag); "
+                  "--keep-noisy keeps them", file=sys.stderr)
+    model = fit(runs, method=args.method, kind=args.kind)
+    save_model(model, args.output, force=args.force)
     print(model.summary().as_text())
     print(f"\nsaved {model.method} model to {args.output}")
     return 0
@@ -406,7 +446,9 @@ def _cmd_summary(args) -> int:
         from .datasets import bundled_runs_path
 
         src = str(bundled_runs_path())
-    if src.lower().endswith((".csv", ".parquet", ".pq")):
+    from .store import is_store
+
+    if src.lower().endswith((".csv", ".parquet", ".pq")) or is_store(src):
         model = fit(src, method=args.method)
     else:
         model = load_model(src, trusted=args.trusted)
@@ -458,8 +500,10 @@ def _cmd_measure(args) -> int:
     named = _named_sweep(args)
     if not args.output and named == "calibrate":
         args.output = "calibration_cpu.csv"
-    if not args.output and not args.plan:
-        raise ValueError("measure needs -o/--output, the history to append the runs to (.csv or .parquet).")
+    if not args.output:
+        from .store import default_store
+
+        args.output = default_store(make_folder=True)
     device = args.device
     if device is None and named == "calibrate":
         device = "cpu"  # a calibration pairs with the bundled CPU history
@@ -530,11 +574,11 @@ def _print_plan(configs, named, args) -> None:
     from .measure.plans import plan
 
     if not args.plan:  # the checks run_sweep makes first, made before the plan is printed
+        from .io import check_history_target
+
         check_positive_float(args.timeout, "timeout_s", "run_sweep")
-        if Path(args.output).suffix.lower() not in (".csv", ".parquet", ".pq"):
-            raise ValueError(f"Run history {args.output!r} must end in .csv or .parquet "
-                             f"(got suffix {Path(args.output).suffix!r}).")
-        check_writable(Path(args.output))
+        if check_history_target(args.output, "-o/--output") != "store" or "://" not in args.output:
+            check_writable(Path(args.output))
     todo = plan(configs, args.output)
     left = ""
     if todo.runs < len(configs):
@@ -766,8 +810,11 @@ def _cmd_report(args) -> int:
         from .datasets import bundled_runs_path
 
         runs = str(bundled_runs_path())
+    if args.max_minutes < 0:
+        raise ValueError(f"--max-minutes must be 0 (no limit) or positive. Got {args.max_minutes:g}.")
     path = make_report(runs, args.output, methods=tuple(args.methods or REPORT_METHODS), quick=args.quick,
-                       n_jobs=args.n_jobs)
+                       n_jobs=args.n_jobs, max_seconds=args.max_minutes * 60 or None,
+                       progress=lambda text: print(f"report: {text}", file=sys.stderr, flush=True))
     print(f"wrote {path}")
     return 0
 
@@ -833,6 +880,31 @@ def _cmd_import(args) -> int:
     return 0
 
 
+def _cmd_history(args) -> int:
+    from . import io
+    from .store import open_store, store_label
+
+    if args.action == "export":
+        n = io.export_history(args.source, args.output, force=args.force)
+        print(f"wrote {n} runs from {store_label(args.source) if args.source == 'default' else args.source} "
+              f"to {args.output}")
+    elif args.action == "import":
+        added, skipped = io.import_history(args.files, args.into)
+        print(f"imported {added} runs into {store_label(args.into)}"
+              + (f" ({skipped} already there, by run_id)" if skipped else ""))
+    elif args.action == "info":
+        with open_store(args.store, create=False) as store:
+            info = store.info()
+        for key in ("store", "kind", "runs", "schema_version", "revision", "digest"):
+            print(f"{key:>14}: {info[key]}")
+        print(f"{'columns':>14}: {', '.join(info['columns'])}")
+    else:
+        with open_store(args.store, create=False) as store:
+            notes = store.migrate()
+        print(f"{store_label(args.store)}: " + ("; ".join(notes) if notes else "up to date"))
+    return 0
+
+
 def _cmd_cache(args) -> int:
     from . import cache
 
@@ -864,7 +936,8 @@ def _cmd_hardware(args) -> int:
 
 _COMMANDS = {"fit": _cmd_fit, "predict": _cmd_predict, "summary": _cmd_summary, "measure": _cmd_measure,
              "hardware": _cmd_hardware, "evaluate": _cmd_evaluate,
-             "recommend": _cmd_recommend, "plan-llm": _cmd_plan_llm, "report": _cmd_report, "import": _cmd_import, "features": _cmd_features, "cache": _cmd_cache}
+             "recommend": _cmd_recommend, "plan-llm": _cmd_plan_llm, "report": _cmd_report, "import": _cmd_import, "features": _cmd_features, "cache": _cmd_cache,
+             "history": _cmd_history}
 
 
 def _one_line_warnings(message, category, filename, lineno, file=None, line=None):
@@ -874,7 +947,7 @@ def _one_line_warnings(message, category, filename, lineno, file=None, line=None
 def _check_output_folder(args) -> None:
     """``-o`` into a folder that does not exist is refused (perfmodel never creates folders it was not asked to)."""
     output = getattr(args, "output", None)
-    if not output:
+    if not output or "://" in output or output == "default":  # a store URL, or the default store
         return
     parent = Path(output).expanduser().parent
     if not parent.is_dir():

@@ -16,7 +16,8 @@ Hierarchy::
     │                                                     (perfmodel.importers.mlperf)
     ├── LayoutError(PerfModelError, ValueError)           a parallel layout the training frameworks would not run
     │   └── DoesNotFitError                               a planned job whose memory estimate exceeds the device
-    └── MeasurementError(PerfModelError, RuntimeError)    a measured run that could not complete
+    ├── MeasurementError(PerfModelError, RuntimeError)    a measured run that could not complete
+    └── MissingDependencyError(PerfModelError, ImportError) an optional extra is needed (the message names it)
 
     PerfModelWarning(UserWarning)
     ├── ExtrapolationWarning   a query outside the range of the fitted runs
@@ -44,6 +45,7 @@ __all__ = [
     "LayoutError",
     "DoesNotFitError",
     "MeasurementError",
+    "MissingDependencyError",
     "PerfModelWarning",
     "ExtrapolationWarning",
     "DataQualityWarning",
@@ -130,6 +132,10 @@ class MLPerfFormatError(PerfModelError, ValueError):
 
 class MeasurementError(PerfModelError, RuntimeError):
     """A measured training run failed, ran out of memory or timed out."""
+
+
+class MissingDependencyError(PerfModelError, ImportError):
+    """An optional dependency (an extra) is needed for what was asked: the message says which to install."""
 
 
 class PerfModelWarning(UserWarning):

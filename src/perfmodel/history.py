@@ -2,6 +2,8 @@
 
 A history is one of
 
+* a history store (:mod:`perfmodel.store`): ``runs.db``, ``sqlite:///...``, ``postgresql://...``, ``"default"``
+  (``$PERFMODEL_HISTORY``, else the user's ``runs.db``), or a :class:`~perfmodel.store.HistoryStore`,
 * a path to a ``.csv`` or ``.parquet`` run history,
 * a DataFrame of runs,
 * the name of a bundled history (:data:`BUNDLED_HISTORIES`: ``"cpu"``, ``"gpu"``, ``"mlperf"``),
@@ -9,7 +11,8 @@ A history is one of
 
 :func:`read_history` turns any of them into a :class:`LoadedHistory`: the validated runs, a label per part
 (``bundled:<file>`` for perfmodel's own data, else the path), which runs are the caller's own (not bundled), and a
-content digest that identifies the runs (the cache key of every fit made from them). In a history that mixes
+content digest that identifies the runs (the cache key of every fit made from them: for a file, the hash of its
+bytes; for a store, the store's own digest, read in the same snapshot as the runs, so no row is hashed). In a history that mixes
 the caller's own runs with bundled ones, a bundled model named like one of the caller's own is renamed
 ``bundled:<name>``: the name means the caller's workload. This module also holds the
 statistics of a history that prediction needs (:func:`model_table`, :func:`precision_by_device`).
@@ -27,10 +30,11 @@ import pandas as pd
 
 from .layout import is_layout_job
 from .schema import SHAPE_COLUMNS
+from .store import HistoryStore, is_store, open_store, store_label
 
 __all__ = ["BUNDLED_HISTORIES", "LoadedHistory", "read_history", "HistoryFiles", "peek_history",
            "history_parts", "default_history", "model_table", "model_columns", "precision_by_device",
-           "file_digest", "frame_digest", "BUNDLED_PREFIX"]
+           "file_digest", "frame_digest", "part_digest", "drop_noisy", "BUNDLED_PREFIX"]
 
 #: Names of the bundled histories accepted in ``history=`` (alone or in a list with your own runs).
 #: ``gpu`` is the public MLPerf table plus every GPU history perfmodel measured itself (``data/runs_<device>.csv``);
@@ -64,14 +68,14 @@ def history_parts(history) -> list:
 
     Parameters
     ----------
-    history : str, path-like, pandas.DataFrame, or list or tuple of these
-        A path, a DataFrame, the name of a bundled history (:data:`BUNDLED_HISTORIES`), or a list of these
-        (not nested).
+    history : str, path-like, HistoryStore, pandas.DataFrame, or list or tuple of these
+        A path or store URL, a store, a DataFrame, the name of a bundled history (:data:`BUNDLED_HISTORIES`),
+        or a list of these (not nested).
 
     Returns
     -------
     list
-        Paths (a bundled name expanded to the paths of its files, as str) and DataFrames.
+        Paths and URLs (a bundled name expanded to the paths of its files, as str), stores and DataFrames.
 
     Raises
     ------
@@ -91,10 +95,10 @@ def history_parts(history) -> list:
         return out
     if isinstance(history, str) and history in BUNDLED_HISTORIES:
         return [str(p) for p in _bundled_paths(history)]
-    if isinstance(history, (str, os.PathLike, pd.DataFrame)):
+    if isinstance(history, (str, os.PathLike, pd.DataFrame, HistoryStore)):
         return [history]
     raise TypeError(
-        "history must be a path, a DataFrame, the name of a bundled history "
+        "history must be a path or store URL, a DataFrame, the name of a bundled history "
         f"({', '.join(map(repr, BUNDLED_HISTORIES))}) or a list of these. Got {type(history).__name__}."
     )
 
@@ -102,6 +106,8 @@ def history_parts(history) -> list:
 def _label(part) -> str:
     if isinstance(part, pd.DataFrame):
         return f"DataFrame ({len(part)} runs)"
+    if is_store(part):
+        return store_label(part)
     p = Path(part)
     try:
         from .datasets import bundled_runs_path
@@ -131,6 +137,31 @@ def file_digest(path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def part_digest(part) -> str:
+    """The content digest of one part of a history that is not a DataFrame: a store's own digest
+    (:meth:`perfmodel.store.HistoryStore.digest`, no row read), or the SHA-256 of a file's bytes.
+
+    Parameters
+    ----------
+    part : str, path-like or HistoryStore
+        A store or a file.
+
+    Returns
+    -------
+    str
+        The hex digest.
+
+    Raises
+    ------
+    OSError
+        If the file or store cannot be read (``FileNotFoundError`` for one that does not exist).
+    """
+    if is_store(part):
+        with open_store(part, create=False) as store:
+            return store.digest()
+    return file_digest(part)
 
 
 def frame_digest(frame: pd.DataFrame) -> str:
@@ -192,6 +223,34 @@ class LoadedHistory(NamedTuple):
         labels = [lab for lab in self.labels if not lab.startswith(BUNDLED_PREFIX)]
         digest = hashlib.sha256(f"own runs of {self.digest}".encode()).hexdigest()
         return LoadedHistory(runs, labels, np.ones(len(runs), dtype=bool), digest)
+
+
+def drop_noisy(loaded: LoadedHistory) -> tuple[LoadedHistory, int]:
+    """The runs of a history without those whose ``timing_flag`` says the machine was busy while they were
+    measured (:mod:`perfmodel.measure` flags a step CV above 0.3 or a median far from an earlier repeat's).
+
+    Parameters
+    ----------
+    loaded : LoadedHistory
+        A history read with :func:`read_history`.
+
+    Returns
+    -------
+    history : LoadedHistory
+        ``loaded`` itself when no run is flagged; else the unflagged runs, with the same labels and a digest of
+        their own (derived from ``loaded``'s).
+    dropped : int
+        How many runs were left out.
+    """
+    if "timing_flag" not in loaded.runs.columns:
+        return loaded, 0
+    flag = loaded.runs["timing_flag"].astype("string").str.strip().fillna("")
+    noisy = (flag != "").to_numpy(dtype=bool)
+    if not noisy.any():
+        return loaded, 0
+    runs = loaded.runs.loc[~noisy].reset_index(drop=True)
+    digest = hashlib.sha256(f"without noisy runs: {loaded.digest}".encode()).hexdigest()
+    return LoadedHistory(runs, loaded.labels, loaded.own[~noisy], digest), int(noisy.sum())
 
 
 def read_history(history) -> LoadedHistory:
@@ -277,9 +336,9 @@ def peek_history(history) -> HistoryFiles | None:
     Returns
     -------
     HistoryFiles or None
-        What :func:`read_history` would give as labels and digest (hashing each file's bytes once); None for a
-        history with a DataFrame part, a :class:`LoadedHistory`, or a file that cannot be read (then
-        :func:`read_history` says what is wrong with it).
+        What :func:`read_history` would give as labels and digest (hashing each file's bytes once; a store's
+        digest comes from the store); None for a history with a DataFrame part, a :class:`LoadedHistory`, or a
+        file or store that cannot be read (then :func:`read_history` says what is wrong with it).
     """
     if isinstance(history, LoadedHistory):
         return None
@@ -289,8 +348,8 @@ def peek_history(history) -> HistoryFiles | None:
     digest = hashlib.sha256()
     for part in parts:
         try:
-            digest.update(file_digest(part).encode())
-        except OSError:
+            digest.update(part_digest(part).encode())
+        except (OSError, ValueError):
             return None
     return HistoryFiles([_label(part) for part in parts], digest.hexdigest())
 
@@ -309,7 +368,12 @@ def _own_names_win(runs: pd.DataFrame, own: np.ndarray) -> pd.DataFrame:
 
 def _load_file(path, load_runs) -> tuple[pd.DataFrame, str]:
     """The runs of a file and the digest of the very bytes they were read from: the digest is taken before and
-    after reading, and a file rewritten meanwhile is read again."""
+    after reading, and a file rewritten meanwhile is read again. A store gives its runs and digest in one
+    snapshot."""
+    if is_store(path):
+        with open_store(path, create=False) as store:
+            raw, digest = store.snapshot()
+        return load_runs(raw), digest
     for _ in range(5):
         try:
             before = file_digest(path)

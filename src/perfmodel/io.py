@@ -1,4 +1,10 @@
-"""Reading and writing run histories (CSV or Parquet), atomically and safely under concurrent writers.
+"""Reading and writing run histories: stores (:mod:`perfmodel.store`) and CSV or Parquet files.
+
+Every function here takes a history store (``runs.db``, ``sqlite:///...``, ``postgresql://...``, ``"default"``)
+as well as a file: a store is appended to in one transaction (:mod:`perfmodel.store`), and is the writable
+history; CSV and Parquet files are read everywhere, are how a history moves in and out of a store
+(:func:`export_history`, :func:`import_history`), and are still appended to for histories of earlier versions.
+The rest of this docstring is about the files.
 
 Every write goes through :func:`perfmodel._atomic.atomic_write` (a uniquely named temporary file in the same
 folder, flushed, ``fsync``-ed and renamed over the target), so a crash or Ctrl-C leaves either the old history or
@@ -52,29 +58,26 @@ from __future__ import annotations
 import csv
 import os
 import re
-import uuid
 import zlib
 from pathlib import Path
-from typing import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
 from filelock import FileLock
 
 from ._atomic import atomic_write, lock_path, real_target
-from .exceptions import PerfModelError, SchemaError
+from .exceptions import MissingDependencyError, SchemaError
 from .schema import COLUMNS, coerce_dtypes, validate_runs
+from .store import is_store, open_store
+from .store._frames import as_frame, with_run_ids
 
 __all__ = ["load_runs", "save_runs", "append_runs", "append_new_runs", "read_history", "write_history",
-           "recover_runs", "ROW_CHECK", "row_check", "MissingDependencyError"]
+           "recover_runs", "export_history", "import_history", "check_history_target", "ROW_CHECK", "row_check",
+           "MissingDependencyError"]
 
 #: Name of the per-row check column perfmodel writes last in every CSV row (see the module docstring).
 ROW_CHECK = "row_crc32"
 _SEP = "\x1f"
-
-
-class MissingDependencyError(PerfModelError, ImportError):
-    """An optional dependency (an extra) is needed for what was asked: the message says which to install."""
 
 
 def _parquet():
@@ -110,12 +113,43 @@ def _format(path: Path) -> str:
     fmt = _FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise ValueError(
-            f"Run history {str(path)!r} must end in .csv or .parquet (got suffix {path.suffix!r})."
+            f"Run history {str(path)!r} must end in .csv or .parquet, or be a history store (.db, sqlite:///..., "
+            f"postgresql://...) (got suffix {path.suffix!r})."
         )
     return fmt
 
 
+def check_history_target(target, where: str = "output") -> str:
+    """Refuse now a history a writer could not append to later: return ``"store"``, ``"csv"`` or ``"parquet"``.
+
+    Parameters
+    ----------
+    target : str, path-like or HistoryStore
+        A store (path ending in ``.db``/``.sqlite``/``.sqlite3``, ``sqlite:///`` or ``postgresql://`` URL,
+        ``"default"``) or a ``.csv``/``.parquet`` file.
+    where : str, default="output"
+        What the target is called in the message.
+
+    Returns
+    -------
+    str
+        The kind of history.
+
+    Raises
+    ------
+    ValueError
+        For anything else (the message names the accepted forms).
+    """
+    if is_store(target):
+        return "store"
+    if not isinstance(target, (str, os.PathLike)):
+        raise TypeError(f"The {where} history must be a path or URL. Got {type(target).__name__}.")
+    return _format(Path(target))
+
+
 _INT_TEXT = re.compile(r"^-?(?:0|[1-9][0-9]*)$")
+#: Longest CSV field read (the csv module's own default is 128 KiB, which refused a long ``error`` text).
+_FIELD_LIMIT = 2**31 - 1
 
 
 def _lossless_column(values: list) -> pd.Series:
@@ -164,6 +198,7 @@ def _read_csv_text(path: Path, *, skip_bad: list | None = None) -> pd.DataFrame:
         # recovering: bytes that are not UTF-8 (a file cut inside a character) become lone surrogates, and their
         # row is dropped below
         errors = "strict" if skip_bad is None else "surrogateescape"
+        csv.field_size_limit(_FIELD_LIMIT)  # the csv module's default refuses a field over 128 KiB
         with open(path, newline="", encoding="utf-8-sig", errors=errors) as fh:
             reader = csv.reader(fh, strict=skip_bad is None)
             try:
@@ -235,13 +270,14 @@ def _read_csv_text(path: Path, *, skip_bad: list | None = None) -> pd.DataFrame:
     return pd.DataFrame(data, columns=header) if data else pd.DataFrame(columns=header)
 
 
-def read_history(path: str | os.PathLike) -> pd.DataFrame:
-    """Read a history file as it is (CSV or Parquet by suffix), with the schema's dtypes but no validation.
+def read_history(path) -> pd.DataFrame:
+    """Read a history as it is (a store, or CSV or Parquet by suffix), with the schema's dtypes but no validation.
 
     Parameters
     ----------
-    path : str or path-like
-        A ``.csv``, ``.parquet`` or ``.pq`` file.
+    path : str, path-like or HistoryStore
+        A store (:mod:`perfmodel.store`: ``runs.db``, ``sqlite:///...``, ``postgresql://...``, ``"default"``) or
+        a ``.csv``, ``.parquet`` or ``.pq`` file.
 
     Returns
     -------
@@ -258,6 +294,9 @@ def read_history(path: str | os.PathLike) -> pd.DataFrame:
         repeated column name, a value that is not of its column's type); the message names the file and, for
         CSV, the line or rows.
     """
+    if is_store(path):
+        with open_store(path, create=False) as store:
+            return store.read()
     path = Path(path)
     fmt = _format(path)
     if not path.exists():
@@ -286,8 +325,9 @@ def load_runs(source, *, include_failed: bool = False) -> pd.DataFrame:
 
     Parameters
     ----------
-    source : str, path-like or DataFrame
-        A ``.csv`` or ``.parquet`` file, or a DataFrame with one row per run.
+    source : str, path-like, HistoryStore or DataFrame
+        A store (``runs.db``, ``sqlite:///...``, ``postgresql://...``, ``"default"``; :mod:`perfmodel.store`), a
+        ``.csv`` or ``.parquet`` file, or a DataFrame with one row per run.
     include_failed : bool, default=False
         Keep runs whose ``status`` is ``oom``/``error``/``timeout``.
 
@@ -306,10 +346,11 @@ def load_runs(source, *, include_failed: bool = False) -> pd.DataFrame:
     """
     if isinstance(source, pd.DataFrame):
         return validate_runs(source, include_failed=include_failed)
-    if isinstance(source, (str, os.PathLike)):
+    if isinstance(source, (str, os.PathLike)) or is_store(source):
         return validate_runs(read_history(source), include_failed=include_failed)
     raise TypeError(
-        f"load_runs expects a path to a .csv/.parquet file or a DataFrame. Got {type(source).__name__} instead."
+        f"load_runs expects a history store, a path to a .csv/.parquet file or a DataFrame. Got "
+        f"{type(source).__name__} instead."
     )
 
 
@@ -357,9 +398,10 @@ def _column_cells(name: str, col: pd.Series) -> list[tuple[str, bool]]:
     return [_cell(name, v) for v in col.to_numpy(dtype=object)]
 
 
-def _csv_bytes(df: pd.DataFrame) -> bytes:
+def _csv_bytes(df: pd.DataFrame, *, checks: bool = True) -> bytes:
     """The CSV text of a history: text quoted, numbers bare (``repr`` precision), missing empty, and each row
-    sealed with its :data:`ROW_CHECK` (a quoted ``'\\r'`` or ``','`` inside text cannot split a row)."""
+    sealed with its :data:`ROW_CHECK` (a quoted ``'\\r'`` or ``','`` inside text cannot split a row); without
+    ``checks``, a plain CSV (what :func:`export_history` writes)."""
     names = [str(c) for c in df.columns]
     cols = [_column_cells(name, df[c]) for name, c in zip(names, df.columns)]
     for name, cells in zip(names, cols):
@@ -368,11 +410,11 @@ def _csv_bytes(df: pd.DataFrame) -> bytes:
                 text.encode("utf-8")
             except UnicodeEncodeError:
                 raise SchemaError(f"Column {name!r} holds text that is not valid Unicode (lone surrogates).") from None
-    lines = [",".join(_quote(n) for n in names + [ROW_CHECK])]
+    lines = [",".join(_quote(n) for n in names + ([ROW_CHECK] if checks else []))]
     for row in zip(*cols) if cols else ():
         texts = [t for t, _ in row]
-        lines.append(",".join(_quote(t) if q else t for t, q in row) + "," + row_check(texts))
-    if not cols:
+        lines.append(",".join(_quote(t) if q else t for t, q in row) + ("," + row_check(texts) if checks else ""))
+    if not cols and checks:
         lines += [row_check([])] * len(df)
     return ("\n".join(lines) + "\n").encode("utf-8")
 
@@ -386,8 +428,10 @@ def _value_kind(v) -> str | None:
         return "bytes"
     if isinstance(v, (bool, np.bool_)):
         return "booleans"
-    if isinstance(v, (int, float, np.integer, np.floating)):
-        return "numbers"
+    if isinstance(v, (int, np.integer)):
+        return "integers"
+    if isinstance(v, (float, np.floating)):
+        return "floats"
     return type(v).__name__
 
 
@@ -404,8 +448,10 @@ def _check_parquet_columns(df: pd.DataFrame) -> None:
         except TypeError:  # unhashable values (lists, dicts)
             pass
         kinds = {k for k in map(_value_kind, values) if k is not None}
-        if "booleans" in kinds and "numbers" in kinds:
-            kinds.discard("booleans")  # pyarrow stores a bool among numbers as a number; refuse below
+        # pyarrow stores a bool among numbers as a number, and integers among floats as floats (2**60 + 1
+        # would lose its last digits): refused below
+        if "booleans" in kinds and kinds & {"integers", "floats"}:
+            kinds -= {"booleans", "integers", "floats"}
             kinds.add("booleans and numbers")
         if len(kinds) > 1:
             raise SchemaError(f"Column {str(name)!r} would mix {' and '.join(sorted(kinds))} in one Parquet column, "
@@ -413,12 +459,12 @@ def _check_parquet_columns(df: pd.DataFrame) -> None:
                               "text throughout).")
 
 
-def _write_atomic(df: pd.DataFrame, path: Path) -> None:
+def _write_atomic(df: pd.DataFrame, path: Path, *, checks: bool = True) -> None:
     fmt = _format(path)
     # a frame read with pd.read_csv carries the old checks: every write computes them afresh
     df = df.drop(columns=ROW_CHECK, errors="ignore")
     if fmt == "csv":
-        data = _csv_bytes(df)
+        data = _csv_bytes(df, checks=checks)
         with atomic_write(path) as fh:
             fh.write(data)
         return
@@ -444,14 +490,19 @@ def write_history(runs: pd.DataFrame, path: str | os.PathLike) -> Path:
     ----------
     runs : pandas.DataFrame
         The frame to write.
-    path : str or path-like
-        A ``.csv`` or ``.parquet`` file (a symbolic link is followed: the file it points to is rewritten).
+    path : str, path-like or HistoryStore
+        A ``.csv`` or ``.parquet`` file (a symbolic link is followed: the file it points to is rewritten), or a
+        store, whose runs are replaced in one transaction.
 
     Returns
     -------
-    pathlib.Path
-        The path written (the link's target, for a link).
+    pathlib.Path or str
+        The path written (the link's target, for a link), or the store's label.
     """
+    if is_store(path):
+        with open_store(path) as store:
+            store.replace(runs, validate=False)
+            return _written(store)
     path = real_target(path)
     with FileLock(lock_path(path)):
         _write_atomic(_ordered(runs), path)
@@ -465,21 +516,27 @@ def save_runs(runs: pd.DataFrame, path: str | os.PathLike) -> Path:
     ----------
     runs : pandas.DataFrame
         The runs; validated first (failed runs allowed).
-    path : str or path-like
-        A ``.csv`` or ``.parquet`` file (a symbolic link is followed: the file it points to is replaced).
+    path : str, path-like or HistoryStore
+        A ``.csv`` or ``.parquet`` file (a symbolic link is followed: the file it points to is replaced), or a
+        store (:mod:`perfmodel.store`), whose runs are replaced in one transaction.
 
     Returns
     -------
-    pathlib.Path
-        The path written (the link's target, for a link).
+    pathlib.Path or str
+        The path written (the link's target, for a link; a SQLite store's file), or a PostgreSQL store's URL
+        (without its password).
 
     Raises
     ------
     ValueError
-        If ``path`` does not end in ``.csv``, ``.parquet`` or ``.pq``.
+        If ``path`` is not a store and does not end in ``.csv``, ``.parquet`` or ``.pq``.
     SchemaError
         If the runs fail validation.
     """
+    if is_store(path):
+        with open_store(path) as store:
+            store.replace(runs)
+            return _written(store)
     path = real_target(path)
     _format(path)
     df = validate_runs(runs, include_failed=True)
@@ -488,28 +545,25 @@ def save_runs(runs: pd.DataFrame, path: str | os.PathLike) -> Path:
     return path
 
 
-def _as_frame(records) -> pd.DataFrame:
-    if isinstance(records, pd.DataFrame):
-        return records
-    if isinstance(records, Mapping):
-        return pd.DataFrame([dict(records)])
-    if isinstance(records, Iterable):
-        return pd.DataFrame([dict(r) for r in records])
-    raise TypeError(f"append_runs expects a record dict, a list of dicts or a DataFrame. Got {type(records).__name__}.")
+def _written(store) -> Path | str:
+    """What a write to ``store`` returns: a SQLite store's file, else the store's label."""
+    path = getattr(store, "path", None)
+    return Path(path) if path is not None else store.label
 
 
-def _with_run_ids(new: pd.DataFrame) -> pd.DataFrame:
-    """Give every record without a run_id a unique one (not ``row-<i>``, which would repeat across appends)."""
-    missing = new["run_id"].isna().to_numpy() if "run_id" in new.columns else np.ones(len(new), dtype=bool)
-    if not missing.any():
-        return new
-    new = new.copy()
-    ids = pd.array([uuid.uuid4().hex[:12] if m else None for m in missing], dtype="string")
-    if "run_id" in new.columns:
-        new["run_id"] = new["run_id"].astype("string").mask(missing, ids)
-    else:
-        new.insert(0, "run_id", ids)
-    return new
+def _combined(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """``old`` and ``new`` rows in one frame, every value as it was: a column the schema does not know whose type
+    differs between the two (integers, then floats) becomes a column of Python objects, so that the rewrite
+    writes each earlier value as it was (``1`` stays ``1``, 2**60 + 1 keeps its digits) instead of converting
+    the whole column."""
+    old, new = coerce_dtypes(old), coerce_dtypes(new)
+    known = {c.name for c in COLUMNS}
+    for name in set(old.columns) & set(new.columns) - known:
+        if old[name].dtype != new[name].dtype:
+            old[name] = pd.Series(old[name].to_numpy(dtype=object, na_value=None), index=old.index, dtype=object)
+            new[name] = pd.Series(new[name].to_numpy(dtype=object, na_value=None), index=new.index, dtype=object)
+    frames = [f for f in (old, new) if len(f)]
+    return pd.concat(frames, ignore_index=True, sort=False) if len(frames) > 1 else frames[0]
 
 
 def append_runs(records, path: str | os.PathLike, *, validate: bool = True) -> Path:
@@ -522,26 +576,31 @@ def append_runs(records, path: str | os.PathLike, *, validate: bool = True) -> P
     ----------
     records : dict, list of dict or DataFrame
         New runs.
-    path : str or path-like
-        ``.csv`` or ``.parquet`` history.
+    path : str, path-like or HistoryStore
+        A store (:mod:`perfmodel.store`: ``runs.db``, ``sqlite:///...``, ``postgresql://...``, ``"default"``),
+        appended to in one transaction whatever its size; or a ``.csv`` or ``.parquet`` file, rewritten whole
+        (kept for histories of earlier versions: a store is the writable history).
     validate : bool, default=True
         Validate the new records (failed runs allowed) before writing.
 
     Returns
     -------
-    pathlib.Path
-        The path written (the link's target, for a symbolic link).
+    pathlib.Path or str
+        The path written (the link's target, for a symbolic link; a SQLite store's file), or a PostgreSQL
+        store's URL without its password.
     """
+    if is_store(path):
+        with open_store(path) as store:
+            store.append(records, validate=validate)
+            return _written(store)
     path = real_target(path)
     _format(path)
-    new = _with_run_ids(_as_frame(records))
+    new = with_run_ids(as_frame(records))
     if validate:
         new = validate_runs(new, include_failed=True)
     with FileLock(lock_path(path)):
         if path.exists() and path.stat().st_size > 0:
-            old = read_history(path)
-            frames = [f for f in (coerce_dtypes(old), coerce_dtypes(new)) if len(f)]
-            combined = pd.concat(frames, ignore_index=True, sort=False)
+            combined = _combined(read_history(path), new)
         else:
             combined = coerce_dtypes(new)
         _write_atomic(_ordered(combined), path)
@@ -558,8 +617,8 @@ def append_new_runs(records, path: str | os.PathLike, *, key: str = "source_id")
     ----------
     records : dict, list of dict or DataFrame
         New runs (validated, failed runs allowed).
-    path : str or path-like
-        ``.csv`` or ``.parquet`` history, created if needed.
+    path : str, path-like or HistoryStore
+        A store (one transaction) or a ``.csv`` or ``.parquet`` history, created if needed.
     key : str, default="source_id"
         The column that identifies a run across imports; the records must have it.
 
@@ -576,9 +635,12 @@ def append_new_runs(records, path: str | os.PathLike, *, key: str = "source_id")
     ValueError
         If the records have no ``key`` column.
     """
+    if is_store(path):
+        with open_store(path) as store:
+            return store.append_new(records, key=key)
     path = real_target(path)
     _format(path)
-    new = validate_runs(_as_frame(records), include_failed=True)
+    new = validate_runs(as_frame(records, "append_new_runs"), include_failed=True)
     if key not in new.columns:
         raise ValueError(f"append_new_runs: the records have no {key!r} column to deduplicate on.")
     with FileLock(lock_path(path)):
@@ -590,9 +652,8 @@ def append_new_runs(records, path: str | os.PathLike, *, key: str = "source_id")
         fresh = fresh.to_numpy(dtype=bool)
         new = new.loc[fresh]
         if len(new):
-            frames = [f for f in ((coerce_dtypes(old) if old is not None else None), coerce_dtypes(new))
-                      if f is not None and len(f)]
-            _write_atomic(_ordered(pd.concat(frames, ignore_index=True, sort=False)), path)
+            combined = _combined(old, new) if old is not None else coerce_dtypes(new)
+            _write_atomic(_ordered(combined), path)
     return int(fresh.sum()), int((~fresh).sum())
 
 
@@ -607,8 +668,9 @@ def recover_runs(path: str | os.PathLike) -> tuple[pd.DataFrame, list[str]]:
 
     Parameters
     ----------
-    path : str or path-like
-        A ``.csv`` or ``.parquet`` history.
+    path : str, path-like or HistoryStore
+        A ``.csv`` or ``.parquet`` history, or a store (whose transactions never leave a torn row: its rows are
+        read, and a SQLite file's ``PRAGMA integrity_check`` findings reported).
 
     Returns
     -------
@@ -632,6 +694,9 @@ def recover_runs(path: str | os.PathLike) -> tuple[pd.DataFrame, list[str]]:
         print("\\n".join(problems))
         perfmodel.save_runs(perfmodel.load_runs(good, include_failed=True), "runs.repaired.csv")
     """
+    if is_store(path):
+        with open_store(path, create=False) as store:
+            return store.read(), store.check()
     path = Path(path)
     fmt = _format(path)
     if not path.exists():
@@ -658,3 +723,82 @@ def recover_runs(path: str | os.PathLike) -> tuple[pd.DataFrame, list[str]]:
                 problems.append(f"dropped row group {i}: {type(exc).__name__}: {exc}")
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     return df, problems
+
+
+def export_history(source, path: str | os.PathLike, *, force: bool = False) -> int:
+    """Write a history (a store, or a CSV or Parquet file) to a plain CSV or a Parquet file.
+
+    The CSV is plain: no ``row_crc32`` column, text quoted, numbers with ``repr`` precision, missing values
+    empty, so that pandas and spreadsheets read and write it as they like; :func:`import_history` reads it back
+    with the same values. A CSV cell has no type of its own: a column the schema does not know comes back as
+    numbers when every value reads back as written, else as text (booleans, and a column mixing integers and
+    floats, come back as text). A Parquet export keeps those types, and holds bytes, which CSV cannot.
+
+    Parameters
+    ----------
+    source : str, path-like or HistoryStore
+        The history to export (every run, failed runs included, in append order).
+    path : str or path-like
+        A ``.csv`` or ``.parquet`` file; written atomically.
+    force : bool, default=False
+        Replace ``path`` if it exists (by default an existing file is refused).
+
+    Returns
+    -------
+    int
+        The runs written.
+
+    Raises
+    ------
+    FileExistsError
+        If ``path`` exists and ``force`` is not given.
+    SchemaError
+        For a value the format cannot hold (bytes in a CSV, a Parquet column mixing types).
+    """
+    target = real_target(path)
+    _format(target)
+    if is_store(path):
+        raise ValueError(f"export_history writes a .csv or .parquet file, not a store ({os.fspath(path)!r}); "
+                         "use import_history to copy runs into a store.")
+    if target.exists() and not force:
+        raise FileExistsError(f"{os.fspath(path)!r} exists; pass force=True (perfmodel history export --force) "
+                              "to replace it.")
+    runs = read_history(source)
+    with FileLock(lock_path(target)):
+        _write_atomic(_ordered(runs), target, checks=False)
+    return len(runs)
+
+
+def import_history(sources, target="default") -> tuple[int, int]:
+    """Copy the runs of CSV or Parquet files (or another store) into a store, each run once.
+
+    Files written by every perfmodel version load (a ``row_crc32`` column is checked and dropped). A run whose
+    ``run_id`` is already in the store is skipped, so importing a file again adds nothing; rows without a
+    ``run_id`` get a new one (and are added by every import). Runs that repeat a ``run_id`` inside a file are all
+    imported. Each file is validated whole (failed runs kept) before anything is written, and goes in in one
+    transaction.
+
+    Parameters
+    ----------
+    sources : str, path-like, HistoryStore, or list of these
+        The histories to import.
+    target : str, path-like or HistoryStore, default="default"
+        The store to import into (:func:`perfmodel.store.default_store` by default), created if needed.
+
+    Returns
+    -------
+    added, skipped : int
+        Runs written, and runs already in the store.
+    """
+    if not is_store(target):
+        raise ValueError(f"import_history imports into a store (runs.db, sqlite:///..., postgresql://..., "
+                         f"'default'); {os.fspath(target)!r} is not one. export_history writes CSV or Parquet.")
+    sources = list(sources) if isinstance(sources, (list, tuple)) else [sources]
+    frames = [with_run_ids(read_history(src)) for src in sources]
+    frames = [validate_runs(f, include_failed=True) for f in frames]
+    added = skipped = 0
+    with open_store(target) as store:
+        for frame in frames:
+            a, s = store.append_new(frame, key="run_id", repeats=True)
+            added, skipped = added + a, skipped + s
+    return added, skipped

@@ -42,7 +42,7 @@ import pandas as pd
 from ._version import __version__
 from .exceptions import DataQualityWarning, NotAModelFileError
 
-__all__ = ["save_model", "load_model", "SAFE_FORMAT", "MAX_BYTES"]
+__all__ = ["save_model", "load_model", "is_model_file", "SAFE_FORMAT", "MAX_BYTES"]
 
 #: Default bound on the total uncompressed size of a safe model file's members.
 MAX_BYTES = 2**30
@@ -419,7 +419,35 @@ def _check_libraries(saved: dict, path: Path) -> None:
                 DataQualityWarning, stacklevel=3)
 
 
-def save_model(model, path, *, format: str = "safe") -> Path:
+def is_model_file(path) -> bool:
+    """Whether ``path`` is a file :func:`save_model` wrote (either format), judged from its first bytes and, for
+    the safe format, its zip member names; nothing is loaded or unpickled.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file.
+
+    Returns
+    -------
+    bool
+        True for a perfmodel model file; False for anything else (a run history, a store, a report).
+    """
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(1 << 16)
+    except OSError:
+        return False
+    if head[:4] == _ZIP_MAGIC:
+        try:
+            with zipfile.ZipFile(path) as zf:
+                return "__meta__.npy" in zf.namelist()
+        except (zipfile.BadZipFile, OSError, ValueError):
+            return False
+    return head[:1] == b"\x80" and _PICKLE_FORMAT.encode() in head
+
+
+def save_model(model, path, *, format: str = "safe", force: bool = False) -> Path:
     """Write a fitted :class:`~perfmodel.models.TrainingTimeModel` to ``path`` atomically.
 
     Parameters
@@ -427,10 +455,13 @@ def save_model(model, path, *, format: str = "safe") -> Path:
     model : TrainingTimeModel
         A fitted model.
     path : str or path-like
-        The file to write (replaced atomically if it exists; its directory must exist).
+        The file to write (its directory must exist). An existing model file is replaced atomically; any other
+        existing, non-empty file (a run history, a store, a report) is refused unless ``force`` is given.
     format : {"safe", "joblib"}, default="safe"
         ``safe``: the pickle-free format (loads without running code). ``joblib``: a pickle, only loadable with
         ``load_model(path, trusted=True)``.
+    force : bool, default=False
+        Replace ``path`` even if it is not a model file.
 
     Returns
     -------
@@ -445,8 +476,11 @@ def save_model(model, path, *, format: str = "safe") -> Path:
         For another ``format``.
     NotFittedError
         If ``model`` is not fitted.
+    NotAModelFileError
+        If ``path`` is an existing file that is not a model file (e.g. the run history the model was fitted
+        on) and ``force`` is not given.
     """
-    from ._atomic import atomic_write
+    from ._atomic import atomic_write, real_target
     from .models import TrainingTimeModel
 
     if not isinstance(model, TrainingTimeModel):
@@ -455,6 +489,11 @@ def save_model(model, path, *, format: str = "safe") -> Path:
         raise ValueError(f"The 'format' parameter of save_model must be 'safe' or 'joblib'. Got {format!r}.")
     model._check()
     path = Path(path)
+    target = real_target(path)
+    if not force and target.is_file() and target.stat().st_size > 0 and not is_model_file(target):
+        raise NotAModelFileError(
+            f"{str(path)!r} exists and is not a perfmodel model file (a run history?); saving the model there "
+            "would replace it. Choose another path, or pass force=True (perfmodel fit --force) to overwrite it.")
     meta = {"format": SAFE_FORMAT, "perfmodel_version": __version__, "method": model.method,
             "features": model.feature_names_, "libraries": _library_versions()}
     if format == "joblib":

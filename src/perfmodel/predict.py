@@ -29,8 +29,8 @@ from ._validation import (check_choice, check_confidence, check_nonnegative_floa
 from .exceptions import DataQualityWarning, ExtrapolationWarning, SchemaError, UnsupportedQueryError
 from .fitting import DEFAULT_METHOD, fit_cached, fit_history, layout_floor, stored_fit
 from .hardware import PRECISIONS, get_spec, resolve_gpu_type, table_digest
-from .history import (BUNDLED_PREFIX, HistoryFiles, LoadedHistory, default_history, file_digest, frame_digest,
-                      history_parts, model_table, peek_history, precision_by_device, read_history)
+from .history import (BUNDLED_PREFIX, HistoryFiles, LoadedHistory, default_history, frame_digest, history_parts,
+                      model_table, part_digest, peek_history, precision_by_device, read_history)
 from .kinds import KIND_NAMES, classify
 from .layout import LayoutError, ParallelLayout, check_layout, is_layout_job
 from .layout_features import shape_of
@@ -38,6 +38,7 @@ from .transformer import TransformerShape, transformer_flops
 from .models import CALIBRATION_PRIOR_WEIGHT, METHODS, TrainingTimeModel
 from .models._conformal import MIN_GROUPS
 from .schema import SHAPE_COLUMNS, check_queries
+from .store import HistoryStore
 
 __all__ = ["BasePredictor", "predict_training_time", "predict_many", "fit", "TrainingTimePrediction", "resolve_history",
            "layout_columns", "SHAPE_NAMES", "LAYOUT_METHOD", "bundled_layout_model",
@@ -587,9 +588,10 @@ def _check_model_sizes(q: pd.DataFrame, table: pd.DataFrame, positions: np.ndarr
 
 # ------------------------------------------------------------------------------------------- predictor
 def _check_history_type(history, where: str) -> None:
-    if not isinstance(history, (type(None), str, os.PathLike, pd.DataFrame, list, tuple, TrainingTimeModel)):
+    if not isinstance(history, (type(None), str, os.PathLike, pd.DataFrame, list, tuple, TrainingTimeModel,
+                                HistoryStore)):
         raise TypeError(
-            f"The 'history' parameter of {where} must be None, a path, a DataFrame, a bundled history name, a "
+            f"The 'history' parameter of {where} must be None, a path or store, a DataFrame, a bundled history name, a "
             f"list of these, or a fitted TrainingTimeModel. Got {type(history).__name__} instead."
         )
 
@@ -1185,7 +1187,8 @@ _PREDICTORS_MAX = 8
 
 
 def _history_key(history) -> tuple | None:
-    """What identifies a history's content without parsing it: file bytes' and frames' digests (None: cannot)."""
+    """What identifies a history's content without parsing it: file bytes', stores' and frames' digests (None:
+    cannot)."""
     if history is None:
         return ("bundled-default",)
     key = []
@@ -1194,9 +1197,9 @@ def _history_key(history) -> tuple | None:
             key.append(frame_digest(part))
         else:
             try:
-                key.append(file_digest(part))
-            except OSError:
-                return None  # a missing file: read_history says what is wrong
+                key.append(part_digest(part))
+            except (OSError, ValueError):
+                return None  # a missing file or store: read_history says what is wrong
     return tuple(key)
 
 

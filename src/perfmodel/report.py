@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -29,11 +30,66 @@ def _png(fig) -> str:
 REPORT_METHODS = ("auto", "physics", "loglinear")
 
 
-def make_report(runs, output, *, methods=REPORT_METHODS, quick: bool = False, n_jobs: int = 1) -> Path:
+#: Default time budget of a report, in seconds: the cross-validation stops before a split that would end after it.
+REPORT_SECONDS = 270.0
+
+
+def _evaluate_child(conn, data, methods, split, n_jobs) -> None:
+    from .evaluate import evaluate
+    from .exceptions import SchemaError
+
+    try:
+        conn.send(("ok", evaluate(data, methods=methods, splits=(split,), n_jobs=n_jobs)))
+    except SchemaError as exc:
+        conn.send(("skip", str(exc)) if "nothing to cross-validate" in str(exc) else ("error", exc))
+    except Exception as exc:  # noqa: BLE001 - sent to the parent, which raises it
+        conn.send(("error", exc))
+
+
+def _evaluate_within(data, methods, split: str, n_jobs: int, seconds: float | None) -> tuple[str, object]:
+    """One split's cross-validation, stopped when ``seconds`` run out: ``("ok", Evaluation)``, ``("skip", why)``
+    (a split this history has one group of), ``("late", None)`` or ``("error", exception)``. With a budget it runs
+    in a forked process that is killed at the deadline (where fork exists; elsewhere in this one, unbounded)."""
+    import multiprocessing as mp
+
+    from .evaluate import evaluate
+    from .exceptions import SchemaError
+
+    if seconds is None or "fork" not in mp.get_all_start_methods():
+        try:
+            return "ok", evaluate(data, methods=methods, splits=(split,), n_jobs=n_jobs)
+        except SchemaError as exc:
+            if "nothing to cross-validate" in str(exc):
+                return "skip", str(exc)
+            raise
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_evaluate_child, args=(child, data, methods, split, n_jobs), daemon=True)
+    proc.start()
+    child.close()
+    try:
+        if parent.poll(max(seconds, 0.0)):
+            return parent.recv()
+        return "late", None
+    except EOFError:  # the child died without an answer
+        return "error", RuntimeError(f"the cross-validation of {split} ended without a result "
+                                     f"(exit code {proc.exitcode})")
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
+        parent.close()
+
+
+def make_report(runs, output, *, methods=REPORT_METHODS, quick: bool = False, n_jobs: int = 1,
+                max_seconds: float | None = REPORT_SECONDS, progress=None) -> Path:
     """Write the HTML report of a run history.
 
     The plots show the fit of the first of ``methods`` (by default ``auto``, what ``predict_training_time``
-    uses). Needs matplotlib (``perfmodel[plot]``).
+    uses). Needs matplotlib (``perfmodel[plot]``). The fits come from the shipped defaults or the disk cache where
+    the same fit was made before. The cross-validation runs split by split within ``max_seconds`` (counted from
+    the start): a split still running when the budget is spent is stopped (it runs in a forked process), and the
+    report names the splits left out.
 
     Parameters
     ----------
@@ -48,6 +104,10 @@ def make_report(runs, output, *, methods=REPORT_METHODS, quick: bool = False, n_
         :data:`perfmodel.evaluate.SPLITS`.
     n_jobs : int, default=1
         Parallel jobs of the cross-validation (joblib).
+    max_seconds : float or None, default=REPORT_SECONDS
+        Time budget of the whole report (None: every split, however long).
+    progress : callable, optional
+        Called with one line of text at each stage (the CLI prints them on stderr).
 
     Returns
     -------
@@ -59,11 +119,23 @@ def make_report(runs, output, *, methods=REPORT_METHODS, quick: bool = False, n_
     matplotlib.use("Agg", force=True)
     from ._version import __version__
     from .evaluate import REFUSED_NOTE, SPLITS, evaluate
+    from .fitting import fit_cached
+    from .history import read_history
     from .io import load_runs
     from .plot import plot_batch_curves, plot_cv_summary, plot_predicted_vs_measured, plot_residuals, plot_scaling
-    from .predict import fit
 
-    data = load_runs(runs)
+    import time
+
+    import pandas as pd
+
+    started = time.monotonic()
+    say = progress or (lambda text: None)
+
+    def stamp() -> str:
+        return f"{time.monotonic() - started:.0f} s"
+
+    loaded = read_history(runs if isinstance(runs, (str, os.PathLike)) else load_runs(runs))
+    data = loaded.runs.drop(columns="history_source")
     source = str(runs) if not hasattr(runs, "columns") else "DataFrame"
     parts = [f"<h1>perfmodel report</h1><p>{html.escape(source)} — {len(data)} runs, "
              f"{data['model'].nunique()} models, device types {html.escape(', '.join(sorted(set(data['gpu_type']))))};"
@@ -74,18 +146,50 @@ def make_report(runs, output, *, methods=REPORT_METHODS, quick: bool = False, n_
                                          median_step_s=("step_time_s", "median"))
     parts.append("<h2>Data</h2>" + overview.to_html(float_format=lambda v: f"{v:.4g}"))
     fitted = {}
-    for m in methods:
-        fitted[m] = fit(data, method=m)
+    for i, m in enumerate(methods):
+        say(f"fitting {m} ({i + 1}/{len(methods)}, {stamp()})")
+        fitted[m] = fit_cached(loaded, m, "seen")  # shipped or cached where the same fit was made before
         chosen = f" (chose {fitted[m].method})" if m == "auto" else ""
         parts.append(f"<h2>Fit: {html.escape(m + chosen)}</h2>" + fitted[m].summary().as_html())
-    splits = ("leave-one-batch-size-out",) if quick else tuple(SPLITS)
-    ev = evaluate(data, methods=tuple(methods), splits=splits, n_jobs=n_jobs)
-    parts.append(f"<h2>Grouped cross-validation</h2><p>{html.escape(str(ev.noise))}</p>"
-                 + ev.table.to_html(index=False, float_format=lambda v: f"{v:.3g}")
-                 + (f"<p>{html.escape(REFUSED_NOTE)}</p>" if (ev.table["n"] == 0).any() else ""))
+    asked = ("leave-one-batch-size-out",) if quick else tuple(SPLITS)
+    # a split whose column has one value here holds nothing out (evaluate leaves it out too)
+    splits = tuple(sp for sp in asked if SPLITS[sp] not in data.columns or data[SPLITS[sp]].nunique() > 1)
+    done, left = [], []
+    for i, split in enumerate(splits):
+        remaining = None if max_seconds is None else max_seconds - (time.monotonic() - started)
+        if remaining is not None and remaining <= 0:
+            left += list(splits[i:])
+            break
+        say(f"cross-validating {split} ({i + 1}/{len(splits)}, {stamp()})")
+        status, value = _evaluate_within(data, tuple(methods), split, n_jobs, remaining)
+        if status == "ok":
+            done.append(value)
+        elif status == "late":
+            left.append(split)
+        elif status == "error":
+            raise value
+    if left:
+        say(f"left out {', '.join(left)}: the time budget ({max_seconds:g} s) was spent ({stamp()})")
+    budget_note = (f"<p>Not cross-validated within the report's time budget ({max_seconds:g} s): "
+                   f"{html.escape(', '.join(left))}. <code>perfmodel evaluate</code> runs every split, or "
+                   "<code>perfmodel report --max-minutes 0</code>.</p>" if left else "")
+    ev = None
+    if done:
+        ev = type(done[0])(predictions=pd.concat([e.predictions for e in done], ignore_index=True),
+                           table=pd.concat([e.table for e in done], ignore_index=True), noise=done[0].noise,
+                           confidence=done[0].confidence)
+        parts.append(f"<h2>Grouped cross-validation</h2><p>{html.escape(str(ev.noise))}</p>"
+                     + ev.table.to_html(index=False, float_format=lambda v: f"{v:.3g}")
+                     + (f"<p>{html.escape(REFUSED_NOTE)}</p>" if (ev.table["n"] == 0).any() else "") + budget_note)
+    elif left:
+        parts.append(f"<h2>Grouped cross-validation</h2>{budget_note}")
+    else:  # no split can be cross-validated: evaluate says why
+        evaluate(data, methods=tuple(methods), splits=asked, n_jobs=n_jobs)
+    say(f"plots ({stamp()})")
     best = fitted[methods[0]]
     parts.append("<h2>Plots</h2>")
-    parts.append(_png(plot_cv_summary(ev).figure))
+    if ev is not None:
+        parts.append(_png(plot_cv_summary(ev).figure))
     parts.append(_png(plot_predicted_vs_measured(best, data).figure))
     parts.append(_png(plot_residuals(best, data)))
     parts.append(_png(plot_batch_curves(best, data).figure))

@@ -513,7 +513,16 @@ def _text(out: pd.DataFrame, name: str) -> pd.Series:
                 return "holds text that is not valid Unicode (lone surrogates)"
         return ""
 
-    whys = [w for w in map(problem, pd.unique(col.to_numpy(dtype=object))) if w]
+    if isinstance(col.dtype, pd.StringDtype) and col.dtype.storage == "pyarrow":
+        return col.astype("string")  # Arrow text is valid UTF-8 by construction
+    uniq = pd.unique(col.to_numpy(dtype=object))
+    if isinstance(col.dtype, pd.StringDtype):  # text already: only a string that is not valid Unicode is wrong
+        try:
+            "".join(v for v in uniq if isinstance(v, str)).encode("utf-8")
+            return col.astype("string")
+        except UnicodeEncodeError:
+            pass
+    whys = [w for w in map(problem, uniq) if w]
     if whys:
         bad = np.array([problem(v) != "" for v in col.to_numpy(dtype=object)])
         raise SchemaError(f"Column {name!r} {whys[0]} ({_where(out, bad)}).")

@@ -148,7 +148,8 @@ def build_record(facts: dict, cols: dict, *, source: str, source_id: str, protoc
     ``facts`` keys: ``model``, ``params``, ``micro_batch`` (per-device batch of one micro-batch: the schema's
     ``batch_size``; with ``grad_accum`` k an optimizer step covers k of them), ``grad_accum``,
     ``processes``, ``gpus_per_process``, ``gpu_type``, ``precision``, ``steps``, ``wall_time_s``, ``total_flos``,
-    ``samples_per_s``, ``steps_per_s``, ``timestamp``, ``why`` (a dict of reasons for facts the source lacked).
+    ``samples_per_s``, ``steps_per_s``, ``timestamp``, ``step_time_s`` (a steady-state step time, where the
+    source times the steps themselves), ``why`` (a dict of reasons for facts the source lacked).
 
     Gradient accumulation, like precision, is optional in the schema (default 1): it is left empty where nothing
     says what it was, but a run whose speed metrics show that it could be either accumulation or more processes
@@ -195,7 +196,8 @@ def build_record(facts: dict, cols: dict, *, source: str, source_id: str, protoc
                gpu_type=cols.get("gpu_type", facts.get("gpu_type")),
                precision=cols.get("precision", facts.get("precision")),
                steps=cols.get("steps", facts.get("steps")),
-               wall_time_s=cols.get("wall_time_s", facts.get("wall_time_s")))
+               wall_time_s=cols.get("wall_time_s", facts.get("wall_time_s")),
+               step_time_s=cols.get("step_time_s", facts.get("step_time_s")))
     missing = []
     for column, hint in (("model", "no model name (no model_type in the config)"),
                          ("params", "parameter count unknown"),

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import statistics
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -146,6 +147,38 @@ def _first(sources, keys):
     return None
 
 
+#: Training metrics the Hugging Face Trainer logs every ``logging_steps``, whose timestamps time the steps between.
+_STEP_METRICS = ("loss", "train_loss", "grad_norm", "learning_rate")
+MIN_LOGGED_SPAN_S = 1.0
+
+
+def _logged_step_time(client, run_id: str, metrics: dict, wall_time_s, steps) -> tuple[float, str] | None:
+    """The steady-state seconds per optimizer step from a training metric's history: the median, over the
+    intervals between its logged steps after the first (warm-up), of elapsed time over steps taken. None when no
+    metric was logged at four or more steps over at least a second (MLflow's timestamps are milliseconds), or
+    when the answer exceeds runtime / steps, which includes everything else."""
+    for key in _STEP_METRICS:
+        if key not in metrics:
+            continue
+        try:
+            history = client.get_metric_history(run_id, key)
+        except Exception:  # noqa: BLE001 - no history: fall back to the runtime
+            return None
+        points = sorted({int(h.step): h.timestamp / 1000.0 for h in history if h.step is not None}.items())
+        if len(points) < 4:
+            continue
+        points = points[1:]  # the first interval holds the warm-up (compilation, the first batches)
+        rates = [(t1 - t0) / (s1 - s0) for (s0, t0), (s1, t1) in zip(points, points[1:]) if s1 > s0]
+        if not rates or min(rates) <= 0 or points[-1][1] - points[0][1] < MIN_LOGGED_SPAN_S:
+            continue
+        step = statistics.median(rates)
+        if wall_time_s and steps and step > wall_time_s / steps:
+            return None
+        return step, (f"mlflow: median seconds per optimizer step between the logged steps of {key!r} "
+                      f"({len(rates)} intervals, the first logged interval left out as warm-up)")
+    return None
+
+
 def _facts(run, client) -> dict:
     p, m, t = run.data.params, run.data.metrics, run.data.tags
     why = {}
@@ -192,6 +225,9 @@ def _facts(run, client) -> dict:
     if steps is None:
         why.setdefault("steps", "optimizer step count unknown (train_runtime was not logged at a step)")
     facts["steps"] = steps
+    per_step = _logged_step_time(client, run.info.run_id, m, facts["wall_time_s"], steps)
+    if per_step is not None:
+        facts["step_time_s"], facts["protocol"] = per_step
     end = run.info.end_time or run.info.start_time
     if end:
         facts["timestamp"] = datetime.fromtimestamp(end / 1000, timezone.utc).isoformat(timespec="seconds")
@@ -274,9 +310,10 @@ def _import(tracking_uri, experiment, output, mapping, values, max_runs) -> Impo
         if problems:
             skipped.append((sid, "; ".join(problems)))
             continue
-        rec = build_record(_facts(run, client), cols, source="mlflow", source_id=sid,
-                           protocol="mlflow: train_runtime over the run's optimizer steps (start-up, logging, "
-                                    "evaluation and saving included)")
+        facts = _facts(run, client)
+        rec = build_record(facts, cols, source="mlflow", source_id=sid,
+                           protocol=facts.get("protocol", "mlflow: train_runtime over the run's optimizer steps "
+                                                          "(start-up, logging, evaluation and saving included)"))
         if isinstance(rec, str):
             skipped.append((sid, rec))
         else:

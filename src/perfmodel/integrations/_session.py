@@ -75,7 +75,7 @@ class CallbackState:
     """What the HF and Lightning callbacks share: their common arguments, checked once, the last record written
     (``result``) and the :class:`RecordingSession` of the run in progress."""
 
-    def __init__(self, history="runs.csv", model_name: str | None = None, *, warmup_steps: int = 3,
+    def __init__(self, history="default", model_name: str | None = None, *, warmup_steps: int = 3,
                  gpu_type: str | None = None, family: str | None = None):
         if model_name is not None and (not isinstance(model_name, str) or not model_name):
             raise TypeError(f"The 'model_name' parameter of PerfModelCallback must be a non-empty str. "

@@ -6,8 +6,8 @@ Example
 
     from perfmodel.integrations.hf import PerfModelCallback
 
-    trainer = Trainer(model=model, args=args, train_dataset=ds, callbacks=[PerfModelCallback("runs.csv")])
-    trainer.train()            # appends one record to runs.csv at the end (or when interrupted)
+    trainer = Trainer(model=model, args=args, train_dataset=ds, callbacks=[PerfModelCallback("runs.db")])
+    trainer.train()            # appends one record to runs.db at the end (or when interrupted)
 
 The record is :func:`perfmodel.record`'s, filled from the Trainer: ``batch_size`` is
 ``per_device_train_batch_size`` and ``grad_accum`` is ``gradient_accumulation_steps`` (one optimizer step covers
@@ -35,8 +35,10 @@ class PerfModelCallback(CallbackState, TrainerCallback):
 
     Parameters
     ----------
-    history : str or path-like, default="runs.csv"
-        History to append to (``.csv`` or ``.parquet``); ``None`` keeps the record only in :attr:`result`.
+    history : str or path-like, default="default"
+        History to append to: a store (``"default"``: ``$PERFMODEL_HISTORY``, else ``runs.db`` in the user data
+        folder; ``runs.db``; ``postgresql://...``) or a ``.csv``/``.parquet`` file; ``None`` keeps the record
+        only in :attr:`result`.
     model_name : str, optional
         The record's ``model``; default: the config's ``_name_or_path``, else ``<model_type>-<layers>x<width>``.
     warmup_steps : int, default=3
@@ -52,7 +54,7 @@ class PerfModelCallback(CallbackState, TrainerCallback):
         The last record written.
     """
 
-    def __init__(self, history="runs.csv", model_name: str | None = None, *, warmup_steps: int = 3,
+    def __init__(self, history="default", model_name: str | None = None, *, warmup_steps: int = 3,
                  gpu_type: str | None = None, family: str | None = None):
         CallbackState.__init__(self, history, model_name, warmup_steps=warmup_steps, gpu_type=gpu_type,
                                family=family)

@@ -6,7 +6,7 @@ Example
 
     from perfmodel.integrations.lightning import PerfModelCallback
 
-    trainer = lightning.Trainer(max_steps=1000, callbacks=[PerfModelCallback("runs.csv", "my-net")])
+    trainer = lightning.Trainer(max_steps=1000, callbacks=[PerfModelCallback("runs.db", "my-net")])
     trainer.fit(module, datamodule)      # appends one record at the end of fit (or on an exception)
 
 The record is :func:`perfmodel.record`'s: ``batch_size`` is the per-device batch (read from the first batch, or
@@ -59,8 +59,10 @@ class PerfModelCallback(CallbackState, Callback):
 
     Parameters
     ----------
-    history : str or path-like, default="runs.csv"
-        History to append to; ``None`` keeps the record only in :attr:`result`.
+    history : str or path-like, default="default"
+        History to append to: a store (``"default"``: ``$PERFMODEL_HISTORY``, else ``runs.db`` in the user data
+        folder; ``runs.db``; ``postgresql://...``) or a ``.csv``/``.parquet`` file; ``None`` keeps the record
+        only in :attr:`result`.
     model_name : str, optional
         The record's ``model``; default: the LightningModule's class name.
     batch_size : int, optional
@@ -75,7 +77,7 @@ class PerfModelCallback(CallbackState, Callback):
         The record's ``family``.
     """
 
-    def __init__(self, history="runs.csv", model_name: str | None = None, *, batch_size: int | None = None,
+    def __init__(self, history="default", model_name: str | None = None, *, batch_size: int | None = None,
                  flops_per_sample: float | None = None, warmup_steps: int = 3, gpu_type: str | None = None,
                  family: str | None = None):
         CallbackState.__init__(self, history, model_name, warmup_steps=warmup_steps, gpu_type=gpu_type,

@@ -7,11 +7,11 @@ the sweep (its ``RunConfig``, ``measure_run`` and record helpers) and nothing de
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Iterable, Sequence
 
 import pandas as pd
 
+from ..store import history_target
 from .sweep import RunConfig, run_local, sweep_configs
 
 __all__ = ["run_sweep", "LAUNCHERS"]
@@ -30,8 +30,9 @@ def run_sweep(configs: Iterable[RunConfig] | None = None, output: str | os.PathL
     ----------
     configs : iterable of RunConfig, optional
         From :func:`sweep_configs` or :func:`default_sweep_configs`. Or give ``models`` instead.
-    output : path
-        ``.csv`` or ``.parquet`` history; created if absent, appended to otherwise.
+    output : path or URL
+        A history store (``runs.db``, ``postgresql://...``, ``"default"``) or a ``.csv``/``.parquet`` history;
+        created if absent, appended to otherwise.
     models : sequence of str or callable, optional
         Instead of ``configs``: zoo names, ``hf:...`` specs, ``pkg.module:factory`` strings or factory callables
         (top-level functions; see :mod:`perfmodel.measure.workload` for the contract), swept over
@@ -76,7 +77,7 @@ def run_sweep(configs: Iterable[RunConfig] | None = None, output: str | os.PathL
                                 device=device, **run_options)
     elif run_options:
         raise TypeError(f"run_sweep got run options {sorted(run_options)} with configs; they belong in RunConfig.")
-    output = Path(output)
+    output = history_target(output)
     configs = list(configs)
     if launcher not in LAUNCHERS:
         raise ValueError(f"launcher must be 'local' or 'slurm'. Got {launcher!r}.")

@@ -260,11 +260,10 @@ def plan(configs, output=None) -> SweepPlan:
     """
     configs = list(configs)
     if output is not None and configs and all(c.device == "cpu" for c in configs):
-        from pathlib import Path
-
+        from ..store import history_target
         from .sweep import done_keys
 
-        done = done_keys(Path(output), retry_failed=False)
+        done = done_keys(history_target(output), retry_failed=False)
         configs = [c for c in configs if c.key("cpu") not in done]
     by_workers: dict[int, int] = {}
     for c in configs:

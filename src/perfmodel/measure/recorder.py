@@ -7,7 +7,7 @@ Example
     import perfmodel
     model = MyNet().cuda()
     opt = torch.optim.AdamW(model.parameters())
-    with perfmodel.record("my-net", module=model, batch_size=64, output="runs.parquet") as rec:
+    with perfmodel.record("my-net", module=model, batch_size=64, output="runs.db") as rec:
         for x, y in loader:
             loss = loss_fn(model(x), y)
             loss.backward()
@@ -58,9 +58,9 @@ class Recorder:
         A name for the model (the history's ``model`` column).
     batch_size : int
         Per-device batch size (of one micro-batch, with gradient accumulation).
-    output : path, optional
-        History to append the record to on exit (``.csv``/``.parquet``); without it the record is only in
-        ``result``.
+    output : path or URL, optional
+        History to append the record to on exit: a store (``runs.db``, ``postgresql://...``, ``"default"``) or a
+        ``.csv``/``.parquet`` file; without it the record is only in ``result``.
     module : torch.nn.Module, optional
         The trained model: its trainable parameters are counted when ``params`` is not given, its device tells
         whether to synchronize CUDA, and on the CPU its tensors count to ``peak_mem_bytes``.

@@ -3,7 +3,10 @@
 Each configuration is one job. The job runs :func:`~perfmodel.measure.sweep.measure_run` on its node (the worker
 process, or ``torchrun --standalone`` for several GPUs) and writes its record, with the Slurm job id, as JSON into
 ``<folder>/records/<config digest>.json``. The submitting process gathers those files into the history as they
-appear (atomic appends under the history's lock), so the history never holds half a record.
+appear (atomic appends under the history's lock), so the history never holds half a record. When the history is
+a PostgreSQL store (``postgresql://...``), each job also appends its own record, from its node, in one
+transaction: many nodes write to the one history at once, and a record is in it even if the submitting process
+is gone; the gathering then appends by ``run_id``, so such a record is stored once.
 
 Resume: the job ids go to ``<folder>/jobs.jsonl`` as they are submitted. A sweep started again after a crash
 skips configurations already in the history, gathers records that finished while it was away, reattaches to jobs
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -85,9 +89,10 @@ class SlurmOptions:
             raise ValueError(f"The 'poll_s' parameter of {where} must be positive. Got {self.poll_s!r}.")
 
 
-def _slurm_job(cfg_fields: dict, record_path: str, sweep_id: str, timeout_s: float) -> str:
-    """What one job runs on its node: measure, then write the record (with the job id) atomically."""
-    from .sweep import RunConfig, measure_run
+def _slurm_job(cfg_fields: dict, record_path: str, sweep_id: str, timeout_s: float, store: str | None = None) -> str:
+    """What one job runs on its node: measure, append the record to ``store`` (a PostgreSQL URL) if given, then
+    write the record (with the job id) atomically."""
+    from .sweep import RunConfig, append_steps, flag_timing, measure_run, repeat_medians
 
     cfg = RunConfig(**cfg_fields)
     rec, times = measure_run(cfg, timeout_s=timeout_s, sweep_id=sweep_id)
@@ -98,6 +103,13 @@ def _slurm_job(cfg_fields: dict, record_path: str, sweep_id: str, timeout_s: flo
     except Exception:  # not under submitit (called directly)
         rec["job_id"] = os.environ.get("SLURM_JOB_ID")
     rec["launcher"] = "slurm"
+    if store is not None:
+        from ..io import append_new_runs
+
+        flag_timing(rec, repeat_medians(store))  # against the repeats already in the shared history
+        append_new_runs(rec, store, key="run_id")
+        append_steps(store, rec["run_id"], times)
+        rec["stored"] = True
     rec["step_times_s"] = times
     atomic_write_bytes(record_path, json.dumps(rec).encode("utf-8"))
     return rec["status"]
@@ -183,7 +195,8 @@ def run_slurm(todo: list, output: Path, opts: SlurmOptions, *, sweep_id: str, ti
     ValueError
         A multi-node configuration, or one needing more GPUs than a node has.
     """
-    from ..io import append_runs
+    from ..io import append_new_runs
+    from ._timing import config_key
     from .sweep import append_steps, base_record, finish_record, flag_timing, repeat_medians
 
     for cfg in todo:
@@ -193,7 +206,12 @@ def run_slurm(todo: list, output: Path, opts: SlurmOptions, *, sweep_id: str, ti
         if cfg.gpu_count > opts.gpus_per_node and cfg.device == "cuda":
             raise ValueError(f"gpu_count {cfg.gpu_count} exceeds gpus_per_node {opts.gpus_per_node}: each "
                              "configuration is one single-node job.")
-    folder = Path(opts.folder) if opts.folder else output.with_name(output.name + ".slurm")
+    if opts.folder:
+        folder = Path(opts.folder)
+    elif isinstance(output, Path):
+        folder = output.with_name(output.name + ".slurm")
+    else:  # a store URL: the jobs' logs and records go here, where the sweep runs
+        folder = Path.cwd() / "perfmodel.slurm"
     records = folder / "records"
     records.mkdir(parents=True, exist_ok=True)
     jobs_file = folder / "jobs.jsonl"
@@ -203,6 +221,9 @@ def run_slurm(todo: list, output: Path, opts: SlurmOptions, *, sweep_id: str, ti
     pending: dict[str, tuple] = {}  # digest -> (cfg, job or None)
     written: list[dict] = []
     medians = repeat_medians(output, existing)  # earlier repeats of each configuration, for the timing flag
+    # a PostgreSQL store: every job appends its own record from its node (a SQLite file or CSV is appended to
+    # here only: SQLite's locks need one machine)
+    shared = output if isinstance(output, str) and output.lower().startswith(("postgres", "postgresql")) else None
     total = total or len(todo)
     done_before = total - len(todo)
 
@@ -212,6 +233,7 @@ def run_slurm(todo: list, output: Path, opts: SlurmOptions, *, sweep_id: str, ti
             with open(path, encoding="utf-8") as fh:
                 rec = json.load(fh)
             times = rec.pop("step_times_s", [])
+            stored = rec.pop("stored", False)
         elif job is not None and job.done():
             state = getattr(job, "state", "UNKNOWN")
             rec = base_record(cfg, opts.gpu_type or ("cpu" if cfg.device == "cpu" else "unknown"), sweep_id)
@@ -224,12 +246,21 @@ def run_slurm(todo: list, output: Path, opts: SlurmOptions, *, sweep_id: str, ti
             rec.update(status=status, error=f"job {job.job_id} ended in state {state} without a record"
                        + (f": {first[:300]}" if first else ""), job_id=str(job.job_id), launcher="slurm")
             rec = finish_record(rec)
-            times = []
+            times, stored = [], False
         else:
             return False
-        flag_timing(rec, medians)
-        append_runs(rec, output, validate=rec.get("gpu_type") != "unknown")
-        append_steps(output, rec["run_id"], times)
+        if stored:  # the job appended it to the shared store itself (its timing flagged there): nothing twice
+            median = rec.get("step_time_median_s")
+            if rec.get("status") == "ok" and isinstance(median, (int, float)) and math.isfinite(median):
+                medians.setdefault(config_key(rec), []).append(float(median))
+        else:
+            flag_timing(rec, medians)
+            if rec.get("gpu_type") == "unknown":  # a job that died before it knew its device: kept unvalidated
+                from ..io import append_runs
+
+                append_runs(rec, output, validate=False)
+            elif append_new_runs(rec, output, key="run_id")[0]:
+                append_steps(output, rec["run_id"], times)
         written.append(rec)
         if progress:
             what = (f"{rec['step_time_s']:.4g} s/step" if rec["status"] == "ok"
@@ -251,7 +282,7 @@ def run_slurm(todo: list, output: Path, opts: SlurmOptions, *, sweep_id: str, ti
             ex = _executor(opts, folder)
         gpus = min(cfg.gpu_count, opts.gpus_per_node) if cfg.device == "cuda" else 0
         ex.update_parameters(gpus_per_node=gpus)
-        job = ex.submit(_slurm_job, asdict(cfg), str(records / f"{digest}.json"), sweep_id, job_timeout)
+        job = ex.submit(_slurm_job, asdict(cfg), str(records / f"{digest}.json"), sweep_id, job_timeout, shared)
         with open(jobs_file, "a", encoding="utf-8") as fh:
             fh.write(json.dumps({"digest": digest, "job_id": str(job.job_id), "model": cfg.record_name,
                                  "batch_size": cfg.batch_size, "submitted_at": time.time()}) + "\n")

@@ -4,7 +4,8 @@
   ``gpu_count > 1``), so a crash, an out-of-memory error or a hang is recorded (``status`` ``error``/``oom``/
   ``timeout``) and the sweep goes on.
 * Each finished run is appended atomically to the output history: Ctrl-C or a crash loses at most the run in
-  flight. Per-step times go to a sidecar ``<output>.steps.jsonl`` keyed by ``run_id``.
+  flight. Per-step times go into the store (``perfmodel_steps``), or for a CSV/Parquet history to a sidecar
+  ``<output>.steps.jsonl``, keyed by ``run_id``.
 * Re-running the same sweep resumes: configurations already in the output (same model, batch size, device
   count, precision, device type, repeat index, gradient accumulation, optimizer, compile, activation
   checkpointing and sequence length) are skipped.
@@ -40,7 +41,8 @@ from .._atomic import atomic_write, check_writable
 from .._validation import check_positive_float, check_positive_int
 from ..exceptions import NoisyTimingWarning
 from ..hardware import PRECISIONS, resolve_gpu_type
-from ..io import append_runs, read_history
+from ..io import append_runs, check_history_target, read_history
+from ..store import history_target, is_store, open_store
 from . import _lifeline
 from ._timing import CONFIG_COLUMNS, config_key, explain_timing_flag, timing_flag
 from ._worker import ERROR_PREFIX
@@ -534,8 +536,13 @@ def _history_seq(model: str, value) -> int | None:
         return None
 
 
-def read_existing(output: Path) -> pd.DataFrame | None:
+def read_existing(output) -> pd.DataFrame | None:
     """The history already in ``output`` (None if there is none yet), read once for resuming and repeats."""
+    if is_store(output):
+        try:
+            return read_history(output)
+        except FileNotFoundError:  # a store not created yet
+            return None
     if not output.exists() or output.stat().st_size == 0:
         return None
     return read_history(output)
@@ -620,8 +627,9 @@ def run_local(configs: list[RunConfig], output: Path, *, timeout_s: float = 600.
     ----------
     configs : list of RunConfig
         The configurations, all on one device type (the first one's).
-    output : path
-        ``.csv`` or ``.parquet`` history; created if absent, appended to otherwise.
+    output : path, URL or HistoryStore
+        A history store (``runs.db``, ``postgresql://...``) or a ``.csv``/``.parquet`` file; created if absent,
+        appended to otherwise.
     timeout_s : float, default=600.0
         A run still going after this long is killed and recorded with ``status="timeout"``.
     retry_failed : bool, default=False
@@ -634,11 +642,11 @@ def run_local(configs: list[RunConfig], output: Path, *, timeout_s: float = 600.
     DataFrame
         The records written by this call.
     """
-    output = Path(output)
+    output = history_target(output)
     timeout_s = check_positive_float(timeout_s, "timeout_s", "run_sweep")
-    if output.suffix.lower() not in (".csv", ".parquet", ".pq"):
-        raise ValueError(f"Run history {str(output)!r} must end in .csv or .parquet (got suffix {output.suffix!r}).")
-    check_writable(output)  # before the first run is measured, not after
+    check_history_target(output)
+    if isinstance(output, Path):
+        check_writable(output)  # before the first run is measured, not after
     _lifeline.check_stale_workers()
     device = configs[0].device if configs else "cpu"
     gpu_type = _detect_gpu_type(device)
@@ -677,9 +685,16 @@ def run_local(configs: list[RunConfig], output: Path, *, timeout_s: float = 600.
     return pd.DataFrame(written)
 
 
-def append_steps(output: Path, run_id: str, times: list[float]) -> None:
+def append_steps(output, run_id: str, times: list[float]) -> None:
+    """Keep a run's per-step times: in the store itself, or in the sidecar ``<output>.steps.jsonl`` of a CSV or
+    Parquet history."""
     if not times:
         return
+    if is_store(output):
+        with open_store(output) as store:
+            store.append_steps(run_id, [round(t, 7) for t in times])
+        return
+    output = Path(output)
     side = output.with_name(output.name + ".steps.jsonl")
     line = json.dumps({"run_id": run_id, "step_times_s": [round(t, 7) for t in times]}) + "\n"
     with FileLock(str(side) + ".lock"):
