@@ -2,8 +2,10 @@
 
 Usage: ``python -m perfmodel.measure._worker CONFIG.json RESULT.json`` for one device, or the same module under
 ``torchrun --nproc_per_node N -m`` for data-parallel runs (DDP; NCCL on GPUs, gloo on CPU). Only rank 0 writes
-RESULT.json. The parent records failures (non-zero exit, out of memory, time-out) from the exit status and stderr;
-the last stderr line of a failed worker is ``perfmodel-worker: <ExceptionType>: <first line of the message>``.
+RESULT.json. A layout decoder (:mod:`perfmodel.measure.layouts`) runs split over tensor-, pipeline- and
+data-parallel ranks instead (:mod:`perfmodel.measure._layout_worker`). The parent records failures (non-zero
+exit, out of memory, time-out) from the exit status and stderr; the last stderr line of a failed worker is
+``perfmodel-worker: <ExceptionType>: <first line of the message>``.
 
 :func:`measure_config` is the measurement itself, callable in-process (``benchmarks/gpu_campaign.py`` runs many
 configurations in one long-lived process this way).
@@ -310,7 +312,14 @@ def main(config_path: str, result_path: str) -> int:
         dist.init_process_group("nccl" if use_cuda else "gloo")
         if local_rank == 0:  # tells this node's parent whether it records the run (multi-node: one node does)
             _write_text(result_path + ".role", "leader" if rank == 0 else "follower")
-    rec = measure_config(cfg, device=device, world=world, rank=rank, local_rank=local_rank)
+    from .layouts import is_layout_model
+
+    if is_layout_model(cfg["model"]):  # a decoder split over tensor/pipeline/data-parallel ranks
+        from ._layout_worker import measure_layout_config
+
+        rec = measure_layout_config(cfg, device=device, world=world, rank=rank, local_rank=local_rank)
+    else:
+        rec = measure_config(cfg, device=device, world=world, rank=rank, local_rank=local_rank)
     if rank == 0:
         rec["nodes"] = max(1, world // int(os.environ.get("LOCAL_WORLD_SIZE", world)))
         rec["launcher"] = "torchrun" if world > 1 else "local"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from .layouts import layouts_sweep_configs
 from .sweep import DEFAULT_SWEEP, RunConfig, default_sweep_configs, sweep_configs
 from .zoo import ZOO
 
@@ -176,11 +177,12 @@ def online_sweep_configs(device: str = "cpu", **overrides) -> list[RunConfig]:
 
 #: Sweep name (``perfmodel measure --sweep NAME``) -> configuration builder.
 SWEEPS = {"default": default_sweep_configs, "zoo": zoo_sweep_configs, "calibrate": calibration_configs,
-          "online": online_sweep_configs}
+          "online": online_sweep_configs, "layouts": layouts_sweep_configs}
 
 
 def named_sweep_configs(name: str, device: str = "cpu", **overrides) -> list[RunConfig]:
-    """The configurations of a named sweep (:data:`SWEEPS`: ``default``, ``zoo``, ``calibrate``, ``online``).
+    """The configurations of a named sweep (:data:`SWEEPS`: ``default``, ``zoo``, ``calibrate``, ``online``,
+    ``layouts`` (:data:`perfmodel.measure.layouts.LAYOUTS_SWEEP`)).
 
     Parameters
     ----------
