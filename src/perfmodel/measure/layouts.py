@@ -195,16 +195,24 @@ def layouts_sweep_configs(device: str = "cpu", **overrides) -> list:
     device : str, default="cpu"
         The device type of every run.
     **overrides
-        Run options (:class:`~perfmodel.measure.sweep.RunConfig` fields) that replace the sweep's own.
+        Run options (:class:`~perfmodel.measure.sweep.RunConfig` fields) that replace the sweep's own
+        (``grad_accum`` only at 1: the sweep derives it from the global batch and the micro-batch).
 
     Returns
     -------
     list of RunConfig
         Ordered by repeat, model, micro-batch size, layout.
+
+    Raises
+    ------
+    LayoutError
+        ``grad_accum`` other than 1 among ``overrides``.
     """
     from .sweep import RunConfig
 
     d = LAYOUTS_SWEEP
+    if overrides.pop("grad_accum", 1) != 1:
+        raise LayoutError("The layouts sweep sets its own micro-batches per step (grad_accum); drop the override.")
     opts = {**d["run_options"], **overrides}
 
     def grid(models, micro_batches, repeat):
