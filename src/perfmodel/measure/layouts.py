@@ -101,7 +101,8 @@ def layout_shape(model: str, knobs: dict | None = None, seq_len: int | None = No
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise LayoutError(f"The shape's {k!r} of {model} must be a positive int. Got {v!r}.")
     if shape["d_model"] % shape["n_heads"]:
-        raise LayoutError(f"d_model ({shape['d_model']}) of {model} must be a multiple of n_heads ({shape['n_heads']}).")
+        raise LayoutError(f"d_model ({shape['d_model']}) of {model} must be a multiple of n_heads "
+                          f"({shape['n_heads']}).")
     return shape
 
 
@@ -169,10 +170,11 @@ def layout_problems(model: str, *, gpu_count: int, tp: int = 1, pp: int = 1, mic
 
 
 #: The layout sweep of the bundled ``data/runs_cpu_layouts.csv``: two decoders at a global batch of 16 sequences
-#: under twelve layouts on 1, 2 and 4 processes and two micro-batch sizes (1 and 4 sequences; one micro-batch per
-#: replica is also 4 for dp 4), then two more repeats of the ``layout-gpt-s`` runs at micro-batch 4 for the noise.
-#: Each entry of ``layouts`` is ``(processes, tp, pp, sequence_parallel)``. One torch thread per process, so that
-#: each process stands for one device (1 process: 1 core; 4 processes oversubscribe a 2-core host twice).
+#: under twelve layouts on 1, 2 and 4 processes and two micro-batch sizes (4 and 1 sequences; one micro-batch per
+#: replica is at most its share, 4 for dp 4), every configuration three times, repeat index outermost (so that a
+#: burst of other work on a shared host touches one repeat of a configuration, not all three). Each entry of
+#: ``layouts`` is ``(processes, tp, pp, sequence_parallel)``. One torch thread per process, so that each process
+#: stands for one device (1 process: 1 core; 4 processes oversubscribe a 2-core host twice).
 LAYOUTS_SWEEP = {
     "models": ("layout-gpt-s", "layout-gpt-m"),
     "global_batch": 16,
@@ -180,15 +182,13 @@ LAYOUTS_SWEEP = {
     "layouts": ((1, 1, 1, False), (2, 1, 1, False), (2, 2, 1, False), (2, 2, 1, True), (2, 1, 2, False),
                 (4, 1, 1, False), (4, 4, 1, False), (4, 4, 1, True), (4, 1, 4, False), (4, 2, 1, False),
                 (4, 1, 2, False), (4, 2, 2, False)),
-    "repeat_models": ("layout-gpt-s",),
-    "repeat_micro_batches": (4,),
     "repeats": 3,
     "run_options": {"max_seconds": 2.0, "warmup_steps": 2, "min_steps": 5, "max_steps": 200, "threads": 1},
 }
 
 
 def layouts_sweep_configs(device: str = "cpu", **overrides) -> list:
-    """The configurations of :data:`LAYOUTS_SWEEP` (repeat 0 of everything, then the extra repeats).
+    """The configurations of :data:`LAYOUTS_SWEEP`, repeat index outermost.
 
     Parameters
     ----------
@@ -226,7 +226,4 @@ def layouts_sweep_configs(device: str = "cpu", **overrides) -> list:
                                          sequence_parallel=sp, device=device, repeat=repeat, **opts))
         return out
 
-    configs = grid(d["models"], d["micro_batches"], 0)
-    for r in range(1, d["repeats"]):
-        configs += grid(d["repeat_models"], d["repeat_micro_batches"], r)
-    return configs
+    return [c for r in range(d["repeats"]) for c in grid(d["models"], d["micro_batches"], r)]
