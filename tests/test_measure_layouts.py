@@ -20,8 +20,8 @@ torch = pytest.importorskip("torch")
 import perfmodel  # noqa: E402
 from perfmodel.exceptions import LayoutError  # noqa: E402
 from perfmodel.measure import RunConfig, run_sweep  # noqa: E402
-from perfmodel.measure.layouts import (LAYOUT_MODELS, LAYOUTS_SWEEP, layout_problems, layout_shape,  # noqa: E402
-                                       layouts_sweep_configs)
+from perfmodel.measure.layouts import LAYOUT_MODELS, LAYOUTS_SWEEP, layout_problems, layout_shape  # noqa: E402
+from perfmodel.measure.plans import layouts_sweep_configs  # noqa: E402
 from perfmodel.measure.sweep import base_record  # noqa: E402
 from perfmodel.schema import LAYOUT_COLUMNS, SHAPE_COLUMNS  # noqa: E402
 

@@ -291,7 +291,7 @@ def measure_layout_config(cfg: dict, *, device, world: int = 1, rank: int = 0, l
 
     from ._peakmem import CpuPeakMemory, tensor_bytes
     from ._timing import StopRule, summarise_steps
-    from ._worker import _make_optimizer, setup_precision
+    from ._train_setup import make_optimizer, setup_precision
     from .telemetry import NvmlSampler, host_facts, nvml_device_facts
     from .zoo import count_params
 
@@ -325,7 +325,7 @@ def measure_layout_config(cfg: dict, *, device, world: int = 1, rank: int = 0, l
     amp_dtype, scaler, ran_precision = setup_precision(cfg.get("precision", "fp32"), device)
     if scaler is not None:
         raise ValueError("fp16 with a GradScaler is not supported in layout runs; use bf16 or fp32.")
-    opt = _make_optimizer(torch, cfg.get("optimizer", "adamw"), module.parameters())
+    opt = make_optimizer(torch, cfg.get("optimizer", "adamw"), module.parameters())
 
     # synthetic tokens, generated once: the same on the ranks of one replica, different between replicas
     gen = torch.Generator().manual_seed(1000 + dp_rank)

@@ -27,7 +27,8 @@ device's share of it (``global_batch_size / gpu_count``, fractional when ``tp x 
 sequences) and its layout and shape columns (:data:`perfmodel.schema.LAYOUT_COLUMNS`,
 :data:`perfmodel.schema.SHAPE_COLUMNS`) are filled.
 
-This module is plain Python (the registry, the checks and the named sweep); the torch side is
+This module is plain Python (the registry, the checks and the named sweep's definition, whose configurations
+:func:`perfmodel.measure.plans.layouts_sweep_configs` builds); the torch side is
 :mod:`perfmodel.measure._layout_worker`.
 """
 
@@ -35,8 +36,7 @@ from __future__ import annotations
 
 from ..exceptions import LayoutError
 
-__all__ = ["LAYOUT_MODELS", "PP_SCHEDULES", "is_layout_model", "layout_shape", "layout_problems",
-           "LAYOUTS_SWEEP", "layouts_sweep_configs"]
+__all__ = ["LAYOUT_MODELS", "PP_SCHEDULES", "is_layout_model", "layout_shape", "layout_problems", "LAYOUTS_SWEEP"]
 
 #: Decoders for layout runs: name -> shape. ``n_layers`` divides by pipeline degrees up to 4, ``n_heads``,
 #: ``vocab`` and ``seq`` by tensor-parallel degrees up to 4 (sequence parallelism splits the sequence).
@@ -185,45 +185,3 @@ LAYOUTS_SWEEP = {
     "repeats": 3,
     "run_options": {"max_seconds": 2.0, "warmup_steps": 2, "min_steps": 5, "max_steps": 200, "threads": 1},
 }
-
-
-def layouts_sweep_configs(device: str = "cpu", **overrides) -> list:
-    """The configurations of :data:`LAYOUTS_SWEEP`, repeat index outermost.
-
-    Parameters
-    ----------
-    device : str, default="cpu"
-        The device type of every run.
-    **overrides
-        Run options (:class:`~perfmodel.measure.sweep.RunConfig` fields) that replace the sweep's own
-        (``grad_accum`` only at 1: the sweep derives it from the global batch and the micro-batch).
-
-    Returns
-    -------
-    list of RunConfig
-        Ordered by repeat, model, micro-batch size, layout.
-
-    Raises
-    ------
-    LayoutError
-        ``grad_accum`` other than 1 among ``overrides``.
-    """
-    from .sweep import RunConfig
-
-    d = LAYOUTS_SWEEP
-    if overrides.pop("grad_accum", 1) != 1:
-        raise LayoutError("The layouts sweep sets its own micro-batches per step (grad_accum); drop the override.")
-    opts = {**d["run_options"], **overrides}
-
-    def grid(models, micro_batches, repeat):
-        out = []
-        for m in models:
-            for mb in micro_batches:
-                for n, tp, pp, sp in d["layouts"]:
-                    dp = n // (tp * pp)
-                    accum = d["global_batch"] // (dp * mb)
-                    out.append(RunConfig(model=m, batch_size=mb, grad_accum=accum, gpu_count=n, tp=tp, pp=pp,
-                                         sequence_parallel=sp, device=device, repeat=repeat, **opts))
-        return out
-
-    return [c for r in range(d["repeats"]) for c in grid(d["models"], d["micro_batches"], r)]

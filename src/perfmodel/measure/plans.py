@@ -16,12 +16,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .layouts import layouts_sweep_configs
+from ..exceptions import LayoutError
+from .layouts import LAYOUTS_SWEEP
 from .sweep import DEFAULT_SWEEP, RunConfig, default_sweep_configs, sweep_configs
 from .zoo import ZOO
 
 __all__ = ["ZOO_SWEEP", "CALIBRATION_SWEEP", "ONLINE_SWEEP", "SWEEPS", "SweepPlan", "zoo_sweep_configs", "calibration_configs",
-           "online_sweep_configs", "named_sweep_configs", "plan"]
+           "online_sweep_configs", "layouts_sweep_configs", "named_sweep_configs", "plan"]
 
 #: Seconds per run on a quiet 2-core host by worker count (see the module docstring), and per FLOP count.
 RUN_COST_S = {1: 8.0, 2: 11.5}
@@ -173,6 +174,46 @@ def online_sweep_configs(device: str = "cpu", **overrides) -> list[RunConfig]:
     """
     d = ONLINE_SWEEP
     return sweep_configs(d["models"], d["batch_sizes"], (1,), device=device, **{**d["run_options"], **overrides})
+
+
+def layouts_sweep_configs(device: str = "cpu", **overrides) -> list:
+    """The configurations of :data:`perfmodel.measure.layouts.LAYOUTS_SWEEP`, repeat index outermost.
+
+    Parameters
+    ----------
+    device : str, default="cpu"
+        The device type of every run.
+    **overrides
+        Run options (:class:`~perfmodel.measure.sweep.RunConfig` fields) that replace the sweep's own
+        (``grad_accum`` only at 1: the sweep derives it from the global batch and the micro-batch).
+
+    Returns
+    -------
+    list of RunConfig
+        Ordered by repeat, model, micro-batch size, layout.
+
+    Raises
+    ------
+    LayoutError
+        ``grad_accum`` other than 1 among ``overrides``.
+    """
+    d = LAYOUTS_SWEEP
+    if overrides.pop("grad_accum", 1) != 1:
+        raise LayoutError("The layouts sweep sets its own micro-batches per step (grad_accum); drop the override.")
+    opts = {**d["run_options"], **overrides}
+
+    def grid(models, micro_batches, repeat):
+        out = []
+        for m in models:
+            for mb in micro_batches:
+                for n, tp, pp, sp in d["layouts"]:
+                    dp = n // (tp * pp)
+                    accum = d["global_batch"] // (dp * mb)
+                    out.append(RunConfig(model=m, batch_size=mb, grad_accum=accum, gpu_count=n, tp=tp, pp=pp,
+                                         sequence_parallel=sp, device=device, repeat=repeat, **opts))
+        return out
+
+    return [c for r in range(d["repeats"]) for c in grid(d["models"], d["micro_batches"], r)]
 
 
 #: Sweep name (``perfmodel measure --sweep NAME``) -> configuration builder.
