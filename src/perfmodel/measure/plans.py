@@ -265,6 +265,8 @@ class SweepPlan:
         The highest repeat index plus one (0 for no runs).
     expected_s : float
         Expected wall seconds on a quiet 2-core host (the module docstring's constants).
+    subset : bool, default=True
+        Whether only some configurations are repeated (False: every one has every repeat index).
     """
 
     runs: int
@@ -272,12 +274,13 @@ class SweepPlan:
     by_workers: dict
     repeats: int
     expected_s: float
+    subset: bool = True
 
     def __str__(self) -> str:
         workers = ", ".join(f"{n} on {k} worker{'s' if k > 1 else ''}" for k, n in sorted(self.by_workers.items()))
         minutes = self.expected_s / 60
         return (f"{self.runs} runs of {self.models} models ({workers}; {self.repeats} repeat"
-                f"{'s' if self.repeats > 1 else ''} of a subset), about {minutes:.0f} min on a quiet 2-core host"
+                f"{'s' if self.repeats > 1 else ''} of {'a subset' if self.subset else 'each'}), about {minutes:.0f} min on a quiet 2-core host"
                 if self.repeats > 1 else
                 f"{self.runs} runs of {self.models} models ({workers}), about "
                 f"{minutes:.1f} min on a quiet 2-core host")
@@ -316,4 +319,6 @@ def plan(configs, output=None) -> SweepPlan:
     models = {c.model for c in configs}
     seconds += FLOP_COUNT_S * sum(1 for m in models if m in ZOO)
     repeats = max((c.repeat for c in configs), default=-1) + 1
-    return SweepPlan(len(configs), len(models), by_workers, repeats, seconds)
+    distinct = {c.key("*")[:5] + c.key("*")[6:] for c in configs}  # the key without its repeat index
+    return SweepPlan(len(configs), len(models), by_workers, repeats, seconds,
+                     subset=len(configs) != repeats * len(distinct))
