@@ -236,7 +236,9 @@ class TestCli:
         proc = run_cli("measure", "--list-models")
         assert proc.returncode == 0, proc.stderr
         rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines()[1:]}
-        assert set(rows) == set(ZOO) | set(LARGE_ZOO)
+        from perfmodel.measure.layouts import LAYOUT_MODELS
+
+        assert set(rows) == set(ZOO) | set(LARGE_ZOO) | set(LAYOUT_MODELS)  # the layout decoders listed last
         assert rows["mobilenet-s"][1] == "cnn-depthwise" and float(rows["mlp-xs"][3]) == pytest.approx(93952, rel=1e-3)
         assert "GPU-sized" in " ".join(rows["gpt-124m"])
 

@@ -189,10 +189,11 @@ def _parser() -> argparse.ArgumentParser:
                                           "folder)")
     m.add_argument("--list-models", action="store_true",
                    help="list the zoo (family, parameters, FLOPs per sample) and exit")
-    m.add_argument("--sweep", choices=["default", "zoo", "calibrate", "online"], default=None,
+    m.add_argument("--sweep", choices=["default", "zoo", "calibrate", "online", "layouts"], default=None,
                    help="a named sweep: default (the first 112 runs of the bundled CPU history), zoo (every zoo architecture, "
                         "about half an hour on 2 cores), calibrate (as --calibrate), online (ten 400-step runs for the "
-                        "online remaining-time benchmark, about three minutes)")
+                        "online remaining-time benchmark, about three minutes), layouts (tensor/pipeline/data-parallel "
+                        "layouts of two decoders on 1-4 processes, as data/runs_cpu_layouts.csv)")
     m.add_argument("--calibrate", action="store_true",
                    help="measure this host in about four minutes (a fixed, op-diverse zoo sweep on CPU) to combine "
                         "with the bundled history: --history calibration_cpu.csv --history cpu "
@@ -201,6 +202,20 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--launcher", choices=["local", "slurm"], default="local",
                    help="local: run here, one configuration after another (torchrun for several devices/nodes); "
                         "slurm: one job per configuration through submitit (needs the 'slurm' extra)")
+    la = m.add_argument_group("layouts of a decoder (--models layout-gpt-s,layout-gpt-m,layout-gpt-l; --gpu-counts "
+                              "are processes split tp x pp x dp)")
+    la.add_argument("--tensor-parallel", type=_count, default=1, metavar="TP",
+                    help="tensor-parallel degree (torch.distributed.tensor.parallel; default 1)")
+    la.add_argument("--pipeline-parallel", type=_count, default=1, metavar="PP",
+                    help="pipeline stages (torch.distributed.pipelining; default 1)")
+    la.add_argument("--sequence-parallel", action="store_true", help="sequence-parallel norms (needs TP > 1)")
+    la.add_argument("--pp-schedule", choices=["1f1b", "gpipe"], default="1f1b",
+                    help="pipeline schedule (1f1b needs at least PP micro-batches per step; default 1f1b)")
+    la.add_argument("--global-batch", type=_count, help="sequences per optimizer step over all processes (instead of "
+                                                        "--batch-sizes/--grad-accum)")
+    la.add_argument("--micro-batch", type=_count,
+                    help="sequences per forward/backward pass of one replica, with --global-batch (default: the "
+                         "replica's whole share, one micro-batch)")
     tr = m.add_argument_group("multi-node (torchrun, c10d rendezvous; start the same command on every node)")
     tr.add_argument("--nnodes", type=_count, help="nodes per run")
     tr.add_argument("--nproc-per-node", type=_count, help="processes (GPUs) per node; gpu_count = nnodes x this")
@@ -538,6 +553,8 @@ def _cmd_measure(args) -> int:
         from .measure.plans import named_sweep_configs
 
         configs = named_sweep_configs(named, device=device, **opts, **job)
+    elif _is_layout_request(args):
+        configs = _layout_configs(args, device, {"max_seconds": 10.0, **opts, **job})
     elif args.models is None and args.batch_sizes is None and args.gpu_counts is None:
         configs = default_sweep_configs(device=device, **opts, **job)
     else:
@@ -586,6 +603,83 @@ def _print_plan(configs, named, args) -> None:
     print(f"{named or 'sweep'}: {todo}{left}", file=sys.stderr, flush=True)
 
 
+def _layout_flags_given(args) -> list[tuple[str, bool]]:
+    """The layout flags and whether each was given (not at its default)."""
+    return [("--tensor-parallel", args.tensor_parallel != 1), ("--pipeline-parallel", args.pipeline_parallel != 1),
+            ("--sequence-parallel", bool(args.sequence_parallel)), ("--pp-schedule", args.pp_schedule != "1f1b"),
+            ("--global-batch", args.global_batch is not None), ("--micro-batch", args.micro_batch is not None)]
+
+
+def _is_layout_request(args) -> bool:
+    """Whether the flags ask for layout runs (a layout decoder among --models, or a layout flag); refuses a mix
+    of layout decoders and other models, and layout flags without a layout decoder, in one line naming the flags."""
+    from .measure.layouts import LAYOUT_MODELS, is_layout_model
+
+    flags = [f for f, given in _layout_flags_given(args) if given]
+    models = args.models or []
+    layout = [m for m in models if is_layout_model(m)]
+    if layout and len(layout) != len(models):
+        other = [m for m in models if not is_layout_model(m)]
+        raise ValueError(f"--models mixes layout decoders ({', '.join(layout)}) with other models "
+                         f"({', '.join(other)}); measure them in separate commands.")
+    if flags and not layout:
+        raise ValueError(f"{', '.join(flags)}: only for the layout decoders (--models "
+                         f"{','.join(LAYOUT_MODELS)}).")
+    return bool(layout)
+
+
+def _layout_configs(args, device: str, options: dict) -> list:
+    """The layout runs the flags ask for, each checked (one line naming the flags on a bad layout)."""
+    from .measure.layouts import layout_problems
+    from .measure.sweep import RunConfig
+
+    tp, pp = args.tensor_parallel, args.pipeline_parallel
+    if tp < 1 or pp < 1:
+        raise ValueError(f"--tensor-parallel and --pipeline-parallel must be positive ints. Got {tp}, {pp}.")
+    if args.micro_batch is not None and args.global_batch is None:
+        raise ValueError("--micro-batch needs --global-batch (or give the micro-batch as --batch-sizes with "
+                         "--grad-accum micro-batches per step).")
+    if args.global_batch is not None and (args.batch_sizes is not None or args.grad_accum != 1):
+        raise ValueError("give either --global-batch [--micro-batch] or --batch-sizes/--grad-accum, not both.")
+    names = {"tp": "--tensor-parallel", "pp": "--pipeline-parallel", "gpu_count": "--gpu-counts",
+             "sequence_parallel": "--sequence-parallel", "pp_schedule": "--pp-schedule",
+             "micro_batches": ("--global-batch / (dp x --micro-batch) =" if args.global_batch is not None
+                               else "--grad-accum")}
+    counts = args.gpu_counts or [tp * pp]
+    configs = []
+    for r in range(args.repeats):
+        for model in args.models:
+            for n in counts:
+                if n % (tp * pp):
+                    raise ValueError(f"--tensor-parallel {tp} x --pipeline-parallel {pp} = {tp * pp} processes per "
+                                     f"replica do not divide --gpu-counts {n}.")
+                dp = n // (tp * pp)
+                if args.global_batch is not None:
+                    if args.global_batch % dp:
+                        raise ValueError(f"--global-batch {args.global_batch} does not split over the {dp} "
+                                         f"data-parallel replicas of --gpu-counts {n} (--tensor-parallel {tp} x "
+                                         f"--pipeline-parallel {pp}).")
+                    share = args.global_batch // dp
+                    mb = args.micro_batch or share
+                    if share % mb:
+                        raise ValueError(f"--micro-batch {mb} does not divide a replica's {share} sequences "
+                                         f"(--global-batch {args.global_batch} over dp {dp}).")
+                    batches = [(mb, share // mb)]
+                else:
+                    batches = [(b, args.grad_accum) for b in (args.batch_sizes or [8])]
+                for mb, accum in batches:
+                    problems = layout_problems(model, gpu_count=n, tp=tp, pp=pp, micro_batches=accum,
+                                               sequence_parallel=args.sequence_parallel, pp_schedule=args.pp_schedule,
+                                               seq_len=args.seq_len, names=names)
+                    if problems:
+                        raise ValueError(" ".join(problems))
+                    opts = {**options, "grad_accum": accum}
+                    configs += [RunConfig(model=model, batch_size=mb, gpu_count=n, precision=p, device=device,
+                                          repeat=r, tp=tp, pp=pp, sequence_parallel=args.sequence_parallel,
+                                          pp_schedule=args.pp_schedule, **opts) for p in args.precisions]
+    return configs
+
+
 def _named_sweep(args) -> str | None:
     """The named sweep the flags ask for (``--sweep``, ``--calibrate``), refusing flags that would change it."""
     named = "calibrate" if args.calibrate else args.sweep
@@ -597,7 +691,8 @@ def _named_sweep(args) -> str | None:
     fixed = [f for f, given in (("--models", args.models is not None), ("--batch-sizes", args.batch_sizes is not None),
                                 ("--gpu-counts", args.gpu_counts is not None), ("--repeats", args.repeats != 1),
                                 ("--precisions", args.precisions != ["fp32"]), ("--name", args.name is not None),
-                                ("--launcher", args.launcher != "local"), ("--nnodes", args.nnodes is not None))
+                                ("--launcher", args.launcher != "local"), ("--nnodes", args.nnodes is not None),
+                                *_layout_flags_given(args))
              if given]
     if fixed:
         raise ValueError(f"{flag} is a fixed sweep; {', '.join(fixed)} would change it (drop "
@@ -615,6 +710,14 @@ def _list_models() -> int:
         d = describe(name)
         size = "GPU-sized (FLOPs counted on meta)" if name in LARGE_ZOO else "CPU"
         print(f"{name:<16} {d['family']:<19} {d['params']:>12,d} {d['flops_per_sample']:>13.3g}  {size}", flush=True)
+    from .measure._layout_worker import build_decoder, layout_flops_per_sample
+    from .measure.layouts import LAYOUT_MODELS
+
+    for name in LAYOUT_MODELS:  # the decoders that run split over tensor/pipeline/data-parallel processes
+        module, _ = build_decoder(name)
+        params = sum(p.numel() for p in module.parameters())
+        print(f"{name:<16} {'decoder':<19} {params:>12,d} {layout_flops_per_sample(name):>13.3g}  "
+              f"CPU (layouts: --tensor-parallel/--pipeline-parallel)", flush=True)
     return 0
 
 

@@ -88,9 +88,11 @@ def explain_timing_flag(flag: str, cv: float | None, median: float | None = None
             f"{flag!r}; measure it again with nothing else running, or drop such rows from the history before fitting.")
 
 
-#: The record columns that identify one configuration (its repeats share them).
+#: The record columns that identify one configuration (its repeats share them); the layout columns tell apart
+#: layout runs of one model on as many devices (empty, and so equal, in runs without them).
 CONFIG_COLUMNS = ("model", "batch_size", "gpu_count", "gpu_type", "precision", "grad_accum", "optimizer", "compiled",
-                   "activation_checkpointing", "seq_len", "threads_per_worker", "nodes")
+                   "activation_checkpointing", "seq_len", "threads_per_worker", "nodes", "micro_batch_size", "tp", "pp",
+                   "sequence_parallel")
 
 
 def config_key(record) -> tuple:

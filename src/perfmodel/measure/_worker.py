@@ -2,8 +2,10 @@
 
 Usage: ``python -m perfmodel.measure._worker CONFIG.json RESULT.json`` for one device, or the same module under
 ``torchrun --nproc_per_node N -m`` for data-parallel runs (DDP; NCCL on GPUs, gloo on CPU). Only rank 0 writes
-RESULT.json. The parent records failures (non-zero exit, out of memory, time-out) from the exit status and stderr;
-the last stderr line of a failed worker is ``perfmodel-worker: <ExceptionType>: <first line of the message>``.
+RESULT.json. A layout decoder (:mod:`perfmodel.measure.layouts`) runs split over tensor-, pipeline- and
+data-parallel ranks instead (:mod:`perfmodel.measure._layout_worker`). The parent records failures (non-zero
+exit, out of memory, time-out) from the exit status and stderr; the last stderr line of a failed worker is
+``perfmodel-worker: <ExceptionType>: <first line of the message>``.
 
 :func:`measure_config` is the measurement itself, callable in-process (``benchmarks/gpu_campaign.py`` runs many
 configurations in one long-lived process this way).
@@ -17,7 +19,11 @@ import os
 import sys
 import time
 
+from ._train_setup import make_optimizer, set_tf32, setup_precision
+
 ERROR_PREFIX = "perfmodel-worker: "
+#: Kept under its old name (``benchmarks/gpu_campaign.py`` and the tests import it from here).
+_set_tf32 = set_tf32
 
 
 def _write_json(path: str, obj: dict) -> None:
@@ -30,51 +36,6 @@ def _write_text(path: str, text: str) -> None:
     from .._atomic import atomic_write_bytes
 
     atomic_write_bytes(path, text.encode("utf-8"))
-
-
-def _set_tf32(torch, enabled: bool) -> None:
-    """TF32 for matmuls and cuDNN (convolutions, RNNs) on or off.
-
-    Through ``set_float32_matmul_precision`` and ``cudnn.allow_tf32``, which keep torch's legacy and per-backend
-    precision settings consistent: setting ``torch.backends.cuda.matmul.fp32_precision`` directly makes a later
-    ``torch.get_float32_matmul_precision()`` (which torch.compile's inductor calls) raise in recent torch.
-    """
-    torch.set_float32_matmul_precision("high" if enabled else "highest")
-    torch.backends.cudnn.allow_tf32 = bool(enabled)
-
-
-def setup_precision(precision: str, device) -> tuple:
-    """Set the device flags for ``precision``; return ``(autocast dtype or None, GradScaler or None, what runs)``.
-
-    ``fp32`` turns TF32 off; ``tf32`` turns it on where the GPU has it (compute capability 8.0+; else the run is
-    plain fp32 and records so); ``bf16``/``fp16`` autocast (fp16 with a GradScaler). On CPU, fp32 and bf16.
-    """
-    import torch
-
-    cuda = device.type == "cuda"
-    if precision not in ("fp32", "tf32", "fp16", "bf16"):
-        raise ValueError(f"precision must be fp32, tf32, fp16 or bf16 for a measured run. Got {precision!r}.")
-    if precision in ("fp16", "tf32") and not cuda:
-        raise ValueError(f"precision {precision!r} needs a CUDA device; on CPU use fp32 or bf16.")
-    ran = precision
-    if cuda:
-        tf32_capable = torch.cuda.get_device_capability(device) >= (8, 0)
-        _set_tf32(torch, precision == "tf32" and tf32_capable)
-        if precision == "tf32" and not tf32_capable:
-            ran = "fp32"
-        if precision == "bf16" and not torch.cuda.is_bf16_supported(including_emulation=False):
-            raise RuntimeError("bf16 is not supported on this GPU (compute capability < 8.0)")
-    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-    scaler = torch.amp.GradScaler("cuda") if (precision == "fp16" and cuda) else None
-    return amp_dtype, scaler, ran
-
-
-def _make_optimizer(torch, name: str, params):
-    if name == "adamw":
-        return torch.optim.AdamW(params, lr=1e-4)
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=1e-3, momentum=0.9)
-    raise ValueError(f"optimizer must be 'adamw' or 'sgd'. Got {name!r}.")
 
 
 def _op_columns(cfg: dict, fkey: tuple, cache: dict | None) -> dict:
@@ -145,7 +106,7 @@ def measure_config(cfg: dict, *, device, world: int = 1, rank: int = 0, local_ra
     model.train()
     if world > 1:
         model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank] if use_cuda else None)
-    opt = _make_optimizer(torch, cfg.get("optimizer", "adamw"), model.parameters())
+    opt = make_optimizer(torch, cfg.get("optimizer", "adamw"), model.parameters())
     inputs, target = wl.make_inputs(int(cfg["batch_size"]), device)  # synthetic, generated once on the device
     amp_dtype, scaler, ran_precision = setup_precision(cfg.get("precision", "fp32"), device)
     if cfg.get("compile"):
@@ -310,7 +271,14 @@ def main(config_path: str, result_path: str) -> int:
         dist.init_process_group("nccl" if use_cuda else "gloo")
         if local_rank == 0:  # tells this node's parent whether it records the run (multi-node: one node does)
             _write_text(result_path + ".role", "leader" if rank == 0 else "follower")
-    rec = measure_config(cfg, device=device, world=world, rank=rank, local_rank=local_rank)
+    from .layouts import is_layout_model
+
+    if is_layout_model(cfg["model"]):  # a decoder split over tensor/pipeline/data-parallel ranks
+        from ._layout_worker import measure_layout_config
+
+        rec = measure_layout_config(cfg, device=device, world=world, rank=rank, local_rank=local_rank)
+    else:
+        rec = measure_config(cfg, device=device, world=world, rank=rank, local_rank=local_rank)
     if rank == 0:
         rec["nodes"] = max(1, world // int(os.environ.get("LOCAL_WORLD_SIZE", world)))
         rec["launcher"] = "torchrun" if world > 1 else "local"

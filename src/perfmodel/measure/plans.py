@@ -16,11 +16,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from ..exceptions import LayoutError
+from .layouts import LAYOUTS_SWEEP
 from .sweep import DEFAULT_SWEEP, RunConfig, default_sweep_configs, sweep_configs
 from .zoo import ZOO
 
 __all__ = ["ZOO_SWEEP", "CALIBRATION_SWEEP", "ONLINE_SWEEP", "SWEEPS", "SweepPlan", "zoo_sweep_configs", "calibration_configs",
-           "online_sweep_configs", "named_sweep_configs", "plan"]
+           "online_sweep_configs", "layouts_sweep_configs", "named_sweep_configs", "plan"]
 
 #: Seconds per run on a quiet 2-core host by worker count (see the module docstring), and per FLOP count.
 RUN_COST_S = {1: 8.0, 2: 11.5}
@@ -174,13 +176,54 @@ def online_sweep_configs(device: str = "cpu", **overrides) -> list[RunConfig]:
     return sweep_configs(d["models"], d["batch_sizes"], (1,), device=device, **{**d["run_options"], **overrides})
 
 
+def layouts_sweep_configs(device: str = "cpu", **overrides) -> list:
+    """The configurations of :data:`perfmodel.measure.layouts.LAYOUTS_SWEEP`, repeat index outermost.
+
+    Parameters
+    ----------
+    device : str, default="cpu"
+        The device type of every run.
+    **overrides
+        Run options (:class:`~perfmodel.measure.sweep.RunConfig` fields) that replace the sweep's own
+        (``grad_accum`` only at 1: the sweep derives it from the global batch and the micro-batch).
+
+    Returns
+    -------
+    list of RunConfig
+        Ordered by repeat, model, micro-batch size, layout.
+
+    Raises
+    ------
+    LayoutError
+        ``grad_accum`` other than 1 among ``overrides``.
+    """
+    d = LAYOUTS_SWEEP
+    if overrides.pop("grad_accum", 1) != 1:
+        raise LayoutError("The layouts sweep sets its own micro-batches per step (grad_accum); drop the override.")
+    opts = {**d["run_options"], **overrides}
+
+    def grid(models, micro_batches, repeat):
+        out = []
+        for m in models:
+            for mb in micro_batches:
+                for n, tp, pp, sp in d["layouts"]:
+                    dp = n // (tp * pp)
+                    accum = d["global_batch"] // (dp * mb)
+                    out.append(RunConfig(model=m, batch_size=mb, grad_accum=accum, gpu_count=n, tp=tp, pp=pp,
+                                         sequence_parallel=sp, device=device, repeat=repeat, **opts))
+        return out
+
+    return [c for r in range(d["repeats"]) for c in grid(d["models"], d["micro_batches"], r)]
+
+
 #: Sweep name (``perfmodel measure --sweep NAME``) -> configuration builder.
 SWEEPS = {"default": default_sweep_configs, "zoo": zoo_sweep_configs, "calibrate": calibration_configs,
-          "online": online_sweep_configs}
+          "online": online_sweep_configs, "layouts": layouts_sweep_configs}
 
 
 def named_sweep_configs(name: str, device: str = "cpu", **overrides) -> list[RunConfig]:
-    """The configurations of a named sweep (:data:`SWEEPS`: ``default``, ``zoo``, ``calibrate``, ``online``).
+    """The configurations of a named sweep (:data:`SWEEPS`: ``default``, ``zoo``, ``calibrate``, ``online``,
+    ``layouts`` (:data:`perfmodel.measure.layouts.LAYOUTS_SWEEP`)).
 
     Parameters
     ----------
@@ -222,6 +265,8 @@ class SweepPlan:
         The highest repeat index plus one (0 for no runs).
     expected_s : float
         Expected wall seconds on a quiet 2-core host (the module docstring's constants).
+    subset : bool, default=True
+        Whether only some configurations are repeated (False: every one has every repeat index).
     """
 
     runs: int
@@ -229,12 +274,13 @@ class SweepPlan:
     by_workers: dict
     repeats: int
     expected_s: float
+    subset: bool = True
 
     def __str__(self) -> str:
         workers = ", ".join(f"{n} on {k} worker{'s' if k > 1 else ''}" for k, n in sorted(self.by_workers.items()))
         minutes = self.expected_s / 60
         return (f"{self.runs} runs of {self.models} models ({workers}; {self.repeats} repeat"
-                f"{'s' if self.repeats > 1 else ''} of a subset), about {minutes:.0f} min on a quiet 2-core host"
+                f"{'s' if self.repeats > 1 else ''} of {'a subset' if self.subset else 'each'}), about {minutes:.0f} min on a quiet 2-core host"
                 if self.repeats > 1 else
                 f"{self.runs} runs of {self.models} models ({workers}), about "
                 f"{minutes:.1f} min on a quiet 2-core host")
@@ -272,4 +318,6 @@ def plan(configs, output=None) -> SweepPlan:
     models = {c.model for c in configs}
     seconds += FLOP_COUNT_S * sum(1 for m in models if m in ZOO)
     repeats = max((c.repeat for c in configs), default=-1) + 1
-    return SweepPlan(len(configs), len(models), by_workers, repeats, seconds)
+    distinct = {c.key("*")[:5] + c.key("*")[6:] for c in configs}  # the key without its repeat index
+    return SweepPlan(len(configs), len(models), by_workers, repeats, seconds,
+                     subset=len(configs) != repeats * len(distinct))

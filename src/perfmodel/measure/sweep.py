@@ -39,13 +39,14 @@ from filelock import FileLock
 from .._version import __version__
 from .._atomic import atomic_write, check_writable
 from .._validation import check_positive_float, check_positive_int
-from ..exceptions import NoisyTimingWarning
+from ..exceptions import LayoutError, NoisyTimingWarning
 from ..hardware import PRECISIONS, resolve_gpu_type
 from ..io import append_runs, check_history_target, read_history
 from ..store import history_target, is_store, open_store
 from . import _lifeline
 from ._timing import CONFIG_COLUMNS, config_key, explain_timing_flag, timing_flag
 from ._worker import ERROR_PREFIX
+from .layouts import LAYOUT_MODELS, PP_SCHEDULES, is_layout_model, layout_problems, layout_shape
 from .workload import check_model_spec, default_model_name, factory_spec, model_kind
 from .zoo import ZOO, default_seq_len
 
@@ -62,6 +63,10 @@ _RECORD_KEYS = (
     "cuda_version", "cpu_model", "cpu_cores", "hostname", "torch_version", "python_version", "protocol",
     "model_source", "seq_len", "precision", "grad_accum", "optimizer", "compiled", "activation_checkpointing",
     "nodes", "launcher",
+    # layout runs (perfmodel.measure.layouts): the layout and shape columns of perfmodel.schema
+    "global_batch_size", "micro_batch_size", "tp", "pp", "vp", "cp", "ep", "dp", "zero_stage", "sequence_parallel",
+    "recompute", "gpus_per_node", "n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "n_experts",
+    "active_params",
 )
 OPTIMIZERS = ("adamw", "sgd")
 
@@ -70,6 +75,11 @@ OPTIMIZERS = ("adamw", "sgd")
 class RunConfig:
     """One measured run. ``batch_size`` is per device (per micro-batch with ``grad_accum``); ``gpu_count`` is
     devices (CPU: worker processes).
+
+    A layout decoder (:data:`perfmodel.measure.layouts.LAYOUT_MODELS`) runs split ``tp x pp x dp`` over the
+    ``gpu_count`` processes (:mod:`perfmodel.measure.layouts`); its ``batch_size`` is the micro-batch of one model
+    replica (``tp x pp`` devices) and ``grad_accum`` the micro-batches per step (the pipeline's micro-batches when
+    ``pp > 1``), so that the global batch is ``batch_size x grad_accum x dp``.
 
     ``model`` is a zoo name, ``hf:<type>[?k=v&...]`` or ``pkg.module:factory``; ``name`` replaces it in the
     record. ``seq_len`` sets the sequence length of Hugging Face models (default 128) and of the zoo's sequence
@@ -126,6 +136,16 @@ class RunConfig:
         ``host:port`` of torchrun's c10d rendezvous; required with ``nnodes > 1``, refused otherwise.
     rdzv_id : str, default="perfmodel"
         torchrun's rendezvous id for a multi-node run.
+    tp : int, default=1
+        Tensor-parallel degree (layout decoders only).
+    pp : int, default=1
+        Pipeline-parallel degree (layout decoders only).
+    sequence_parallel : bool, default=False
+        Sequence parallelism in the tensor-parallel norms (layout decoders with ``tp > 1``).
+    pp_schedule : {"1f1b", "gpipe"}, default="1f1b"
+        The pipeline schedule (``torch.distributed.pipelining``'s ``Schedule1F1B`` or ``ScheduleGPipe``); 1F1B
+        needs at least ``pp`` micro-batches (``grad_accum``). Not part of the resume key (no column records it;
+        the record's ``protocol`` names it).
 
     Raises
     ------
@@ -156,6 +176,10 @@ class RunConfig:
     nnodes: int = 1
     rdzv_endpoint: str | None = None
     rdzv_id: str = "perfmodel"
+    tp: int = 1
+    pp: int = 1
+    sequence_parallel: bool = False
+    pp_schedule: str = "1f1b"
 
     def __post_init__(self):
         where = "RunConfig"
@@ -198,6 +222,56 @@ class RunConfig:
             raise ValueError(f"device must be 'cpu' or 'cuda'. Got {self.device!r}.")
         if self.device == "cpu" and self.precision in ("fp16", "tf32"):
             raise ValueError(f"precision {self.precision!r} is not supported on CPU; use fp32 or bf16.")
+        self._check_layout(where)
+
+    def _check_layout(self, where: str) -> None:
+        check_positive_int(self.tp, "tp", where)
+        check_positive_int(self.pp, "pp", where)
+        if not isinstance(self.sequence_parallel, bool):
+            raise TypeError(f"The 'sequence_parallel' parameter of {where} must be a bool. Got "
+                            f"{self.sequence_parallel!r}.")
+        if self.pp_schedule not in PP_SCHEDULES:
+            raise LayoutError(f"The 'pp_schedule' parameter of {where} must be one of {', '.join(PP_SCHEDULES)}. "
+                              f"Got {self.pp_schedule!r}.")
+        if not self.is_layout:
+            if self.tp > 1 or self.pp > 1 or self.sequence_parallel:
+                raise LayoutError(f"tp, pp and sequence_parallel are for the layout decoders "
+                                  f"({', '.join(LAYOUT_MODELS)}); {self.model!r} runs data-parallel only.")
+            return
+        unsupported = [f for f, on in (("compile", self.compile), ("activation_checkpointing",
+                                                                     self.activation_checkpointing),
+                                       ("precision fp16", self.precision == "fp16")) if on]
+        if unsupported:
+            raise LayoutError(f"{where}: a layout run of {self.model} does not support {', '.join(unsupported)}.")
+        problems = layout_problems(self.model, gpu_count=self.gpu_count, tp=self.tp, pp=self.pp,
+                                   micro_batches=self.grad_accum, sequence_parallel=self.sequence_parallel,
+                                   pp_schedule=self.pp_schedule, knobs=self.knobs, seq_len=self.seq_len)
+        if problems:
+            raise LayoutError(f"{where}: " + " ".join(problems))
+
+    @property
+    def is_layout(self) -> bool:
+        """Whether the run is a layout run (a layout decoder, split ``tp x pp x dp``)."""
+        return is_layout_model(self.model)
+
+    @property
+    def dp(self) -> int:
+        """The data-parallel degree: ``gpu_count / (tp x pp)``."""
+        return self.gpu_count // (self.tp * self.pp)
+
+    @property
+    def global_batch(self) -> int:
+        """Samples per optimizer step over all devices: ``batch_size x grad_accum x dp``."""
+        return self.batch_size * self.grad_accum * self.dp
+
+    @property
+    def record_batch_size(self) -> float:
+        """The record's ``batch_size``: per device per step for a layout run (``global_batch / gpu_count``,
+        possibly fractional), else the configured per-device (micro-)batch."""
+        if self.is_layout:
+            share = self.global_batch / self.gpu_count
+            return int(share) if float(share).is_integer() else share
+        return self.batch_size
 
     @property
     def record_name(self) -> str:
@@ -207,6 +281,8 @@ class RunConfig:
     @property
     def effective_seq_len(self) -> int | None:
         """The sequence length the run will use (None for a factory, or an image/vector zoo model)."""
+        if self.is_layout:
+            return int(layout_shape(self.model, self.knobs, self.seq_len)["seq"])
         kind = model_kind(self.model)
         if kind == "hf":
             from .hf import DEFAULT_SEQ_LEN
@@ -229,11 +305,16 @@ class RunConfig:
         -------
         tuple
             ``(record_name, batch_size, gpu_count, precision, gpu_type, repeat, grad_accum, optimizer, compile,
-            activation_checkpointing, effective_seq_len, nnodes)``, booleans as 0/1.
+            activation_checkpointing, effective_seq_len, nnodes)``, booleans as 0/1; a layout run's adds
+            ``(tp, pp, sequence_parallel)`` (its ``batch_size`` is the micro-batch, the record's
+            ``micro_batch_size``).
         """
-        return (self.record_name, int(self.batch_size), int(self.gpu_count), self.precision, gpu_type,
-                int(self.repeat), int(self.grad_accum), self.optimizer, int(bool(self.compile)),
-                int(bool(self.activation_checkpointing)), self.effective_seq_len, int(self.nnodes))
+        key = (self.record_name, int(self.batch_size), int(self.gpu_count), self.precision, gpu_type,
+               int(self.repeat), int(self.grad_accum), self.optimizer, int(bool(self.compile)),
+               int(bool(self.activation_checkpointing)), self.effective_seq_len, int(self.nnodes))
+        if self.is_layout:
+            key += (int(self.tp), int(self.pp), int(bool(self.sequence_parallel)))
+        return key
 
     @property
     def launcher(self) -> str:
@@ -410,6 +491,20 @@ def base_record(cfg: RunConfig, gpu_type: str, sweep_id: str | None) -> dict:
         "optimizer": cfg.optimizer,
         "compiled": int(bool(cfg.compile)),
         "activation_checkpointing": int(bool(cfg.activation_checkpointing)),
+        **(_layout_record(cfg) if cfg.is_layout else {}),
+    }
+
+
+def _layout_record(cfg: RunConfig) -> dict:
+    """A layout run's columns known before it runs: its batch, layout and shape (a failed run keeps them)."""
+    shape = layout_shape(cfg.model, cfg.knobs, cfg.seq_len)
+    return {
+        "batch_size": cfg.record_batch_size, "global_batch_size": cfg.global_batch, "micro_batch_size": cfg.batch_size,
+        "tp": cfg.tp, "pp": cfg.pp, "vp": 1, "cp": 1, "ep": 1, "dp": cfg.dp, "zero_stage": 0,
+        "sequence_parallel": int(bool(cfg.sequence_parallel) and cfg.tp > 1), "recompute": "none",
+        "gpus_per_node": cfg.gpu_count // cfg.nnodes, "family": "decoder",
+        "n_layers": shape["n_layers"], "d_model": shape["d_model"], "n_heads": shape["n_heads"],
+        "n_kv_heads": shape["n_heads"], "ffn_hidden": shape["ffn_hidden"], "vocab": shape["vocab"], "n_experts": 0,
     }
 
 
@@ -420,6 +515,13 @@ def _flops_for(cfg: RunConfig) -> tuple[float | None, str | None]:
     """Forward+backward FLOPs per sample of a CPU-sized zoo model, counted once per model in this process
     (FlopCounterMode's first use costs seconds, which would otherwise be paid by every worker). Other models are
     counted by the worker, on its device: the parent never imports a user's factory or builds a large model."""
+    if cfg.is_layout:
+        key = (cfg.model, json.dumps(cfg.knobs, sort_keys=True), cfg.seq_len)
+        if key not in _FLOPS_CACHE:
+            from ._layout_worker import layout_flops_per_sample
+
+            _FLOPS_CACHE[key] = (layout_flops_per_sample(cfg.model, cfg.knobs, cfg.seq_len), "flop_counter")
+        return _FLOPS_CACHE[key]
     if cfg.model not in ZOO or cfg.seq_len is not None:
         return None, None
     key = (cfg.model, json.dumps(cfg.knobs, sort_keys=True))
@@ -561,14 +663,19 @@ def done_keys(output: Path, retry_failed: bool, existing: pd.DataFrame | None = 
             return [default] * len(df)
         return [default if pd.isna(v) else v for v in df[name]]
 
-    return {
-        (str(m), int(b), int(n), str(p), str(g), int(r), int(k), str(o), int(c), int(a), _history_seq(str(m), s),
-         int(nn))
-        for m, b, n, p, g, r, k, o, c, a, s, nn in zip(
+    keys = set()
+    for m, b, n, p, g, r, k, o, c, a, s, nn, mb, tp, pp, sp in zip(
             df["model"], df["batch_size"], df["gpu_count"], col("precision", "fp32"), df["gpu_type"],
             col("repeat", 0), col("grad_accum", 1), col("optimizer", "adamw"), col("compiled", 0),
-            col("activation_checkpointing", 0), col("seq_len", None), col("nodes", 1))
-    }
+            col("activation_checkpointing", 0), col("seq_len", None), col("nodes", 1), col("micro_batch_size", None),
+            col("tp", 1), col("pp", 1), col("sequence_parallel", 0)):
+        layout = is_layout_model(str(m))
+        if layout and mb is not None:  # a layout run's configured batch_size is its micro-batch
+            b = mb
+        key = (str(m), int(b), int(n), str(p), str(g), int(r), int(k), str(o), int(c), int(a),
+               _history_seq(str(m), s), int(nn))
+        keys.add(key + (int(tp), int(pp), int(sp)) if layout else key)
+    return keys
 
 
 def repeat_medians(output: Path, existing: pd.DataFrame | None = None) -> dict[tuple, list[float]]:
@@ -680,8 +787,10 @@ def run_local(configs: list[RunConfig], output: Path, *, timeout_s: float = 600.
                 what += " (FlopCounterMode saw no FLOPs: flops_per_sample left empty)"
             if noisy:
                 what += f" (timing flagged: {record['timing_flag']})"
-            print(f"[{skipped + i + 1:>4}/{len(configs)}] {cfg.record_name} batch={cfg.batch_size} n={cfg.gpu_count} "
-                  f"{cfg.precision} rep={cfg.repeat}: {what}  (ETA {_fmt_eta(eta)})", file=sys.stderr, flush=True)
+            lay = (f" tp={cfg.tp} pp={cfg.pp} dp={cfg.dp}{' sp' if cfg.sequence_parallel else ''} "
+                   f"micro-batches={cfg.grad_accum}" if cfg.is_layout else "")
+            print(f"[{skipped + i + 1:>4}/{len(configs)}] {cfg.record_name} batch={cfg.batch_size} n={cfg.gpu_count}"
+                  f"{lay} {cfg.precision} rep={cfg.repeat}: {what}  (ETA {_fmt_eta(eta)})", file=sys.stderr, flush=True)
     return pd.DataFrame(written)
 
 

@@ -89,9 +89,10 @@ def check_model_spec(spec: Any, where: str = "RunConfig") -> str:
                         f"'module:factory'). Got {spec!r}.")
     kind = model_kind(spec)
     if kind == "zoo":
+        from .layouts import LAYOUT_MODELS
         from .zoo import known_models
 
-        names = known_models()
+        names = known_models() + list(LAYOUT_MODELS)  # the layout decoders run split over ranks (.layouts)
         if spec not in names:
             import difflib
 
