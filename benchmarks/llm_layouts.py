@@ -6,6 +6,10 @@ Sets (``data/``; see data/README.md), each held out once while the others are th
   B300, GB200, GB300, fp8/bf16, with tensor/pipeline/context/expert degrees.
 * ``llmfoundry``: MosaicML MPT 125M–70B on 8–512 A100/H100, bf16/fp8, FSDP.
 * ``torchtitan`` and ``bigscience`` (the other sets of :data:`LLM_SETS`);
+* measured here: ``data/runs_cpu_layouts.csv``, tensor/pipeline/data-parallel layouts of two small decoders run by
+  ``perfmodel measure --sweep layouts`` on this project's 2-core CPU host (gloo), priced on a device registered
+  from ``benchmarks/results/cpu_host_figures.json`` (``benchmarks/cpu_host_figures.py``): the model fitted on the
+  published sets, and calibrated on the runs' other layouts (leave-one-layout-out);
 * confirmation, with ``--confirm`` only: the MLPerf GPT-3 / Llama 3.1 405B rows of ``mlperf_steps.csv`` that carry
   their launch configs' layout (:func:`load_confirmation`).
 
@@ -476,6 +480,87 @@ def extrapolation(sets: dict) -> dict:
     return out
 
 
+CPU_HOST = "cpu-host"
+_CPU_GROUP = ["model", "micro_batch_size", "global_batch_size"]
+_CPU_LAYOUT = ["tp", "pp", "dp", "sequence_parallel"]
+
+
+def _register_cpu_host() -> dict | None:
+    """Register this host (from ``results/cpu_host_figures.json``) as a device the layout model can price."""
+    from perfmodel.hardware import register_device
+
+    path = ROOT / "benchmarks" / "results" / "cpu_host_figures.json"
+    if not path.is_file():
+        return None
+    f = json.loads(path.read_text())
+    bus = f["gloo_allreduce_bus_gbps"]["median"]
+    register_device(name=CPU_HOST, vendor="host", source=f"measured: {_rel(path)} (benchmarks/cpu_host_figures.py)",
+                    fp32_tflops=f["fp32_matmul_gflops"]["median"] / 1e3,
+                    memory_bandwidth_gbps=f["copy_gbps"]["median"], interconnect_gbps=2 * bus, network_gbps=bus,
+                    interconnect="gloo (loopback)", nvlink_domain=f["cores"] * 2, replace=True)
+    return f
+
+
+def _rank_groups(runs: pd.DataFrame, pred: np.ndarray) -> dict:
+    """Within each model × micro-batch × global batch: Spearman ρ over its layouts (repeats at their median), and
+    whether the predicted fastest layout is within 5% of the measured fastest (beside a random pick)."""
+    t = runs.assign(_pred=pred, _layout=runs[_CPU_LAYOUT].astype(str).agg("|".join, axis=1))
+    rows = []
+    for _, g in t.groupby(_CPU_GROUP, dropna=False):
+        one = g.groupby("_layout").agg(y=("step_time_s", "median"), p=("_pred", "median"))
+        if len(one) < 3:
+            continue
+        y, p = one["y"].to_numpy(), one["p"].to_numpy()
+        rows.append({"rho": spearmanr(p, y).statistic, "best": y[np.argmin(p)] <= 1.05 * y.min(),
+                     "random": float(np.mean(y <= 1.05 * y.min()))})
+    r = pd.DataFrame(rows)
+    return {"groups": int(len(r)), "mean_spearman": float(r["rho"].mean()),
+            "fastest_within_5pct": float(r["best"].mean()), "random_pick_within_5pct": float(r["random"].mean())}
+
+
+def measured_here(sets: dict) -> dict:
+    """The layout runs measured on this project's CPU host: the fit on the published sets, then the same model
+    calibrated on the runs of every other layout (leave-one-layout-out, the fit's coefficients as the prior),
+    beside 6ND@0.4 and const-MFU (median utilisation of the other layouts' runs)."""
+    from perfmodel.models import CALIBRATION_PRIOR_WEIGHT, TrainingTimeModel
+
+    path = DATA / "runs_cpu_layouts.csv"
+    figures = _register_cpu_host()
+    if figures is None or not path.is_file():
+        return {"skipped": "no data/runs_cpu_layouts.csv or benchmarks/results/cpu_host_figures.json"}
+    runs = load_runs(path)
+    runs = runs.loc[is_layout_job(runs)].assign(gpu_type=CPU_HOST).reset_index(drop=True)
+    y = runs["step_time_s"].to_numpy(dtype=float)
+    train = pd.concat(sets.values(), ignore_index=True, sort=False)
+    published = _fit(train, "new_model")
+    pred_pub = _predict(published, runs.assign(set="cpu"))
+    prior = dict(published.pipeline_.named_steps["regressor"].coef_)
+    lay = runs[_CPU_LAYOUT].astype(str).agg("|".join, axis=1)
+    lolo, const = np.full(len(runs), np.nan), np.full(len(runs), np.nan)
+    for key in lay.unique():
+        test = (lay == key).to_numpy()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cal = TrainingTimeModel(method="layout", conformal=False,
+                                    regressor_params={"prior": prior, "prior_weight": CALIBRATION_PRIOR_WEIGHT})
+            cal.fit(runs.loc[~test].reset_index(drop=True))
+            lolo[test] = cal.predict(runs.loc[test])
+        const[test] = baseline_const_mfu(runs.loc[~test], runs.loc[test])
+    six = baseline_6nd(runs)
+    # the noise floor: each run against the median of its configuration's other repeats
+    cfg = _CPU_GROUP + _CPU_LAYOUT
+    others = runs.groupby(cfg, dropna=False)["step_time_s"].transform(
+        lambda s: [float(np.median(s.drop(i))) if len(s) > 1 else np.nan for i in s.index])
+    ok = others.notna().to_numpy()
+    return {"runs": int(len(runs)), "layouts": int(lay.nunique()), "host": figures,
+            "repeat_noise_median_ape": float(median_ape(y[ok], others.to_numpy(dtype=float)[ok])),
+            "layout, fitted on the published sets": {**_cell(y, pred_pub),
+                                                     **_rank_groups(runs, pred_pub["step_time_s"].to_numpy())},
+            "layout, calibrated leave-one-layout-out": {**_cell(y, None, lolo), **_rank_groups(runs, lolo)},
+            "6ND@0.4": {**_cell(y, None, six), **_rank_groups(runs, six)},
+            "const-MFU (other layouts)": _cell(y, None, const)}
+
+
 def _md(res: dict) -> str:
     lines = ["# LLM layouts (issue #35)", "", f"Sets: {', '.join(f'{k} ({v} rows)' for k, v in res['sets'].items())}.",
              "", "## Leave-one-set-out (median APE %, 90% coverage, median half-width)", "",
@@ -504,6 +589,8 @@ def _md(res: dict) -> str:
               "## Memory and refusals", "", "```", json.dumps(res["memory"], indent=1),
               json.dumps(res["memory_oom"], indent=1), "```", "",
               "## Out of the box: one answer per job", "", "```", json.dumps(res["out_of_box"], indent=1), "```"]
+    lines += ["", "## Measured here: CPU layout runs (data/runs_cpu_layouts.csv)", "", "```",
+              json.dumps(res.get("measured_here"), indent=1), "```"]
     if "confirmation" in res:
         lines += ["", "## Confirmation set (MLPerf GPT-3 / Llama 3.1 405B; nothing chosen on it)", "", "```",
                   json.dumps(res["confirmation"], indent=1), "```"]
@@ -538,6 +625,8 @@ def main(argv=None) -> int:
     print("memory:", json.dumps(res["memory"]), json.dumps(res["memory_oom"]), flush=True)
     res["out_of_box"] = out_of_box(sets, limit=15 if args.quick else 60)
     print("out of box:", json.dumps(res["out_of_box"]), flush=True)
+    res["measured_here"] = measured_here(sets)
+    print("measured here:", json.dumps(res["measured_here"]), flush=True)
     if args.confirm:
         res["confirmation"] = confirmation(sets)
         print("confirmation:", json.dumps(res["confirmation"]), flush=True)
