@@ -34,6 +34,15 @@ PERFMODEL_METHODS = ("loglinear", "gbm", "physics", "auto")
 INTERPOLATION = ("leave-one-batch-size-out", "leave-one-gpu-count-out")
 
 
+def _shown(path) -> str:
+    """A data path as committed results show it: relative to the repository (no machine's absolute path)."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        return str(Path(path).resolve().relative_to(root))
+    except ValueError:
+        return Path(path).name
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", default=None, help="run history (default: the bundled data/runs_cpu.csv)")
@@ -67,7 +76,7 @@ def main(argv=None) -> int:
     table["groups"] = table["groups"].astype("Int64")
 
     header = (f"perfmodel {perfmodel.__version__} accuracy benchmark, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC\n"
-              f"data: {runs_path} ({len(runs)} runs, {runs['model'].nunique()} models, "
+              f"data: {_shown(runs_path)} ({len(runs)} runs, {runs['model'].nunique()} models, "
               f"device types {', '.join(sorted(set(runs['gpu_type'])))})\n"
               f"machine: {platform.machine()} {platform.processor() or ''} — host fp32 matmul peak used by "
               f"6ND baselines: {'n/a' if host_peak is None else f'{host_peak / 1e9:.1f} GFLOP/s'}\n"

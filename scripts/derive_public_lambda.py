@@ -11,14 +11,14 @@ LICENSE*), so no licence grants redistribution: this script exists so anyone can
 clone, but ``data/public_lambda.csv`` is not committed to perfmodel (keep it out of ``data/``, which ships as
 package data, or delete it after use).
 
-Read from a git snapshot (no network): ``--git-dir`` a clone (e.g. /work/.mirror/lambdal+deeplearning-benchmark
+Read from a git snapshot (no network): ``--git-dir`` a clone (e.g. $MIRRORS/lambdal+deeplearning-benchmark
 /repo made by the ``fetch`` tool) at ``--commit`` (default HEAD), or ``--csv-dir`` a directory holding the four
 CSV files (then ``--commit`` names where they came from).
 
 Usage::
 
     PYTHONPATH=src python scripts/derive_public_lambda.py \\
-        --git-dir /work/.mirror/lambdal+deeplearning-benchmark/repo --out /tmp/public_lambda.csv
+        --git-dir $MIRRORS/lambdal+deeplearning-benchmark/repo --out /tmp/public_lambda.csv
 
 Derivations:
 

@@ -7,14 +7,14 @@ Corporation), the ASPLOS'25 artifact of "Forecasting GPU Performance for Deep Le
 transformer built from ``scripts/asplos/data/DLmodel_configs/<model>.json`` with random weights, on one GPU of
 7 NVIDIA and AMD types; ``...-dp4.json`` holds 4-GPU data-parallel runs (Megatron-LM through accelerate).
 
-Read from a git snapshot (no network): ``--git-dir`` a clone (e.g. /work/.mirror/sitar-lab+NeuSight/repo made by
+Read from a git snapshot (no network): ``--git-dir`` a clone (e.g. $MIRRORS/sitar-lab+NeuSight/repo made by
 the ``fetch`` tool) at ``--commit`` (default HEAD), or ``--tree`` a directory holding the same relative paths
 (``scripts/asplos/label/...``, ``scripts/asplos/data/DLmodel_configs/...``; used by the tests), with ``--commit``.
 
 Usage::
 
     PYTHONPATH=src python scripts/derive_public_neusight.py \\
-        --git-dir /work/.mirror/sitar-lab+NeuSight/repo --out data/public_neusight.csv
+        --git-dir $MIRRORS/sitar-lab+NeuSight/repo --out data/public_neusight.csv
 
 Derivations:
 

@@ -19,7 +19,14 @@ from perfmodel.hardware import resolve_gpu_type
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
 FIXTURES = Path(__file__).resolve().parent / "data" / "public"
-MIRRORS = Path(os.environ.get("PERFMODEL_MIRRORS", "/work/.mirror"))
+#: Git snapshots of the public sources (``<owner>+<name>/repo`` each), named by $PERFMODEL_MIRRORS; the rebuild
+#: tests skip without it.
+MIRRORS = os.environ.get("PERFMODEL_MIRRORS", "")
+
+
+def _mirror(name: str) -> Path:
+    """The git dir of one snapshot under $PERFMODEL_MIRRORS (a path that does not exist when none is named)."""
+    return Path(MIRRORS, name, "repo") if MIRRORS else Path(os.devnull, name)
 
 LLMFOUNDRY_COMMIT = "8c8dd48f72168c5d51e2f7b151595892a8fba43d"
 NEUSIGHT_COMMIT = "6945927d9afcca2b9daf021f8395e53edc5b4eef"
@@ -104,7 +111,7 @@ def test_llmfoundry_new_columns_leave_the_old_ones_byte_identical():
 
 
 def test_llmfoundry_full_build_when_the_snapshot_is_here(tmp_path):
-    git_dir = MIRRORS / "mosaicml+llm-foundry" / "repo"
+    git_dir = _mirror("mosaicml+llm-foundry")
     if not git_dir.exists():
         pytest.skip("no llm-foundry snapshot on this machine")
     mod = _script("derive_public_llmfoundry")
@@ -127,7 +134,7 @@ def test_neusight_builder_reproduces_committed_rows():
 
 
 def test_neusight_full_build_when_the_snapshot_is_here(tmp_path):
-    git_dir = MIRRORS / "sitar-lab+NeuSight" / "repo"
+    git_dir = _mirror("sitar-lab+NeuSight")
     if not git_dir.exists():
         pytest.skip("no NeuSight snapshot on this machine")
     mod = _script("derive_public_neusight")
@@ -191,7 +198,7 @@ def test_megatron_bridge_builder_reproduces_committed_rows():
 
 
 def test_megatron_bridge_shapes_match_their_sources_when_the_snapshot_is_here():
-    git_dir = MIRRORS / "NVIDIA-NeMo+Megatron-Bridge" / "repo"
+    git_dir = _mirror("NVIDIA-NeMo+Megatron-Bridge")
     if not git_dir.exists():
         pytest.skip("no Megatron-Bridge snapshot on this machine")
     mod = _script("derive_public_megatron_bridge")
@@ -239,7 +246,7 @@ def test_megatron_bridge_builder_says_what_is_wrong_in_one_line_and_keeps_the_ol
 
 
 def test_megatron_bridge_full_build_when_the_snapshot_is_here(tmp_path):
-    git_dir = MIRRORS / "NVIDIA-NeMo+Megatron-Bridge" / "repo"
+    git_dir = _mirror("NVIDIA-NeMo+Megatron-Bridge")
     if not git_dir.exists():
         pytest.skip("no Megatron-Bridge snapshot on this machine")
     mod = _script("derive_public_megatron_bridge")
@@ -260,7 +267,7 @@ def test_lambda_is_not_committed_and_its_devices_resolve():
 
 
 def test_lambda_full_build_when_the_snapshot_is_here(tmp_path):
-    git_dir = MIRRORS / "lambdal+deeplearning-benchmark" / "repo"
+    git_dir = _mirror("lambdal+deeplearning-benchmark")
     if not git_dir.exists():
         pytest.skip("no deeplearning-benchmark snapshot on this machine")
     mod = _script("derive_public_lambda")
@@ -327,7 +334,7 @@ def test_torchtitan_builder_refuses_a_changed_caption(tmp_path):
 
 
 def test_torchtitan_full_build_when_the_snapshot_is_here(tmp_path):
-    git_dir = MIRRORS / "pytorch+torchtitan" / "repo"
+    git_dir = _mirror("pytorch+torchtitan")
     if not git_dir.exists():
         pytest.skip("no torchtitan snapshot on this machine")
     mod = _script("derive_public_torchtitan")
@@ -374,7 +381,7 @@ def test_bigscience_builder_drops_a_repeated_listing_and_a_row_that_does_not_add
 
 
 def test_bigscience_full_build_when_the_snapshot_is_here(tmp_path):
-    git_dir = MIRRORS / "bigscience-workshop+bigscience" / "repo"
+    git_dir = _mirror("bigscience-workshop+bigscience")
     if not git_dir.exists():
         pytest.skip("no bigscience snapshot on this machine")
     mod = _script("derive_public_bigscience")
