@@ -685,7 +685,8 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
             fam = X["family"].astype("string").dropna() if "family" in X.columns else pd.Series([], dtype="string")
             self.families_ = sorted(str(f) for f in pd.unique(fam) if f)
             self.model_names_ = sorted(map(str, pd.unique(X["model"])))
-            thr = (pd.to_numeric(X["threads_per_worker"], errors="coerce") if "threads_per_worker" in X.columns
+            thr = (pd.to_numeric(X["threads_per_worker"], errors="coerce").astype(float)
+                   if "threads_per_worker" in X.columns
                    else pd.Series(np.nan, index=X.index))
             counts = q["gpu_count"].astype(int)
             self.threads_by_count_ = {int(k): float(v) for k, v in thr.groupby(counts.to_numpy()).median().dropna().items()}

@@ -37,7 +37,8 @@ __all__ = ["BUNDLED_HISTORIES", "LoadedHistory", "read_history", "HistoryFiles",
            "file_digest", "frame_digest", "part_digest", "drop_noisy", "BUNDLED_PREFIX"]
 
 #: Names of the bundled histories accepted in ``history=`` (alone or in a list with your own runs).
-#: ``gpu`` is the public MLPerf table plus every GPU history perfmodel measured itself (``data/runs_<device>.csv``);
+#: ``gpu`` is the public MLPerf table plus every GPU history perfmodel measured itself (``data/runs_<device>.csv``,
+#: not the CPU ones: ``runs_cpu.csv`` is ``cpu``, ``runs_cpu_layouts.csv`` is read by its path);
 #: ``llm`` the public LLM pre-training sets that record their parallel layouts (data/README.md), which answer
 #: transformer jobs (:func:`perfmodel.layout.is_layout_job`).
 BUNDLED_HISTORIES = {
@@ -57,7 +58,7 @@ def _bundled_paths(name: str) -> list[Path]:
     for file in BUNDLED_HISTORIES[name]:
         if "*" in file:  # perfmodel's own measured GPU histories, beside the first file
             folder = bundled_runs_path(BUNDLED_HISTORIES[name][0]).parent
-            out += sorted(p for p in folder.glob(file) if p.name != "runs_cpu.csv")
+            out += sorted(p for p in folder.glob(file) if not p.name.startswith("runs_cpu"))
         else:
             out.append(bundled_runs_path(file))
     return out

@@ -41,6 +41,7 @@ import pandas as pd
 
 from ._version import __version__
 from .exceptions import DataQualityWarning, NotAModelFileError
+from .schema import SHAPE_COLUMNS
 
 __all__ = ["save_model", "load_model", "is_model_file", "SAFE_FORMAT", "MAX_BYTES"]
 
@@ -398,6 +399,11 @@ def _check_model(model, meta: dict, *, probe: bool = True) -> None:
                            "gpu_count": int(model.domain_.loc["gpu_count", "min"]),
                            "gpu_type": str(model.gpu_types_[0]), "precision": str(model.precisions_[0]),
                            "steps": 1}])
+    if pipe.named_steps["features"].kind == "layout":
+        # a transformer job: the fitted model's shape, a sequence, one sequence per device
+        shape = {c: row[c] for c in SHAPE_COLUMNS if c in row.index and pd.notna(row[c])}
+        query = query.assign(**shape, family=str(row.get("family", "decoder")), seq_len=2048,
+                             global_batch_size=query["gpu_count"])
     out = model.predict_interval(query, 0.5)[["step_time_s", "step_lower", "step_upper"]].to_numpy(dtype=float)
     if out.shape != (1, 3) or np.isnan(out).any():
         raise ValueError("it does not predict a number for a configuration it was fitted on")
