@@ -58,7 +58,7 @@ class _OneLineParser(argparse.ArgumentParser):
 
 
 #: perfmodel.models.METHODS plus "auto" (kept literal so that --help does not import the models; a test checks it).
-_METHOD_CHOICES = ["auto", "physics", "roofline", "loglinear", "gbm", "linear", "ops", "ratio", "mfu"]
+_METHOD_CHOICES = ["auto", "physics", "roofline", "loglinear", "gbm", "linear", "ops", "ratio", "mfu", "layout"]
 
 
 def _add_llm_model_flags(p, *, params: bool = True) -> None:
