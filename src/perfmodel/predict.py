@@ -951,6 +951,8 @@ class BasePredictor:
         if precision is None:
             precision, note = default_precision(self._by_device(source), canonical)
             assumed += [note] if note else []
+        if isinstance(model, Mapping) and "seq_len" in job and model.get("seq_len") is None:
+            model = {**model, "seq_len": job["seq_len"]}  # a shape's FLOPs and attention share need the sequence
         spec = model_spec(model, example_input, self._table(source))
         row = {**spec, "gpu_count": gpu_count, "gpu_type": canonical, "precision": precision.lower(),
                "steps": n_steps, "batch_size": global_batch / gpu_count}
@@ -958,6 +960,14 @@ class BasePredictor:
             row.update(layout_columns(row, seq_len=job.get("seq_len"), global_batch=global_batch, layout=layout,
                                       gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps, where=_WHERE))
             assumed += row.pop("_assumed")
+            shape = model.get("shape") if isinstance(model, Mapping) else None
+            if (isinstance(shape, TransformerShape) and model.get("flops_per_sample") is None
+                    and row.get("recompute", "none") != "none"):
+                # the work the devices do: recomputation runs the attention's forward (a third of it) again
+                f = transformer_flops(shape, row["seq_len"], recompute=row["recompute"])
+                attention = f.attention * 4 / 3
+                row.update(flops_per_sample=f.hardware, op_attention_flops=attention,
+                           op_matmul_flops=f.hardware - attention)
         elif global_batch % gpu_count:
             raise ValueError(f"{_WHERE}: global_batch {global_batch} does not divide over {gpu_count} devices; "
                              "give the model-parallel layout (layout=) of such a job.")
