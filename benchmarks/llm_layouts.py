@@ -453,9 +453,12 @@ def out_of_box(sets: dict, limit: int) -> dict:
 def extrapolation(sets: dict) -> dict:
     """An organisation's own small runs asked about much larger jobs: LLM Foundry's runs of models up to 3B
     parameters on at most 8 GPUs as the own history, its 7B–70B runs on 64–512 GPUs as the questions. The layout
-    model calibrated on the small runs (its prior fitted on the other sets), beside the generic ``auto`` fit on the
-    same runs (the own-history answer before the layout model) and 6ND@0.4."""
-    from perfmodel.models import CALIBRATION_PRIOR_WEIGHT, TrainingTimeModel
+    model calibrated on the small runs as :func:`perfmodel.predict_many` with ``history=`` does it (the prior's
+    weight, the error book's floor on the interval), except that its prior is fitted on the *other* sets (the
+    bundled one has seen LLM Foundry's large runs); beside the generic ``auto`` fit on the same runs (the own-history
+    answer before the layout model) and 6ND@0.4."""
+    from perfmodel.fitting import layout_floor
+    from perfmodel.models import CALIBRATION_PRIOR_WEIGHT
 
     lf = sets.get("llmfoundry")
     if lf is None:
@@ -468,8 +471,9 @@ def extrapolation(sets: dict) -> dict:
     out = {"own_runs": int(len(small)), "questions": int(len(large))}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        cal = TrainingTimeModel(method="layout", held_out=("new_model",),
-                                regressor_params={"prior": prior, "prior_weight": CALIBRATION_PRIOR_WEIGHT}).fit(small)
+        cal = fit_history(read_history(small), "layout", kind="new_model",
+                          regressor_params={"prior": prior, "prior_weight": CALIBRATION_PRIOR_WEIGHT})
+        cal.interval_floor_ = layout_floor(len(small))
         pred = cal.predict_interval(large, CONFIDENCE)
         generic = fit_history(read_history(small), "auto", kind="new_model")
         gen = generic.predict_interval(large, CONFIDENCE)
@@ -630,6 +634,10 @@ def main(argv=None) -> int:
     if args.confirm:
         res["confirmation"] = confirmation(sets)
         print("confirmation:", json.dumps(res["confirmation"]), flush=True)
+    elif Path(f"{args.out}.json").is_file():  # the confirmation is run once: a later run keeps its figures
+        before = json.loads(Path(f"{args.out}.json").read_text())
+        if "confirmation" in before:
+            res["confirmation"] = {**before["confirmation"], "carried_over": "from the run with --confirm (not rerun)"}
     res["seconds"] = round(time.time() - t0, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     Path(f"{args.out}.json").write_text(json.dumps(res, indent=1, default=float) + "\n")
