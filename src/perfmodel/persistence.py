@@ -43,7 +43,7 @@ from ._version import __version__
 from .exceptions import DataQualityWarning, NotAModelFileError
 from .schema import SHAPE_COLUMNS
 
-__all__ = ["save_model", "load_model", "is_model_file", "SAFE_FORMAT", "MAX_BYTES"]
+__all__ = ["save_model", "load_model", "is_model_file", "probe_query", "SAFE_FORMAT", "MAX_BYTES"]
 
 #: Default bound on the total uncompressed size of a safe model file's members.
 MAX_BYTES = 2**30
@@ -370,6 +370,36 @@ def _read_npy(fh, declared: int, *, meta: bool) -> np.ndarray:
     return out.reshape(shape, order="F" if fortran else "C")
 
 
+def probe_query(model) -> pd.DataFrame:
+    """The one-row query :func:`load_model` asks a loaded model (its probe): the first fitted model at batch 1 on
+    the fewest devices it saw, its first device type and precision; for a layout model, a transformer job of its
+    shape (a 2,048-token sequence, one per device).
+
+    Parameters
+    ----------
+    model : TrainingTimeModel
+        A fitted model.
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
+    models = model.models_
+    row = models.iloc[0]
+    query = pd.DataFrame([{"model": str(models.index[0]), "params": float(row["params"]),
+                           "flops_per_sample": float(row["flops_per_sample"]), "batch_size": 1,
+                           # a count the fit has seen (linear/loglinear/gbm refuse others when it saw only one)
+                           "gpu_count": int(model.domain_.loc["gpu_count", "min"]),
+                           "gpu_type": str(model.gpu_types_[0]), "precision": str(model.precisions_[0]),
+                           "steps": 1}])
+    if model.pipeline_.named_steps["features"].kind == "layout":
+        # a transformer job: the fitted model's shape, a sequence, one sequence per device
+        shape = {c: row[c] for c in SHAPE_COLUMNS if c in row.index and pd.notna(row[c])}
+        query = query.assign(**shape, family=str(row.get("family", "decoder")), seq_len=2048,
+                             global_batch_size=query["gpu_count"])
+    return query
+
+
 def _check_model(model, meta: dict, *, probe: bool = True) -> None:
     """The decoded object is a fitted TrainingTimeModel of a known shape that (``probe``) predicts finite times."""
     from sklearn.pipeline import Pipeline
@@ -392,18 +422,7 @@ def _check_model(model, meta: dict, *, probe: bool = True) -> None:
         raise ValueError("it has no model, device or precision to predict for")
     if not probe:
         return
-    row = models.iloc[0]
-    query = pd.DataFrame([{"model": str(models.index[0]), "params": float(row["params"]),
-                           "flops_per_sample": float(row["flops_per_sample"]), "batch_size": 1,
-                           # a count the fit has seen (linear/loglinear/gbm refuse others when it saw only one)
-                           "gpu_count": int(model.domain_.loc["gpu_count", "min"]),
-                           "gpu_type": str(model.gpu_types_[0]), "precision": str(model.precisions_[0]),
-                           "steps": 1}])
-    if pipe.named_steps["features"].kind == "layout":
-        # a transformer job: the fitted model's shape, a sequence, one sequence per device
-        shape = {c: row[c] for c in SHAPE_COLUMNS if c in row.index and pd.notna(row[c])}
-        query = query.assign(**shape, family=str(row.get("family", "decoder")), seq_len=2048,
-                             global_batch_size=query["gpu_count"])
+    query = probe_query(model)
     out = model.predict_interval(query, 0.5)[["step_time_s", "step_lower", "step_upper"]].to_numpy(dtype=float)
     if out.shape != (1, 3) or np.isnan(out).any():
         raise ValueError("it does not predict a number for a configuration it was fitted on")

@@ -955,7 +955,8 @@ class BasePredictor:
             model = {**model, "seq_len": job["seq_len"]}  # a shape's FLOPs and attention share need the sequence
         spec = model_spec(model, example_input, self._table(source))
         row = {**spec, "gpu_count": gpu_count, "gpu_type": canonical, "precision": precision.lower(),
-               "steps": n_steps, "batch_size": global_batch / gpu_count}
+               "steps": n_steps,  # per device: whole where it divides (a model-parallel share may be a fraction)
+               "batch_size": global_batch // gpu_count if global_batch % gpu_count == 0 else global_batch / gpu_count}
         if wants_layout or layout is not None or gpus_per_node is not None or inter_node_gbps is not None:
             row.update(layout_columns(row, seq_len=job.get("seq_len"), global_batch=global_batch, layout=layout,
                                       gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps, where=_WHERE))

@@ -20,7 +20,9 @@ from ._hf import FLOPS_METHOD, as_float, as_int, world_from_throughput
 
 __all__ = ["ImportResult", "build_record", "check_mapping", "read_mapping_file"]
 
-_KIND = {c.name: c.kind for c in COLUMNS}
+#: Each column's kind; the per-device batch the importers read is a whole number of samples (a fractional share
+#: exists only in a model-parallel layout, which these sources do not state).
+_KIND = {**{c.name: c.kind for c in COLUMNS}, "batch_size": "int"}
 
 
 @dataclass

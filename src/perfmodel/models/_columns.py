@@ -142,8 +142,7 @@ class NamedColumnsMixin:
         found, fit rules on their values); sets ``n_features_in_``, ``feature_names_in_``, ``columns_``. Returns the
         design (quantities in order) and y."""
         where = self._where()
-        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True, ensure_all_finite=False,
-                             ensure_min_samples=min_runs)
+        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True, ensure_all_finite=False)
         y = np.asarray(y, dtype=np.float64)
         if len(y) < min_runs:
             raise ValueError(f"{where} needs at least {min_runs} runs to fit; got {len(y)} sample(s).")
