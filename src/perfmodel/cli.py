@@ -710,13 +710,12 @@ def _list_models() -> int:
         d = describe(name)
         size = "GPU-sized (FLOPs counted on meta)" if name in LARGE_ZOO else "CPU"
         print(f"{name:<16} {d['family']:<19} {d['params']:>12,d} {d['flops_per_sample']:>13.3g}  {size}", flush=True)
-    from .measure._layout_worker import build_decoder, layout_flops_per_sample
+    from .measure import describe_layout_model
     from .measure.layouts import LAYOUT_MODELS
 
     for name in LAYOUT_MODELS:  # the decoders that run split over tensor/pipeline/data-parallel processes
-        module, _ = build_decoder(name)
-        params = sum(p.numel() for p in module.parameters())
-        print(f"{name:<16} {'decoder':<19} {params:>12,d} {layout_flops_per_sample(name):>13.3g}  "
+        d = describe_layout_model(name)
+        print(f"{name:<16} {'decoder':<19} {d['params']:>12,d} {d['flops_per_sample']:>13.3g}  "
               f"CPU (layouts: --tensor-parallel/--pipeline-parallel)", flush=True)
     return 0
 

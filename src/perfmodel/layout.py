@@ -17,7 +17,8 @@ then data, then pipeline stages):
 
 **The frameworks' rules** (:func:`check_layout`; Megatron-LM ``arguments.py``/``parallel_state``, torchtitan's
 ``ParallelDims``): ``tp·pp·cp·dp = G``; the global batch a multiple of ``dp·micro_batch`` (it need not be a
-multiple of ``G``); query heads divisible by ``tp``; at least one layer per virtual stage, the embedding and the
+multiple of ``G``); query heads and key/value heads (query groups) divisible by ``tp``; the sequence divisible by
+``tp·cp`` with sequence parallelism; at least one layer per virtual stage, the embedding and the
 loss counting as one each (``L + 2 ≥ pp·vp``, Megatron's ``account_for_embedding/loss_in_pipeline_split``: Llama 3.1
 405B's 126 layers on 16 × 8 stages); an uneven split (DeepSeek-V3's 61 layers on 4 or 16 stages) is allowed; the
 sequence divisible by
@@ -39,7 +40,7 @@ from .exceptions import LayoutError
 from .transformer import RECOMPUTE_MODES, TransformerShape
 
 __all__ = ["ParallelLayout", "LayoutError", "check_layout", "layout_problems", "enumerate_layouts", "divisors",
-           "DEFAULT_GPUS_PER_NODE", "LAYOUT_FAMILIES", "is_layout_job"]
+           "DEFAULT_GPUS_PER_NODE", "LAYOUT_FAMILIES", "is_layout_job", "job_layout"]
 
 #: Devices per node (per NVLink domain) assumed where neither the run nor the query says.
 DEFAULT_GPUS_PER_NODE = 8
@@ -198,6 +199,69 @@ class ParallelLayout:
         return replace(self, **changes)
 
 
+def job_layout(layout=None, *, devices: int, where: str = "job_layout") -> tuple[ParallelLayout, list[str]]:
+    """A job's layout, the frameworks' usual settings filling what is not given: the one place
+    :func:`perfmodel.predict_training_time`, :func:`perfmodel.plan.plan_llm_job` and
+    :func:`perfmodel.plan.recommend` take their defaults from, so the same job gets the same answer.
+
+    Not given: ``tp``, ``pp``, ``cp``, ``ep``, ``vp`` 1; ``dp`` the devices left, ``devices / (tp·pp·cp)``;
+    ``micro_batch`` 1 (one sequence per pass); ``zero_stage`` 1 (the distributed optimizer); sequence parallelism
+    on when ``tp > 1``; no recomputation.
+
+    Parameters
+    ----------
+    layout : ParallelLayout, dict or None
+        A :class:`ParallelLayout` is taken as it is; a dict of its fields is completed; None: data parallel over
+        every device.
+    devices : int
+        Devices of the job.
+    where : str, default="job_layout"
+        The caller, for messages.
+
+    Returns
+    -------
+    (ParallelLayout, list of str)
+        The layout and a sentence for each default a dict left to it that matters to the answer.
+
+    Raises
+    ------
+    TypeError
+        ``layout`` of another type.
+    ValueError
+        An unknown field, or a degree that is not a positive integer.
+    LayoutError
+        ``tp·pp·cp`` does not divide the devices (no ``dp`` given).
+    """
+    if isinstance(layout, ParallelLayout):
+        return layout, []
+    if layout is not None and not isinstance(layout, dict):
+        from collections.abc import Mapping
+
+        if not isinstance(layout, Mapping):
+            raise TypeError(f"The 'layout' parameter of {where} must be a ParallelLayout or a dict of its fields. "
+                            f"Got {type(layout).__name__}.")
+    given = dict(layout or {})
+    unknown = set(given) - set(ParallelLayout.__dataclass_fields__)
+    if unknown:
+        raise ValueError(f"The 'layout' parameter of {where} names unknown fields {sorted(unknown)}; known: "
+                         f"{', '.join(ParallelLayout.__dataclass_fields__)}.")
+    if "dp" not in given:
+        split = 1
+        for k in ("tp", "pp", "cp"):
+            split *= check_positive_int(given.get(k, 1), k, where)
+        if devices % split:
+            raise LayoutError(f"Invalid parallel layout: tp x pp x cp = {split} does not divide the {devices} "
+                              "devices of the job.")
+        given["dp"] = devices // split
+    notes = []
+    if layout is not None and "micro_batch" not in given:
+        notes.append("micro-batch not given: 1 sequence per pass (the frameworks' usual)")
+    given.setdefault("micro_batch", 1)
+    given.setdefault("zero_stage", 1)
+    given.setdefault("sequence_parallel", int(given.get("tp", 1)) > 1)
+    return ParallelLayout(**given), notes
+
+
 def layout_problems(layout: ParallelLayout, *, devices: int, global_batch: int, shape: TransformerShape | None = None,
                     seq_len: int | None = None, names: dict | None = None) -> list[str]:
     """Every framework rule ``layout`` breaks for a job (module docstring); empty when it is valid.
@@ -235,6 +299,9 @@ def layout_problems(layout: ParallelLayout, *, devices: int, global_batch: int, 
     if shape is not None:
         if shape.n_heads % layout.tp:
             out.append(f"the model's {shape.n_heads} attention heads do not divide over {n['tp']} {layout.tp}")
+        elif shape.n_kv_heads % layout.tp:  # Megatron-Core splits the key/value groups too
+            out.append(f"the model's {shape.n_kv_heads} key/value heads (query groups) do not divide over {n['tp']} "
+                       f"{layout.tp}")
         if shape.n_layers + 2 < layout.pp * layout.vp:
             out.append(f"{shape.n_layers} layers (and the embedding and loss) cannot fill {n['pp']} x {n['vp']} = "
                        f"{layout.pp * layout.vp} pipeline stages")
@@ -248,6 +315,9 @@ def layout_problems(layout: ParallelLayout, *, devices: int, global_batch: int, 
             out.append(f"{n['ep']} {layout.ep}: the model has no experts")
     elif layout.ep > 1 and layout.stage_devices % layout.ep:
         out.append(f"{n['ep']} {layout.ep} does not divide the {layout.stage_devices} devices of a pipeline stage")
+    if seq_len is not None and layout.sequence_parallel and layout.tp > 1 and seq_len % (layout.tp * layout.cp):
+        out.append(f"the sequence of {seq_len} tokens does not divide over {n['tp']} {layout.tp} (sequence "
+                   "parallelism splits it over the tensor-parallel ranks)")
     if seq_len is not None and layout.cp > 1 and seq_len % (2 * layout.cp):
         out.append(f"the sequence of {seq_len} tokens is not a multiple of 2 x {n['cp']} = {2 * layout.cp} (context "
                    "parallelism splits it into 2·cp balanced chunks)")

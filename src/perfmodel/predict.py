@@ -32,9 +32,9 @@ from .hardware import PRECISIONS, get_spec, resolve_gpu_type, table_digest
 from .history import (BUNDLED_PREFIX, HistoryFiles, LoadedHistory, default_history, frame_digest, history_parts,
                       model_table, part_digest, peek_history, precision_by_device, read_history)
 from .kinds import KIND_NAMES, classify
-from .layout import LayoutError, ParallelLayout, check_layout, is_layout_job
+from .layout import LayoutError, ParallelLayout, check_layout, is_layout_job, job_layout
 from .layout_features import shape_of
-from .transformer import TransformerShape, transformer_flops
+from .transformer import TransformerShape, standard_shape, transformer_flops
 from .models import CALIBRATION_PRIOR_WEIGHT, METHODS, TrainingTimeModel
 from .models._conformal import MIN_GROUPS
 from .schema import SHAPE_COLUMNS, check_queries
@@ -310,32 +310,11 @@ def _calibrated_layout(loaded: LoadedHistory, kind: str) -> TrainingTimeModel:
                         hashlib.sha256(f"layout runs of {loaded.digest}".encode()).hexdigest())
     fitted = fit_history(sub, LAYOUT_METHOD, kind=kind,
                           regressor_params={"prior": prior, "prior_weight": CALIBRATION_PRIOR_WEIGHT})
-    fitted.calibration_runs_ = len(runs)
+    # the error book is indexed by distinct jobs calibrated on: repeats of one configuration teach one job
+    config = [c for c in ("model", "seq_len", "global_batch_size", "gpu_count", "gpu_type", "precision",
+                          "micro_batch_size", "tp", "pp", "vp", "cp", "ep", "zero_stage", "recompute") if c in runs]
+    fitted.calibration_runs_ = int(len(runs[config].astype(str).drop_duplicates()))
     return fitted
-
-
-def _layout_of(layout, devices: int, where: str) -> ParallelLayout:
-    if layout is None:
-        return ParallelLayout(dp=devices)
-    if isinstance(layout, ParallelLayout):
-        return layout
-    if isinstance(layout, Mapping):
-        given = dict(layout)
-        unknown = set(given) - set(ParallelLayout.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"The 'layout' parameter of {where} names unknown fields {sorted(unknown)}; known: "
-                             f"{', '.join(ParallelLayout.__dataclass_fields__)}.")
-        if "dp" not in given:
-            split = 1
-            for k in ("tp", "pp", "cp"):
-                split *= check_positive_int(given.get(k, 1), k, where)
-            if devices % split:
-                raise LayoutError(f"Invalid parallel layout: tp x pp x cp = {split} does not divide the {devices} "
-                                  "devices of the job.")
-            given["dp"] = devices // split
-        return ParallelLayout(**given)
-    raise TypeError(f"The 'layout' parameter of {where} must be a ParallelLayout or a dict of its fields. Got "
-                    f"{type(layout).__name__}.")
 
 
 def layout_columns(row: dict, *, seq_len, global_batch: int, layout=None, gpus_per_node=None,
@@ -351,7 +330,8 @@ def layout_columns(row: dict, *, seq_len, global_batch: int, layout=None, gpus_p
     global_batch : int
         Sequences per optimizer step.
     layout : ParallelLayout or dict, optional
-        Default: data parallel over every device, each replica's share in one micro-batch.
+        Completed by :func:`perfmodel.layout.job_layout` (default: data parallel over every device, one sequence
+        per pass, ZeRO-1).
     gpus_per_node : int, optional
         Devices per node (NVLink domain).
     inter_node_gbps : float, optional
@@ -374,17 +354,11 @@ def layout_columns(row: dict, *, seq_len, global_batch: int, layout=None, gpus_p
         For a layout the frameworks would not run (the message names every broken rule).
     """
     devices = int(row["gpu_count"])
-    lay = _layout_of(layout, devices, where)
-    assumed = []
+    lay, assumed = job_layout(layout, devices=devices, where=where)
     seq = seq_len if seq_len is not None else row.get("seq_len")
     if seq is None:
         raise ValueError(f"{where}: a transformer job's layout needs its sequence length (seq_len).")
     seq = check_positive_int(seq, "seq_len", where)
-    if layout is None or (isinstance(layout, Mapping) and "micro_batch" not in layout):
-        share = global_batch // lay.dp if global_batch % lay.dp == 0 else 1
-        lay = lay.with_(micro_batch=max(1, share))
-        if layout is not None:
-            assumed.append(f"micro-batch not given: {lay.micro_batch} (each replica's share in one pass)")
     try:
         shape = shape_of({**row, "seq_len": seq})
     except (TypeError, ValueError):
@@ -476,6 +450,14 @@ def _check_support(fitted: TrainingTimeModel, q: pd.DataFrame) -> list[str]:
                         "hardware peaks. Query a precision it has, or add runs on that device."
                     )
             notes.append(f"gpu_type {g!r} is not in the history; predicted through hardware peaks")
+    if fitted.method == LAYOUT_METHOD:  # every layout answer is priced from the datasheet at its precision
+        for (g, p), _ in q.groupby([q["gpu_type"].astype(str), q["precision"].astype(str)]):
+            spec = get_spec(g)
+            if spec.peak_tflops(p) is None:
+                have = [x for x in PRECISIONS if spec.peak_tflops(x) is not None]
+                raise ValueError(f"gpu_type {g!r} has no {p} peak in the spec table (it has: "
+                                 f"{', '.join(have) or 'none'}): the layout model prices GEMMs at the device's peak "
+                                 "for the precision. Query a precision the device has.")
     for p in sorted(map(str, pd.unique(q["precision"]))):
         if p not in fitted.precisions_:
             raise UnsupportedQueryError(
@@ -525,8 +507,8 @@ def _prior_note(provenance: list, q: pd.DataFrame, own_devices: set | None = Non
     a device type the user's own runs (``own_devices``) do not have."""
     if provenance and all(p.startswith(BUNDLED_PREFIX + "public_") for p in provenance):
         return ["learned from perfmodel's bundled public LLM pre-training history (published runs of tuned "
-                "frameworks: NVIDIA Megatron-Bridge, MosaicML LLM Foundry; data/README.md); your stack and cluster "
-                "may be slower. Calibrate with a few runs of your own: history=['my_llm_runs.csv', 'llm']"]
+                "frameworks: NVIDIA Megatron-Bridge, MosaicML LLM Foundry, PyTorch torchtitan, BigScience; "
+                "data/README.md); your stack and cluster may be slower. Calibrate with a few runs of your own: history=['my_llm_runs.csv', 'llm']"]
     if not provenance or "bundled:mlperf_steps.csv" not in provenance or set(map(str, q["gpu_type"])) <= {"cpu"}:
         return []
     if all(p.startswith("bundled:") for p in provenance):
@@ -937,6 +919,15 @@ class BasePredictor:
         canonical = resolve_gpu_type(gpu_type)
         n_steps = _steps(steps, epochs, dataset_size, global_batch, 1)
         job = {} if seq_len is None else {"seq_len": check_positive_int(seq_len, "seq_len", _WHERE)}
+        sized = []
+        if (isinstance(model, Mapping) and (seq_len is not None or model.get("seq_len") is not None)
+                and model.get("shape") is None and not any(model.get(k) is not None for k in SHAPE_NAMES)
+                and model.get("params") is not None and str(model.get("family", "decoder")).lower() == "decoder"):
+            # a transformer job given by its size: the standard decoder shape of that size (as plan_llm_job does)
+            shape = standard_shape(check_positive_float(model["params"], "params", _WHERE))
+            model = {**model, "shape": shape}
+            sized.append(f"a decoder of {float(model['params']):.3g} parameters given by its size: the standard "
+                         f"shape of that size ({shape.n_layers} layers, width {shape.d_model})")
         if isinstance(model, Mapping):
             given = dict(model)
             if isinstance(given.get("shape"), TransformerShape):
@@ -947,7 +938,7 @@ class BasePredictor:
         if source == "llm" or (self.history is None and wants_layout and isinstance(model, str)
                                and canonical != "cpu"):
             source = "llm" if isinstance(model, Mapping) or model in self._table("llm").index else source
-        assumed = []
+        assumed = sized
         if precision is None:
             precision, note = default_precision(self._by_device(source), canonical)
             assumed += [note] if note else []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 __all__ = ["RunConfig", "measure_run", "run_sweep", "sweep_configs", "default_sweep_configs", "DEFAULT_SWEEP",
            "record", "SlurmOptions", "add_op_features", "count_ops", "OpFeatures", "ZOO_SWEEP", "CALIBRATION_SWEEP",
-           "zoo_sweep_configs", "calibration_configs"]
+           "zoo_sweep_configs", "calibration_configs", "describe_layout_model"]
 
 _PLANS = ("ZOO_SWEEP", "CALIBRATION_SWEEP", "zoo_sweep_configs", "calibration_configs")
 
@@ -26,6 +26,10 @@ def __getattr__(name):
         from . import opcount
 
         return getattr(opcount, name)
+    if name == "describe_layout_model":
+        from ._layout_worker import describe_layout_model
+
+        return describe_layout_model
     if name == "SlurmOptions":
         from .slurm import SlurmOptions
 

@@ -18,7 +18,7 @@ from torch import nn
 
 from .layouts import layout_shape
 
-__all__ = ["LayoutDecoder", "build_decoder", "tensor_parallelize", "keep_stage", "lm_loss", "measure_layout_config",
+__all__ = ["describe_layout_model", "LayoutDecoder", "build_decoder", "tensor_parallelize", "keep_stage", "lm_loss", "measure_layout_config",
            "layout_flops_per_sample"]
 
 
@@ -506,3 +506,21 @@ def measure_layout_config(cfg: dict, *, device, world: int = 1, rank: int = 0, l
     if not math.isfinite(stats.mean):
         raise RuntimeError("non-finite step time")
     return rec
+
+
+def describe_layout_model(model: str) -> dict:
+    """Parameters and forward + backward FLOPs of one sequence of a layout decoder (builds it: needs torch).
+
+    Parameters
+    ----------
+    model : str
+        One of :data:`LAYOUT_MODELS`.
+
+    Returns
+    -------
+    dict
+        ``params`` and ``flops_per_sample``.
+    """
+    module, _ = build_decoder(model)
+    return {"params": int(sum(p.numel() for p in module.parameters())),
+            "flops_per_sample": float(layout_flops_per_sample(model))}

@@ -48,7 +48,7 @@ from .._validation import check_choice, check_confidence, check_positive_float, 
 from ..exceptions import DoesNotFitError, LayoutError
 from ..fitting import DEFAULT_METHOD
 from ..hardware import PRECISIONS, get_spec, resolve_gpu_type
-from ..layout import DEFAULT_GPUS_PER_NODE, ParallelLayout, check_layout, enumerate_layouts
+from ..layout import DEFAULT_GPUS_PER_NODE, ParallelLayout, check_layout, enumerate_layouts, job_layout
 from ..models import METHODS
 from ..predict import TrainingTimePrediction, predict_many, predict_training_time
 from ..transformer import (RECOMPUTE_MODES, TransformerFlops, TransformerShape, hf_config_shape, standard_shape,
@@ -666,9 +666,11 @@ def plan_llm_job(*, seq_len, global_batch, gpu_type, params=None, n_layers=None,
         raise LayoutError(f"Invalid parallel layout: {devices} devices do not divide into {names['tp']} x "
                           f"{names['pp']} x {names['cp']} = {tp} x {pp} x {cp} = {tp * pp * cp}: the data-parallel "
                           "degree devices / (tp·pp·cp) must be whole.")
-    layout = ParallelLayout(tp=tp, pp=pp, cp=cp, dp=devices // (tp * pp * cp), ep=ep, vp=vp, micro_batch=mb,
-                            zero_stage=int(zero_stage), recompute=recompute,
-                            sequence_parallel=(tp > 1) if sequence_parallel is None else bool(sequence_parallel))
+    given = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "vp": vp, "micro_batch": mb, "zero_stage": int(zero_stage),
+             "recompute": recompute}
+    if sequence_parallel is not None:
+        given["sequence_parallel"] = bool(sequence_parallel)
+    layout, _ = job_layout(given, devices=devices, where=_WHERE)  # the defaults predict_training_time takes
     searched = None
     if search:
         used = precision or "bf16"
