@@ -18,8 +18,8 @@ from torch import nn
 
 from .layouts import layout_shape
 
-__all__ = ["describe_layout_model", "LayoutDecoder", "build_decoder", "tensor_parallelize", "keep_stage", "lm_loss", "measure_layout_config",
-           "layout_flops_per_sample"]
+__all__ = ["describe_layout_model", "LayoutDecoder", "build_decoder", "tensor_parallelize", "keep_stage", "lm_loss",
+           "measure_layout_config", "layout_flops_per_sample"]
 
 
 class Attention(nn.Module):

@@ -16,7 +16,7 @@ and per step::
 
 ``smax(a, b) = (a³ + b³)^(1/3)``; ``smax0(z)`` a smooth ``max(z, 0)``. The coefficients (:data:`COEFFICIENTS`) are
 shared by every device, model and layout: a device enters only through its datasheet (peaks, memory bandwidth,
-links), so B200 differs from A100 by what its datasheet says, and fp8 by a fitted GEMM speed-up ``2·r8`` (not
+links), so B200 differs from A100 by what its datasheet says, and fp8 by a fitted GEMM speed-up ``2·r8`` (at most
 the datasheet's 2), with attention and memory-bound kernels unchanged.
 
 The fit is nonlinear least squares on log step time (multiplicative errors), each coefficient pulled towards a
