@@ -325,13 +325,15 @@ def _si(x: float) -> str:
     return f"{x:g}"
 
 
-def _count(value, name: str) -> int:
-    """A positive whole number, also given as a float such as ``100e9``."""
+def _count(value, name: str, shown: str | None = None) -> int:
+    """A positive whole number, also given as a float such as ``100e9`` (``shown``: how messages name it, e.g. a
+    CLI flag)."""
+    what = f"The {name!r} parameter of {_WHERE}" if shown is None or shown == name else shown
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"The {name!r} parameter of {_WHERE} must be a positive whole number. Got {value!r} "
-                        f"of type {type(value).__name__} instead.")
+        raise TypeError(f"{what} must be a positive whole number. Got {value!r} of type {type(value).__name__} "
+                        "instead.")
     if not math.isfinite(float(value)) or float(value) <= 0 or not float(value).is_integer():
-        raise ValueError(f"The {name!r} parameter of {_WHERE} must be a positive whole number. Got {value!r} instead.")
+        raise ValueError(f"{what} must be a positive whole number. Got {value!r} instead.")
     return check_positive_int(int(value), name, _WHERE)
 
 
@@ -657,11 +659,14 @@ def plan_llm_job(*, seq_len, global_batch, gpu_type, params=None, n_layers=None,
     g = resolve_gpu_type(gpu_type)
     if gpn is None:  # the device's NVLink domain (72 on NVL72 racks), else an 8-device node
         gpn = get_spec(g).nvlink_domain or DEFAULT_GPUS_PER_NODE
-    tp, pp, cp = (_count(v, k) for k, v in (("tensor_parallel", tensor_parallel),
-                                            ("pipeline_parallel", pipeline_parallel),
-                                            ("context_parallel", context_parallel)))
-    ep, vp = _count(expert_parallel, "expert_parallel"), _count(virtual_stages, "virtual_stages")
-    mb = 1 if micro_batch is None else _count(micro_batch, "micro_batch")
+    tp, pp, cp = (_count(v, k, names[short]) for short, k, v in (("tp", "tensor_parallel", tensor_parallel),
+                                                                  ("pp", "pipeline_parallel", pipeline_parallel),
+                                                                  ("cp", "context_parallel", context_parallel)))
+    ep = _count(expert_parallel, "expert_parallel", names["ep"])
+    vp = _count(virtual_stages, "virtual_stages", names["vp"])
+    mb = 1 if micro_batch is None else _count(micro_batch, "micro_batch", names["micro_batch"])
+    if vp > 1 and pp == 1:
+        raise LayoutError(f"Invalid parallel layout: {names['vp']} {vp} (virtual stages) needs {names['pp']} > 1.")
     if devices % (tp * pp * cp):
         raise LayoutError(f"Invalid parallel layout: {devices} devices do not divide into {names['tp']} x "
                           f"{names['pp']} x {names['cp']} = {tp} x {pp} x {cp} = {tp * pp * cp}: the data-parallel "
