@@ -58,11 +58,11 @@ import pandas as pd
 
 from .hardware import get_spec
 from .layout import DEFAULT_GPUS_PER_NODE, ParallelLayout, layout_problems
+from .schema import SHAPE_COLUMNS
 from .transformer import TransformerShape, standard_shape
 
 __all__ = ["LAYOUT_FEATURES", "LayoutJob", "layout_jobs", "layout_components", "job_problems", "shape_of",
-           "source_weights",
-           "DEFAULT_NETWORK_GBPS"]
+           "shape_columns", "source_weights", "DEFAULT_NETWORK_GBPS"]
 
 #: The quantities :func:`layout_components` produces, in order.
 LAYOUT_FEATURES = ("layer_flops_s", "layer_bytes_s", "expert_flops_s", "expert_bytes_s", "head_flops_s",
@@ -71,8 +71,7 @@ LAYOUT_FEATURES = ("layer_flops_s", "layer_bytes_s", "expert_flops_s", "expert_b
 #: Inter-node bandwidth per device (GB/s, one way) assumed where neither the run nor the spec table gives one:
 #: one 200 Gb/s NIC per device.
 DEFAULT_NETWORK_GBPS = 25.0
-_SHAPE_FIELDS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "n_experts",
-                 "experts_per_token", "moe_ffn_hidden")
+_SHAPE_FIELDS = tuple(c.name for c in SHAPE_COLUMNS if c.name != "active_params")
 _KERNELS_PER_LAYER = 30.0
 _KERNELS_PER_EXPERT_LAYER = 20.0
 _KERNELS_PER_COLLECTIVE = 3.0
@@ -115,6 +114,30 @@ def _int(row: dict, name: str) -> int | None:
     except (TypeError, ValueError):
         return None
     return int(round(f)) if math.isfinite(f) else None
+
+
+def shape_columns(shape: TransformerShape) -> dict:
+    """A shape as the run schema's shape columns (the inverse of :func:`shape_of`; a mixture's expert fields only
+    for a mixture).
+
+    Parameters
+    ----------
+    shape : TransformerShape
+
+    Returns
+    -------
+    dict
+        ``n_layers``, ``d_model``, ``n_heads``, ``n_kv_heads``, ``head_dim``, ``ffn_hidden``, ``gated_mlp``,
+        ``tied_embeddings``, ``vocab`` (and ``n_experts``, ``experts_per_token``, ``moe_ffn_hidden``,
+        ``active_params``).
+    """
+    out = {"n_layers": shape.n_layers, "d_model": shape.d_model, "n_heads": shape.n_heads,
+           "n_kv_heads": shape.n_kv_heads, "head_dim": shape.head_dim, "ffn_hidden": shape.ffn_hidden,
+           "gated_mlp": int(shape.gated_mlp), "tied_embeddings": int(shape.tied_embeddings), "vocab": shape.vocab}
+    if shape.is_moe:
+        out.update(n_experts=shape.n_experts, experts_per_token=shape.experts_per_token,
+                   moe_ffn_hidden=shape.moe_ffn_hidden, active_params=float(shape.active_params()))
+    return out
 
 
 def shape_of(row: dict, assumed: list | None = None) -> TransformerShape:
@@ -164,12 +187,20 @@ def _shape(row: dict, assumed: list) -> TransformerShape:
     kv = _int(row, "n_kv_heads")
     if kv:
         kw["n_kv_heads"] = kv
-    if d % h:
+    hd = _int(row, "head_dim")
+    if hd:
+        kw["head_dim"] = hd
+    elif d % h:
         kw["head_dim"] = max(1, d // h)
     ffn = _int(row, "ffn_hidden")
     experts = _int(row, "n_experts") or 0
-    gated = ffn is not None and ffn % d != 0  # a width that is not a multiple of d: a gated MLP (Llama's 8/3·d)
+    gated = _int(row, "gated_mlp")
+    if gated is None:  # not stated: a width that is not a multiple of d is a gated MLP's (Llama's 8/3·d)
+        gated = ffn is not None and ffn % d != 0
     kw.update(ffn_hidden=ffn, gated_mlp=bool(gated))
+    tied = _int(row, "tied_embeddings")
+    if tied is not None:
+        kw["tied_embeddings"] = bool(tied)
     if experts > 1:
         kw.update(n_experts=experts, experts_per_token=_int(row, "experts_per_token") or 1,
                   moe_ffn_hidden=_int(row, "moe_ffn_hidden") or ffn, gated_mlp=True)

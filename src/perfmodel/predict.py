@@ -33,7 +33,7 @@ from .history import (BUNDLED_PREFIX, HistoryFiles, LoadedHistory, default_histo
                       model_table, part_digest, peek_history, precision_by_device, read_history)
 from .kinds import KIND_NAMES, classify
 from .layout import LayoutError, ParallelLayout, check_layout, is_layout_job, job_layout
-from .layout_features import shape_of
+from .layout_features import shape_columns, shape_of
 from .transformer import TransformerShape, standard_shape, transformer_flops
 from .models import CALIBRATION_PRIOR_WEIGHT, METHODS, TrainingTimeModel
 from .models._conformal import MIN_GROUPS
@@ -231,7 +231,7 @@ def model_spec(model, example_input, fitted) -> dict:
             if not isinstance(shape, TransformerShape):
                 raise TypeError(f"The 'shape' of {where} must be a perfmodel.transformer.TransformerShape. Got "
                                 f"{type(shape).__name__}.")
-            model = {**_shape_fields(shape), **model}
+            model = {**shape_columns(shape), **model}
             model.setdefault("params", float(shape.params()))
             model.setdefault("family", "moe" if shape.is_moe else "decoder")
         if "params" not in model:
@@ -371,16 +371,6 @@ def layout_columns(row: dict, *, seq_len, global_batch: int, layout=None, gpus_p
         out["gpus_per_node"] = check_positive_int(gpus_per_node, "gpus_per_node", where)
     if inter_node_gbps is not None:
         out["inter_node_gbps"] = check_positive_float(inter_node_gbps, "inter_node_gbps", where)
-    return out
-
-
-def _shape_fields(shape: TransformerShape) -> dict:
-    """A shape as the run-schema's shape columns (a mixture's expert fields only for a mixture)."""
-    out = {"n_layers": shape.n_layers, "d_model": shape.d_model, "n_heads": shape.n_heads,
-           "n_kv_heads": shape.n_kv_heads, "ffn_hidden": shape.ffn_hidden, "vocab": shape.vocab}
-    if shape.is_moe:
-        out.update(n_experts=shape.n_experts, experts_per_token=shape.experts_per_token,
-                   moe_ffn_hidden=shape.moe_ffn_hidden, active_params=float(shape.active_params()))
     return out
 
 
@@ -931,7 +921,7 @@ class BasePredictor:
         if isinstance(model, Mapping):
             given = dict(model)
             if isinstance(given.get("shape"), TransformerShape):
-                given = {**_shape_fields(given["shape"]), "family": "decoder", **given}
+                given = {**shape_columns(given["shape"]), "family": "decoder", **given}
             job = {**{k: given[k] for k in ("seq_len", "family", *SHAPE_NAMES) if given.get(k) is not None}, **job}
         wants_layout = layout is not None or "seq_len" in job
         source = self._source_of(canonical, job if wants_layout else None)

@@ -109,7 +109,11 @@ SHAPE_COLUMNS: tuple[Column, ...] = (
     _C("d_model", "int", "hidden size"),
     _C("n_heads", "int", "attention (query) heads"),
     _C("n_kv_heads", "int", "key/value heads (grouped-query attention; default n_heads)"),
+    _C("head_dim", "int", "size of one attention head (default d_model / n_heads)"),
     _C("ffn_hidden", "int", "MLP hidden size of a dense layer"),
+    _C("gated_mlp", "int", "1 for a gated MLP (SwiGLU/GeGLU: three matrices), 0 for two (default: guessed, gated "
+       "where ffn_hidden is not a multiple of d_model)"),
+    _C("tied_embeddings", "int", "1 if the output head shares the input embedding's weights, 0 if not"),
     _C("vocab", "int", "vocabulary size"),
     _C("n_experts", "int", "routed experts per mixture-of-experts layer (0 or empty: dense)"),
     _C("experts_per_token", "int", "routed experts each token visits (top-k)"),

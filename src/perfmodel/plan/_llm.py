@@ -49,6 +49,7 @@ from ..exceptions import DoesNotFitError, LayoutError
 from ..fitting import DEFAULT_METHOD
 from ..hardware import PRECISIONS, get_spec, resolve_gpu_type
 from ..layout import DEFAULT_GPUS_PER_NODE, ParallelLayout, check_layout, enumerate_layouts, job_layout
+from ..layout_features import shape_columns
 from ..models import METHODS
 from ..predict import TrainingTimePrediction, predict_many, predict_training_time
 from ..transformer import (RECOMPUTE_MODES, TransformerFlops, TransformerShape, hf_config_shape, standard_shape,
@@ -422,13 +423,8 @@ def _layout_rows(layouts, *, shape, seq_len, global_batch, gpu_type, devices, pr
                  inter_node_gbps, steps, name) -> pd.DataFrame:
     """The query rows of many layouts of one job (the columns :func:`perfmodel.predict_many` reads)."""
     base = {"model": name, "params": float(shape.params()), "family": "moe" if shape.is_moe else "decoder",
-            "n_layers": shape.n_layers, "d_model": shape.d_model, "n_heads": shape.n_heads,
-            "n_kv_heads": shape.n_kv_heads, "ffn_hidden": shape.ffn_hidden, "vocab": shape.vocab,
-            "seq_len": seq_len, "global_batch_size": global_batch, "gpu_count": devices, "gpu_type": gpu_type,
+            **shape_columns(shape), "seq_len": seq_len, "global_batch_size": global_batch, "gpu_count": devices, "gpu_type": gpu_type,
             "batch_size": global_batch / devices, "steps": steps, "gpus_per_node": gpus_per_node}
-    if shape.is_moe:
-        base.update(n_experts=shape.n_experts, experts_per_token=shape.experts_per_token,
-                    moe_ffn_hidden=shape.moe_ffn_hidden, active_params=float(shape.active_params()))
     if precision is not None:
         base["precision"] = precision
     if inter_node_gbps is not None:
