@@ -512,6 +512,15 @@ class TestInputs:
         with pytest.raises(SchemaError, match=f"Column '{column}' must be finite"):
             load_runs(h)
 
+    @pytest.mark.parametrize("column", ["sequence_parallel", "gated_mlp", "tied_embeddings"])
+    def test_flag_columns_take_zero_and_one_only(self, column):
+        h = make_history()
+        h[column] = [0, 1] * (len(h) // 2) + [0] * (len(h) % 2)
+        assert set(load_runs(h)[column]) == {0, 1}
+        h.loc[3, column] = 2
+        with pytest.raises(SchemaError, match=f"Column '{column}' must be 0 or 1"):
+            load_runs(h)
+
     def test_unbounded_interval_is_an_error_not_inf(self):
         small = make_history(n_models=1).head(6)
         model = perfmodel.fit(small, method="gbm")

@@ -198,6 +198,9 @@ MINIMAL_COLUMNS = ("model", "params", "batch_size", "gpu_count", "gpu_type")
 _POSITIVE = ("params", "batch_size", "gpu_count", "step_time_s", "wall_time_s", "steps")
 
 
+#: Layout and shape columns that are 0/1 flags.
+_FLAG_COLUMNS = ("sequence_parallel", "gated_mlp", "tied_embeddings")
+
 #: Plausibility limits: ``(low, low_inclusive, high)`` per numeric column, checked where a value is given. They
 #: are far beyond any real run (a 10^15-parameter model, a million-second optimizer step) and keep every product
 #: the models form (steps × step time, FLOPs × batch) finite in float64.
@@ -232,10 +235,10 @@ LIMITS: dict[str, tuple[float, bool, float]] = {
     "activation_checkpointing": (0.0, True, 1.0),
     "seq_len": (0.0, False, 1e9),
     **{c.name: (0.0, False, 1e9) for c in LAYOUT_COLUMNS + SHAPE_COLUMNS if c.kind == "int"
-       and c.name not in ("zero_stage", "sequence_parallel", "active_params", "n_experts")},
+       and c.name not in ("zero_stage", "active_params", "n_experts") + _FLAG_COLUMNS},
+    **{name: (0.0, True, 1.0) for name in _FLAG_COLUMNS},
     "zero_stage": (0.0, True, 3.0),
     "inter_node_gbps": (0.0, False, 1e6),
-    "sequence_parallel": (0.0, True, 1.0),
     "n_experts": (0.0, True, 1e9),
     "active_params": (0.0, False, 1e15),
     # op-level features: per-sample FLOPs and bytes as for flops_per_sample; zero is a class with no ops
@@ -244,7 +247,7 @@ LIMITS: dict[str, tuple[float, bool, float]] = {
     "op_feature_version": (0.0, False, 1e6),
 }
 #: Flag columns: 0 or 1 (their LIMITS range is [0, 1] and they are integers).
-_FLAGS = ("compiled", "activation_checkpointing", "sequence_parallel")
+_FLAGS = ("compiled", "activation_checkpointing") + _FLAG_COLUMNS
 #: Columns that must be present (not NaN) in every successful run.
 _REQUIRED_OK = ("params", "batch_size", "gpu_count", "step_time_s")
 
