@@ -1,7 +1,7 @@
 """Build the fitted defaults that ship with perfmodel: src/perfmodel/data/fitted/<key>.perfmodel.
 
 For each bundled history in :data:`perfmodel.fitting.SHIPPED_HISTORIES` (``cpu`` and ``gpu`` with ``auto``, ``llm``
-with the layout model) and each kind of query (:data:`perfmodel.kinds.KIND_NAMES`) that can arise on it, the model
+with the layout model; and the (history, method, kind) of :data:`perfmodel.fitting.SHIPPED_EXTRA`) and each kind of query (:data:`perfmodel.kinds.KIND_NAMES`) that can arise on it, the model
 is fitted exactly as
 :func:`perfmodel.fitting.fit_cached` would fit it (:func:`perfmodel.fitting.fit_history`) and saved in the safe
 format under its shipped key (:func:`perfmodel.fitting.shipped_key`: history digest, perfmodel version, method,
@@ -55,7 +55,7 @@ def kinds_that_arise(runs) -> dict:
 
 def build(names, force: bool, check: bool) -> int:
     import perfmodel
-    from perfmodel.fitting import FIT_FORMAT, SHIPPED_HISTORIES, fit_history, shipped_dir, shipped_key
+    from perfmodel.fitting import FIT_FORMAT, SHIPPED_EXTRA, SHIPPED_HISTORIES, fit_history, shipped_dir, shipped_key
     from perfmodel.hardware import table_digest
     from perfmodel.history import read_history
     from perfmodel.persistence import load_model, save_model
@@ -67,27 +67,31 @@ def build(names, force: bool, check: bool) -> int:
     old_index, unsaveable = {}, {}
     if (OUT / INDEX).is_file():
         old = json.loads((OUT / INDEX).read_text())
-        old_index = {(e["history"], e["kind"]): e for e in old.get("models", [])}
-        unsaveable = {(e["history"], e["kind"]): e for e in old.get("skipped", []) if e.get("unsaveable")}
+        old_index = {(e["history"], e["kind"], e["method"]): e for e in old.get("models", [])}
+        unsaveable = {(e["history"], e["kind"], e.get("method")): e for e in old.get("skipped", [])
+                      if e.get("unsaveable")}
     models, skipped, expected, todo = [], [], set(), []
     t_start = time.perf_counter()
-    for name in SHIPPED_HISTORIES:
+    plan = [(name, SHIPPED_HISTORIES[name], None) for name in SHIPPED_HISTORIES]
+    plan += [(name, method, kind) for name, method, kind in SHIPPED_EXTRA]  # one kind each
+    for name, method, only_kind in plan:
         loaded = read_history(name)
         for kind, reason in kinds_that_arise(loaded.runs).items():
-            if reason is not None:
-                skipped.append({"history": name, "kind": kind, "reason": reason})
+            if only_kind is not None and kind != only_kind:
                 continue
-            method = SHIPPED_HISTORIES[name]
+            if reason is not None:
+                skipped.append({"history": name, "kind": kind, "method": method, "reason": reason})
+                continue
             key = shipped_key(loaded.digest, method, kind)
             path = OUT / f"{key}.perfmodel"
-            if not force and unsaveable.get((name, kind), {}).get("key") == key:
-                skipped.append(unsaveable[(name, kind)])  # fitted with this very code before: still unsaveable
+            if not force and unsaveable.get((name, kind, method), {}).get("key") == key:
+                skipped.append(unsaveable[(name, kind, method)])  # fitted with this very code: still unsaveable
                 continue
             entry = {"history": name, "kind": kind, "method": method, "key": key, "file": path.name,
                      "digest": loaded.digest, "runs": len(loaded.runs)}
             current = path.is_file() and not force and _loads(load_model, path)
-            if current and (name, kind) in old_index and old_index[(name, kind)].get("key") == key:
-                entry = {**old_index[(name, kind)], **entry}
+            if current and (name, kind, method) in old_index and old_index[(name, kind, method)].get("key") == key:
+                entry = {**old_index[(name, kind, method)], **entry}
             if not current and name in names:
                 todo.append((name, kind, loaded, path, entry))
             elif not current:
@@ -114,7 +118,8 @@ def build(names, force: bool, check: bool) -> int:
         except TypeError as exc:  # a method the safe format cannot hold yet: not shipped, fitted on first use
             reason = (f"auto chose {model.method}, which the safe model format cannot hold yet "
                       f"({' '.join(str(exc).split())}; perfmodel.persistence): fitted on first use instead")
-            skipped.append({"history": name, "kind": kind, "reason": reason, "unsaveable": True, "key": key})
+            skipped.append({"history": name, "kind": kind, "method": entry["method"], "reason": reason,
+                            "unsaveable": True, "key": key})
             models.remove(entry)
             expected.discard(path.name)
             print(f"{name:4s} {kind:10s} {model.method:9s} fitted in {fit_s:6.1f} s, NOT SHIPPED: {reason}",
@@ -130,16 +135,16 @@ def build(names, force: bool, check: bool) -> int:
     for p in stale:
         p.unlink()
         print(f"removed stale {p.relative_to(ROOT)}", flush=True)
-    rebuilt = {(t[0], t[1]) for t in todo}
+    rebuilt = {(t[0], t[1], t[4]["method"]) for t in todo}
     for m in models:
-        if (m["history"], m["kind"]) not in rebuilt:
+        if (m["history"], m["kind"], m["method"]) not in rebuilt:
             print(f"{m['history']:4s} {m['kind']:10s} current, kept", flush=True)
     for s in skipped:
         print(f"{s['history']:4s} {s['kind']:10s} skipped: {s['reason']}", flush=True)
     index = {"perfmodel": perfmodel.__version__, "format": FIT_FORMAT,
              "devices": table_digest(),
-             "models": sorted(models, key=lambda e: (e["history"], e["kind"])),
-             "skipped": sorted(skipped, key=lambda e: (e["history"], e["kind"]))}
+             "models": sorted(models, key=lambda e: (e["history"], e["kind"], e["method"])),
+             "skipped": sorted(skipped, key=lambda e: (e["history"], e["kind"], e.get("method", "")))}
     text = json.dumps(index, indent=1, sort_keys=True) + "\n"
     if not (OUT / INDEX).is_file() or (OUT / INDEX).read_text() != text:
         (OUT / INDEX).write_text(text)

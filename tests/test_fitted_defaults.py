@@ -33,9 +33,10 @@ def digests() -> dict:
     return {name: read_history(name).digest for name in fitting.SHIPPED_HISTORIES}
 
 
-def _entry(index, history, kind):
+def _entry(index, history, kind, method=None):
+    method = method or fitting.SHIPPED_HISTORIES[history]
     for e in index["models"]:
-        if (e["history"], e["kind"]) == (history, kind):
+        if (e["history"], e["kind"], e["method"]) == (history, kind, method):
             return e
     return None
 
@@ -47,6 +48,11 @@ class TestShippedFilesCurrent:
                 skipped = [s for s in index["skipped"] if (s["history"], s["kind"]) == (name, kind)]
                 assert _entry(index, name, kind) is not None or (skipped and skipped[0]["reason"]), (
                     f"no shipped model for history {name!r}, kind {kind!r}, and no reason to skip it: {REBUILD}")
+
+    def test_the_extra_fits_are_shipped(self, index):
+        for name, method, kind in fitting.SHIPPED_EXTRA:
+            assert _entry(index, name, kind, method) is not None, (
+                f"no shipped {method} model for history {name!r}, kind {kind!r} (fitting.SHIPPED_EXTRA): {REBUILD}")
 
     def test_no_kind_left_out_for_want_of_a_format(self, index):
         # a kind whose auto winner the safe format cannot hold is fitted on first use (and cannot be cached either)

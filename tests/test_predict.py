@@ -529,3 +529,75 @@ def test_fp8_is_never_assumed_unless_every_run_used_it():
     by = precision_by_device(runs)
     assert by["H100"] == ("bf16", False)  # fp8 is the mode, but not every run used it
     assert by["B200"] == ("fp8", True)  # every run fp8: that is what the history knows
+
+
+class TestPrecisionTransfer:
+    """A precision no run of the history used is a new_device query, answered under auto by the ratio rule through
+    the device's peaks and element sizes (perfmodel.fitting.PRECISION_TRANSFER_METHOD)."""
+
+    @staticmethod
+    def _fp16_history():
+        h = make_history(n_models=4)
+        h = h[h["gpu_count"] == 1]
+        return pd.concat([h.assign(gpu_type="A100-SXM4-80GB", precision="fp16"),
+                          h.assign(gpu_type="H100-SXM5-80GB", precision="fp16",
+                                   step_time_s=h["step_time_s"] / 2.5)], ignore_index=True)
+
+    def test_classified_as_new_device(self):
+        from perfmodel.kinds import classify
+
+        runs = self._fp16_history()
+        q = runs.iloc[[0, 0]].drop(columns=["step_time_s"]).reset_index(drop=True)
+        q.loc[1, "precision"] = "fp32"
+        assert list(classify(runs, q)) == ["seen", "new_device"]
+
+    def test_tf32_from_fp16_runs_through_peak_and_element_bytes(self):
+        from perfmodel.hardware import ELEMENT_BYTES, get_spec
+
+        h = self._fp16_history()
+        row = h[(h["gpu_type"] == "A100-SXM4-80GB") & (h["model"] == "m1") & (h["batch_size"] == 16)].iloc[0]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            r = predict_training_time("m1", batch_size=16, gpu_type="A100", precision="tf32", steps=1, history=h)
+        a100 = get_spec("A100")
+        # sqrt(peak ratio x element-bandwidth ratio): sqrt(312/156 x 4/2) = 2
+        factor = math.sqrt(a100.peak_tflops("fp16") / a100.peak_tflops("tf32")
+                           * ELEMENT_BYTES["tf32"] / ELEMENT_BYTES["fp16"])
+        assert r.method == "ratio" and r.query_kind == "new_device"
+        assert r.step_seconds == pytest.approx(row["step_time_s"] * factor, rel=1e-9)
+        assert r.step_lower < r.step_seconds < r.step_upper
+        assert any("precision 'tf32' is not in the history" in w for w in r.warnings + [str(c.message)
+                                                                                        for c in caught])
+
+    def test_many_queries_mix_seen_and_new_precisions(self):
+        h = self._fp16_history()
+        q = pd.DataFrame({"model": ["m1", "m1", "m2"], "batch_size": [16, 16, 32], "gpu_count": 1,
+                          "gpu_type": "A100", "precision": ["fp16", "fp32", "tf32"], "steps": 10})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = predict_many(q, history=h)
+            one = [predict_training_time(m, batch_size=b, gpu_type="A100", precision=p, steps=10, history=h)
+                   for m, b, p in zip(q["model"], q["batch_size"], q["precision"])]
+        assert list(out["query_kind"]) == ["seen", "new_device", "new_device"]
+        assert np.allclose(out["seconds"], [r.seconds for r in one], rtol=1e-9)
+        assert out["seconds"][1] > out["seconds"][0]  # full fp32 on A100: 16x fewer FLOP/s
+
+    def test_explicit_method_is_kept(self):
+        h = self._fp16_history()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = predict_training_time("m1", batch_size=16, gpu_type="A100", precision="tf32", steps=1, history=h,
+                                      method="physics")
+        assert r.method == "physics"
+
+    def test_a_device_without_that_peak_is_refused_by_name(self):
+        h = self._fp16_history()
+        with pytest.raises(ValueError, match=r"no runs at precision 'fp8'.*no fp8 peak for gpu_type"):
+            predict_training_time("m1", batch_size=16, gpu_type="A100", precision="fp8", steps=1, history=h)
+
+    def test_out_of_the_box_fp32_is_answered(self):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = predict_training_time({"params": 25.6e6, "flops_per_sample": 2.46e10, "family": "cnn"},
+                                      batch_size=256, gpu_count=8, gpu_type="A100", precision="fp32", steps=100)
+        assert r.method == "ratio" and r.query_kind == "new_device" and r.lower < r.seconds < r.upper

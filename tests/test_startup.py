@@ -115,7 +115,7 @@ def test_the_cli_predict_path_imports_only_what_a_prediction_needs(own_history):
 
 
 @pytest.mark.parametrize("entry", json.loads((fitting.shipped_dir() / "index.json").read_text())["models"],
-                         ids=lambda e: f"{e['history']}-{e['kind']}")
+                         ids=lambda e: f"{e['history']}-{e['kind']}-{e['method']}")
 def test_every_shipped_model_passes_the_load_time_prediction_it_is_loaded_without(entry):
     # fitting.load_shipped skips load_model's probe prediction for perfmodel's own files: this test makes it
     path = fitting.shipped_dir() / entry["file"]

@@ -41,7 +41,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .hardware import get_spec, resolve_gpu_type
+from .hardware import ELEMENT_BYTES, get_spec, resolve_gpu_type
 from .layout_features import LAYOUT_FEATURES, layout_components
 from .schema import OP_TRACED_CLASSES
 
@@ -538,11 +538,13 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
     def _baseline_columns(self, X: pd.DataFrame, q: pd.DataFrame) -> pd.DataFrame:
         cpu, n, peak, mem, link = self._rates(X, q)
         model = X["model"] if "model" in X.columns else np.full(len(X), "", dtype=object)
+        # the bandwidth in 16-bit elements per second: an fp32 run's memory-bound kernels move twice the bytes
+        size = q["precision"].astype(str).map(ELEMENT_BYTES).astype(float).fillna(2.0).to_numpy()
         with np.errstate(divide="ignore", invalid="ignore"):
             return pd.DataFrame({
                 "log_work": np.log(q["flops_per_step_device"].to_numpy(dtype=float)),
                 "log_peak": np.log(peak),
-                "log_bw": np.log(mem),
+                "log_bw": np.log(mem * 2.0 / size),
                 "log_n": np.log(n),
                 "log_batch": np.log(q["batch_size"].to_numpy(dtype=float)),
                 "model_code": _codes(model, self.model_names_),

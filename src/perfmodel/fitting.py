@@ -61,7 +61,8 @@ from .schema import validate_runs
 
 __all__ = ["DEFAULT_METHOD", "AUTO_CANDIDATES", "BASELINES", "MAX_BASELINE_MARGIN", "SELECTION_MIN_GROUPS",
            "baseline_margin", "baseline_first", "fit_history", "choose_method", "fit_cached", "stored_fit", "Choice",
-           "shipped_dir", "shipped_key", "FIT_FORMAT", "load_shipped", "SHIPPED_HISTORIES", "layout_floor",
+           "shipped_dir", "shipped_key", "FIT_FORMAT", "load_shipped", "SHIPPED_HISTORIES", "SHIPPED_EXTRA",
+           "PRECISION_TRANSFER_METHOD", "layout_floor",
            "LAYOUT_BOOK"]
 
 
@@ -412,11 +413,20 @@ def stored_fit(digest: str, method: str, kind: str) -> TrainingTimeModel | None:
 #: The bundled histories whose models ship, and the method each ships with: ``auto`` for the CPU and GPU runs, the
 #: layout model for the LLM pre-training sets (what answers transformer jobs).
 SHIPPED_HISTORIES = {"cpu": "auto", "gpu": "auto", "llm": "layout"}
+#: The method that answers, under ``method="auto"``, a query at a precision no run of the history used (fp32 asked
+#: of fp16/bf16 runs, or back): the ``ratio`` rule, the same model's nearest runs scaled by the device's peak and
+#: element-bandwidth ratios at the two precisions (:data:`perfmodel.hardware.ELEMENT_BYTES`). Chosen on the
+#: development set's precision-transfer record (benchmarks/precision_transfer.py: Lambda's fp16 and fp32 runs),
+#: where the forms ``auto`` picks for device transfer carry a precision change 2-4x worse.
+PRECISION_TRANSFER_METHOD = "ratio"
+#: Fits shipped besides the ``auto`` ones, as (bundled history, method, kind): the precision-transfer rule on the
+#: bundled GPU runs (which hold no fp32), so that an fp32 or TF32 query out of the box answers without a fit.
+SHIPPED_EXTRA = (("gpu", PRECISION_TRANSFER_METHOD, "new_device"),)
 #: The version of what a fit computes. A shipped model is keyed by it (with the data, the device table, the
 #: perfmodel version, the method and the kind), not by the bytes of the source: bump it when a change alters what
 #: fits give (tests/test_fitted_defaults.py refits one model per shipped history and compares the predictions, so a
 #: change that alters them without a bump fails there), then run scripts/build_fitted_defaults.py.
-FIT_FORMAT = 4
+FIT_FORMAT = 5
 
 
 def shipped_dir() -> Path:

@@ -54,13 +54,18 @@ import pandas as pd
 from .exceptions import DeviceSpecError, UnknownHardwareError
 
 __all__ = [
-    "HardwareSpec", "get_spec", "resolve_gpu_type", "spec_table", "known_gpu_types", "PRECISIONS",
+    "HardwareSpec", "get_spec", "resolve_gpu_type", "spec_table", "known_gpu_types", "PRECISIONS", "ELEMENT_BYTES",
     "register_device", "unregister_device", "load_devices", "DEVICES_ENV", "table_digest",
 ]
 
 #: Precisions perfmodel knows. ``fp16`` and ``bf16`` share the tensor-core peak on most devices (not on MI100,
 #: nor on Turing/Volta, which have no bf16); ``fp8`` is the dense FP8 tensor peak (None before Hopper/Ada/CDNA3).
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
+#: Bytes per activation element that a run's memory-bound kernels move at each precision: 4 in fp32 (TF32 is an
+#: fp32 storage format), 2 in fp16/bf16 mixed precision, and 2 under fp8 training too (fp8 is the GEMMs' input
+#: format; activations, norms and the other memory-bound kernels stay in 16 bits). Bandwidth-bound time scales
+#: with it: a device's bandwidth moves half as many fp32 elements per second as 16-bit ones.
+ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2}
 #: Environment variable naming device files (YAML or CSV) that are registered on first lookup.
 DEVICES_ENV = "PERFMODEL_DEVICES"
 

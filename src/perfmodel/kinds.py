@@ -6,13 +6,17 @@ these kinds, from the most demanding down:
 =============  ==================================================================  ==============================
 kind           the query                                                           scored by refits holding out
 =============  ==================================================================  ==============================
-``new_device`` runs on a device type no run used                                   each device type
+``new_device`` runs on a device type no run used, or at a precision no run used     each device type
 ``new_model``  is a model no run trained                                           each model
 ``new_pair``   a model and a device type the runs both have, never together        each (model, device type) pair
 ``new_count``  a known (model, device type) at a device count it has not run       each device count
 ``new_batch``  a known (model, device type) at a per-device batch it has not run   each batch size
 ``seen``       a configuration the runs have (model, device type, batch and count)  random K-fold
 =============  ==================================================================  ==============================
+
+A precision no run used (fp32 asked of a history of fp16 and bf16 runs) is a ``new_device`` query: like a device
+the runs lack, it can only be carried through the datasheet (the device's peak at that precision), and the methods
+and intervals chosen for device transfer answer it.
 
 Model selection (``method="auto"``, :mod:`perfmodel.fitting`), prediction intervals
 (:mod:`perfmodel.models._conformal`), prediction (:mod:`perfmodel.predict`) and evaluation
@@ -212,7 +216,8 @@ def classify(runs: pd.DataFrame, query: pd.DataFrame) -> np.ndarray:
     """The kind of each row of ``query`` with respect to ``runs``.
 
     Device types are compared by their canonical names, models by name (a query without a ``model`` column asks
-    for a new model), batch sizes and device counts within the query's (model, device type) pair.
+    for a new model), batch sizes and device counts within the query's (model, device type) pair. Where both
+    frames have a ``precision`` column, a query at a precision no run used is ``new_device`` (module docstring).
 
     Parameters
     ----------
@@ -232,6 +237,9 @@ def classify(runs: pd.DataFrame, query: pd.DataFrame) -> np.ndarray:
         return np.empty(0, dtype=object)
     q_dev, r_dev = canonical_devices(query["gpu_type"]), canonical_devices(runs["gpu_type"])
     new_device = ~np.isin(q_dev, np.unique(r_dev))
+    if "precision" in query.columns and "precision" in runs.columns:
+        q_prec = query["precision"].astype(str).str.lower().to_numpy(dtype=object)
+        new_device |= ~np.isin(q_prec, runs["precision"].astype(str).str.lower().unique())
     if "model" in query.columns:
         new_model = ~np.isin(_text(query, "model"), np.unique(_text(runs, "model")))
     else:

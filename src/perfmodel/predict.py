@@ -27,7 +27,7 @@ from ._rows import distinct_rows
 from ._validation import (check_choice, check_confidence, check_nonnegative_float, check_positive_float,
                           check_positive_int, check_prediction_frame, row_label)
 from .exceptions import DataQualityWarning, ExtrapolationWarning, SchemaError, UnsupportedQueryError
-from .fitting import DEFAULT_METHOD, fit_cached, fit_history, layout_floor, stored_fit
+from .fitting import DEFAULT_METHOD, PRECISION_TRANSFER_METHOD, fit_cached, fit_history, layout_floor, stored_fit
 from .hardware import PRECISIONS, get_spec, resolve_gpu_type, table_digest
 from .history import (BUNDLED_PREFIX, HistoryFiles, LoadedHistory, default_history, frame_digest, history_parts,
                       model_table, part_digest, peek_history, precision_by_device, read_history)
@@ -449,11 +449,26 @@ def _check_support(fitted: TrainingTimeModel, q: pd.DataFrame) -> list[str]:
                                  f"{', '.join(have) or 'none'}): the layout model prices GEMMs at the device's peak "
                                  "for the precision. Query a precision the device has.")
     for p in sorted(map(str, pd.unique(q["precision"]))):
-        if p not in fitted.precisions_:
+        if p in fitted.precisions_:
+            continue
+        have = ", ".join(fitted.precisions_)
+        if not getattr(feats, "hardware_features_", False):
             raise UnsupportedQueryError(
-                f"The history has no runs at precision {p!r} (it has: {', '.join(fitted.precisions_)}); "
-                "add runs at that precision to predict it."
+                f"The history has no runs at precision {p!r} (it has: {have}), and its fit does not carry step "
+                "times through the devices' peaks (one device type, or devices whose datasheet figures are all "
+                "the same). Add runs at that precision, or fit on two or more devices with known peaks."
             )
+        for g in sorted(map(str, pd.unique(q.loc[q["precision"].astype(str) == p, "gpu_type"]))):
+            spec = get_spec(g)
+            if spec.peak_tflops(p) is None:
+                known = [x for x in PRECISIONS if spec.peak_tflops(x) is not None]
+                raise ValueError(
+                    f"The history has no runs at precision {p!r} (it has: {have}) and the spec table has no {p} "
+                    f"peak for gpu_type {g!r} (it has: {', '.join(known) or 'none'}), so step times cannot be "
+                    "carried to it through the peaks. Query a precision it has, or add runs at that precision."
+                )
+        notes.append(f"precision {p!r} is not in the history (it has: {have}); predicted through the devices' "
+                     f"peaks at {p}, as a device the history lacks")
     return notes
 
 
@@ -683,7 +698,8 @@ class BasePredictor:
             answer = np.where(is_layout_job(rows), True, answer)
         return answer, kinds
 
-    def model(self, kind: str = "seen", source: str | None = None, *, own: bool = False) -> TrainingTimeModel:
+    def model(self, kind: str = "seen", source: str | None = None, *, own: bool = False,
+              method: str | None = None) -> TrainingTimeModel:
         """The model fitted for queries of ``kind``, fitted on first use (through the disk cache for files).
 
         Parameters
@@ -695,6 +711,9 @@ class BasePredictor:
         own : bool, default=False
             Fit on the caller's own runs alone (a history that mixes them with bundled runs; ValueError
             otherwise).
+        method : str, optional
+            Fit this method on the whole history instead of the Predictor's (what answers a precision transfer
+            under ``auto``: :data:`~perfmodel.fitting.PRECISION_TRANSFER_METHOD`).
 
         Returns
         -------
@@ -704,6 +723,23 @@ class BasePredictor:
         if isinstance(self.history, TrainingTimeModel):
             return self.history
         check_choice(kind, "kind", "Predictor.model", KIND_NAMES)
+        if method is not None:
+            check_choice(method, "method", "Predictor.model", METHODS)
+            key = ("method", method, source if self.history is None else None, kind)
+            files = self._files(key[2]) if key not in self._fits else None
+            if files is not None and not files.mixed:  # shipped or in the disk cache: nothing parsed
+                stored = stored_fit(files.digest, method, kind)
+                if stored is not None:
+                    stored.provenance_ = list(files.labels)
+                    self._fits[key] = stored
+            if key not in self._fits:
+                loaded = self.runs(key[2])
+                paths = all(isinstance(p, (str, os.PathLike)) for p in history_parts(
+                    self.history if self.history is not None else source))
+                fitted = fit_cached(loaded, method, kind) if paths else fit_history(loaded, method, kind=kind)
+                fitted.provenance_ = list(loaded.labels)
+                self._fits[key] = fitted
+            return self._fits[key]
         key = (source if self.history is None else None, kind, bool(own))
         if key not in self._fits and not own:
             stored = self._stored(kind, key[0])
@@ -992,7 +1028,18 @@ class BasePredictor:
             kind = str(own_kinds[0])
             return self.model(kind, source, own=True), kind
         kind = str(self._kinds(source, q)[0])
-        return self.model(kind, source), kind
+        fitted = self.model(kind, source)
+        if self._new_precision(q, source, fitted)[0]:
+            return self.model(kind, source, method=PRECISION_TRANSFER_METHOD), kind
+        return fitted, kind
+
+    def _new_precision(self, rows: pd.DataFrame, source, fitted: TrainingTimeModel) -> np.ndarray:
+        """Per row: whether ``auto`` hands it to :data:`~perfmodel.fitting.PRECISION_TRANSFER_METHOD` — its precision is one no run
+        of the history used, and ``fitted`` (the model its kind gets) is not the layout model, which prices every
+        precision from the datasheet itself."""
+        if self.method != "auto" or fitted.method in (LAYOUT_METHOD, PRECISION_TRANSFER_METHOD):
+            return np.zeros(len(rows), dtype=bool)
+        return ~rows["precision"].astype(str).isin(fitted.precisions_).to_numpy()
 
     def predict_many(self, queries: pd.DataFrame, *, _positions=None) -> pd.DataFrame:
         """Predict many configurations at once (as :func:`predict_many`).
@@ -1095,6 +1142,14 @@ class BasePredictor:
             for k in sorted(set(keys.tolist()), key=lambda k: (k.startswith("own:"), KIND_NAMES.index(
                     k.removeprefix("own:")))):
                 fits[k] = self.model(k.removeprefix("own:"), source, own=k.startswith("own:"))
+            for k in list(fits):  # a precision no run used: the rule chosen for precision transfer answers
+                at = np.flatnonzero(keys == k)
+                moved = at[self._new_precision(rows.iloc[at], source, fits[k])] if not k.startswith("own:") \
+                    else at[:0]
+                if len(moved):
+                    keys[moved] = f"precision:{k}"
+                    fits[f"precision:{k}"] = self.model(k, source, method=PRECISION_TRANSFER_METHOD)
+            fits = {k: fit for k, fit in fits.items() if k in set(keys.tolist())}
             kinds = keys
         pieces = []
         row_kind = kinds[inverse]

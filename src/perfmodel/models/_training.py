@@ -30,7 +30,7 @@ from ._roofline import RooflineRegressor
 __all__ = ["TrainingTimeModel", "Summary", "CONFIG_COLUMNS"]
 
 #: The columns that tell one configuration from another for :func:`perfmodel.kinds.classify`.
-CONFIG_COLUMNS = ("model", "gpu_type", "batch_size", "gpu_count")
+CONFIG_COLUMNS = ("model", "gpu_type", "batch_size", "gpu_count", "precision")
 #: Feature sets whose regressors read their columns by name (:mod:`perfmodel.models._columns`): the featurizer
 #: hands them a DataFrame.
 _NAMED_FEATURE_SETS = ("physics", "roofline", "ops", "baseline")
@@ -164,7 +164,8 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         configs = pd.DataFrame({"model": runs["model"].astype(str).to_numpy(),
                                 "gpu_type": canonical_devices(runs["gpu_type"]),
                                 "batch_size": pd.to_numeric(runs["batch_size"]).astype(float).to_numpy(),
-                                "gpu_count": pd.to_numeric(runs["gpu_count"]).astype(float).to_numpy()})
+                                "gpu_count": pd.to_numeric(runs["gpu_count"]).astype(float).to_numpy(),
+                                "precision": runs["precision"].astype(str).str.lower().to_numpy()})
         self.configs_ = configs.drop_duplicates().reset_index(drop=True)
         domain = fit_domain(runs)
         self.domain_, self.domain_scale_, self.domain_points_ = domain["range"], domain["scale"], domain["points"]
