@@ -601,3 +601,14 @@ class TestPrecisionTransfer:
             r = predict_training_time({"params": 25.6e6, "flops_per_sample": 2.46e10, "family": "cnn"},
                                       batch_size=256, gpu_count=8, gpu_type="A100", precision="fp32", steps=100)
         assert r.method == "ratio" and r.query_kind == "new_device" and r.lower < r.seconds < r.upper
+
+    def test_an_llm_job_in_tf32_is_priced_by_the_layout_model(self):
+        job = {"seq_len": 2048, "global_batch": 256, "gpu_count": 8, "gpu_type": "A100", "steps": 100}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            bf16, tf32, fp32 = (predict_training_time({"params": 1.3e9, "family": "decoder"}, precision=p, **job)
+                                for p in ("bf16", "tf32", "fp32"))
+        assert bf16.method == tf32.method == fp32.method == "layout"
+        assert tf32.query_kind == "new_device" and any("precision 'tf32'" in w for w in tf32.warnings)
+        # half the tensor-core peak and twice the bytes per element of bf16; full fp32 has 1/16 of the peak
+        assert bf16.seconds < tf32.seconds < fp32.seconds

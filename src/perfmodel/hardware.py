@@ -55,6 +55,7 @@ from .exceptions import DeviceSpecError, UnknownHardwareError
 
 __all__ = [
     "HardwareSpec", "get_spec", "resolve_gpu_type", "spec_table", "known_gpu_types", "PRECISIONS", "ELEMENT_BYTES",
+    "check_precision",
     "register_device", "unregister_device", "load_devices", "DEVICES_ENV", "table_digest",
 ]
 
@@ -66,6 +67,37 @@ PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 #: format; activations, norms and the other memory-bound kernels stay in 16 bits). Bandwidth-bound time scales
 #: with it: a device's bandwidth moves half as many fp32 elements per second as 16-bit ones.
 ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2}
+
+
+def check_precision(precision, where: str) -> str:
+    """A precision parameter, checked: one of :data:`PRECISIONS` (any case).
+
+    Parameters
+    ----------
+    precision : str
+        The value given.
+    where : str
+        The function that took it, for the message.
+
+    Returns
+    -------
+    str
+        The precision in lower case.
+
+    Raises
+    ------
+    ValueError
+        Anything else, naming the parameter, the choices and the value.
+
+    Examples
+    --------
+    >>> check_precision("BF16", "predict")
+    'bf16'
+    """
+    if not isinstance(precision, str) or precision.lower() not in PRECISIONS:
+        raise ValueError(f"The 'precision' parameter of {where} must be one of {', '.join(PRECISIONS)}. "
+                         f"Got {precision!r} instead.")
+    return precision.lower()
 #: Environment variable naming device files (YAML or CSV) that are registered on first lookup.
 DEVICES_ENV = "PERFMODEL_DEVICES"
 

@@ -13,7 +13,7 @@ device, ``b`` the micro-batch):
   group its FLOPs over the peak at the run's precision (``*_flops_s``) and the bytes its operands and result move
   over the memory bandwidth (``*_bytes_s``), forward and backward (3 GEMMs each), tensor-parallel shards;
 * ``attn_flops_s``: attention scores and values, ``12·Ls·(h/tp)·hd·seq·t`` FLOPs at the 16-bit peak (attention
-  runs in 16 bits under fp8 training);
+  runs in 16 bits under fp8 training; an fp32 or TF32 run's at its own peak);
 * ``mem_s``: bytes that memory-bound kernels (norms, activations, dropout, residuals, rotary, routing copies)
   move, from the activation accounting of Korthikanti et al. 2022 (per token and layer ``10·d`` bytes not split
   by tensor parallelism unless sequence-parallel, ``(8·d + 2·m·ffn)/tp`` split, ``m`` MLP matrices, plus ``4·k·d``
@@ -26,6 +26,9 @@ device, ``b`` the micro-batch):
   (``gpus_per_node``), else the network;
 * ``p2p_nvl_s`` / ``p2p_net_s``: pipeline sends, activations forward and gradients back (``2·t·d/tp`` per virtual
   stage boundary).
+
+Bytes are counted at :data:`perfmodel.hardware.ELEMENT_BYTES` of the run's precision: 2 per activation,
+gradient and collective element under mixed precision and fp8 training, 4 in fp32/TF32.
 
 Full recomputation adds a forward pass (GEMMs, attention, memory traffic, ×4/3; tensor-parallel collectives
 ×1.5); selective recomputation the attention core (×4/3 of ``attn_flops_s``).
@@ -56,7 +59,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from .hardware import get_spec
+from .hardware import ELEMENT_BYTES, get_spec
 from .layout import DEFAULT_GPUS_PER_NODE, ParallelLayout, layout_problems
 from .schema import SHAPE_COLUMNS
 from .transformer import TransformerShape, standard_shape
@@ -75,7 +78,6 @@ _SHAPE_FIELDS = tuple(c.name for c in SHAPE_COLUMNS if c.name != "active_params"
 _KERNELS_PER_LAYER = 30.0
 _KERNELS_PER_EXPERT_LAYER = 20.0
 _KERNELS_PER_COLLECTIVE = 3.0
-_ACT_BYTES = 2.0  # 16-bit activations and gradients
 _OPT_BYTES_PER_PARAM = 16.0
 
 
@@ -301,7 +303,9 @@ def _components(job: LayoutJob) -> dict:
     s, lay = job.shape, job.layout
     spec = get_spec(job.gpu_type)
     peak = spec.peak_tflops(job.precision)
-    peak16 = spec.peak_tflops("bf16") or spec.peak_tflops("fp16") or peak
+    # attention runs in 16 bits under mixed precision and fp8 training, at the run's own peak in fp32/TF32
+    wide = ELEMENT_BYTES.get(job.precision, 2) > 2
+    peak16 = peak if wide else (spec.peak_tflops("bf16") or spec.peak_tflops("fp16") or peak)
     if peak is None or not spec.memory_bandwidth_gbps:
         return {}
     P, P16, W = peak * 1e12, (peak16 or peak) * 1e12, spec.memory_bandwidth_gbps * 1e9
@@ -315,7 +319,7 @@ def _components(job: LayoutJob) -> dict:
     Lm = per_stage * moe_share  # expert layers on the stage
     Ld = per_stage - Lm
     m_mats = s.mlp_matrices
-    B = _ACT_BYTES
+    B = float(ELEMENT_BYTES.get(job.precision, 2))  # bytes per activation and gradient element
     recompute = lay.recompute
     rf = 4.0 / 3.0 if recompute == "full" else 1.0
 

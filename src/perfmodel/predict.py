@@ -28,7 +28,7 @@ from ._validation import (check_choice, check_confidence, check_nonnegative_floa
                           check_positive_int, check_prediction_frame, row_label)
 from .exceptions import DataQualityWarning, ExtrapolationWarning, SchemaError, UnsupportedQueryError
 from .fitting import DEFAULT_METHOD, PRECISION_TRANSFER_METHOD, fit_cached, fit_history, layout_floor, stored_fit
-from .hardware import PRECISIONS, get_spec, resolve_gpu_type, table_digest
+from .hardware import PRECISIONS, check_precision, get_spec, resolve_gpu_type, table_digest
 from .history import (BUNDLED_PREFIX, HistoryFiles, LoadedHistory, default_history, frame_digest, history_parts,
                       model_table, part_digest, peek_history, precision_by_device, read_history)
 from .kinds import KIND_NAMES, classify
@@ -939,9 +939,8 @@ class BasePredictor:
         else:
             batch_size = check_positive_int(batch_size, "batch_size", _WHERE)
             global_batch = batch_size * gpu_count
-        if precision is not None and (not isinstance(precision, str) or precision.lower() not in PRECISIONS):
-            raise ValueError(f"The 'precision' parameter of {_WHERE} must be one of {', '.join(PRECISIONS)}. "
-                             f"Got {precision!r} instead.")
+        if precision is not None:
+            check_precision(precision, _WHERE)
         canonical = resolve_gpu_type(gpu_type)
         n_steps = _steps(steps, epochs, dataset_size, global_batch, 1)
         job = {} if seq_len is None else {"seq_len": check_positive_int(seq_len, "seq_len", _WHERE)}

@@ -47,7 +47,7 @@ from .._format import format_duration, to_plain
 from .._validation import check_choice, check_confidence, check_positive_float, check_positive_int
 from ..exceptions import DoesNotFitError, LayoutError
 from ..fitting import DEFAULT_METHOD
-from ..hardware import PRECISIONS, get_spec, resolve_gpu_type
+from ..hardware import check_precision, get_spec, resolve_gpu_type
 from ..layout import DEFAULT_GPUS_PER_NODE, ParallelLayout, check_layout, enumerate_layouts, job_layout
 from ..layout_features import shape_columns
 from ..models import METHODS
@@ -608,10 +608,7 @@ def plan_llm_job(*, seq_len, global_batch, gpu_type, params=None, n_layers=None,
     names = {**LAYOUT_PARAMETER_NAMES, **(names or {})}
     seq_len = _count(seq_len, "seq_len")
     global_batch = _count(global_batch, "global_batch")
-    if precision is not None and (not isinstance(precision, str) or precision.lower() not in PRECISIONS):
-        raise ValueError(f"The 'precision' parameter of {_WHERE} must be one of {', '.join(PRECISIONS)}. "
-                         f"Got {precision!r} instead.")
-    precision = None if precision is None else precision.lower()
+    precision = None if precision is None else check_precision(precision, _WHERE)
     for flag_name, flag in (("activation_checkpointing", activation_checkpointing),
                             ("flash_attention", flash_attention), ("search", search),
                             ("allow_no_fit", allow_no_fit)):

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 
 from .._format import to_plain
 from .._validation import check_choice, check_nonnegative_float, check_positive_float, check_positive_int
-from ..hardware import PRECISIONS, get_spec, resolve_gpu_type
+from ..hardware import check_precision, get_spec, resolve_gpu_type
 from ..layout import ParallelLayout
 from ..transformer import RECOMPUTE_MODES, TransformerShape, standard_shape
 
@@ -86,7 +86,7 @@ def model_state_bytes_per_param(precision: str, optimizer: str = "adamw") -> tup
     >>> model_state_bytes_per_param("fp32")
     (4.0, 4.0, 8.0)
     """
-    precision = _check_precision(precision, "model_state_bytes_per_param")
+    precision = check_precision(precision, "model_state_bytes_per_param")
     check_choice(optimizer, "optimizer", "model_state_bytes_per_param", OPTIMIZERS)
     mixed = precision in ("fp16", "bf16", "fp8")
     w = {"fp8": 3.0, "fp16": 2.0, "bf16": 2.0}.get(precision, 4.0)
@@ -96,13 +96,6 @@ def model_state_bytes_per_param(precision: str, optimizer: str = "adamw") -> tup
     else:
         opt = 8.0 if mixed else 4.0  # (fp32 master +) momentum
     return w, g, opt
-
-
-def _check_precision(precision, where: str) -> str:
-    if not isinstance(precision, str) or precision.lower() not in PRECISIONS:
-        raise ValueError(f"The 'precision' parameter of {where} must be one of {', '.join(PRECISIONS)}. "
-                         f"Got {precision!r} instead.")
-    return precision.lower()
 
 
 @dataclass
@@ -363,7 +356,7 @@ def estimate_memory(*, params=None, gpu_type=None, precision="bf16", micro_batch
     >>> m.fits, round(m.weights_bytes + m.gradients_bytes + m.optimizer_bytes)
     (False, 23400000000)
     """
-    precision = _check_precision(precision, _WHERE)
+    precision = check_precision(precision, _WHERE)
     check_choice(optimizer, "optimizer", _WHERE, OPTIMIZERS)
     overhead_bytes = check_nonnegative_float(overhead_bytes, "overhead_bytes", _WHERE)
     for name, flag in (("activation_checkpointing", activation_checkpointing), ("flash_attention", flash_attention)):

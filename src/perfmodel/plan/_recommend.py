@@ -12,7 +12,7 @@ from .._validation import check_choice, check_confidence, check_positive_float, 
 from ..analysis import DEFAULT_EFFICIENCY_THRESHOLD
 from ..exceptions import ExtrapolationWarning, LayoutError, UnknownPriceError, UnsupportedQueryError
 from ..fitting import DEFAULT_METHOD
-from ..hardware import PRECISIONS, resolve_gpu_type
+from ..hardware import check_precision, resolve_gpu_type
 from ..models import METHODS
 from ..predict import BasePredictor, default_precision, model_spec, predict_many, resolve_history
 from ._cost import estimate_cost, load_prices, no_price_reason
@@ -252,9 +252,8 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
     counts = [check_positive_int(n, "gpu_counts", "recommend") for n in gpu_counts]
     if not counts or not len(gpu_types):
         raise ValueError("recommend needs at least one device type and one device count.")
-    if precision is not None and (not isinstance(precision, str) or precision.lower() not in PRECISIONS):
-        raise ValueError(f"The 'precision' parameter of recommend must be one of {', '.join(PRECISIONS)}. "
-                         f"Got {precision!r} instead.")
+    if precision is not None:
+        check_precision(precision, "recommend")
     # the work: samples, identical on every configuration
     if steps is not None and (epochs is not None or dataset_size is not None):
         raise ValueError("recommend takes either 'steps' or 'epochs' with 'dataset_size', not both.")
