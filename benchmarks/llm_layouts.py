@@ -639,6 +639,9 @@ def main(argv=None) -> int:
     ap.add_argument("--folds", type=int, default=10, help="leave-one-model-out refits")
     ap.add_argument("--confirm", action="store_true",
                     help="also predict the confirmation set (MLPerf GPT-3 / Llama 3.1 405B with layouts), once")
+    ap.add_argument("--reconfirm", action="store_true",
+                    help="predict the confirmation set again after a change of the model: labelled a second look "
+                         "(no longer clean), the first run's figures kept beside")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "llm_layouts")
     args = ap.parse_args(argv)
     t0 = time.time()
@@ -663,13 +666,19 @@ def main(argv=None) -> int:
     print("out of box:", json.dumps(res["out_of_box"]), flush=True)
     res["measured_here"] = measured_here(sets)
     print("measured here:", json.dumps(res["measured_here"]), flush=True)
+    before = json.loads(Path(f"{args.out}.json").read_text()) if Path(f"{args.out}.json").is_file() else {}
     if args.confirm:
         res["confirmation"] = confirmation(sets)
         print("confirmation:", json.dumps(res["confirmation"]), flush=True)
-    elif Path(f"{args.out}.json").is_file():  # the confirmation is run once: a later run keeps its figures
-        before = json.loads(Path(f"{args.out}.json").read_text())
-        if "confirmation" in before:
-            res["confirmation"] = {**before["confirmation"], "carried_over": "from the run with --confirm (not rerun)"}
+    elif args.reconfirm:
+        old = before.get("confirmation", {})
+        first = old.get("first_run") or {k: v for k, v in old.items() if k not in ("carried_over", "rerun")}
+        res["confirmation"] = {**confirmation(sets), "rerun": "a second look after a change of the model (no "
+                               "longer a clean confirmation); first_run holds the clean run's figures",
+                               "first_run": first}
+        print("confirmation (rerun):", json.dumps(res["confirmation"]), flush=True)
+    elif "confirmation" in before:  # the confirmation is run once: a later run keeps its figures
+        res["confirmation"] = {**before["confirmation"], "carried_over": "from the run with --confirm (not rerun)"}
     res["seconds"] = round(time.time() - t0, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     Path(f"{args.out}.json").write_text(json.dumps(res, indent=1, default=float) + "\n")

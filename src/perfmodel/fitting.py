@@ -426,7 +426,7 @@ SHIPPED_EXTRA = (("gpu", PRECISION_TRANSFER_METHOD, "new_device"),)
 #: perfmodel version, the method and the kind), not by the bytes of the source: bump it when a change alters what
 #: fits give (tests/test_fitted_defaults.py refits one model per shipped history and compares the predictions, so a
 #: change that alters them without a bump fails there), then run scripts/build_fitted_defaults.py.
-FIT_FORMAT = 5
+FIT_FORMAT = 6
 
 
 def shipped_dir() -> Path:

@@ -39,7 +39,9 @@ all-gathers: an all-reduce's ``2·(n−1)/n·P·2`` bytes, 1.5 times that for fu
 parameters — dense ones over ``dp·cp`` replicas, experts over ``dp·cp·tp/(ep·tp)`` — hierarchical: the ``k``
 ranks of a node over NVLink, then across ``n/k`` nodes each rank's share over its own network link, so
 ``2·(k−1)/k·V/B_nvl`` and ``2·(n/k−1)/(n/k)·V/(k·B_net)``), ``opt_s`` (the optimizer's traffic, 16 bytes per
-parameter held, over the memory bandwidth) and ``fp8`` (1 where the GEMMs run in fp8); and ``source_weight``, the
+parameter held, over the memory bandwidth), ``fp8`` (1 where the GEMMs run in fp8) and ``sync_spread``
+(``√(2 ln N)`` of the job's ``N`` devices: how many spreads of one device's step time the slowest of them lies above
+the mean); and ``source_weight``, the
 row's weight in a fit (:func:`source_weights`).
 
 Where a run or query lacks a quantity: heads ``d/128`` (or of the first head size of 64, 96, 192, 256 whose count
@@ -70,7 +72,8 @@ __all__ = ["LAYOUT_FEATURES", "LayoutJob", "layout_jobs", "layout_components", "
 #: The quantities :func:`layout_components` produces, in order.
 LAYOUT_FEATURES = ("layer_flops_s", "layer_bytes_s", "expert_flops_s", "expert_bytes_s", "head_flops_s",
                    "head_bytes_s", "attn_flops_s", "mem_s", "kernels", "xl_nvl_s", "xl_net_s", "p2p_nvl_s",
-                   "p2p_net_s", "microbatches", "bubble", "dp_nvl_s", "dp_net_s", "opt_s", "fp8", "source_weight")
+                   "p2p_net_s", "microbatches", "bubble", "dp_nvl_s", "dp_net_s", "opt_s", "fp8", "sync_spread",
+                   "source_weight")
 #: Inter-node bandwidth per device (GB/s, one way) assumed where neither the run nor the spec table gives one:
 #: one 200 Gb/s NIC per device.
 DEFAULT_NETWORK_GBPS = 25.0
@@ -404,7 +407,8 @@ def _components(job: LayoutJob) -> dict:
             "xl_nvl_s": xl["nvl"] / nvl, "xl_net_s": xl["net"] / net, "p2p_nvl_s": p2p["nvl"] / nvl,
             "p2p_net_s": p2p["net"] / net, "microbatches": micro, "bubble": bubble, "dp_nvl_s": dpn["nvl"] / nvl,
             "dp_net_s": dpn["net"] / net, "opt_s": held * _OPT_BYTES_PER_PARAM / W,
-            "fp8": 1.0 if job.precision == "fp8" else 0.0}
+            "fp8": 1.0 if job.precision == "fp8" else 0.0,
+            "sync_spread": math.sqrt(2.0 * math.log(lay.devices)) if lay.devices > 1 else 0.0}
 
 
 def layout_components(runs: pd.DataFrame, jobs: list | None = None) -> pd.DataFrame:

@@ -110,7 +110,7 @@ class TrainingTimePrediction:
     breakdown : dict
         Where the predicted step's time goes, seconds by part, for a method whose form has parts (the layout
         model: ``gemm``, ``attention``, ``memory``, ``layer_comm`` per micro-batch; ``pipeline``, ``bubble``,
-        ``dp_exposed``, ``optimizer``, ``overhead``, ``total`` per step); empty otherwise.
+        ``dp_exposed``, ``optimizer``, ``overhead``, ``sync``, ``total`` per step); empty otherwise.
     """
 
     seconds: float

@@ -12,7 +12,11 @@ and per step::
 
     T_pipe = (m + (pp−1)/vp) · T_mb + m · (S_nvl / η_nvl + S_net / η_net)     1F1B schedule and its sends
     D      = D_nvl / η_nvl + D_net / η_net                                   data-parallel / FSDP traffic
-    T_step = T_pipe + x_tail · D + smax0((1 − x_tail) · D − ω · T_pipe) + κ_mem · T_opt + c0
+    T_step = (T_pipe + x_tail · D + smax0((1 − x_tail) · D − ω · T_pipe) + κ_mem · T_opt + c0) · (1 + j · √(2 ln N))
+
+The last factor is synchronisation: a step ends when the slowest of its ``N`` devices does, and the largest of
+``N`` draws of a device's step time lies about ``√(2 ln N)`` spreads above their mean, ``j`` being a device's
+relative spread (fitted). It makes throughput per device fall, slowly, as a job grows.
 
 ``smax(a, b) = (a³ + b³)^(1/3)``; ``smax0(z)`` a smooth ``max(z, 0)``. The coefficients (:data:`COEFFICIENTS`) are
 shared by every device, model and layout: a device enters only through its datasheet (peaks, memory bandwidth,
@@ -54,6 +58,7 @@ COEFFICIENTS = {
     "network_eff": (0.6, 0.3, 0.95, "fraction of the one-way network bandwidth collectives reach"),
     "dp_overlap": (0.8, 0.1, 1.0, "share of the step's compute data-parallel traffic can hide behind"),
     "dp_tail": (0.1, 0.01, 1.0, "share of the data-parallel traffic that is never hidden"),
+    "jitter": (0.02, 1e-4, 0.2, "relative spread of one device's step time; the step waits for the slowest"),
     "step_overhead_s": (0.05, 1e-3, 2.0, "seconds per step outside the schedule (optimizer launch, logging, data)"),
 }
 #: The prior of every coefficient (its first value in :data:`COEFFICIENTS`).
@@ -144,10 +149,11 @@ class LayoutRegressor(NamedColumnsMixin, RegressorMixin, BaseEstimator):
         hidden_miss = 0.5 * (z + np.sqrt(z * z + width * width)) - 0.5 * width
         dp_exposed = c["dp_tail"] * dp + np.maximum(hidden_miss, 0.0)
         opt = c["mem_factor"] * col("opt_s")
-        total = pipe + dp_exposed + opt + c["step_overhead_s"]
+        base = pipe + dp_exposed + opt + c["step_overhead_s"]
+        sync = base * c["jitter"] * col("sync_spread")
         return {"gemm": gemm, "attention": attn, "memory": mem, "layer_comm": comm, "per_microbatch": per_mb,
                 "pipeline": pipe, "bubble": col("bubble") * per_mb, "dp_exposed": dp_exposed, "optimizer": opt,
-                "overhead": np.full(len(X), c["step_overhead_s"]), "total": total}
+                "overhead": np.full(len(X), c["step_overhead_s"]), "sync": sync, "total": base + sync}
 
     def _prior_theta(self) -> np.ndarray:
         prior = dict(PRIOR)
@@ -241,8 +247,8 @@ class LayoutRegressor(NamedColumnsMixin, RegressorMixin, BaseEstimator):
         dict of str to numpy.ndarray
             Seconds per step: ``gemm``, ``attention``, ``memory`` (memory-bound kernels and launches),
             ``layer_comm`` (exposed in-layer collectives) — each per micro-batch —, and per step ``pipeline`` (the
-            1F1B schedule with its bubble and sends), ``bubble``, ``dp_exposed``, ``optimizer``, ``overhead`` and
-            ``total``.
+            1F1B schedule with its bubble and sends), ``bubble``, ``dp_exposed``, ``optimizer``, ``overhead``,
+            ``sync`` (waiting for the slowest device) and ``total``.
         """
         check_is_fitted(self, "theta_")
         return self._parts(self.theta_, self._validate_predict(X, "theta_"))
