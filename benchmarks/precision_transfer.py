@@ -3,9 +3,10 @@ runs, or back — answered, and how well.
 
 Such a query is a ``new_device`` query (:mod:`perfmodel.kinds`): like a device the runs lack it can only be carried
 through the datasheet. Under ``method="auto"`` it is answered by the ``ratio`` rule
-(:data:`perfmodel.predict.PRECISION_TRANSFER_METHOD`): the same model's nearest runs scaled by work and by the square
+(:data:`perfmodel.fitting.PRECISION_TRANSFER_METHOD`): the same model's nearest runs scaled by work and by the square
 root of the peak ratio times the element-bandwidth ratio (:data:`perfmodel.hardware.ELEMENT_BYTES`: fp32 moves 4
-bytes per element, 16-bit and fp8 training 2).
+bytes per element, 16-bit and fp8 training 2). Where the device has TF32 the two ratios are equal and the rule is
+plain peak-ratio scaling of the nearest run; the baselines below show that.
 
 Development set: Lambda's PyTorch training throughputs (ResNet-50, BERT-base and BERT-large SQuAD on 14 NVIDIA GPU
 types, 1-8 GPUs, AMP fp16 and fp32 — TF32 on Ampere and later, full fp32 on V100/Quadro RTX 8000), built by
@@ -48,7 +49,7 @@ import pandas as pd
 
 import perfmodel
 from perfmodel.features import run_quantities
-from perfmodel.fitting import fit_history
+from perfmodel.fitting import FIT_FORMAT, fit_history
 from perfmodel.history import read_history
 from perfmodel.io import load_runs
 from perfmodel.metrics import coverage, median_ape
@@ -201,8 +202,18 @@ def confirmation() -> dict:
     return res
 
 
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
 def _md(res: dict) -> str:
     lines = ["# Precision transfer (issue #36)", "", f"Lambda: {res['lambda']}", ""]
+    if res.get("confirmation_note"):
+        lines += [f"Confirmation: {res['confirmation_note']}.", ""]
     for part, title in (("own_history", "Own history at one precision, queries at the other (Lambda)"),
                         ("out_of_box", "Out of the box (bundled GPU history: no fp32 runs)"),
                         ("confirmation", "Confirmation, run once: NeuSight fp32 out of the box")):
@@ -238,15 +249,21 @@ def main(argv=None) -> int:
     lam, how = lambda_runs(args.lambda_path)
     res["lambda"] = how if lam is None else f"{how}: {len(lam)} runs"
     print(f"Lambda: {res['lambda']}", flush=True)
+    old = json.loads(prev.read_text()) if prev.is_file() else {}
     if lam is not None:
         res["own_history"] = own_history(lam)
         res["out_of_box"] = out_of_box(lam, "Lambda")
+    elif "own_history" in old:  # no Lambda here: keep the development figures of the run that had it
+        res["own_history"], res["out_of_box"] = old["own_history"], old.get("out_of_box", {})
+        res["lambda"] = f"{how}; the development tables below are carried over from the run that had it"
     if args.confirm:
         res["confirmation"] = confirmation()
-        res["confirmation_note"] = "run once, with --confirm; nothing was chosen on it"
-    elif prev.is_file() and "confirmation" in json.loads(prev.read_text()):
-        old = json.loads(prev.read_text())
-        res["confirmation"], res["confirmation_note"] = old["confirmation"], "carried over from the --confirm run"
+        res["confirmation_note"] = (f"run once, with --confirm; nothing was chosen on it (code at {_commit()}, "
+                                    f"fit format {FIT_FORMAT})")
+    elif "confirmation" in old:
+        res["confirmation"] = old["confirmation"]
+        res["confirmation_note"] = old.get("confirmation_note", "").replace("run once, with --confirm",
+                                                                           "carried over from the --confirm run")
     text = _md(res)
     print(text)
     out.parent.mkdir(parents=True, exist_ok=True)

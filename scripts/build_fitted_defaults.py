@@ -47,7 +47,8 @@ def kinds_that_arise(runs) -> dict:
     out = dict.fromkeys(KIND_NAMES)
     if n_dev < 2:
         out["new_device"] = (f"one device type ({devices[0]}): a query on another device is routed to the gpu "
-                             "history, and a fit on one device type cannot carry step times to another")
+                             "history, and a fit on one device type cannot carry step times to another device or "
+                             "precision")
     if pairs == n_dev * n_mod:
         out["new_pair"] = "every model of the history ran on every device type of it: no query is a new pair"
     return out
@@ -116,7 +117,8 @@ def build(names, force: bool, check: bool) -> int:
         try:
             save_model(model, path)
         except TypeError as exc:  # a method the safe format cannot hold yet: not shipped, fitted on first use
-            reason = (f"auto chose {model.method}, which the safe model format cannot hold yet "
+            chose = "auto chose " if entry["method"] == "auto" else ""
+            reason = (f"{chose}{model.method}, which the safe model format cannot hold yet "
                       f"({' '.join(str(exc).split())}; perfmodel.persistence): fitted on first use instead")
             skipped.append({"history": name, "kind": kind, "method": entry["method"], "reason": reason,
                             "unsaveable": True, "key": key})

@@ -53,6 +53,7 @@ class TestCache:
         assert k == cache.cache_key(digest, "physics", "seen")
         assert k != cache.cache_key(digest, "loglinear", "seen")
         assert k != cache.cache_key(digest, "physics", "new_model")
+        assert cache.cache_key(digest, "physics", "seen", 6) != cache.cache_key(digest, "physics", "seen", 7) != k
         make_history(seed=1).to_csv(history_file, index=False)
         assert k != cache.cache_key(read_history(str(history_file)).digest, "physics", "seen")
 

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "calibration_cpu.py"
@@ -14,6 +15,7 @@ def run(*args):
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_demo_split_reports_host_shift_and_new_architecture():
     proc = run("--demo-split", str(ROOT / "data" / "runs_cpu.csv"), "--methods", "loglinear", "--cv", "2")
     assert proc.returncode == 0, proc.stderr

@@ -118,6 +118,7 @@ class TestExitCodesAndArguments:
                    "--steps", "10", "--history", str(history_csv), check=False)
         assert proc.returncode == 2 and "--model m1 names a model in the history" in proc.stderr
 
+    @pytest.mark.slow
     def test_list_models_needs_no_output(self):
         pytest.importorskip("torch")
         out = run("measure", "--list-models").stdout

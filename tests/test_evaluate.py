@@ -198,6 +198,7 @@ class TestPhysics:
         assert not TrainingTimeModel(method="physics").fit(full).pipeline_.named_steps["features"].threads_shared_
 
 
+@pytest.mark.slow
 def test_benchmark_script_quick_mode(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "accuracy.py"), "--quick", "--n-jobs", "1",
                            "--host-peak-gflops", "100", "--out", str(tmp_path)],

@@ -292,6 +292,21 @@ class TestLoading:
         with pytest.warns(DataQualityWarning, match="written with sklearn 0.24.2"):
             load_model(tmp_path / "t.perfmodel")
 
+    def test_a_model_of_another_fit_format_is_refused(self, tmp_path, gbm_model):
+        from perfmodel.models import FIT_FORMAT
+
+        save_model(gbm_model, tmp_path / "m.perfmodel")
+        meta, members = _archive(tmp_path / "m.perfmodel")
+        assert meta["fit_format"] == FIT_FORMAT
+        meta["fit_format"] = FIT_FORMAT - 1
+        _write_archive(tmp_path / "old.perfmodel", meta, members)
+        with pytest.raises(ValueError, match=f"with fit format {FIT_FORMAT - 1}; this one computes fit format"):
+            load_model(tmp_path / "old.perfmodel")
+        del meta["fit_format"]
+        _write_archive(tmp_path / "older.perfmodel", meta, members)
+        with pytest.raises(ValueError, match="before fits recorded their format.*Refit"):
+            load_model(tmp_path / "older.perfmodel")
+
     @pytest.mark.parametrize("mutation", [
         "drop_pipeline", "unknown_class", "method_name", "tree_backwards", "tree_feature", "deep_nesting",
         "frame_columns", "array_key", "not_object", "ols_shapes", "objarray_nested", "string_for_array",

@@ -349,7 +349,7 @@ class TestRegistration:
         a = make_history(seed=0)
         b = make_history(seed=0, noise_seed=5).assign(gpu_type="H100", step_time_s=lambda d: d["step_time_s"] / 3)
         two = TrainingTimeModel(method="loglinear").fit(pd.concat([a, b]))
-        with pytest.raises(ValueError, match="no fp32 peak for it \\(it has: bf16\\)"):
+        with pytest.raises(ValueError, match="no fp32 peak in the spec table \\(it has: bf16\\)"):
             predict_training_time("m1", batch_size=16, gpu_type="TPU v5e", steps=10, history=two)
 
 

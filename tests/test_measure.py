@@ -67,6 +67,7 @@ class TestTiming:
 
 
 class TestSweep:
+    @pytest.mark.slow
     def test_tiny_sweep_resumes_and_fits(self, tmp_path):
         out = tmp_path / "runs.csv"
         configs = sweep_configs(["mlp-xs", "lstm-s"], [2, 4], [1], **TINY)
@@ -105,6 +106,7 @@ class TestSweep:
         rec, _ = measure_run(RunConfig("mlp-xs", 2, steps=10_000_000, max_steps=10_000_000), timeout_s=1.0)
         assert rec["status"] == "timeout" and "killed" in rec["error"]
 
+    @pytest.mark.slow
     def test_ctrl_c_loses_at_most_the_run_in_flight(self, tmp_path):
         out = tmp_path / "runs.csv"
         cmd = tiny_sweep_command(out)

@@ -122,6 +122,7 @@ class TestInProcess:
 
 
 class TestByoSweep:
+    @pytest.mark.slow
     def test_factory_end_to_end_with_failures_recorded(self, tmp_path, byo_on_path):
         out = tmp_path / "runs.csv"
         models = [byo_on_path.mlp, "byo_factories:raises", "no_such_module:factory", "byo_factories:wrong_shape"]
@@ -162,6 +163,7 @@ class TestByoSweep:
 
 
 class TestHuggingFace:
+    @pytest.mark.slow
     def test_tiny_config_end_to_end(self, tmp_path):
         pytest.importorskip("transformers")
         out = tmp_path / "runs.csv"

@@ -130,6 +130,7 @@ class TestRecommend:
                            history=fitted, prices=PRICES, budget=1e-9)
         assert not budget["within_budget"].any()
 
+    @pytest.mark.slow
     def test_a_configuration_gets_the_answer_it_gets_alone(self):
         # adding a device type or a count the runs lack must not change the other rows (each is predicted from the
         # fit for its own kind of query, as predict_training_time predicts it)

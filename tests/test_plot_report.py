@@ -64,8 +64,8 @@ class TestPlots:
         assert len(ax.patches) == 1 and any("noise floor" in l.get_label() for l in ax.lines)
 
 
-@pytest.mark.parametrize("script", ["plan_training.py", "fit_own_history.py", "record_training.py",
-                                    "plan_llm_job.py"])
+@pytest.mark.parametrize("script", ["plan_training.py", "fit_own_history.py",
+                                    pytest.param("record_training.py", marks=pytest.mark.slow), "plan_llm_job.py"])
 def test_examples_run(script, tmp_path):
     if script == "record_training.py":
         pytest.importorskip("torch")
@@ -75,6 +75,7 @@ def test_examples_run(script, tmp_path):
     assert "PI" in proc.stdout or "hours" in proc.stdout
 
 
+@pytest.mark.slow
 def test_notebook_executes_headless(tmp_path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
@@ -111,6 +112,7 @@ def report(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_report_is_one_self_contained_file(report):
     page = report.read_text()
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
@@ -123,6 +125,7 @@ def test_report_is_one_self_contained_file(report):
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs it)")
 def test_report_renders_its_images_in_chromium(report, tmp_path):
     proc = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -134,6 +137,7 @@ def test_report_renders_its_images_in_chromium(report, tmp_path):
     assert int(loaded.group(1)) == 5
 
 
+@pytest.mark.slow
 def test_report_keeps_to_its_time_budget_and_says_what_it_left_out(tmp_path, history):
     from perfmodel.report import make_report
 
@@ -148,6 +152,7 @@ def test_report_keeps_to_its_time_budget_and_says_what_it_left_out(tmp_path, his
     assert "Not cross-validated" not in text and "leave-one-model-out" in text
 
 
+@pytest.mark.slow
 def test_a_split_past_the_budget_is_stopped(history):
     import time
 

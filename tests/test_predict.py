@@ -592,7 +592,8 @@ class TestPrecisionTransfer:
 
     def test_a_device_without_that_peak_is_refused_by_name(self):
         h = self._fp16_history()
-        with pytest.raises(ValueError, match=r"no runs at precision 'fp8'.*no fp8 peak for gpu_type"):
+        with pytest.raises(perfmodel.exceptions.UnsupportedQueryError,
+                           match=r"'A100-SXM4-80GB' has no fp8 peak.*no fp8 runs on it"):
             predict_training_time("m1", batch_size=16, gpu_type="A100", precision="fp8", steps=1, history=h)
 
     def test_out_of_the_box_fp32_is_answered(self):
@@ -612,3 +613,34 @@ class TestPrecisionTransfer:
         assert tf32.query_kind == "new_device" and any("precision 'tf32'" in w for w in tf32.warnings)
         # half the tensor-core peak and twice the bytes per element of bf16; full fp32 has 1/16 of the peak
         assert bf16.seconds < tf32.seconds < fp32.seconds
+
+    def test_a_model_and_device_known_at_another_precision_only_is_a_new_pair(self):
+        from perfmodel.kinds import classify
+
+        runs = pd.concat([self._fp16_history(), make_history(n_models=2).assign(gpu_type="A100-SXM4-80GB",
+                                                                               precision="fp32")])
+        q = runs[(runs["model"] == "m2") & (runs["precision"] == "fp16")].iloc[[0]].drop(columns=["step_time_s"])
+        assert list(classify(runs, q)) == ["seen"]
+        # m2 on A100 ran only in fp16; fp32 is known from other models: a pair never run
+        assert list(classify(runs, q.assign(precision="fp32", gpu_type="A100-SXM4-80GB"))) == ["new_pair"]
+
+    def test_a_model_saved_before_configs_held_precision_still_tells_a_new_one(self):
+        fitted = TrainingTimeModel(method="ratio").fit(self._fp16_history())
+        fitted.configs_ = fitted.configs_.drop(columns=["precision"])
+        q = pd.DataFrame({"model": ["m1", "m1"], "params": 1e6, "flops_per_sample": 1e9, "batch_size": 16,
+                          "gpu_count": 1, "gpu_type": "A100-SXM4-80GB", "precision": ["fp16", "FP32"]})
+        assert list(fitted.query_kinds(q))[1] == "new_device"
+
+    def test_recommend_leaves_out_only_the_device_without_that_peak(self):
+        h = self._fp16_history()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            table = perfmodel.Predictor(h).recommend("m1", batch_size=16, gpu_types=["A100", "H100"],
+                                                     gpu_counts=[1], steps=100, precision="fp8")
+        assert set(table["gpu_type"]) == {"H100-SXM5-80GB"}
+        assert any("A100-SXM4-80GB" in str(c.message) and "no fp8 peak" in str(c.message) for c in caught)
+
+    def test_out_of_the_box_fp8_on_a_device_without_it_is_refused_by_name(self):
+        with pytest.raises(perfmodel.exceptions.UnsupportedQueryError, match=r"has no fp8 peak in the spec table"):
+            predict_training_time({"params": 25.6e6, "flops_per_sample": 2.46e10, "family": "cnn"}, batch_size=64,
+                                  gpu_count=8, gpu_type="A100", precision="fp8", steps=100)

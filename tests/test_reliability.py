@@ -79,6 +79,7 @@ class TestNoLostRuns:
             for p in leftovers:  # an interrupted write leaves only its own temp file, never a torn history
                 p.unlink()
 
+    @pytest.mark.slow
     def test_kill_9_sweep_then_resume_without_duplicates(self, tmp_path):
         pytest.importorskip("torch")
         out = tmp_path / "runs.csv"

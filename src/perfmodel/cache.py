@@ -54,7 +54,7 @@ def cache_dir() -> Path | None:
     return Path(platformdirs.user_cache_dir("perfmodel", appauthor=False))
 
 
-def cache_key(digest: str, method: str, kind: str) -> str:
+def cache_key(digest: str, method: str, kind: str, fit_format: int | None = None) -> str:
     """The cache key of one fit.
 
     Parameters
@@ -65,6 +65,9 @@ def cache_key(digest: str, method: str, kind: str) -> str:
         The method fitted (``auto`` included).
     kind : str
         The kind of query the method was chosen for (:data:`perfmodel.kinds.KIND_NAMES`).
+    fit_format : int, optional
+        :data:`perfmodel.models.FIT_FORMAT` of the fit: a model cached by code that computed fits otherwise is
+        never found.
 
     Returns
     -------
@@ -72,8 +75,9 @@ def cache_key(digest: str, method: str, kind: str) -> str:
         32 hex digits of a SHA-256 of those, perfmodel's version, the cache layout and the hardware spec table
         in effect (:func:`perfmodel.hardware.table_digest`).
     """
+    fmt = "" if fit_format is None else f"fit format {fit_format}\n"
     h = hashlib.sha256(f"perfmodel {__version__}/{_LAYOUT}\n{method}\n{kind}\n{digest}\n"
-                       f"devices {table_digest()}\n".encode())
+                       f"devices {table_digest()}\n{fmt}".encode())
     return h.hexdigest()[:32]
 
 

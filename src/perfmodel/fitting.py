@@ -55,6 +55,7 @@ from ._validation import check_choice
 from .history import LoadedHistory, read_history
 from .kinds import KIND_NAMES, TRANSFER_KINDS, get_kind, group_keys
 from .metrics import median_ape
+from .models import FIT_FORMAT as _FIT_FORMAT
 from .models import METHODS, TrainingTimeModel
 from .models._conformal import folds
 from .schema import validate_runs
@@ -378,7 +379,7 @@ def fit_cached(loaded: LoadedHistory, method: str, kind: str) -> TrainingTimeMod
     if model is not None:
         return model
     model = fit_history(loaded, method, kind=kind)
-    cache.store(cache.cache_key(loaded.digest, method, kind), model)
+    cache.store(cache.cache_key(loaded.digest, method, kind, FIT_FORMAT), model)
     return model
 
 
@@ -405,7 +406,7 @@ def stored_fit(digest: str, method: str, kind: str) -> TrainingTimeModel | None:
     from . import cache
 
     model = load_shipped(digest, method, kind)
-    return model if model is not None else cache.load_cached(cache.cache_key(digest, method, kind))
+    return model if model is not None else cache.load_cached(cache.cache_key(digest, method, kind, FIT_FORMAT))
 
 
 # ------------------------------------------------------------------------------------------ shipped defaults
@@ -422,11 +423,9 @@ PRECISION_TRANSFER_METHOD = "ratio"
 #: Fits shipped besides the ``auto`` ones, as (bundled history, method, kind): the precision-transfer rule on the
 #: bundled GPU runs (which hold no fp32), so that an fp32 or TF32 query out of the box answers without a fit.
 SHIPPED_EXTRA = (("gpu", PRECISION_TRANSFER_METHOD, "new_device"),)
-#: The version of what a fit computes. A shipped model is keyed by it (with the data, the device table, the
-#: perfmodel version, the method and the kind), not by the bytes of the source: bump it when a change alters what
-#: fits give (tests/test_fitted_defaults.py refits one model per shipped history and compares the predictions, so a
-#: change that alters them without a bump fails there), then run scripts/build_fitted_defaults.py.
-FIT_FORMAT = 6
+#: :data:`perfmodel.models.FIT_FORMAT`, the version of what a fit computes (owned by the models layer, which stamps it
+#: on every fit): shipped models and the disk cache are keyed by it, and a saved model of another format is refused.
+FIT_FORMAT = _FIT_FORMAT
 
 
 def shipped_dir() -> Path:

@@ -16,7 +16,9 @@ kind           the query                                                        
 
 A precision no run used (fp32 asked of a history of fp16 and bf16 runs) is a ``new_device`` query: like a device
 the runs lack, it can only be carried through the datasheet (the device's peak at that precision), and the methods
-and intervals chosen for device transfer answer it.
+and intervals chosen for device transfer answer it. A model and device type the runs have only at another
+precision are a ``new_pair`` (the pair, for a query, is model, device type and precision; the refits that score
+``new_pair`` hold out a model and device type at every precision together).
 
 Model selection (``method="auto"``, :mod:`perfmodel.fitting`), prediction intervals
 (:mod:`perfmodel.models._conformal`), prediction (:mod:`perfmodel.predict`) and evaluation
@@ -217,7 +219,9 @@ def classify(runs: pd.DataFrame, query: pd.DataFrame) -> np.ndarray:
 
     Device types are compared by their canonical names, models by name (a query without a ``model`` column asks
     for a new model), batch sizes and device counts within the query's (model, device type) pair. Where both
-    frames have a ``precision`` column, a query at a precision no run used is ``new_device`` (module docstring).
+    frames have a ``precision`` column, a query at a precision no run used is ``new_device`` (module docstring),
+    and the pair is (model, device type, precision): a model and device the runs have only at another precision
+    are a ``new_pair``.
 
     Parameters
     ----------
@@ -239,7 +243,11 @@ def classify(runs: pd.DataFrame, query: pd.DataFrame) -> np.ndarray:
     new_device = ~np.isin(q_dev, np.unique(r_dev))
     if "precision" in query.columns and "precision" in runs.columns:
         q_prec = query["precision"].astype(str).str.lower().to_numpy(dtype=object)
-        new_device |= ~np.isin(q_prec, runs["precision"].astype(str).str.lower().unique())
+        r_prec = runs["precision"].astype(str).str.lower().to_numpy(dtype=object)
+        new_device |= ~np.isin(q_prec, np.unique(r_prec))
+        # a model and device the runs have at another precision only: a pair they never ran
+        q_dev = np.char.add(np.char.add(q_dev.astype(str), "\x1f"), q_prec.astype(str)).astype(object)
+        r_dev = np.char.add(np.char.add(r_dev.astype(str), "\x1f"), r_prec.astype(str)).astype(object)
     if "model" in query.columns:
         new_model = ~np.isin(_text(query, "model"), np.unique(_text(runs, "model")))
     else:

@@ -519,8 +519,10 @@ def save_model(model, path, *, format: str = "safe", force: bool = False) -> Pat
         raise NotAModelFileError(
             f"{str(path)!r} exists and is not a perfmodel model file (a run history?); saving the model there "
             "would replace it. Choose another path, or pass force=True (perfmodel fit --force) to overwrite it.")
-    meta = {"format": SAFE_FORMAT, "perfmodel_version": __version__, "method": model.method,
-            "features": model.feature_names_, "libraries": _library_versions()}
+    from .models import FIT_FORMAT
+
+    meta = {"format": SAFE_FORMAT, "perfmodel_version": __version__, "fit_format": FIT_FORMAT,
+            "method": model.method, "features": model.feature_names_, "libraries": _library_versions()}
     if format == "joblib":
         import joblib
 
@@ -536,11 +538,19 @@ def save_model(model, path, *, format: str = "safe", force: bool = False) -> Pat
     return path
 
 
-def _check_version(saved: str, path: Path) -> None:
+def _check_version(saved: str, path: Path, fit_format=None) -> None:
     if str(saved).split(".")[:2] != __version__.split(".")[:2]:
         raise ValueError(
             f"{str(path)!r} was saved by perfmodel {saved}; this is perfmodel {__version__}. Refit the model "
             "with this version (perfmodel fit RUNS -o MODEL)."
+        )
+    from .models import FIT_FORMAT
+
+    if fit_format != FIT_FORMAT:  # the same release can change what fits compute: refuse, never answer wrongly
+        made = "before fits recorded their format" if fit_format is None else f"with fit format {fit_format}"
+        raise ValueError(
+            f"{str(path)!r} was fitted by a perfmodel {made}; this one computes fit format {FIT_FORMAT}, whose "
+            "features and rules differ. Refit the model with this version (perfmodel fit RUNS -o MODEL)."
         )
 
 
@@ -595,7 +605,7 @@ def load_model(path, *, trusted: bool = False, max_bytes: int = MAX_BYTES, probe
                              f"({type(exc).__name__}: {str(exc)[:200]}).") from None
         if meta.get("format") != SAFE_FORMAT:
             raise NotAModelFileError(f"{str(path)!r} is not a perfmodel model file (expected format {SAFE_FORMAT}).")
-        _check_version(meta.get("perfmodel_version", "?"), path)
+        _check_version(meta.get("perfmodel_version", "?"), path, meta.get("fit_format"))
         _check_libraries(meta.get("libraries"), path)
         try:
             model = _Decoder(arrays).dec(meta["model"])
@@ -625,5 +635,5 @@ def load_model(path, *, trusted: bool = False, max_bytes: int = MAX_BYTES, probe
         raise ValueError(f"{str(path)!r} is not a readable perfmodel model file ({type(exc).__name__}: {exc}).") from None
     if not isinstance(payload, dict) or payload.get("format") != _PICKLE_FORMAT:
         raise ValueError(f"{str(path)!r} is not a perfmodel model file (expected format {_PICKLE_FORMAT}).")
-    _check_version(payload.get("perfmodel_version", "?"), path)
+    _check_version(payload.get("perfmodel_version", "?"), path, payload.get("fit_format"))
     return payload["model"]

@@ -418,57 +418,53 @@ def _domain_warnings(fitted: TrainingTimeModel, q: pd.DataFrame) -> list[list[st
     return out
 
 
+def _peaks_known(g: str) -> str:
+    spec = get_spec(g)
+    return ", ".join(x for x in PRECISIONS if spec.peak_tflops(x) is not None) or "none"
+
+
 def _check_support(fitted: TrainingTimeModel, q: pd.DataFrame) -> list[str]:
     notes = []
     feats = fitted.pipeline_.named_steps["features"]
+    carries = bool(getattr(feats, "hardware_features_", False))
+    configs = fitted.configs_
+    ran = (set(zip(configs["gpu_type"].astype(str), configs["precision"].astype(str)))
+           if "precision" in configs.columns else None)
+    # a GPU device at a precision the runs never used on it is carried through its peak there: it must have one
+    for (g, p), _ in q.groupby([q["gpu_type"].astype(str), q["precision"].astype(str)], observed=True):
+        if g == "cpu" or (ran is not None and (g, p) in ran and fitted.method != LAYOUT_METHOD):
+            continue
+        if get_spec(g).peak_tflops(p) is None:
+            how = ("the layout model prices GEMMs at the device's peak for the precision" if
+                   fitted.method == LAYOUT_METHOD else "step times are carried to it through the device's peaks")
+            raise UnsupportedQueryError(
+                f"gpu_type {g!r} has no {p} peak in the spec table (it has: {_peaks_known(g)}) and the history has "
+                f"no {p} runs on it: {how}. Query a precision the device has, or add runs at {p} on it."
+            )
     for g in sorted(map(str, pd.unique(q["gpu_type"]))):
         if g not in fitted.gpu_types_:
-            if not getattr(feats, "hardware_features_", False):
+            if not carries:
                 raise UnsupportedQueryError(
                     f"The history has no runs on gpu_type {g!r} (it has: {', '.join(fitted.gpu_types_)}), and "
                     "with one device type (or devices whose datasheet figures are all the same) the fit cannot "
                     "carry step times across devices. Fit on a history with runs on that device, or on two or "
                     "more devices with known and different peaks."
                 )
-            spec = get_spec(g)
-            for p in sorted(map(str, pd.unique(q.loc[q["gpu_type"] == g, "precision"]))):
-                if spec.peak_tflops(p) is None:
-                    have = [x for x in PRECISIONS if spec.peak_tflops(x) is not None]
-                    raise ValueError(
-                        f"gpu_type {g!r} is not in the history and the spec table has no {p} peak for it "
-                        f"(it has: {', '.join(have) or 'none'}), so step times cannot be carried to it through "
-                        "hardware peaks. Query a precision it has, or add runs on that device."
-                    )
             notes.append(f"gpu_type {g!r} is not in the history; predicted through hardware peaks")
-    if fitted.method == LAYOUT_METHOD:  # every layout answer is priced from the datasheet at its precision
-        for (g, p), _ in q.groupby([q["gpu_type"].astype(str), q["precision"].astype(str)]):
-            spec = get_spec(g)
-            if spec.peak_tflops(p) is None:
-                have = [x for x in PRECISIONS if spec.peak_tflops(x) is not None]
-                raise ValueError(f"gpu_type {g!r} has no {p} peak in the spec table (it has: "
-                                 f"{', '.join(have) or 'none'}): the layout model prices GEMMs at the device's peak "
-                                 "for the precision. Query a precision the device has.")
     for p in sorted(map(str, pd.unique(q["precision"]))):
         if p in fitted.precisions_:
             continue
         have = ", ".join(fitted.precisions_)
-        if not getattr(feats, "hardware_features_", False):
+        if not carries:
             raise UnsupportedQueryError(
                 f"The history has no runs at precision {p!r} (it has: {have}), and its fit does not carry step "
                 "times through the devices' peaks (one device type, or devices whose datasheet figures are all "
                 "the same). Add runs at that precision, or fit on two or more devices with known peaks."
             )
-        for g in sorted(map(str, pd.unique(q.loc[q["precision"].astype(str) == p, "gpu_type"]))):
-            spec = get_spec(g)
-            if spec.peak_tflops(p) is None:
-                known = [x for x in PRECISIONS if spec.peak_tflops(x) is not None]
-                raise ValueError(
-                    f"The history has no runs at precision {p!r} (it has: {have}) and the spec table has no {p} "
-                    f"peak for gpu_type {g!r} (it has: {', '.join(known) or 'none'}), so step times cannot be "
-                    "carried to it through the peaks. Query a precision it has, or add runs at that precision."
-                )
-        notes.append(f"precision {p!r} is not in the history (it has: {have}); predicted through the devices' "
-                     f"peaks at {p}, as a device the history lacks")
+        how = (f"; gbm's trees do not extrapolate past the peaks of its runs (method='auto' answers it by the "
+               f"{PRECISION_TRANSFER_METHOD} rule)" if fitted.method == "gbm" else "")
+        notes.append(f"precision {p!r} is not in the history (it has: {have}): a new-device query, answered by "
+                     f"{fitted.method} through the devices' peaks at {p}{how}")
     return notes
 
 

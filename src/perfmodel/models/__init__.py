@@ -11,9 +11,9 @@ from ._ops import OpsRegressor
 from ._physics import PhysicsRegressor
 from ._registry import COUNT_FORMS, METHODS
 from ._roofline import RooflineRegressor
-from ._training import Summary, TrainingTimeModel
+from ._training import FIT_FORMAT, Summary, TrainingTimeModel
 from ..metrics import mape, median_ape
 
 __all__ = ["OLSRegressor", "GBMRegressor", "PhysicsRegressor", "OpsRegressor", "RooflineRegressor",
-           "TrainingTimeModel", "Summary", "METHODS", "COUNT_FORMS", "mape", "median_ape", "conformal_quantile",
+           "TrainingTimeModel", "Summary", "FIT_FORMAT", "METHODS", "COUNT_FORMS", "mape", "median_ape", "conformal_quantile",
            "balanced_scores", "TreeEnsemble", "MFURegressor", "RatioRegressor", "RATIO_BAND", "LayoutRegressor", "CALIBRATION_PRIOR_WEIGHT"]

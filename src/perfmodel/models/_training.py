@@ -27,8 +27,14 @@ from ._physics import PhysicsRegressor
 from ._registry import COUNT_FORMS, METHODS, feature_set, make_regressor
 from ._roofline import RooflineRegressor
 
-__all__ = ["TrainingTimeModel", "Summary", "CONFIG_COLUMNS"]
+__all__ = ["TrainingTimeModel", "Summary", "CONFIG_COLUMNS", "FIT_FORMAT"]
 
+#: The version of what a fit computes. Every fit carries it (``fit_format_``); a shipped model and the disk cache are
+#: keyed by it (:mod:`perfmodel.fitting`), and :func:`perfmodel.persistence.load_model` refuses a saved model of
+#: another format. Bump it when a change alters what fits give (tests/test_fitted_defaults.py refits one model per
+#: shipped history and compares the predictions, so a change that alters them without a bump fails there), then run
+#: scripts/build_fitted_defaults.py.
+FIT_FORMAT = 6
 #: The columns that tell one configuration from another for :func:`perfmodel.kinds.classify`.
 CONFIG_COLUMNS = ("model", "gpu_type", "batch_size", "gpu_count", "precision")
 #: Feature sets whose regressors read their columns by name (:mod:`perfmodel.models._columns`): the featurizer
@@ -380,7 +386,11 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             ``seen``, ``new_batch``, ``new_count``, ``new_pair``, ``new_model`` or ``new_device``.
         """
         self._check()
-        return classify(self.configs_, X)
+        kinds = classify(self.configs_, X)
+        if "precision" not in self.configs_.columns and "precision" in X.columns:  # saved before configs_ held it
+            new = ~X["precision"].astype(str).str.lower().isin(self.precisions_).to_numpy()
+            kinds = np.where(new, "new_device", kinds).astype(object)
+        return kinds
 
     def predict_interval(self, X, confidence: float = 0.9) -> pd.DataFrame:
         """Mean step time of one new run with its prediction interval at ``confidence``.
