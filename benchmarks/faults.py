@@ -411,7 +411,7 @@ def _same(got: pd.DataFrame, want: pd.DataFrame) -> bool:
 
 def cut_trials(n_files: int, workdir: Path) -> dict:
     from perfmodel.exceptions import SchemaError
-    from perfmodel.io import read_history, recover_runs, save_runs
+    from perfmodel.io import read_raw_history, recover_runs, save_runs
     from perfmodel.schema import coerce_dtypes
 
     rng = random.Random(1)
@@ -420,7 +420,7 @@ def cut_trials(n_files: int, workdir: Path) -> dict:
     for k in range(n_files):
         path, cut = workdir / f"h{k}.csv", workdir / f"cut{k}.csv"
         save_runs(pd.DataFrame(_random_records(rng, 6, f"f{k}")), path)
-        full = read_history(path)
+        full = read_raw_history(path)
         data = path.read_bytes()
         # record ends: a line end outside quotes (an even number of '"' before it; quotes in text are doubled)
         quotes = np.cumsum(np.frombuffer(data, dtype=np.uint8) == ord('"'))
@@ -434,7 +434,7 @@ def cut_trials(n_files: int, workdir: Path) -> dict:
                 continue
             st_["cuts"] += 1
             try:
-                got = read_history(cut)
+                got = read_raw_history(cut)
             except SchemaError:
                 st_["refused"] += 1
                 try:
@@ -488,7 +488,7 @@ def symlink_trials(n: int, workdir: Path) -> dict:
 
 
 def unknown_text_trials(n: int, workdir: Path) -> dict:
-    from perfmodel.io import read_history
+    from perfmodel.io import read_raw_history
 
     rng = random.Random(2)
     st_ = {"values": 0, "changed": 0, "errors": 0}
@@ -505,7 +505,7 @@ def unknown_text_trials(n: int, workdir: Path) -> dict:
                 continue
             for r in recs:
                 sent[r["run_id"]] = (r["note"], r["tag"])
-        back = read_history(path).set_index("run_id")
+        back = read_raw_history(path).set_index("run_id")
         for rid, (note, tag) in sent.items():
             for want, got in ((note, back.at[rid, "note"]), (tag, back.at[rid, "tag"])):
                 st_["values"] += 1
@@ -520,7 +520,7 @@ def unknown_text_trials(n: int, workdir: Path) -> dict:
 def break_trials(workdir: Path) -> dict:
     """The probe's three breaks (issue 38) on CSV, Parquet and a SQLite store; every count must be 0."""
     from perfmodel.exceptions import SchemaError
-    from perfmodel.io import read_history, recover_runs
+    from perfmodel.io import read_raw_history, recover_runs
 
     st_ = {"histories": 0, "long_field_failures": 0, "values_changed": 0, "type_change_not_refused": 0,
            "models_written_over_a_history": 0}
@@ -533,7 +533,7 @@ def break_trials(workdir: Path) -> dict:
             append_runs({**BASE, "model": "m", "step_time_s": 0.5, "status": "error", "error": long, "run_id": "e"},
                         path)
             append_runs({**BASE, "model": "m", "step_time_s": 0.5, "run_id": "after"}, path)
-            ok = read_history(path).set_index("run_id").at["e", "error"] == long
+            ok = read_raw_history(path).set_index("run_id").at["e", "error"] == long
             ok &= len(load_runs(path)) == 1 and len(recover_runs(path)[0]) == 2
             st_["long_field_failures"] += not ok
         except Exception as exc:  # noqa: BLE001 - counted
@@ -548,7 +548,7 @@ def break_trials(workdir: Path) -> dict:
             st_["type_change_not_refused"] += suffix != ".parquet"  # Parquet keeps one type per column
         else:
             st_["type_change_not_refused"] += suffix == ".parquet"
-        back = read_history(path).set_index("run_id")["n"]
+        back = read_raw_history(path).set_index("run_id")["n"]
         want = {"a": "1", "b": str(2**60 + 1)} if suffix == ".csv" else {"a": 1, "b": 2**60 + 1}
         got = {k: back[k].item() if isinstance(back[k], np.generic) else back[k] for k in want}  # NumPy scalars
         st_["values_changed"] += sum(got[k] != v or type(got[k]) is not type(v) for k, v in want.items())
@@ -605,7 +605,7 @@ def _parquet_rewriter(path: str, stop) -> None:
 
 
 def parquet_race(seconds: float, workdir: Path) -> dict:
-    from perfmodel.io import read_history
+    from perfmodel.io import read_raw_history
 
     path = workdir / "race.parquet"
     perfmodel.save_runs(pd.DataFrame([{**BASE, "model": "m", "step_time_s": 0.5}]), path)
@@ -618,7 +618,7 @@ def parquet_race(seconds: float, workdir: Path) -> dict:
     try:
         while time.time() < deadline:
             try:
-                read_history(path)
+                read_raw_history(path)
             except Exception as exc:  # noqa: BLE001 - counted
                 errors += 1
                 print(f"  parquet read: {type(exc).__name__}: {exc}"[:200], file=sys.stderr)

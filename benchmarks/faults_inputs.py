@@ -138,7 +138,7 @@ def attack_duplicates(c: Counts, tmp: Path) -> dict:
     """The same MLPerf logs and HF dirs imported twice, touched, and copied."""
     from perfmodel.cli import main
     from perfmodel.importers import from_hf_output_dirs
-    from perfmodel.io import read_history
+    from perfmodel.io import read_raw_history
 
     out = tmp / "dup" / "mlperf.csv"
     out.parent.mkdir(parents=True)
@@ -150,7 +150,7 @@ def attack_duplicates(c: Counts, tmp: Path) -> dict:
     for src in (MLPERF / "v4.0", MLPERF / "v4.0", copy):
         with contextlib.redirect_stdout(io.StringIO()):
             c.call("import mlperf", lambda src=src: main(["import", "mlperf", str(src), "-o", str(out)]))
-    hist = read_history(out)
+    hist = read_raw_history(out)
     dup_mlperf = len(hist) - hist["source_id"].nunique() + (len(hist) - 2)
     run = _hf_dir(tmp / "dup" / "hf" / "a")
     hf_out = tmp / "dup" / "hf.csv"
@@ -161,7 +161,7 @@ def attack_duplicates(c: Counts, tmp: Path) -> dict:
     from_hf_output_dirs(run, values={"gpu_type": "A100"}, output=hf_out)
     shutil.copytree(run, tmp / "dup" / "hf-copy" / "a")
     from_hf_output_dirs(tmp / "dup" / "hf-copy", values={"gpu_type": "A100"}, output=hf_out)
-    dup_hf = len(read_history(hf_out)) - 1
+    dup_hf = len(read_raw_history(hf_out)) - 1
     return {"duplicated MLPerf rows (3 imports of 2 logs)": dup_mlperf,
             "duplicated HF rows (import, touch, copy)": dup_hf}
 

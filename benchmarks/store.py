@@ -147,7 +147,7 @@ def writers_part(target: str, label: str, writers: int, appends: int, report) ->
     with mp.get_context("spawn").Pool(writers) as pool:
         errors = sum(pool.map(_writer, [(target, f"w{k}", appends) for k in range(writers)]))
     seconds = time.perf_counter() - t
-    ids = io.read_history(target)["run_id"].tolist()
+    ids = io.read_raw_history(target)["run_id"].tolist()
     expected = {f"w{k}-{i}" for k in range(writers) for i in range(appends)}
     present = set(ids)
     lost = len(expected - present)

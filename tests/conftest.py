@@ -43,10 +43,10 @@ def wait_for_records(path, n: int = 1, timeout: float = 120.0) -> None:
     """Poll a history file until it holds at least ``n`` records (or the timeout passes)."""
     import time
 
-    from perfmodel.io import read_history
+    from perfmodel.io import read_raw_history
 
     deadline = time.time() + timeout
-    while time.time() < deadline and not (path.exists() and len(read_history(path)) >= n):
+    while time.time() < deadline and not (path.exists() and len(read_raw_history(path)) >= n):
         time.sleep(0.1)
 
 

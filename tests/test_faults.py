@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 import perfmodel
 from perfmodel._atomic import atomic_write, clean_stale_temps
 from perfmodel.exceptions import DataQualityWarning, MeasurementError, PredictionError, SchemaError
-from perfmodel.io import append_runs, load_runs, read_history, save_runs
+from perfmodel.io import append_runs, load_runs, read_raw_history, save_runs
 from perfmodel.persistence import load_model, save_model
 
 from conftest import make_history
@@ -82,14 +82,14 @@ class TestRoundTrip:
         path = tmp_path / "runs.csv"
         append_runs({**BASE, "model": "m", "seed": 2**61 + 1, "steps": 2**43 + 1}, path)
         append_runs({**BASE, "model": "m"}, path)
-        h = read_history(path)
+        h = read_raw_history(path)
         assert int(h["seed"].iloc[0]) == 2**61 + 1 and int(h["steps"].iloc[0]) == 2**43 + 1
 
     def test_unknown_columns_keep_their_text(self, tmp_path):
         path = tmp_path / "runs.csv"
         append_runs({**BASE, "model": "m", "note": "007", "lr": 0.001}, path)
         append_runs({**BASE, "model": "m", "note": "1.10", "lr": 0.002}, path)
-        h = read_history(path)
+        h = read_raw_history(path)
         assert list(h["note"]) == ["007", "1.10"] and h["lr"].tolist() == [0.001, 0.002]
 
     def test_hand_written_history_with_na_text_loads(self, tmp_path):

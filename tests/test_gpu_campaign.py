@@ -99,9 +99,9 @@ class TestCommandLine:
         mb = json.loads((tmp_path / f"microbench_{slug}.json").read_text())
         proto = json.loads((tmp_path / f"runs_{slug}.protocol.json").read_text())
         assert mb["results"]["matmul_fp32_tflops"] > 0 and mb["results"]["copy_gb_per_s"] > 0
-        from perfmodel.io import read_history
+        from perfmodel.io import read_raw_history
 
-        runs = read_history(tmp_path / f"runs_{slug}.csv")
+        runs = read_raw_history(tmp_path / f"runs_{slug}.csv")
         assert set(runs["gpu_type"]) == {"cpu"}
         assert runs["status"].iloc[0] == "ok"
         killed = runs.iloc[1]

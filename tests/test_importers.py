@@ -15,7 +15,7 @@ import pytest
 import perfmodel
 from perfmodel.importers import from_hf_output_dirs
 from perfmodel.importers._hf import params_from_config, precision_from_flags, world_from_throughput
-from perfmodel.io import append_new_runs, read_history
+from perfmodel.io import append_new_runs, read_raw_history
 
 GPT2 = {"model_type": "gpt2", "n_layer": 2, "n_embd": 32, "n_head": 2, "vocab_size": 128, "n_positions": 32,
         "tie_word_embeddings": True}
@@ -162,7 +162,7 @@ class TestHFOutputDirs:
         assert from_hf_output_dirs(tmp_path / "copy", values={"gpu_type": "A100"}, output=out).added == 0
         assert len(perfmodel.load_runs(out)) == 1
         assert first.runs.loc[0, "source_id"].startswith("hf_output:")
-        assert read_history(out).loc[0, "source_path"] == str(run.resolve())
+        assert read_raw_history(out).loc[0, "source_path"] == str(run.resolve())
 
     def test_trained_again_is_imported_again(self, tmp_path):
         run = write_run(tmp_path / "a")
@@ -180,7 +180,7 @@ class TestHFOutputDirs:
         res = from_hf_output_dirs(run, values={"gpu_type": "A100"}, output=tmp_path / "r.csv")
         assert len(res.runs) == 0 and len(res.skipped) == 1
         assert f"gradient_accumulation_steps={accum}" in res.skipped[0][1]
-        assert not (tmp_path / "r.csv").exists() or len(read_history(tmp_path / "r.csv")) == 0
+        assert not (tmp_path / "r.csv").exists() or len(read_raw_history(tmp_path / "r.csv")) == 0
 
     @pytest.mark.parametrize("name", ["all_results.json", "trainer_state.json", "config.json"])
     def test_deeply_nested_json_is_skipped_with_a_reason(self, tmp_path, name):
@@ -223,7 +223,7 @@ class TestHFOutputDirs:
         (tmp_path / "map.json").write_text(json.dumps({"train_batch_size": "batch_size"}))
         assert main(["import", "hf-output", str(run), "--mapping-file", str(tmp_path / "map.json"),
                      "--set", "gpu_type=cpu", "-o", str(tmp_path / "r.csv")]) == 0
-        assert read_history(tmp_path / "r.csv").loc[0, "batch_size"] == 4
+        assert read_raw_history(tmp_path / "r.csv").loc[0, "batch_size"] == 4
         (tmp_path / "bad.json").write_text("[1, 2]")
         assert main(["import", "hf-output", str(run), "--mapping-file", str(tmp_path / "bad.json"),
                      "-o", str(tmp_path / "r.csv")]) == 2
@@ -238,7 +238,7 @@ class TestAppendNewRuns:
         out = tmp_path / "h.parquet"
         assert append_new_runs(recs, out) == (2, 1)
         assert append_new_runs(recs, out) == (0, 3)
-        assert list(read_history(out)["run_id"]) == ["a", "c"]
+        assert list(read_raw_history(out)["run_id"]) == ["a", "c"]
         with pytest.raises(ValueError, match="no 'source_id' column"):
             append_new_runs([base], out)
 

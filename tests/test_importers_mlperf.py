@@ -22,7 +22,7 @@ from perfmodel.importers.mlperf import (
     parse_mllog,
     summarize_run,
 )
-from perfmodel.io import load_runs, read_history
+from perfmodel.io import load_runs, read_raw_history
 
 DATA = Path(__file__).parent / "data" / "mlperf"
 BERT = DATA / "v4.0/Dell/results/XE9680x8H100-SXM-80GB/bert/result_0.txt"
@@ -361,7 +361,7 @@ class TestRobustness:
         copy = tmp_path / "copy" / "v4.0"
         shutil.copytree(DATA / "v4.0", copy)  # the same logs elsewhere: the same runs
         assert main(["import", "mlperf", str(copy), "-o", str(out)]) == 0
-        hist = read_history(out)
+        hist = read_raw_history(out)
         assert len(hist) == 2 and hist["source_id"].is_unique and hist["run_id"].is_unique
         assert hist["source_id"].str.startswith("mlperf:").all()
 
@@ -372,7 +372,7 @@ class TestCLI:
         assert main(["import", "mlperf", str(DATA / "v4.0"), "-o", str(out)]) == 0
         assert "appended 2 runs" in capsys.readouterr().out
         assert main(["import", "mlperf", str(RESNET), "-o", str(out), "--round", "v1.0"]) == 0
-        hist = read_history(out)
+        hist = read_raw_history(out)
         assert len(hist) == 3 and set(hist["benchmark"]) == {"bert", "llama2_70b_lora", "resnet"}
         assert len(load_runs(out)) == 3
 

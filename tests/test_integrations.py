@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import perfmodel
-from perfmodel.io import read_history
+from perfmodel.io import read_raw_history
 
 ROOT = Path(__file__).resolve().parents[1]
 SEQ = 16
@@ -157,7 +157,7 @@ class TestImportHFOutput:
         out = tmp_path / "runs.parquet"
         assert main(["import", "hf-output", str(hf_run["out"]), "--set", "gpu_type=cpu", "-o", str(out)]) == 0
         assert "imported 1 runs (1 new" in capsys.readouterr().out
-        assert read_history(out).loc[0, "grad_accum"] == 2
+        assert read_raw_history(out).loc[0, "grad_accum"] == 2
 
 
 class TestLogPrediction:
@@ -251,7 +251,7 @@ def test_hf_callback_records_an_interrupted_run(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode != 0 and "KeyboardInterrupt" in proc.stderr
-    runs = read_history(tmp_path / "runs.csv")
+    runs = read_raw_history(tmp_path / "runs.csv")
     assert len(runs) == 1
     assert runs.loc[0, "stop_reason"] == "interrupted" and runs.loc[0, "steps"] == 5
 
@@ -323,7 +323,7 @@ class TestLightningCallback:
                             enable_progress_bar=False, enable_model_summary=False, callbacks=[callback])
         with pytest.raises(RuntimeError, match="boom"):
             trainer.fit(Boom(), loader)
-        runs = read_history(tmp_path / "runs.csv")
+        runs = read_raw_history(tmp_path / "runs.csv")
         assert runs.loc[0, "stop_reason"] == "interrupted" and runs.loc[0, "steps"] == 4
         assert runs.loc[0, "model"] == "Boom" and runs.loc[0, "batch_size"] == 4
 
@@ -427,6 +427,6 @@ def test_lightning_ddp_rank0_writes_once(tmp_path):
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600,
                           cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    runs = read_history(tmp_path / "runs.csv")
+    runs = read_raw_history(tmp_path / "runs.csv")
     assert len(runs) == 1
     assert (runs.loc[0, "gpu_count"], runs.loc[0, "batch_size"], runs.loc[0, "steps"]) == (2, 4, 8)

@@ -23,7 +23,7 @@ import pytest
 
 import perfmodel
 from perfmodel.exceptions import SchemaError
-from perfmodel.io import ROW_CHECK, append_runs, load_runs, read_history, recover_runs, save_runs, write_history
+from perfmodel.io import ROW_CHECK, append_runs, load_runs, read_raw_history, recover_runs, save_runs, write_history
 from perfmodel.schema import COLUMNS, LIMITS, describe_schema
 
 REC = {"model": "m", "params": 1000, "batch_size": 8, "gpu_count": 1, "gpu_type": "cpu"}
@@ -80,9 +80,9 @@ class TestCutLastField:
         raw = pd.read_csv(path)
         assert list(raw.columns)[-1] == ROW_CHECK
         assert list(raw["step_time_s"]) == [12.345, 13.345, 14.345]
-        assert ROW_CHECK not in read_history(path).columns
+        assert ROW_CHECK not in read_raw_history(path).columns
         save_runs(load_runs(raw), tmp_path / "again.csv")  # a frame from pd.read_csv gets fresh checks
-        assert read_history(tmp_path / "again.csv").equals(read_history(path))
+        assert read_raw_history(tmp_path / "again.csv").equals(read_raw_history(path))
 
     def test_edited_row_refused_until_its_check_is_emptied(self, tmp_path):
         path = _history(tmp_path / "runs.csv")
@@ -140,7 +140,7 @@ class TestSymlinks:
         assert list(load_runs(real)["run_id"]) == ["a", "b"]
         assert (shared / f"runs{suffix}.lock").exists() and not (tmp_path / f"link{suffix}.lock").exists()
         save_runs(load_runs(real).head(1), link)
-        write_history(read_history(real), link)
+        write_history(read_raw_history(real), link)
         assert link.is_symlink() and list(load_runs(real)["run_id"]) == ["a"]
 
     def test_model_save_through_a_link(self, tmp_path):
@@ -166,7 +166,7 @@ class TestUnknownColumnsKeepTheirText:
         append_runs({**REC, "step_time_s": 0.5, "note": value}, path)
         append_runs({**REC, "step_time_s": 0.5}, path)
         append_runs({**REC, "step_time_s": 0.5, "note": "other"}, path)
-        got = read_history(path)["note"].tolist()
+        got = read_raw_history(path)["note"].tolist()
         assert got[0] == value and pd.isna(got[1]) and got[2] == "other"
 
     def test_csv_numbers_stay_numbers(self, tmp_path):
@@ -174,7 +174,7 @@ class TestUnknownColumnsKeepTheirText:
         append_runs([{**REC, "step_time_s": 0.5, "n": 3, "x": 1.5}, {**REC, "step_time_s": 0.5, "n": 4, "x": 2.0}],
                     path)
         append_runs({**REC, "step_time_s": 0.5}, path)
-        df = read_history(path)
+        df = read_raw_history(path)
         assert df["n"].tolist()[:2] == [3, 4] and df["x"].tolist()[:2] == [1.5, 2.0]
 
     def test_bytes_refused_in_csv(self, tmp_path):
@@ -186,7 +186,7 @@ class TestUnknownColumnsKeepTheirText:
         append_runs({**REC, "step_time_s": 0.5, "note": "x"}, path)
         with pytest.raises(SchemaError, match="'note' would mix bytes and text"):
             append_runs({**REC, "step_time_s": 0.5, "note": b"y"}, path)
-        assert read_history(path)["note"].tolist() == ["x"]
+        assert read_raw_history(path)["note"].tolist() == ["x"]
 
 
 NUMERIC = [c.name for c in COLUMNS if c.kind != "str"]
@@ -267,7 +267,7 @@ class TestParquetReaders:
             return real(source, *a, **k)
 
         monkeypatch.setattr(pd, "read_parquet", spy)
-        read_history(path)
+        read_raw_history(path)
         assert len(seen) == 1 and hasattr(seen[0], "read")  # a file object, not a path pyarrow opens again
 
     @pytest.mark.slow
@@ -282,7 +282,7 @@ class TestParquetReaders:
         try:
             while time.time() < deadline:
                 try:
-                    read_history(path)
+                    read_raw_history(path)
                 except Exception as exc:  # noqa: BLE001 - counted
                     errors.append(f"{type(exc).__name__}: {exc}")
                 reads += 1

@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import perfmodel  # noqa: E402
-from perfmodel.io import load_runs, read_history  # noqa: E402
+from perfmodel.io import load_runs, read_raw_history  # noqa: E402
 from perfmodel.measure import RunConfig, measure_run, run_sweep, sweep_configs  # noqa: E402
 from perfmodel.measure._timing import StopRule, summarise_steps  # noqa: E402
 from perfmodel.measure.zoo import CLASSIC_MODELS, build, count_flops_per_sample, count_params  # noqa: E402
@@ -98,7 +98,7 @@ class TestSweep:
         good = RunConfig("mlp-xs", 2, **TINY)
         done = run_sweep([bad, good], out, progress=False)
         assert list(done["status"]) == ["error", "ok"]
-        all_runs = read_history(out)
+        all_runs = read_raw_history(out)
         assert len(all_runs) == 2 and "negative dimension" in str(all_runs.loc[0, "error"])
         assert len(load_runs(out)) == 1  # failed runs are evidence, not training data
 

@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from perfmodel.io import load_runs, read_history  # noqa: E402
+from perfmodel.io import load_runs, read_raw_history  # noqa: E402
 from perfmodel.measure import RunConfig, run_sweep  # noqa: E402
 from perfmodel.measure._worker import measure_config  # noqa: E402
 from perfmodel.measure.sweep import done_keys  # noqa: E402
@@ -128,7 +128,7 @@ class TestByoSweep:
         models = [byo_on_path.mlp, "byo_factories:raises", "no_such_module:factory", "byo_factories:wrong_shape"]
         done = run_sweep(models=models, output=out, batch_sizes=[4], progress=False, **TINY)
         assert list(done["status"]) == ["ok", "error", "error", "error"]
-        runs = read_history(out)
+        runs = read_raw_history(out)
         ok = runs.iloc[0]
         assert ok["model"] == "byo_factories:mlp" and ok["model_source"] == "factory"
         assert ok["params"] == 16 * 32 + 32 + 32 * 4 + 4
@@ -143,7 +143,7 @@ class TestByoSweep:
         out = tmp_path / "runs.parquet"
         run_sweep(models=["byo_factories:mlp"], output=out, batch_sizes=[2], grad_accum=2, name="my-net",
                   progress=False, **TINY)
-        runs = read_history(out)
+        runs = read_raw_history(out)
         assert runs.loc[0, "model"] == "my-net" and runs.loc[0, "grad_accum"] == 2
         again = run_sweep(models=["byo_factories:mlp"], output=out, batch_sizes=[2], grad_accum=2, name="my-net",
                           progress=False, **TINY)
@@ -170,10 +170,10 @@ class TestHuggingFace:
         done = run_sweep(models=[TINY_GPT2, "hf:lama"], output=out, batch_sizes=[2], seq_len=16,
                          progress=False, **TINY)
         assert list(done["status"]) == ["ok", "error"]
-        rec = read_history(out).iloc[0]
+        rec = read_raw_history(out).iloc[0]
         assert rec["model"] == TINY_GPT2 and rec["model_source"] == "hf" and rec["family"] == "decoder"
         assert rec["seq_len"] == 16 and rec["flops_per_sample"] > 0
-        assert "Did you mean llama" in read_history(out).loc[1, "error"]
+        assert "Did you mean llama" in read_raw_history(out).loc[1, "error"]
 
     def test_local_config_json_and_heads(self, tmp_path):
         transformers = pytest.importorskip("transformers")

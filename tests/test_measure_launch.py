@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from perfmodel.io import read_history, save_runs  # noqa: E402
+from perfmodel.io import read_raw_history, save_runs  # noqa: E402
 from perfmodel.measure import RunConfig, run_sweep  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,7 +84,7 @@ class TestMultiNode:
                                   cwd=str(tmp_path)) for _ in range(2)]
         outputs = [p.communicate(timeout=400) for p in nodes]
         assert [p.returncode for p in nodes] == [0, 0], outputs
-        runs = read_history(out)
+        runs = read_raw_history(out)
         assert sorted(runs["model"]) == ["gpt-s", "mlp-xs"] and (runs["status"] == "ok").all(), runs
         assert (runs["gpu_count"] == 2).all() and (runs["nodes"] == 2).all()
         assert set(runs["launcher"]) == {"torchrun"}
@@ -105,7 +105,7 @@ class TestSlurmLocalExecutor:
         first = run_sweep(models=models, output=out, batch_sizes=[4], launcher="slurm", slurm=opts, progress=False,
                           **TINY)
         assert sorted(first["status"]) == ["ok", "ok"]
-        runs = read_history(out)
+        runs = read_raw_history(out)
         assert set(runs["launcher"]) == {"slurm"} and runs["job_id"].notna().all()
         jobs_file = tmp_path / "runs.csv.slurm" / "jobs.jsonl"
         jobs = [json.loads(x) for x in jobs_file.read_text().splitlines()]
@@ -118,7 +118,7 @@ class TestSlurmLocalExecutor:
         assert sorted(again["model"]) == ["byo_factories:mlp", "gpt-s"]
         jobs_after = [json.loads(x) for x in jobs_file.read_text().splitlines()]
         assert len(jobs_after) == 3 and jobs_after[-1]["model"] == "gpt-s"  # only the new configuration submitted
-        final = read_history(out)
+        final = read_raw_history(out)
         assert sorted(final["model"]) == ["byo_factories:mlp", "gpt-s", "mlp-xs"]
         assert not final["run_id"].duplicated().any()
 

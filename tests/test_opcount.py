@@ -16,7 +16,7 @@ import torch.nn.functional as F  # noqa: E402
 import perfmodel  # noqa: E402
 from perfmodel.datasets import bundled_runs_path  # noqa: E402
 from perfmodel.features import OPS_COLUMNS, RunFeaturizer  # noqa: E402
-from perfmodel.io import load_runs, read_history  # noqa: E402
+from perfmodel.io import load_runs, read_raw_history  # noqa: E402
 from perfmodel.measure import add_op_features, count_ops  # noqa: E402
 from perfmodel.measure.opcount import OP_CLASSES, OpFeatures, count_workload_ops, op_column_names  # noqa: E402
 from perfmodel.measure.workload import count_workload_flops, resolve_workload  # noqa: E402
@@ -210,9 +210,9 @@ class TestBackfill:
                               capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr
         assert "op columns on 1 of 2 rows" in proc.stdout and "mystery-net (1 rows): not a zoo model" in proc.stdout
-        got = read_history(out)
+        got = read_raw_history(out)
         assert got["op_matmul_flops"].notna().tolist() == [True, False]
-        before = read_history(path)
+        before = read_raw_history(path)
         kept = [c for c in before.columns if not c.startswith("op_")]  # everything but the op columns unchanged
         pd.testing.assert_frame_equal(got[kept], before[kept])
         assert not list(tmp_path.glob("*.tmp*"))

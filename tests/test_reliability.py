@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import perfmodel
 from perfmodel.exceptions import SchemaError
-from perfmodel.io import append_runs, load_runs, read_history, recover_runs, save_runs
+from perfmodel.io import append_runs, load_runs, read_raw_history, recover_runs, save_runs
 from perfmodel.persistence import load_model, save_model
 
 from conftest import make_history, tiny_sweep_command, wait_for_records

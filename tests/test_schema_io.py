@@ -6,7 +6,7 @@ import pytest
 
 import perfmodel
 from perfmodel.exceptions import SchemaError, UnknownHardwareError
-from perfmodel.io import append_runs, load_runs, read_history, save_runs
+from perfmodel.io import append_runs, load_runs, read_raw_history, save_runs
 from perfmodel.schema import COLUMNS, MINIMAL_COLUMNS, describe_schema
 
 
@@ -135,7 +135,17 @@ class TestFiles:
 
     def test_missing_file(self, tmp_path):
         with pytest.raises(FileNotFoundError, match="does not exist"):
-            read_history(tmp_path / "nope.csv")
+            read_raw_history(tmp_path / "nope.csv")
 
     def test_top_level_exports(self):
         assert perfmodel.load_runs is load_runs
+
+
+def test_the_old_raw_reader_name_still_reads_and_says_it_is_deprecated(tmp_path):
+    import perfmodel.io as pio
+    from conftest import make_history
+
+    path = save_runs(make_history(n_models=1), tmp_path / "runs.csv")
+    with pytest.warns(DeprecationWarning, match="renamed perfmodel.io.read_raw_history"):
+        old = pio.read_history(path)
+    pd.testing.assert_frame_equal(old, read_raw_history(path))

@@ -73,7 +73,7 @@ class TestRoundTrip:
         io.append_runs(rec(note=1, big=2**60 + 1, flag=True, raw=b"\x00\xff", text="007"), target)
         io.append_runs(rec(note=1.5, big=2.5, flag=False, text="-0"), target)
         io.append_runs(rec(note="x", huge=2**70), target)
-        back = io.read_history(target)
+        back = io.read_raw_history(target)
         assert [type(v) for v in back["note"]] == [int, float, str] and back["note"].tolist() == [1, 1.5, "x"]
         assert back["big"].iloc[0] == 2**60 + 1 and isinstance(back["big"].iloc[0], int)
         assert back["flag"].tolist()[:2] == [True, False]
@@ -85,7 +85,7 @@ class TestRoundTrip:
         long = "traceback line\n" * 100_000
         io.append_runs(rec(status="error", error=long), target)
         io.append_runs(rec(), target)
-        assert io.read_history(target)["error"].iloc[0] == long
+        assert io.read_raw_history(target)["error"].iloc[0] == long
         good, problems = io.recover_runs(target)
         assert len(good) == 2 and problems == []
 
@@ -95,7 +95,7 @@ class TestRoundTrip:
         with pytest.raises(SchemaError, match="'step_time_s'"):
             io.append_runs(rec(step_time_s=-1.0), target)
         with pytest.raises(FileNotFoundError):
-            io.read_history(target)  # nothing was written: the store was never created
+            io.read_raw_history(target)  # nothing was written: the store was never created
 
 
 class TestStoreInterface:
@@ -129,12 +129,12 @@ class TestStoreInterface:
     def test_append_new_skips_keys_already_stored(self, target):
         assert io.append_new_runs([rec(source_id="a"), rec(source_id="b"), rec(source_id="a")], target) == (2, 1)
         assert io.append_new_runs([rec(source_id="b"), rec(source_id="c")], target) == (1, 1)
-        assert sorted(io.read_history(target)["source_id"]) == ["a", "b", "c"]
+        assert sorted(io.read_raw_history(target)["source_id"]) == ["a", "b", "c"]
 
     def test_save_runs_replaces_the_runs(self, target):
         io.append_runs([rec(), rec()], target)
         io.save_runs(pd.DataFrame([rec(note="only")]), target)
-        back = io.read_history(target)
+        back = io.read_raw_history(target)
         assert len(back) == 1 and back["note"].iloc[0] == "only"
 
     def test_steps_are_kept_in_the_store(self, target):
@@ -182,14 +182,14 @@ class TestSQLiteFile:
             conn.execute('ALTER TABLE perfmodel_runs DROP COLUMN "seq_len"')
             conn.execute("""UPDATE perfmodel_runs SET extra = '{"seq_len":2048,"note":"x"}' WHERE run_id = 'a'""")
             conn.execute("INSERT INTO perfmodel_columns (name) VALUES ('seq_len'), ('note')")
-        old = io.read_history(path)
+        old = io.read_raw_history(path)
         assert old["seq_len"].tolist()[0] == 2048 and old["note"].iloc[0] == "x"
         notes = open_store(path).migrate()
         assert notes == ["added column 'seq_len' (moved 1 values out of extra)"]
         with sqlite3.connect(path) as conn:
             assert conn.execute("SELECT seq_len, extra FROM perfmodel_runs WHERE run_id = 'a'").fetchone() == \
                 (2048, '{"note":"x"}')
-        new = io.read_history(path)
+        new = io.read_raw_history(path)
         assert new["seq_len"].tolist()[0] == 2048 and new["note"].iloc[0] == "x"
         assert open_store(path).migrate() == []
 
@@ -209,7 +209,7 @@ class TestSQLiteFile:
         writer.execute("INSERT INTO perfmodel_runs (model) VALUES ('half')")
         try:
             t = time.perf_counter()
-            assert len(io.read_history(path)) == 1  # the committed run, at once
+            assert len(io.read_raw_history(path)) == 1  # the committed run, at once
             assert time.perf_counter() - t < 5
         finally:
             writer.execute("ROLLBACK")
@@ -229,12 +229,12 @@ class TestImportExport:
         again = tmp_path / "again.db"
         assert io.import_history(out, again) == (2, 0)
         assert io.import_history(out, again) == (0, 2)  # each run_id once
-        a, b = io.read_history(target), io.read_history(again)
+        a, b = io.read_raw_history(target), io.read_raw_history(again)
         pd.testing.assert_frame_equal(a, b)
         with pytest.raises(FileExistsError, match="force"):
             io.export_history(target, out)
         io.export_history(target, tmp_path / "out.parquet")
-        pd.testing.assert_frame_equal(io.read_history(tmp_path / "out.parquet")[list(a.columns)], a,
+        pd.testing.assert_frame_equal(io.read_raw_history(tmp_path / "out.parquet")[list(a.columns)], a,
                                       check_dtype=False)
 
     def test_a_csv_history_of_an_earlier_version_moves_into_a_store_and_back(self, tmp_path):
@@ -244,7 +244,7 @@ class TestImportExport:
         store = tmp_path / "runs.db"
         assert io.import_history([legacy], store) == (2, 0)
         io.export_history(store, tmp_path / "back.csv")
-        pd.testing.assert_frame_equal(io.read_history(legacy), io.read_history(tmp_path / "back.csv"))
+        pd.testing.assert_frame_equal(io.read_raw_history(legacy), io.read_raw_history(tmp_path / "back.csv"))
 
     def test_rows_repeating_a_run_id_in_one_file_are_all_imported(self, tmp_path):
         src = tmp_path / "dup.csv"
@@ -258,7 +258,7 @@ class TestFileHistoryBreaksClosed:
         long = "x" * 300_000
         io.append_runs(rec(status="error", error=long), path)
         io.append_runs(rec(), path)
-        assert io.read_history(path)["error"].iloc[0] == long
+        assert io.read_raw_history(path)["error"].iloc[0] == long
         good, problems = io.recover_runs(path)
         assert len(good) == 2 and problems == []
 
@@ -268,14 +268,14 @@ class TestFileHistoryBreaksClosed:
         io.append_runs(rec(note=1.5), path)
         text = path.read_text()
         assert "1152921504606846977" in text and "1152921504606846976" not in text
-        assert io.read_history(path)["note"].tolist() == ["1", "1152921504606846977", "1.5"]
+        assert io.read_raw_history(path)["note"].tolist() == ["1", "1152921504606846977", "1.5"]
 
     def test_parquet_refuses_to_turn_stored_integers_into_floats(self, tmp_path):
         path = tmp_path / "runs.parquet"
         io.append_runs(rec(note=2**60 + 1), path)
         with pytest.raises(SchemaError, match="'note'.*integers and floats|'note'.*floats and integers"):
             io.append_runs(rec(note=1.5), path)
-        assert io.read_history(path)["note"].tolist() == [2**60 + 1]
+        assert io.read_raw_history(path)["note"].tolist() == [2**60 + 1]
 
     @pytest.mark.parametrize("existing", ["runs.csv", "runs.db", "other.csv"])
     def test_no_model_is_written_over_a_history_without_force(self, tmp_path, history, existing):
@@ -383,7 +383,7 @@ class TestManyWriters:
         for p in procs:
             p.join(300)
         assert all(p.exitcode == 0 for p in procs)
-        ids = io.read_history(target)["run_id"].tolist()
+        ids = io.read_raw_history(target)["run_id"].tolist()
         assert len(ids) == len(set(ids)) == 1 + 4 * 30
 
     def test_writers_racing_to_create_the_store(self, target):
@@ -394,7 +394,7 @@ class TestManyWriters:
         for p in procs:
             p.join(300)
         assert all(p.exitcode == 0 for p in procs)
-        assert sorted(io.read_history(target)["run_id"]) == sorted(f"c{k}-{i}" for k in range(3) for i in range(2))
+        assert sorted(io.read_raw_history(target)["run_id"]) == sorted(f"c{k}-{i}" for k in range(3) for i in range(2))
 
     def test_sigkilled_writers_leave_no_torn_rows_and_lose_no_returned_append(self, target):
         io.append_runs({**BASE, "run_id": "seed"}, target)
@@ -435,7 +435,7 @@ def test_slurm_jobs_append_to_a_postgresql_history_from_their_nodes(pg_url, tmp_
     assert sorted(done["status"]) == ["ok", "ok"], done["error"].tolist()
     records = [json.loads(p.read_text()) for p in (tmp_path / "sl" / "records").glob("*.json")]
     assert len(records) == 2 and all(r.get("stored") for r in records)  # each job appended its own record
-    runs = io.read_history(url)
+    runs = io.read_raw_history(url)
     assert len(runs) == 2 and not runs["run_id"].duplicated().any() and set(runs["launcher"]) == {"slurm"}
     with open_store(url) as store:
         assert set(store.read_steps()) == set(runs["run_id"])

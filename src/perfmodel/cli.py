@@ -942,9 +942,9 @@ def _import_mlperf(args) -> int:
 
 
 def _cmd_features(args) -> int:
-    from .io import read_history, write_history
+    from .io import read_raw_history, write_history
 
-    runs = read_history(args.history)
+    runs = read_raw_history(args.history)
     try:
         from .measure import add_op_features
     except ImportError as exc:  # pragma: no cover - torch is missing

@@ -71,7 +71,7 @@ from .schema import COLUMNS, coerce_dtypes, validate_runs
 from .store import is_store, open_store
 from .store._frames import as_frame, with_run_ids
 
-__all__ = ["load_runs", "save_runs", "append_runs", "append_new_runs", "read_history", "write_history",
+__all__ = ["load_runs", "save_runs", "append_runs", "append_new_runs", "read_raw_history", "read_history", "write_history",
            "recover_runs", "export_history", "import_history", "check_history_target", "ROW_CHECK", "row_check",
            "MissingDependencyError"]
 
@@ -270,7 +270,7 @@ def _read_csv_text(path: Path, *, skip_bad: list | None = None) -> pd.DataFrame:
     return pd.DataFrame(data, columns=header) if data else pd.DataFrame(columns=header)
 
 
-def read_history(path) -> pd.DataFrame:
+def read_raw_history(path) -> pd.DataFrame:
     """Read a history as it is (a store, or CSV or Parquet by suffix), with the schema's dtypes but no validation.
 
     Parameters
@@ -347,7 +347,7 @@ def load_runs(source, *, include_failed: bool = False) -> pd.DataFrame:
     if isinstance(source, pd.DataFrame):
         return validate_runs(source, include_failed=include_failed)
     if isinstance(source, (str, os.PathLike)) or is_store(source):
-        return validate_runs(read_history(source), include_failed=include_failed)
+        return validate_runs(read_raw_history(source), include_failed=include_failed)
     raise TypeError(
         f"load_runs expects a history store, a path to a .csv/.parquet file or a DataFrame. Got "
         f"{type(source).__name__} instead."
@@ -483,7 +483,7 @@ def _write_atomic(df: pd.DataFrame, path: Path, *, checks: bool = True) -> None:
 def write_history(runs: pd.DataFrame, path: str | os.PathLike) -> Path:
     """Write a history frame as it is (no validation; columns in schema order), atomically under the file lock.
 
-    For tools that rewrite a file they read with :func:`read_history` and must change nothing but what they add
+    For tools that rewrite a file they read with :func:`read_raw_history` and must change nothing but what they add
     (``perfmodel features add-ops``).
 
     Parameters
@@ -600,7 +600,7 @@ def append_runs(records, path: str | os.PathLike, *, validate: bool = True) -> P
         new = validate_runs(new, include_failed=True)
     with FileLock(lock_path(path)):
         if path.exists() and path.stat().st_size > 0:
-            combined = _combined(read_history(path), new)
+            combined = _combined(read_raw_history(path), new)
         else:
             combined = coerce_dtypes(new)
         _write_atomic(_ordered(combined), path)
@@ -644,7 +644,7 @@ def append_new_runs(records, path: str | os.PathLike, *, key: str = "source_id")
     if key not in new.columns:
         raise ValueError(f"append_new_runs: the records have no {key!r} column to deduplicate on.")
     with FileLock(lock_path(path)):
-        old = read_history(path) if path.exists() and path.stat().st_size > 0 else None
+        old = read_raw_history(path) if path.exists() and path.stat().st_size > 0 else None
         seen = set() if old is None or key not in old.columns else set(old[key].dropna().astype(str))
         keys = new[key].astype("string")
         fresh = keys.isna() | ~keys.isin(seen)
@@ -763,7 +763,7 @@ def export_history(source, path: str | os.PathLike, *, force: bool = False) -> i
     if target.exists() and not force:
         raise FileExistsError(f"{os.fspath(path)!r} exists; pass force=True (perfmodel history export --force) "
                               "to replace it.")
-    runs = read_history(source)
+    runs = read_raw_history(source)
     with FileLock(lock_path(target)):
         _write_atomic(_ordered(runs), target, checks=False)
     return len(runs)
@@ -794,7 +794,7 @@ def import_history(sources, target="default") -> tuple[int, int]:
         raise ValueError(f"import_history imports into a store (runs.db, sqlite:///..., postgresql://..., "
                          f"'default'); {os.fspath(target)!r} is not one. export_history writes CSV or Parquet.")
     sources = list(sources) if isinstance(sources, (list, tuple)) else [sources]
-    frames = [with_run_ids(read_history(src)) for src in sources]
+    frames = [with_run_ids(read_raw_history(src)) for src in sources]
     frames = [validate_runs(f, include_failed=True) for f in frames]
     added = skipped = 0
     with open_store(target) as store:
@@ -802,3 +802,24 @@ def import_history(sources, target="default") -> tuple[int, int]:
             a, s = store.append_new(frame, key="run_id", repeats=True)
             added, skipped = added + a, skipped + s
     return added, skipped
+
+
+def read_history(path) -> pd.DataFrame:
+    """Deprecated name of :func:`read_raw_history` (it clashed with :func:`perfmodel.history.read_history`, which
+    reads *and validates* a history and returns a :class:`~perfmodel.history.LoadedHistory`).
+
+    Parameters
+    ----------
+    path : str, path-like or HistoryStore
+        As in :func:`read_raw_history`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        :func:`read_raw_history`'s frame.
+    """
+    import warnings
+
+    warnings.warn("perfmodel.io.read_history is renamed perfmodel.io.read_raw_history (perfmodel.history.read_history "
+                  "is the validated reader); the old name will be removed.", DeprecationWarning, stacklevel=2)
+    return read_raw_history(path)

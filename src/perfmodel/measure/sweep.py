@@ -41,7 +41,7 @@ from .._atomic import atomic_write, check_writable
 from .._validation import check_positive_float, check_positive_int
 from ..exceptions import LayoutError, NoisyTimingWarning
 from ..hardware import PRECISIONS, resolve_gpu_type
-from ..io import append_runs, check_history_target, read_history
+from ..io import append_runs, check_history_target, read_raw_history
 from ..store import history_target, is_store, open_store
 from . import _lifeline
 from ._timing import CONFIG_COLUMNS, config_key, explain_timing_flag, timing_flag
@@ -642,12 +642,12 @@ def read_existing(output) -> pd.DataFrame | None:
     """The history already in ``output`` (None if there is none yet), read once for resuming and repeats."""
     if is_store(output):
         try:
-            return read_history(output)
+            return read_raw_history(output)
         except FileNotFoundError:  # a store not created yet
             return None
     if not output.exists() or output.stat().st_size == 0:
         return None
-    return read_history(output)
+    return read_raw_history(output)
 
 
 def done_keys(output: Path, retry_failed: bool, existing: pd.DataFrame | None = None) -> set[tuple]:
