@@ -28,7 +28,8 @@ Printed (each beside the baselines: ``6ND@0.4``, FLOPs / (devices × peak × 0.4
 6. refusals: layouts of the sets the frameworks ran that :func:`perfmodel.layout.check_layout` refuses (target 0);
 7. one answer per job: :func:`perfmodel.predict_training_time`, :func:`perfmodel.plan.plan_llm_job` and
    :func:`perfmodel.plan.recommend` out of the box on the sets' dense decoder jobs, their median APE, and how far
-   apart they are for the same job.
+   apart they are for the same job; and the same jobs asked by size and FLOPs only (no sequence, no layout:
+   :func:`sized_out_of_box`).
 
 Usage::
 
@@ -475,6 +476,40 @@ def out_of_box(sets: dict, limit: int) -> dict:
     return res
 
 
+def sized_out_of_box(sets: dict) -> dict:
+    """Dense decoder jobs asked the way a user without their shape asks: ``params``, ``flops_per_sample`` and
+    ``family="decoder"``, devices, batch and precision, no sequence length and no layout. Out of the box the
+    sequence their FLOPs imply routes them to the layout model (IN-SAMPLE: the bundled fit has these rows);
+    beside it the route they took before, the bundled GPU history (``history="gpu"``, MLPerf: not in-sample for
+    these sets), and 6·N·D at 0.4. Also how close the implied sequence is to the published one."""
+    import perfmodel
+    from perfmodel.transformer import sequence_for_flops, standard_shape
+
+    out = {}
+    cols = ["params", "flops_per_sample", "family", "batch_size", "gpu_count", "gpu_type", "precision"]
+    for name, test in sets.items():
+        dense = test[(test["family"].astype(str) == "decoder") & (test["n_experts"].fillna(0) == 0 if "n_experts"
+                                                                  in test.columns else True)]
+        dense = dense[dense["flops_per_sample"].notna() & np.isclose(dense["batch_size"], dense["batch_size"].round())]
+        if not len(dense):
+            continue
+        q = dense[cols].assign(steps=1).reset_index(drop=True)
+        y = dense["step_time_s"].to_numpy(dtype=float)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            new = perfmodel.predict_many(q)
+            old = perfmodel.predict_many(q, history="gpu")
+        implied = np.array([sequence_for_flops(standard_shape(p), f) or np.nan for p, f in
+                            zip(dense["params"], dense["flops_per_sample"])], dtype=float)
+        ratio = implied / dense["seq_len"].to_numpy(dtype=float)
+        out[name] = {"jobs": int(len(q)), "implied_seq_within_5pct": float(np.mean(np.abs(ratio - 1) <= 0.05)),
+                     "out of the box (layout, in-sample)": float(median_ape(y, new["step_time_s"].to_numpy())),
+                     "coverage": float(coverage(y, new["step_lower"].to_numpy(), new["step_upper"].to_numpy())),
+                     "the GPU history (the route before)": float(median_ape(y, old["step_time_s"].to_numpy())),
+                     "6ND@0.4": float(median_ape(y, baseline_6nd(dense)))}
+    return out
+
+
 def extrapolation(sets: dict) -> dict:
     """An organisation's own small runs asked about much larger jobs: LLM Foundry's runs of models up to 3B
     parameters on at most 8 GPUs as the own history, its 7B–70B runs on 64–512 GPUs as the questions. The layout
@@ -625,6 +660,9 @@ def _md(res: dict) -> str:
               "## Memory and refusals", "", "```", json.dumps(res["memory"], indent=1),
               json.dumps(res["memory_oom"], indent=1), "```", "",
               "## Out of the box: one answer per job (in-sample)", "", "```", json.dumps(res["out_of_box"], indent=1), "```"]
+    if "sized_out_of_box" in res:
+        lines += ["", "## Out of the box, a decoder given by its size and FLOPs only (no sequence, no layout)", "",
+                  "```", json.dumps(res["sized_out_of_box"], indent=1), "```"]
     lines += ["", "## Measured here: CPU layout runs (data/runs_cpu_layouts.csv)", "", "```",
               json.dumps(res.get("measured_here"), indent=1), "```"]
     if "confirmation" in res:
@@ -664,6 +702,8 @@ def main(argv=None) -> int:
     print("memory:", json.dumps(res["memory"]), json.dumps(res["memory_oom"]), flush=True)
     res["out_of_box"] = out_of_box(sets, limit=15 if args.quick else 60)
     print("out of box:", json.dumps(res["out_of_box"]), flush=True)
+    res["sized_out_of_box"] = sized_out_of_box(sets)
+    print("sized out of box:", json.dumps(res["sized_out_of_box"]), flush=True)
     res["measured_here"] = measured_here(sets)
     print("measured here:", json.dumps(res["measured_here"]), flush=True)
     before = json.loads(Path(f"{args.out}.json").read_text()) if Path(f"{args.out}.json").is_file() else {}
@@ -678,7 +718,7 @@ def main(argv=None) -> int:
                                "first_run": first}
         print("confirmation (rerun):", json.dumps(res["confirmation"]), flush=True)
     elif "confirmation" in before:  # the confirmation is run once: a later run keeps its figures
-        res["confirmation"] = {**before["confirmation"], "carried_over": "from the run with --confirm (not rerun)"}
+        res["confirmation"] = {**before["confirmation"], "carried_over": "from an earlier run (not rerun)"}
     res["seconds"] = round(time.time() - t0, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     Path(f"{args.out}.json").write_text(json.dumps(res, indent=1, default=float) + "\n")

@@ -644,3 +644,46 @@ class TestPrecisionTransfer:
         with pytest.raises(perfmodel.exceptions.UnsupportedQueryError, match=r"has no fp8 peak in the spec table"):
             predict_training_time({"params": 25.6e6, "flops_per_sample": 2.46e10, "family": "cnn"}, batch_size=64,
                                   gpu_count=8, gpu_type="A100", precision="fp8", steps=100)
+
+
+class TestDecoderBySizeAndFlops:
+    """Out of the box, a dense decoder given by params, flops_per_sample and family="decoder" (no seq_len, no shape)
+    is answered by the layout model at the sequence length its FLOPs imply, the same one query at a time or many."""
+
+    SPEC = {"params": 1.3e9, "family": "decoder"}
+
+    def _spec(self, seq):
+        from perfmodel.transformer import standard_shape, transformer_flops
+
+        return {**self.SPEC, "flops_per_sample": transformer_flops(standard_shape(1.3e9), seq).model}
+
+    def test_the_implied_sequence_routes_to_the_layout_model(self):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = predict_training_time(self._spec(4096), batch_size=8, gpu_count=8, gpu_type="H100", steps=10)
+            given = predict_training_time(self.SPEC, seq_len=4096, batch_size=8, gpu_count=8, gpu_type="H100",
+                                          steps=10)
+        assert r.method == "layout" and any("seq_len 4,096" in w for w in r.warnings)
+        assert r.seconds == pytest.approx(given.seconds, rel=1e-9)
+
+    def test_many_rows_agree_with_one_at_a_time(self):
+        q = pd.DataFrame([{**self._spec(s), "batch_size": b, "gpu_count": n, "gpu_type": "H100", "steps": 10}
+                          for s, b, n in ((2048, 4, 8), (8192, 1, 16), (1024, 16, 8))])
+        with pytest.warns(ExtrapolationWarning, match="3 decoder rows without seq_len"):
+            many = predict_many(q)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            one = [predict_training_time(self._spec(s), batch_size=b, gpu_count=n, gpu_type="H100", steps=10)
+                   for s, b, n in ((2048, 4, 8), (8192, 1, 16), (1024, 16, 8))]
+        assert np.allclose(many["seconds"], [r.seconds for r in one], rtol=1e-9)
+
+    def test_not_inferred_for_a_mixture_a_history_or_no_family(self):
+        spec = self._spec(4096)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            moe = predict_training_time({**spec, "active_params": 0.4e9}, batch_size=8, gpu_count=8,
+                                        gpu_type="H100", steps=10)
+            gpu = predict_training_time(spec, batch_size=8, gpu_count=8, gpu_type="H100", steps=10, history="gpu")
+            plain = predict_training_time({k: v for k, v in spec.items() if k != "family"}, batch_size=8,
+                                          gpu_count=8, gpu_type="H100", steps=10)
+        assert "layout" not in (moe.method, gpu.method, plain.method)

@@ -34,7 +34,7 @@ from .history import (BUNDLED_PREFIX, HistoryFiles, LoadedHistory, default_histo
 from .kinds import KIND_NAMES, classify
 from .layout import LayoutError, ParallelLayout, check_layout, is_layout_job, job_layout
 from .layout_features import shape_columns, shape_of
-from .transformer import TransformerShape, standard_shape, transformer_flops
+from .transformer import TransformerShape, sequence_for_flops, standard_shape, transformer_flops
 from .models import CALIBRATION_PRIOR_WEIGHT, METHODS, TrainingTimeModel
 from .models._conformal import MIN_GROUPS
 from .schema import SHAPE_COLUMNS, check_queries
@@ -416,6 +416,30 @@ def _domain_warnings(fitted: TrainingTimeModel, q: pd.DataFrame) -> list[list[st
         for i in np.flatnonzero(mask):
             out[i].append(f"{col}={vals[i]:g} is outside the fitted range [{lo:g}, {hi:g}]")
     return out
+
+
+def _implied_sequence(model: Mapping) -> tuple[int | None, str | None]:
+    """A dense decoder given by ``params``, ``flops_per_sample`` and ``family="decoder"`` but no ``seq_len`` and no
+    shape: the sequence length its FLOPs imply for the standard shape of its size
+    (:func:`~perfmodel.transformer.sequence_for_flops`), and the note saying so; ``(None, None)`` otherwise (a
+    mixture of experts, a shape given, FLOPs no length between 128 and 2M tokens explains)."""
+    if (str(model.get("family") or "").lower() != "decoder" or model.get("seq_len") is not None
+            or model.get("shape") is not None or any(model.get(k) is not None for k in SHAPE_NAMES)
+            or model.get("params") is None or model.get("flops_per_sample") is None or model.get("n_experts")):
+        return None, None
+    try:
+        params = float(model["params"])
+        fps = float(model["flops_per_sample"])
+        active = model.get("active_params")
+        if active is not None and float(active) != params:
+            return None, None
+        seq = sequence_for_flops(standard_shape(params), fps)
+    except (TypeError, ValueError):
+        return None, None  # the query's own checks name what is wrong
+    if seq is None:
+        return None, None
+    return seq, (f"seq_len {seq:,}: what flops_per_sample={fps:.4g} implies for a dense decoder of {params:.3g} "
+                 "parameters (give seq_len= to say otherwise)")
 
 
 def _peaks_known(g: str) -> str:
@@ -941,6 +965,11 @@ class BasePredictor:
         n_steps = _steps(steps, epochs, dataset_size, global_batch, 1)
         job = {} if seq_len is None else {"seq_len": check_positive_int(seq_len, "seq_len", _WHERE)}
         sized = []
+        if self.history is None and canonical != "cpu" and seq_len is None and isinstance(model, Mapping):
+            implied, note = _implied_sequence(model)  # out of the box a decoder is answered by the layout model
+            if implied is not None:
+                model = {**model, "seq_len": implied}
+                sized.append(note)
         if (isinstance(model, Mapping) and (seq_len is not None or model.get("seq_len") is not None)
                 and model.get("shape") is None and not any(model.get(k) is not None for k in SHAPE_NAMES)
                 and model.get("params") is not None and str(model.get("family", "decoder")).lower() == "decoder"):
@@ -1083,6 +1112,7 @@ class BasePredictor:
         q["gpu_type"] = pd.Categorical.from_codes(remap[codes], categories=names)  # no per-row string copies
         if self.history is None:  # each row from the bundled runs of its own kind: CPU, LLM training, other GPU
             on_cpu = (q["gpu_type"].astype(str) == "cpu").to_numpy()
+            _fill_implied_sequences(q, ~on_cpu)
             llm = ~on_cpu & is_layout_job(q)
             sources = np.where(on_cpu, "cpu", np.where(llm, "llm", "gpu"))
             kinds = [src for src in ("cpu", "llm", "gpu") if (sources == src).any()]
@@ -1165,6 +1195,59 @@ class BasePredictor:
         out.index = queries.index
         out["precision"] = q["precision"].astype(str).to_numpy()
         return out[list(PREDICTION_COLUMNS)]
+
+
+#: Layout columns of a query: where any is given, the query's layout is its own.
+_LAYOUT_GIVEN = ("global_batch_size", "micro_batch_size", "tp", "pp", "vp", "cp", "ep", "dp", "zero_stage",
+                 "sequence_parallel", "recompute")
+
+
+def _fill_implied_sequences(q: pd.DataFrame, gpu: np.ndarray) -> None:
+    """Give the GPU rows that are dense decoders by size and FLOPs alone the sequence length their FLOPs imply
+    (:func:`_implied_sequence`) and, where they state no layout, the one :func:`predict_training_time` assumes for
+    the same job (:func:`layout_columns`), in place; say how many once."""
+    if "family" not in q.columns or "flops_per_sample" not in q.columns or "params" not in q.columns:
+        return
+    fam = q["family"].astype("string").str.lower().fillna("").to_numpy(dtype=object)
+    rows = np.flatnonzero(gpu & (fam == "decoder"))
+    if not len(rows):
+        return
+    if "seq_len" not in q.columns:
+        q["seq_len"] = pd.Series(pd.NA, index=q.index, dtype="Int64")
+    cols = [c for c in ("family", "params", "flops_per_sample", "seq_len", "active_params", "n_experts",
+                        *SHAPE_NAMES) if c in q.columns]
+    found: dict = {}
+    filled = 0
+    for i in rows:
+        row = {c: (None if pd.isna(v) else v) for c, v in q.iloc[i][cols].items()}
+        key = (row.get("params"), row.get("flops_per_sample"))
+        if row.get("seq_len") is not None:
+            continue
+        if key not in found:
+            found[key] = _implied_sequence(row)[0]
+        if found[key] is None:
+            continue
+        q.iloc[i, q.columns.get_loc("seq_len")] = found[key]
+        filled += 1
+        given = [c for c in _LAYOUT_GIVEN if c in q.columns and not pd.isna(q.iloc[i][c])]
+        if given:
+            continue
+        try:  # the layout predict_training_time assumes for the same job (perfmodel.layout.job_layout)
+            count = int(q.iloc[i]["gpu_count"])
+            gb = float(q.iloc[i]["batch_size"]) * count
+            lay = layout_columns({**row, "gpu_count": count}, seq_len=found[key], global_batch=int(round(gb)),
+                                 where="predict_many")
+        except (ValueError, TypeError, KeyError):
+            continue  # the row's own checks will say what is wrong
+        lay.pop("_assumed")
+        for c, v in lay.items():
+            if c not in q.columns:
+                q[c] = pd.Series(pd.NA, index=q.index, dtype="string" if isinstance(v, str) else "Float64")
+            q.loc[q.index[i], c] = v
+    if filled:
+        warnings.warn(f"predict_many: {filled} decoder rows without seq_len get the sequence length their "
+                      "flops_per_sample implies for a dense decoder of their size (give seq_len to say otherwise).",
+                      ExtrapolationWarning, stacklevel=3)
 
 
 def _fill_precision(q: pd.DataFrame, by_device: dict, positions: np.ndarray) -> None:

@@ -44,7 +44,7 @@ from pathlib import Path
 from ._validation import check_positive_float, check_positive_int
 
 __all__ = ["TransformerShape", "TransformerFlops", "transformer_flops", "standard_shape", "hf_config_shape",
-           "RECOMPUTE_MODES"]
+           "sequence_for_flops", "RECOMPUTE_MODES"]
 
 #: Activation recomputation modes: nothing, the attention core (selective), every layer's forward pass (full).
 RECOMPUTE_MODES = ("none", "selective", "full")
@@ -423,6 +423,46 @@ def standard_shape(params: float, *, vocab: int = 32000, aspect: float = 128.0) 
     layer = build(1, d).layer_params()
     L = max(1, round((n - v * d) / layer))
     return build(L, d)
+
+
+def sequence_for_flops(shape: TransformerShape, flops_per_sample: float, *, shortest: int = 128,
+                       longest: int = 1 << 21) -> int | None:
+    """The sequence length at which one sequence of ``shape`` costs ``flops_per_sample`` model FLOPs
+    (:func:`transformer_flops`, forward and backward), or None when none in ``[shortest, longest]`` does.
+
+    A decoder given by its size and FLOPs per sample but no sequence length states it implicitly: the FLOPs grow
+    with the sequence (``6·N·s`` for the matrices, ``12·L·d·s²`` for attention), so only one length matches.
+
+    Parameters
+    ----------
+    shape : TransformerShape
+        The model (e.g. :func:`standard_shape` of its size).
+    flops_per_sample : float
+        Forward + backward FLOPs of one sequence.
+    shortest, longest : int
+        The lengths considered.
+
+    Returns
+    -------
+    int or None
+
+    Examples
+    --------
+    >>> s = standard_shape(7e9)
+    >>> sequence_for_flops(s, transformer_flops(s, 4096).model)
+    4096
+    """
+    target = check_positive_float(flops_per_sample, "flops_per_sample", "sequence_for_flops")
+    lo, hi = int(shortest), int(longest)
+    if transformer_flops(shape, lo).model > target * 1.005 or transformer_flops(shape, hi).model < target / 1.005:
+        return None
+    while hi - lo > 1:  # the FLOPs grow with the length: bisect on whole lengths
+        mid = (lo + hi) // 2
+        if transformer_flops(shape, mid).model < target:
+            lo = mid
+        else:
+            hi = mid
+    return min((lo, hi), key=lambda n: abs(transformer_flops(shape, n).model - target))
 
 
 # ------------------------------------------------------------------------------------------ HF configs
