@@ -686,4 +686,10 @@ class TestDecoderBySizeAndFlops:
             gpu = predict_training_time(spec, batch_size=8, gpu_count=8, gpu_type="H100", steps=10, history="gpu")
             plain = predict_training_time({k: v for k, v in spec.items() if k != "family"}, batch_size=8,
                                           gpu_count=8, gpu_type="H100", steps=10)
-        assert "layout" not in (moe.method, gpu.method, plain.method)
+            mfu = predict_training_time(spec, batch_size=8, gpu_count=8, gpu_type="H100", steps=10, method="mfu")
+        assert "layout" not in (moe.method, gpu.method, plain.method) and mfu.method == "mfu"
+
+
+def test_a_predictor_without_history_asks_which_bundled_one_to_fit():
+    with pytest.raises(ValueError, match="source='cpu', 'gpu' or 'llm'"):
+        perfmodel.Predictor().model("seen")

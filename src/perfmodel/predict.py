@@ -743,6 +743,9 @@ class BasePredictor:
         if isinstance(self.history, TrainingTimeModel):
             return self.history
         check_choice(kind, "kind", "Predictor.model", KIND_NAMES)
+        if self.history is None and source is None:
+            raise ValueError("Predictor.model: this Predictor has no history of its own (history=None): name the "
+                             "bundled one to fit, source='cpu', 'gpu' or 'llm'.")
         if method is not None:
             check_choice(method, "method", "Predictor.model", METHODS)
             key = ("method", method, source if self.history is None else None, kind)
@@ -965,7 +968,8 @@ class BasePredictor:
         n_steps = _steps(steps, epochs, dataset_size, global_batch, 1)
         job = {} if seq_len is None else {"seq_len": check_positive_int(seq_len, "seq_len", _WHERE)}
         sized = []
-        if self.history is None and canonical != "cpu" and seq_len is None and isinstance(model, Mapping):
+        if (self.history is None and self.method == "auto" and canonical != "cpu" and seq_len is None
+                and isinstance(model, Mapping)):
             implied, note = _implied_sequence(model)  # out of the box a decoder is answered by the layout model
             if implied is not None:
                 model = {**model, "seq_len": implied}
@@ -1112,7 +1116,8 @@ class BasePredictor:
         q["gpu_type"] = pd.Categorical.from_codes(remap[codes], categories=names)  # no per-row string copies
         if self.history is None:  # each row from the bundled runs of its own kind: CPU, LLM training, other GPU
             on_cpu = (q["gpu_type"].astype(str) == "cpu").to_numpy()
-            _fill_implied_sequences(q, ~on_cpu)
+            if self.method == "auto":
+                _fill_implied_sequences(q, ~on_cpu)
             llm = ~on_cpu & is_layout_job(q)
             sources = np.where(on_cpu, "cpu", np.where(llm, "llm", "gpu"))
             kinds = [src for src in ("cpu", "llm", "gpu") if (sources == src).any()]
