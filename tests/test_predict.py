@@ -677,6 +677,17 @@ class TestDecoderBySizeAndFlops:
                    for s, b, n in ((2048, 4, 8), (8192, 1, 16), (1024, 16, 8))]
         assert np.allclose(many["seconds"], [r.seconds for r in one], rtol=1e-9)
 
+    def test_a_job_with_its_sequence_but_no_layout_gets_the_same_layout_one_row_or_many(self):
+        q = pd.DataFrame([{"params": 1.3e9, "family": "decoder", "seq_len": s, "batch_size": b, "gpu_count": n,
+                           "gpu_type": "H100", "steps": 10} for s, b, n in ((2048, 8, 8), (4096, 2, 16))])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            many = predict_many(q)
+            one = [predict_training_time({"params": 1.3e9, "family": "decoder"}, seq_len=s, batch_size=b,
+                                         gpu_count=n, gpu_type="H100", steps=10)
+                   for s, b, n in ((2048, 8, 8), (4096, 2, 16))]
+        assert np.allclose(many["seconds"], [r.seconds for r in one], rtol=1e-9)
+
     def test_not_inferred_for_a_mixture_a_history_or_no_family(self):
         spec = self._spec(4096)
         with warnings.catch_warnings():

@@ -1114,10 +1114,12 @@ class BasePredictor:
         names = list(dict.fromkeys(resolved))  # aliases may resolve to one device
         remap = np.asarray([names.index(r) for r in resolved])
         q["gpu_type"] = pd.Categorical.from_codes(remap[codes], categories=names)  # no per-row string copies
+        on_cpu = (q["gpu_type"].astype(str) == "cpu").to_numpy()
+        if self.history is None and self.method == "auto":
+            _fill_implied_sequences(q, ~on_cpu)
+        if "batch_size" in q.columns and "gpu_count" in q.columns:
+            _fill_default_layouts(q, is_layout_job(q))
         if self.history is None:  # each row from the bundled runs of its own kind: CPU, LLM training, other GPU
-            on_cpu = (q["gpu_type"].astype(str) == "cpu").to_numpy()
-            if self.method == "auto":
-                _fill_implied_sequences(q, ~on_cpu)
             llm = ~on_cpu & is_layout_job(q)
             sources = np.where(on_cpu, "cpu", np.where(llm, "llm", "gpu"))
             kinds = [src for src in ("cpu", "llm", "gpu") if (sources == src).any()]
@@ -1209,8 +1211,7 @@ _LAYOUT_GIVEN = ("global_batch_size", "micro_batch_size", "tp", "pp", "vp", "cp"
 
 def _fill_implied_sequences(q: pd.DataFrame, gpu: np.ndarray) -> None:
     """Give the GPU rows that are dense decoders by size and FLOPs alone the sequence length their FLOPs imply
-    (:func:`_implied_sequence`) and, where they state no layout, the one :func:`predict_training_time` assumes for
-    the same job (:func:`layout_columns`), in place; say how many once."""
+    (:func:`_implied_sequence`), in place; say how many once."""
     if "family" not in q.columns or "flops_per_sample" not in q.columns or "params" not in q.columns:
         return
     fam = q["family"].astype("string").str.lower().fillna("").to_numpy(dtype=object)
@@ -1225,23 +1226,38 @@ def _fill_implied_sequences(q: pd.DataFrame, gpu: np.ndarray) -> None:
     filled = 0
     for i in rows:
         row = {c: (None if pd.isna(v) else v) for c, v in q.iloc[i][cols].items()}
-        key = (row.get("params"), row.get("flops_per_sample"))
         if row.get("seq_len") is not None:
             continue
+        key = (row.get("params"), row.get("flops_per_sample"))
         if key not in found:
             found[key] = _implied_sequence(row)[0]
-        if found[key] is None:
+        if found[key] is not None:
+            q.iloc[i, q.columns.get_loc("seq_len")] = found[key]
+            filled += 1
+    if filled:
+        warnings.warn(f"predict_many: {filled} decoder rows without seq_len get the sequence length their "
+                      "flops_per_sample implies for a dense decoder of their size (give seq_len to say otherwise).",
+                      ExtrapolationWarning, stacklevel=3)
+
+
+def _fill_default_layouts(q: pd.DataFrame, rows: np.ndarray) -> None:
+    """Give the transformer jobs among ``rows`` that state no layout column the layout
+    :func:`predict_training_time` assumes for the same job (:func:`layout_columns`:
+    :func:`perfmodel.layout.job_layout`'s defaults), in place: one answer per job, one row or many."""
+    rows = np.flatnonzero(rows)
+    if not len(rows):
+        return
+    given = [c for c in _LAYOUT_GIVEN if c in q.columns]
+    cols = [c for c in ("family", "params", "active_params", "seq_len", "gpu_count", *SHAPE_NAMES) if c in q.columns]
+    for i in rows:
+        if any(not pd.isna(q.iloc[i][c]) for c in given):
             continue
-        q.iloc[i, q.columns.get_loc("seq_len")] = found[key]
-        filled += 1
-        given = [c for c in _LAYOUT_GIVEN if c in q.columns and not pd.isna(q.iloc[i][c])]
-        if given:
-            continue
-        try:  # the layout predict_training_time assumes for the same job (perfmodel.layout.job_layout)
-            count = int(q.iloc[i]["gpu_count"])
+        row = {c: (None if pd.isna(v) else v) for c, v in q.iloc[i][cols].items()}
+        try:
+            count = int(row["gpu_count"])
             gb = float(q.iloc[i]["batch_size"]) * count
-            lay = layout_columns({**row, "gpu_count": count}, seq_len=found[key], global_batch=int(round(gb)),
-                                 where="predict_many")
+            lay = layout_columns({**row, "gpu_count": count}, seq_len=row.get("seq_len"),
+                                 global_batch=int(round(gb)), where="predict_many")
         except (ValueError, TypeError, KeyError):
             continue  # the row's own checks will say what is wrong
         lay.pop("_assumed")
@@ -1249,10 +1265,6 @@ def _fill_implied_sequences(q: pd.DataFrame, gpu: np.ndarray) -> None:
             if c not in q.columns:
                 q[c] = pd.Series(pd.NA, index=q.index, dtype="string" if isinstance(v, str) else "Float64")
             q.loc[q.index[i], c] = v
-    if filled:
-        warnings.warn(f"predict_many: {filled} decoder rows without seq_len get the sequence length their "
-                      "flops_per_sample implies for a dense decoder of their size (give seq_len to say otherwise).",
-                      ExtrapolationWarning, stacklevel=3)
 
 
 def _fill_precision(q: pd.DataFrame, by_device: dict, positions: np.ndarray) -> None:
