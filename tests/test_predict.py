@@ -688,6 +688,25 @@ class TestDecoderBySizeAndFlops:
                    for s, b, n in ((2048, 8, 8), (4096, 2, 16))]
         assert np.allclose(many["seconds"], [r.seconds for r in one], rtol=1e-9)
 
+    def test_a_partial_layout_is_completed_as_one_row_is_and_a_bad_one_named_by_its_row(self):
+        q = pd.DataFrame([{"params": 1.3e9, "family": "decoder", "seq_len": 2048, "batch_size": 8, "gpu_count": 8,
+                           "gpu_type": "H100", "steps": 10, "tp": 2}] * 2, index=[5, 5])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            many = predict_many(q)
+            one = predict_training_time({"params": 1.3e9, "family": "decoder"}, seq_len=2048, batch_size=8,
+                                        gpu_count=8, gpu_type="H100", steps=10, layout={"tp": 2})
+        assert np.allclose(many["seconds"], one.seconds, rtol=1e-9)
+        with pytest.raises(perfmodel.exceptions.LayoutError, match=r"row 2 \(counting from 1\).*does not divide"):
+            predict_many(pd.concat([q.iloc[:1], q.iloc[:1].assign(tp=3)]))
+
+    def test_an_implied_sequence_divides_over_tensor_parallel_ranks(self):
+        spec = {**self.SPEC, "flops_per_sample": 6 * 1.3e9 * 2048}  # the 6ND count: no attention term
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = predict_training_time(spec, batch_size=8, gpu_count=8, gpu_type="H100", steps=10, layout={"tp": 4})
+        assert r.method == "layout" and r.query["seq_len"] % 16 == 0
+
     def test_not_inferred_for_a_mixture_a_history_or_no_family(self):
         spec = self._spec(4096)
         with warnings.catch_warnings():

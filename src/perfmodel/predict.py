@@ -418,28 +418,37 @@ def _domain_warnings(fitted: TrainingTimeModel, q: pd.DataFrame) -> list[list[st
     return out
 
 
+def _given(value) -> bool:
+    """Whether a query cell holds a value (not None, NaN or pd.NA)."""
+    try:
+        return value is not None and not bool(pd.isna(value))
+    except (TypeError, ValueError):  # an array-like cell: given
+        return True
+
+
 def _implied_sequence(model: Mapping) -> tuple[int | None, str | None]:
     """A dense decoder given by ``params``, ``flops_per_sample`` and ``family="decoder"`` but no ``seq_len`` and no
     shape: the sequence length its FLOPs imply for the standard shape of its size
-    (:func:`~perfmodel.transformer.sequence_for_flops`), and the note saying so; ``(None, None)`` otherwise (a
-    mixture of experts, a shape given, FLOPs no length between 128 and 2M tokens explains)."""
-    if (str(model.get("family") or "").lower() != "decoder" or model.get("seq_len") is not None
-            or model.get("shape") is not None or any(model.get(k) is not None for k in SHAPE_NAMES)
-            or model.get("params") is None or model.get("flops_per_sample") is None or model.get("n_experts")):
+    (:func:`~perfmodel.transformer.sequence_for_flops`), rounded to a multiple of 16 (so that tensor and context
+    degrees up to 8 divide it), and the note saying so; ``(None, None)`` otherwise (a mixture of experts, a shape
+    given, FLOPs no length between 128 and 2M tokens explains)."""
+    family = model.get("family")
+    if (not _given(family) or str(family).lower() != "decoder" or _given(model.get("seq_len"))
+            or model.get("shape") is not None or any(_given(model.get(k)) for k in SHAPE_NAMES)
+            or not _given(model.get("params")) or not _given(model.get("flops_per_sample"))):
         return None, None
     try:
         params = float(model["params"])
         fps = float(model["flops_per_sample"])
-        active = model.get("active_params")
-        if active is not None and float(active) != params:
-            return None, None
         seq = sequence_for_flops(standard_shape(params), fps)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None, None  # the query's own checks name what is wrong
     if seq is None:
         return None, None
+    seq = max(128, 16 * round(seq / 16))
     return seq, (f"seq_len {seq:,}: what flops_per_sample={fps:.4g} implies for a dense decoder of {params:.3g} "
-                 "parameters (give seq_len= to say otherwise)")
+                 "parameters, to a multiple of 16 (FLOPs counted as 6·N·seq without attention imply a length "
+                 "10-25% short; give seq_len= to say it)")
 
 
 def _peaks_known(g: str) -> str:
@@ -1117,8 +1126,7 @@ class BasePredictor:
         on_cpu = (q["gpu_type"].astype(str) == "cpu").to_numpy()
         if self.history is None and self.method == "auto":
             _fill_implied_sequences(q, ~on_cpu)
-        if "batch_size" in q.columns and "gpu_count" in q.columns:
-            _fill_default_layouts(q, is_layout_job(q))
+        _fill_default_layouts(q, is_layout_job(q), positions)
         if self.history is None:  # each row from the bundled runs of its own kind: CPU, LLM training, other GPU
             llm = ~on_cpu & is_layout_job(q)
             sources = np.where(on_cpu, "cpu", np.where(llm, "llm", "gpu"))
@@ -1204,67 +1212,97 @@ class BasePredictor:
         return out[list(PREDICTION_COLUMNS)]
 
 
-#: Layout columns of a query: where any is given, the query's layout is its own.
+#: Layout columns of a query (the job's global batch and data-parallel degree, and its layout choices).
 _LAYOUT_GIVEN = ("global_batch_size", "micro_batch_size", "tp", "pp", "vp", "cp", "ep", "dp", "zero_stage",
                  "sequence_parallel", "recompute")
 
 
+def _row_groups(q: pd.DataFrame, rows: np.ndarray, cols: list) -> list[tuple[dict, np.ndarray]]:
+    """The distinct values of ``cols`` among ``rows`` (positions), each as a dict of given values (None where
+    missing) with the positions that hold it."""
+    if not len(rows):
+        return []
+    sub = q.iloc[rows][cols]
+    try:
+        first, inverse = distinct_rows([sub[c] for c in cols])
+    except TypeError:  # unhashable cells: each row on its own
+        first, inverse = np.arange(len(rows)), np.arange(len(rows))
+    out = []
+    for k, f in enumerate(first):
+        row = {c: (v if _given(v) else None) for c, v in sub.iloc[int(f)].items()}
+        out.append((row, rows[np.flatnonzero(inverse == k)]))
+    return out
+
+
+def _set_cells(q: pd.DataFrame, positions: np.ndarray, values: dict) -> None:
+    """Set the cells of ``values``' columns at ``positions`` (by position: the index may repeat)."""
+    for c, v in values.items():
+        if c not in q.columns:
+            q[c] = pd.Series(pd.NA, index=q.index, dtype="string" if isinstance(v, str) else "Float64")
+        elif isinstance(v, str) and not pd.api.types.is_string_dtype(q[c]) and not pd.api.types.is_object_dtype(q[c]):
+            q[c] = q[c].astype("object")
+        col = q.columns.get_loc(c)
+        q.iloc[positions, col] = v
+
+
 def _fill_implied_sequences(q: pd.DataFrame, gpu: np.ndarray) -> None:
     """Give the GPU rows that are dense decoders by size and FLOPs alone the sequence length their FLOPs imply
-    (:func:`_implied_sequence`), in place; say how many once."""
+    (:func:`_implied_sequence`), in place, once per distinct row; say how many once."""
     if "family" not in q.columns or "flops_per_sample" not in q.columns or "params" not in q.columns:
         return
     fam = q["family"].astype("string").str.lower().fillna("").to_numpy(dtype=object)
     rows = np.flatnonzero(gpu & (fam == "decoder"))
     if not len(rows):
         return
-    if "seq_len" not in q.columns:
-        q["seq_len"] = pd.Series(pd.NA, index=q.index, dtype="Int64")
-    cols = [c for c in ("family", "params", "flops_per_sample", "seq_len", "active_params", "n_experts",
-                        *SHAPE_NAMES) if c in q.columns]
-    found: dict = {}
+    cols = [c for c in ("family", "params", "flops_per_sample", "seq_len", *SHAPE_NAMES) if c in q.columns]
     filled = 0
-    for i in rows:
-        row = {c: (None if pd.isna(v) else v) for c, v in q.iloc[i][cols].items()}
-        if row.get("seq_len") is not None:
-            continue
-        key = (row.get("params"), row.get("flops_per_sample"))
-        if key not in found:
-            found[key] = _implied_sequence(row)[0]
-        if found[key] is not None:
-            q.iloc[i, q.columns.get_loc("seq_len")] = found[key]
-            filled += 1
+    for row, at in _row_groups(q, rows, cols):
+        seq = _implied_sequence(row)[0]
+        if seq is not None:
+            if "seq_len" not in q.columns:
+                q["seq_len"] = pd.Series(pd.NA, index=q.index, dtype="Int64")
+            _set_cells(q, at, {"seq_len": seq})
+            filled += len(at)
     if filled:
         warnings.warn(f"predict_many: {filled} decoder rows without seq_len get the sequence length their "
                       "flops_per_sample implies for a dense decoder of their size (give seq_len to say otherwise).",
                       ExtrapolationWarning, stacklevel=3)
 
 
-def _fill_default_layouts(q: pd.DataFrame, rows: np.ndarray) -> None:
-    """Give the transformer jobs among ``rows`` that state no layout column the layout
-    :func:`predict_training_time` assumes for the same job (:func:`layout_columns`:
-    :func:`perfmodel.layout.job_layout`'s defaults), in place: one answer per job, one row or many."""
+#: A query's layout columns and the :func:`perfmodel.layout.job_layout` field each states.
+_LAYOUT_FIELDS = {"tp": "tp", "pp": "pp", "vp": "vp", "cp": "cp", "ep": "ep", "micro_batch_size": "micro_batch",
+                  "zero_stage": "zero_stage", "sequence_parallel": "sequence_parallel", "recompute": "recompute"}
+
+
+def _fill_default_layouts(q: pd.DataFrame, rows: np.ndarray, positions: np.ndarray) -> None:
+    """Complete the layout of the transformer jobs among ``rows`` as :func:`predict_training_time` does for the same
+    job (:func:`layout_columns`: what a row states is kept, :func:`perfmodel.layout.job_layout`'s defaults fill the
+    rest), in place, once per distinct job: one answer per job, one row or many. A layout the frameworks would not
+    run is refused naming the row (``positions``: each row's 0-based place in the caller's queries)."""
     rows = np.flatnonzero(rows)
-    if not len(rows):
+    if not len(rows) or "batch_size" not in q.columns:
         return
-    given = [c for c in _LAYOUT_GIVEN if c in q.columns]
-    cols = [c for c in ("family", "params", "active_params", "seq_len", "gpu_count", *SHAPE_NAMES) if c in q.columns]
-    for i in rows:
-        if any(not pd.isna(q.iloc[i][c]) for c in given):
-            continue
-        row = {c: (None if pd.isna(v) else v) for c, v in q.iloc[i][cols].items()}
+    stated = [c for c in _LAYOUT_FIELDS if c in q.columns]
+    cols = [c for c in ("family", "params", "active_params", "seq_len", "gpu_count", "batch_size",
+                        "global_batch_size", *SHAPE_NAMES, *stated) if c in q.columns]
+    for row, at in _row_groups(q, rows, cols):
+        given = {_LAYOUT_FIELDS[c]: row[c] for c in stated if row.get(c) is not None}
         try:
-            count = int(row["gpu_count"])
-            gb = float(q.iloc[i]["batch_size"]) * count
-            lay = layout_columns({**row, "gpu_count": count}, seq_len=row.get("seq_len"),
-                                 global_batch=int(round(gb)), where="predict_many")
-        except (ValueError, TypeError, KeyError):
-            continue  # the row's own checks will say what is wrong
+            count = int(row.get("gpu_count") or 1)
+            gb = row.get("global_batch_size")
+            gb = float(gb) if gb is not None else float(row["batch_size"]) * count
+            if not math.isclose(gb, round(gb)):
+                continue
+            given = {k: (str(v) if k == "recompute" else bool(v) if k == "sequence_parallel" else int(v))
+                     for k, v in given.items()}
+            lay = layout_columns({**row, "gpu_count": count}, seq_len=row.get("seq_len"), global_batch=int(round(gb)),
+                                 layout=given or None, where="predict_many")
+        except LayoutError as exc:
+            raise LayoutError(f"predict_many: {row_label(int(at[0]), positions + 1)}: {exc}") from None
+        except (ValueError, TypeError, KeyError, OverflowError):
+            continue  # the row's own checks say what is wrong
         lay.pop("_assumed")
-        for c, v in lay.items():
-            if c not in q.columns:
-                q[c] = pd.Series(pd.NA, index=q.index, dtype="string" if isinstance(v, str) else "Float64")
-            q.loc[q.index[i], c] = v
+        _set_cells(q, at, lay)
 
 
 def _fill_precision(q: pd.DataFrame, by_device: dict, positions: np.ndarray) -> None:

@@ -65,8 +65,8 @@ _RECORD_KEYS = (
     "nodes", "launcher",
     # layout runs (perfmodel.measure.layouts): the layout and shape columns of perfmodel.schema
     "global_batch_size", "micro_batch_size", "tp", "pp", "vp", "cp", "ep", "dp", "zero_stage", "sequence_parallel",
-    "recompute", "gpus_per_node", "n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_hidden", "vocab", "n_experts",
-    "active_params",
+    "recompute", "gpus_per_node", "n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "ffn_hidden",
+    "gated_mlp", "tied_embeddings", "vocab", "n_experts", "active_params",
 )
 OPTIMIZERS = ("adamw", "sgd")
 
@@ -504,7 +504,9 @@ def _layout_record(cfg: RunConfig) -> dict:
         "sequence_parallel": int(bool(cfg.sequence_parallel) and cfg.tp > 1), "recompute": "none",
         "gpus_per_node": cfg.gpu_count // cfg.nnodes, "family": "decoder",
         "n_layers": shape["n_layers"], "d_model": shape["d_model"], "n_heads": shape["n_heads"],
-        "n_kv_heads": shape["n_heads"], "ffn_hidden": shape["ffn_hidden"], "vocab": shape["vocab"], "n_experts": 0,
+        "n_kv_heads": shape["n_heads"], "head_dim": shape["d_model"] // shape["n_heads"],
+        "ffn_hidden": shape["ffn_hidden"], "gated_mlp": 0, "tied_embeddings": 0, "vocab": shape["vocab"],
+        "n_experts": 0,
     }
 
 
