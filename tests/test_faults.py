@@ -628,3 +628,12 @@ def test_fuzz_predict_many(fitted, gbm_model, rows, conf, method):
     assert np.isfinite(v).all() and (v >= 0).all()
     assert (v[:, 0] <= v[:, 1]).all() and (v[:, 1] <= v[:, 2]).all()
     assert (v[:, 3] <= v[:, 4]).all() and (v[:, 4] <= v[:, 5]).all()
+
+
+def test_a_whole_float_beyond_int64_in_an_integer_column_is_an_error_not_an_overflow(fitted):
+    """Found by test_fuzz_predict_many: params 1e308 beside an empty cell crashed converting to Int64."""
+    q = pd.DataFrame([{"params": 5, "batch_size": 8, "gpu_count": 1, "steps": 10},
+                      {"params": "", "batch_size": 8, "gpu_count": 1, "steps": 10},
+                      {"params": 1e308, "batch_size": 8, "gpu_count": 1, "steps": 10}]).assign(gpu_type="A100")
+    with pytest.raises(ValueError, match="params"):
+        perfmodel.predict_many(q, history=fitted)

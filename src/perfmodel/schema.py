@@ -499,6 +499,8 @@ def _numeric(out: pd.DataFrame, name: str, kind: str) -> tuple[np.ndarray, pd.Se
         big = np.array([e is not None and abs(e) > 2**62 for e in exact])
         if big.any():
             raise SchemaError(f"Column {name!r} holds integers too large to store ({_where(out, big)}).")
+        if any(e is None and np.isfinite(r) and abs(r) > 2**62 for e, r in zip(exact, result)):
+            return result, None  # a whole float beyond int64 (1e308): kept as a float, the range checks name it
         ints = [e if e is not None else (None if np.isnan(r) else int(r)) for e, r in zip(exact, result)]
         return result, pd.Series(pd.array(ints, dtype="Int64"), index=col.index)
     return result, None
