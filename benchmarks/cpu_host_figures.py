@@ -25,15 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+from _paths import ROOT, rel  # benchmarks/_paths.py (the scripts run from benchmarks/)
+
 REPEATS = 7
-
-
-def _rel(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(ROOT))
-    except ValueError:
-        return path.name
 
 
 def matmul_gflops(torch, n: int = 768) -> list[float]:
@@ -124,7 +118,7 @@ def main(argv=None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(res, indent=1) + "\n")
     print(json.dumps(res, indent=1))
-    print(f"wrote {_rel(args.out)}")
+    print(f"wrote {rel(args.out)}")
     return 0
 
 

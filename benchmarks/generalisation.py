@@ -59,7 +59,8 @@ from perfmodel.io import load_runs
 from perfmodel.kinds import canonical_devices
 from perfmodel.metrics import coverage, mean_relative_width
 
-ROOT = Path(__file__).resolve().parents[1]
+from _paths import ROOT, rel  # benchmarks/_paths.py (the scripts run from benchmarks/)
+
 DATA = ROOT / "data"
 METHODS = ("auto", "roofline", "physics", "loglinear", "gbm", "ratio", "mfu", "mfu-pooled", "6ND-util0.4")
 QUICK_METHODS = ("auto", "ratio", "mfu", "mfu-pooled", "6ND-util0.4")
@@ -234,7 +235,7 @@ def main(argv=None) -> int:
     args.out.with_suffix(".md").write_text(text, encoding="utf-8")
     args.out.with_suffix(".json").write_text(json.dumps({
         "quick": args.quick, "confidence": CONFIDENCE, "max_folds": max_folds,
-        "lambda": "skipped" if args.lambda_path is None else str(args.lambda_path), "results": results,
+        "lambda": "skipped" if args.lambda_path is None else rel(args.lambda_path), "results": results,
     }, indent=1, allow_nan=False), encoding="utf-8")
     return 0
 

@@ -64,7 +64,8 @@ from perfmodel.metrics import coverage, median_ape
 from perfmodel.plan import estimate_memory
 from perfmodel.transformer import transformer_flops
 
-ROOT = Path(__file__).resolve().parents[1]
+from _paths import ROOT, rel  # benchmarks/_paths.py (the scripts run from benchmarks/)
+
 DATA = ROOT / "data"
 CONFIDENCE = 0.9
 #: the ``6ND`` calculators' utilisation
@@ -74,13 +75,6 @@ _MLPERF_LLM = ("gpt3", "llama31_405b")
 #: they were added. NeuSight's transformer rows are single-device forward + backward passes without an optimizer
 #: step: not training jobs with a layout, so not among them.
 LLM_SETS = ("megatron_bridge", "llmfoundry", "torchtitan", "megatron_lm", "bigscience")
-
-
-def _rel(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(ROOT))
-    except ValueError:
-        return path.name
 
 
 def load_sets(quick: bool) -> dict[str, pd.DataFrame]:
@@ -560,7 +554,7 @@ def _register_cpu_host() -> dict | None:
         return None
     f = json.loads(path.read_text())
     bus = f["gloo_allreduce_bus_gbps"]["median"]
-    register_device(name=CPU_HOST, vendor="host", source=f"measured: {_rel(path)} (benchmarks/cpu_host_figures.py)",
+    register_device(name=CPU_HOST, vendor="host", source=f"measured: {rel(path)} (benchmarks/cpu_host_figures.py)",
                     fp32_tflops=f["fp32_matmul_gflops"]["median"] / 1e3,
                     memory_bandwidth_gbps=f["copy_gbps"]["median"], interconnect_gbps=2 * bus, network_gbps=bus,
                     interconnect="gloo (loopback)", nvlink_domain=f["cores"] * 2, replace=True)
@@ -723,7 +717,7 @@ def main(argv=None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     Path(f"{args.out}.json").write_text(json.dumps(res, indent=1, default=float) + "\n")
     Path(f"{args.out}.md").write_text(_md(res))
-    print(f"wrote {_rel(Path(f'{args.out}.json'))} and .md in {res['seconds']} s")
+    print(f"wrote {rel(Path(f'{args.out}.json'))} and .md in {res['seconds']} s")
     return 0
 
 

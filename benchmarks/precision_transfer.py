@@ -54,18 +54,12 @@ from perfmodel.history import read_history
 from perfmodel.io import load_runs
 from perfmodel.metrics import coverage, median_ape
 
-ROOT = Path(__file__).resolve().parents[1]
+from _paths import ROOT, rel  # benchmarks/_paths.py (the scripts run from benchmarks/)
+
 CONFIDENCE = 0.9
 METHODS = ("ratio", "mfu", "physics", "roofline", "loglinear", "gbm")
 _QUERY = ["model", "family", "params", "flops_per_sample", "batch_size", "gpu_count", "gpu_type", "precision",
           "fp32_mode", "seq_len"]
-
-
-def _rel(path: Path) -> str:
-    try:
-        return str(Path(path).resolve().relative_to(ROOT))
-    except ValueError:
-        return Path(path).name
 
 
 def lambda_runs(path: str | None) -> tuple[pd.DataFrame | None, str]:
@@ -269,7 +263,7 @@ def main(argv=None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(res, indent=1, default=str) + "\n")
     out.with_suffix(".md").write_text(text + "\n")
-    print(f"wrote {_rel(out.with_suffix('.json'))} and {_rel(out.with_suffix('.md'))}")
+    print(f"wrote {rel(out.with_suffix('.json'))} and {rel(out.with_suffix('.md'))}")
     return 0
 
 

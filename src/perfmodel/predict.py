@@ -32,7 +32,7 @@ from .hardware import PRECISIONS, check_precision, get_spec, resolve_gpu_type, t
 from .history import (BUNDLED_PREFIX, HistoryFiles, LoadedHistory, default_history, frame_digest, history_parts,
                       model_table, part_digest, peek_history, precision_by_device, read_history)
 from .kinds import KIND_NAMES, classify
-from .layout import LayoutError, ParallelLayout, check_layout, is_layout_job, job_layout
+from .layout import LayoutError, check_layout, is_layout_job, job_layout
 from .layout_features import shape_columns, shape_of
 from .transformer import TransformerShape, sequence_for_flops, standard_shape, transformer_flops
 from .models import CALIBRATION_PRIOR_WEIGHT, METHODS, TrainingTimeModel
@@ -1210,11 +1210,6 @@ class BasePredictor:
         out.index = queries.index
         out["precision"] = q["precision"].astype(str).to_numpy()
         return out[list(PREDICTION_COLUMNS)]
-
-
-#: Layout columns of a query (the job's global batch and data-parallel degree, and its layout choices).
-_LAYOUT_GIVEN = ("global_batch_size", "micro_batch_size", "tp", "pp", "vp", "cp", "ep", "dp", "zero_stage",
-                 "sequence_parallel", "recompute")
 
 
 def _row_groups(q: pd.DataFrame, rows: np.ndarray, cols: list) -> list[tuple[dict, np.ndarray]]:
