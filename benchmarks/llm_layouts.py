@@ -470,6 +470,22 @@ def out_of_box(sets: dict, limit: int) -> dict:
     return res
 
 
+def bundled_coefficients(sets: dict) -> dict:
+    """The layout model fitted on every set (as the bundled fit is): each coefficient, and whether it sits on a
+    bound of :data:`perfmodel.models.LayoutRegressor`'s ``COEFFICIENTS``."""
+    from perfmodel.models._layout import COEFFICIENTS
+
+    model = _fit(pd.concat(sets.values(), ignore_index=True, sort=False), "seen")
+    coef = model.pipeline_.named_steps["regressor"].coef_
+    out = {}
+    for name, value in coef.items():
+        _, lo, hi, _ = COEFFICIENTS[name]
+        bound = "lower bound" if np.isclose(value, lo, rtol=1e-3) else "upper bound" if np.isclose(value, hi, rtol=1e-3) \
+            else ""
+        out[name] = {"value": float(value), "bound": bound}
+    return out
+
+
 def sized_out_of_box(sets: dict) -> dict:
     """Dense decoder jobs asked the way a user without their shape asks: ``params``, ``flops_per_sample`` and
     ``family="decoder"``, devices, batch and precision, no sequence length and no layout. Out of the box the
@@ -654,6 +670,10 @@ def _md(res: dict) -> str:
               "## Memory and refusals", "", "```", json.dumps(res["memory"], indent=1),
               json.dumps(res["memory_oom"], indent=1), "```", "",
               "## Out of the box: one answer per job (in-sample)", "", "```", json.dumps(res["out_of_box"], indent=1), "```"]
+    if "bundled_coefficients" in res:
+        lines += ["", "## The coefficients fitted on every set (as the bundled fit)", "", "| coefficient | value | |",
+                  "|---|---|---|"]
+        lines += [f"| {k} | {v['value']:.4g} | {v['bound']} |" for k, v in res["bundled_coefficients"].items()]
     if "sized_out_of_box" in res:
         lines += ["", "## Out of the box, a decoder given by its size and FLOPs only (no sequence, no layout)", "",
                   "```", json.dumps(res["sized_out_of_box"], indent=1), "```"]
@@ -696,6 +716,8 @@ def main(argv=None) -> int:
     print("memory:", json.dumps(res["memory"]), json.dumps(res["memory_oom"]), flush=True)
     res["out_of_box"] = out_of_box(sets, limit=15 if args.quick else 60)
     print("out of box:", json.dumps(res["out_of_box"]), flush=True)
+    res["bundled_coefficients"] = bundled_coefficients(sets)
+    print("coefficients:", json.dumps(res["bundled_coefficients"]), flush=True)
     res["sized_out_of_box"] = sized_out_of_box(sets)
     print("sized out of box:", json.dumps(res["sized_out_of_box"]), flush=True)
     res["measured_here"] = measured_here(sets)

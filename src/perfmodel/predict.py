@@ -1126,7 +1126,6 @@ class BasePredictor:
         on_cpu = (q["gpu_type"].astype(str) == "cpu").to_numpy()
         if self.history is None and self.method == "auto":
             _fill_implied_sequences(q, ~on_cpu)
-        _fill_default_layouts(q, is_layout_job(q), positions)
         if self.history is None:  # each row from the bundled runs of its own kind: CPU, LLM training, other GPU
             llm = ~on_cpu & is_layout_job(q)
             sources = np.where(on_cpu, "cpu", np.where(llm, "llm", "gpu"))
@@ -1199,9 +1198,15 @@ class BasePredictor:
             _check_support(fitted, q.iloc[take])
             pos = np.full(len(rows), -1)
             pos[at] = np.arange(len(at))
-            part = _predict_frame(fitted, q.iloc[take], self.confidence, distinct=(rows.iloc[at], pos[inverse[take]]),
+            sub = rows.iloc[at]
+            if fitted.method == LAYOUT_METHOD and self.history is None:
+                # out of the box, the layout predict_training_time assumes for the same job (a history of one's own
+                # reads its runs' missing layout columns with the run schema's defaults: its queries keep them)
+                sub = sub.copy()
+                _fill_default_layouts(sub, is_layout_job(sub), positions[first[at]])
+            part = _predict_frame(fitted, q.iloc[take], self.confidence, distinct=(sub, pos[inverse[take]]),
                                   where="predict_many", numbers=positions[take] + 1)
-            masks = list(_outside(fitted, rows.iloc[at]).values())
+            masks = list(_outside(fitted, sub).values())
             inside = ~np.logical_or.reduce(masks) if masks else np.ones(len(at), dtype=bool)
             part["inside_domain"] = inside[pos[inverse[take]]]
             part.index = take
