@@ -34,7 +34,7 @@ import pandas as pd
 import perfmodel
 from perfmodel.datasets import bundled_runs_path
 from perfmodel.metrics import coverage, median_ape
-from perfmodel.schema import OP_TRACED_CLASSES
+from perfmodel.schema import LAYOUT_COLUMNS, OP_TRACED_CLASSES, SHAPE_COLUMNS
 
 #: (name, bundled file, row filter) of the sets that stand in for a user's own runs.
 SETS = {
@@ -43,12 +43,14 @@ SETS = {
 }
 
 
-#: What a user states of a job when asking for it (its size, FLOPs, shape, layout and precision), never what was
+#: What a user states of a job when asking for it (its size, FLOPs, shape, layout — the schema's shape and layout
+#: columns — and precision), never what was
 #: measured. The FLOPs per op class go too where the runs give them (a user's own model has them). Here they change
 #: nothing: ``own_set`` names a workload per sequence length, so no model has two attention shares and the ``mfu``
 #: rule fits no attention split on these sets.
 QUERY_COLUMNS = ("model", "family", "params", "flops_per_sample", "batch_size", "gpu_count", "gpu_type", "precision",
-                 "fp32_mode", "grad_accum", "seq_len", "nodes", *(f"op_{c}_flops" for c in OP_TRACED_CLASSES))
+                 "fp32_mode", "grad_accum", "seq_len", "nodes", *(f"op_{c}_flops" for c in OP_TRACED_CLASSES),
+                 *(c.name for c in SHAPE_COLUMNS + LAYOUT_COLUMNS))
 
 
 def own_set(name: str) -> pd.DataFrame:
