@@ -8,13 +8,16 @@ from the bundled history is at least what the model missed when a whole set was 
 * ``bundled``: each set held out in turn, the layout model fitted on the others exactly as the bundled fit is
   (:class:`perfmodel.models.TrainingTimeModel`, method ``layout``), and the held-out set's absolute log errors kept, every
   set weighing the same (:func:`perfmodel.models.balanced_scores`);
+* ``bundled/unstated_shape``: the same, out of the box (``predict_many`` with no history, the set left out of the
+  bundled LLM history), for its rows asked by the model's size alone (no shape, sequence or layout): the standard
+  shape, the sequence its FLOPs imply and the default layout stand in for what was not said, and miss more;
 * ``calibrated/<k>``: the same, after calibrating the fit on ``k`` runs of the held-out set (k = 1, 3, 9; the
   model's coefficients as the prior, :class:`perfmodel.models.LayoutRegressor`), predicting its other runs; the
   ``k`` runs drawn at random, ``--repeats`` times.
 
 :class:`perfmodel.predict.BasePredictor` gives layout answers from the bundled history at least the ``bundled``
-interval, and answers calibrated on ``n`` own runs at least the ``calibrated`` interval of the largest ``k <= n``
-(their own conformity scores may widen it). Rebuild after changing the layout model or the LLM sets::
+interval (``bundled/unstated_shape`` where the query states no shape), and answers calibrated on ``n`` own runs at
+least the ``calibrated`` interval of the largest ``k <= n`` (their own conformity scores may widen it). Rebuild after changing the layout model or the LLM sets::
 
     python scripts/build_layout_error_book.py [--repeats 20] [--check]
 """
@@ -32,6 +35,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "src" / "perfmodel" / "data" / "layout_error_book.json"
 KS = (1, 3, 9)
+#: The entry for a decoder given by its size alone (no shape, sequence or layout stated), and what such a query
+#: states.
+UNSTATED = "bundled/unstated_shape"
+#: The fewest such rows a set needs to enter that entry.
+MIN_SET_ROWS = 10
+UNSTATED_COLUMNS = ("model", "family", "params", "flops_per_sample", "batch_size", "gpu_count", "gpu_type",
+                    "precision")
 
 
 def build(repeats: int) -> dict:
@@ -81,15 +91,67 @@ def build(repeats: int) -> dict:
             errs[f"calibrated/{k}"][0].extend(e)
             errs[f"calibrated/{k}"][1].extend([name] * len(e))
             summary[name][f"calibrated_{k}_median_ape"] = float(np.median(np.abs(ratio - 1)) * 100)
+    errs[UNSTATED] = ([], [])
+    for name, (e, n_rows, ape) in unstated_shape_errors().items():
+        summary[name].update(unstated_shape_rows=n_rows, unstated_shape_median_ape=ape)
+        if n_rows < MIN_SET_ROWS:  # every set weighs the same: a handful of rows would weigh as much as hundreds
+            continue
+        errs[UNSTATED][0].extend(e)
+        errs[UNSTATED][1].extend([name] * len(e))
     book = {"format": 1, "method": "layout", "perfmodel": perfmodel.__version__, "sets": list(sets),
             "repeats": repeats, "summary": summary, "entries": {}}
     for key, (e, groups) in errs.items():
         scores = balanced_scores(np.asarray(e), np.asarray(groups))
-        book["entries"][key] = {"name": f"the layout model's errors on an unseen published set ({key.replace('/', ' on ')}"
-                                        f"{' own runs' if key.startswith('calibrated') else ''}; "
+        what = {"bundled": "bundled", UNSTATED: "bundled, the model given by its size alone"}.get(
+            key, key.replace("/", " on ") + " own runs")
+        book["entries"][key] = {"name": f"the layout model's errors on an unseen published set ({what}; "
                                         "data/layout_error_book.json)",
                                 "scores": [round(float(v), 6) for v in np.sort(scores)]}
     return book
+
+
+def unstated_shape_errors() -> dict:
+    """Per set: the absolute log errors of the answers out of the box (``predict_many``, no history) with that set
+    left out of the bundled LLM history, to its rows asked as a user who knows the model only by its size would
+    (``UNSTATED_COLUMNS``: no shape, no sequence length, no layout; the model named as one the runs lack); only
+    the rows the layout model answers (dense decoders: their sequence is implied by their FLOPs, their shape is
+    the standard one for their size, their layout the default). Also the row count and median APE."""
+    from perfmodel import history as hist
+    from perfmodel.datasets import bundled_runs_path
+    from perfmodel.io import load_runs
+    from perfmodel.predict import BasePredictor
+
+    full = hist.BUNDLED_HISTORIES["llm"]
+    out = {}
+    try:
+        for name in full:
+            hist.BUNDLED_HISTORIES["llm"] = tuple(f for f in full if f != name)  # the set unseen
+            runs = load_runs(bundled_runs_path(name))
+            runs = runs.loc[np.isclose(runs["batch_size"], np.round(runs["batch_size"]))].reset_index(drop=True)
+            q = runs[[c for c in UNSTATED_COLUMNS if c in runs.columns]].copy()
+            q["model"] = "unseen/" + q["model"].astype(str)
+            q["steps"] = 1
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                p = BasePredictor(None, method="auto").predict_many(q)
+            layout = (p["method"] == "layout").to_numpy()
+            ratio = p["step_time_s"].to_numpy()[layout] / runs["step_time_s"].to_numpy()[layout]
+            out[name] = (np.abs(np.log(ratio)), int(layout.sum()),
+                         float(np.median(np.abs(ratio - 1)) * 100) if layout.any() else None)
+    finally:
+        hist.BUNDLED_HISTORIES["llm"] = full
+    return out
+
+
+def same_book(a, b, tol: float = 1e-4) -> bool:
+    """The same book up to float noise of the last printed digit (fits differ by ~1e-9 across BLAS builds)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_book(a[k], b[k], tol) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_book(x, y, tol) for x, y in zip(a, b))
+    if isinstance(a, float) or isinstance(b, float):
+        return isinstance(a, (int, float)) and isinstance(b, (int, float)) and abs(a - b) <= tol * max(1, abs(a))
+    return a == b
 
 
 def main(argv=None) -> int:
@@ -106,7 +168,7 @@ def main(argv=None) -> int:
         print(f"{key}: 90% half-width x{np.exp(np.quantile(scores, 0.9)):.2f} (median |log error| "
               f"{np.median(scores):.3f})")
     if args.check:
-        same = OUT.is_file() and OUT.read_text() == text
+        same = OUT.is_file() and same_book(json.loads(OUT.read_text()), json.loads(text))
         print("up to date" if same else f"{OUT.relative_to(ROOT)} is stale: rebuild it")
         return 0 if same else 1
     OUT.write_text(text)

@@ -9,6 +9,7 @@ their history and the method, so that repeated calls neither re-read nor refit a
 
 from __future__ import annotations
 
+import copy
 import difflib
 import hashlib
 import math
@@ -27,7 +28,8 @@ from ._rows import distinct_rows
 from ._validation import (check_choice, check_confidence, check_nonnegative_float, check_positive_float,
                           check_positive_int, check_prediction_frame, row_label)
 from .exceptions import DataQualityWarning, ExtrapolationWarning, SchemaError, UnsupportedQueryError
-from .fitting import DEFAULT_METHOD, PRECISION_TRANSFER_METHOD, fit_cached, fit_history, layout_floor, stored_fit
+from .fitting import (DEFAULT_METHOD, PRECISION_TRANSFER_METHOD, fit_cached, fit_history, layout_floor, stored_fit,
+                      transfer_floor)
 from .hardware import PRECISIONS, check_precision, get_spec, resolve_gpu_type, table_digest
 from .history import (BUNDLED_PREFIX, HistoryFiles, LoadedHistory, default_history, frame_digest, history_parts,
                       model_table, part_digest, peek_history, precision_by_device, read_history)
@@ -55,7 +57,7 @@ LAYOUT_METHOD = "layout"
 MIN_OWN_RUNS = 9
 #: The columns :func:`predict_many` returns, in order.
 PREDICTION_COLUMNS = ("step_time_s", "step_lower", "step_upper", "steps", "seconds", "lower", "upper",
-                      "inside_domain", "nearest_run_distance", "query_kind", "interval_rule", "precision")
+                      "inside_domain", "nearest_run_distance", "query_kind", "interval_rule", "precision", "method")
 
 
 @dataclass
@@ -295,6 +297,18 @@ def bundled_layout_model() -> TrainingTimeModel:
     if not _BUNDLED_LAYOUT:
         _BUNDLED_LAYOUT.append(BasePredictor(None, method=LAYOUT_METHOD).model("seen", "llm"))
     return _BUNDLED_LAYOUT[0]
+
+
+def _floored(fitted: TrainingTimeModel, *, layout: bool = True) -> TrainingTimeModel:
+    """``fitted`` with the least interval an error book sets for its answers (``interval_floor_``): a layout
+    answer (with ``layout``: fitted by this Predictor, on the bundled LLM history or calibrated on own runs), the
+    layout book's (an unseen framework and cluster); a fit on the bundled GPU runs, the transfer book's for models
+    those runs lack (:func:`~perfmodel.fitting.transfer_floor`); else none."""
+    if fitted.method == LAYOUT_METHOD:
+        fitted.interval_floor_ = layout_floor(getattr(fitted, "calibration_runs_", 0)) if layout else None
+    else:
+        fitted.interval_floor_ = transfer_floor(getattr(fitted, "provenance_", None))
+    return fitted
 
 
 def _calibrated_layout(loaded: LoadedHistory, kind: str) -> TrainingTimeModel:
@@ -750,7 +764,9 @@ class BasePredictor:
             The fitted model (the given one, when this Predictor answers from a fitted model).
         """
         if isinstance(self.history, TrainingTimeModel):
-            return self.history
+            if ("floored",) not in self._fits:  # a copy: the caller's model is not changed
+                self._fits[("floored",)] = copy.copy(self.history)
+            return _floored(self._fits[("floored",)], layout=False)
         check_choice(kind, "kind", "Predictor.model", KIND_NAMES)
         if self.history is None and source is None:
             raise ValueError("Predictor.model: this Predictor has no history of its own (history=None): name the "
@@ -771,7 +787,7 @@ class BasePredictor:
                 fitted = fit_cached(loaded, method, kind) if paths else fit_history(loaded, method, kind=kind)
                 fitted.provenance_ = list(loaded.labels)
                 self._fits[key] = fitted
-            return self._fits[key]
+            return _floored(self._fits[key])
         key = (source if self.history is None else None, kind, bool(own))
         if key not in self._fits and not own:
             stored = self._stored(kind, key[0])
@@ -793,10 +809,7 @@ class BasePredictor:
                 fitted = fit_history(loaded, method, kind=kind)
             fitted.provenance_ = list(loaded.labels)
             self._fits[key] = fitted
-        if self._fits[key].method == LAYOUT_METHOD:  # an unseen framework and cluster: the error book's floor
-            fitted = self._fits[key]
-            fitted.interval_floor_ = layout_floor(getattr(fitted, "calibration_runs_", 0))
-        return self._fits[key]
+        return _floored(self._fits[key])
 
     def _method(self, source, loaded: LoadedHistory | None = None) -> str:
         """The method that answers: ``auto`` is the layout model (:data:`LAYOUT_METHOD`) for the bundled LLM
@@ -1059,7 +1072,7 @@ class BasePredictor:
         """The model answering a one-row query, and the row's kind: by the caller's own runs where they answer
         it alone (:meth:`_answered_by_own`), else by the whole history's runs."""
         if isinstance(self.history, TrainingTimeModel):
-            return self.history, None
+            return self.model(), None
         by_own, own_kinds = self._answered_by_own(q, source)
         if by_own[0]:
             kind = str(own_kinds[0])
@@ -1170,7 +1183,7 @@ class BasePredictor:
         first, inverse = _distinct_rows(q, skip=("steps",))  # the steps only scale the per-step prediction
         rows = q.iloc[first]
         if isinstance(self.history, TrainingTimeModel):
-            fits, kinds = {None: self.history}, np.full(len(rows), None, dtype=object)
+            fits, kinds = {None: self.model()}, np.full(len(rows), None, dtype=object)
         else:  # each row as predict_training_time answers it alone: the fit chosen for its own kind of query
             by_own, own_kinds = self._answered_by_own(rows, source)
             kinds = self._kinds(source, rows).astype(object)
@@ -1209,6 +1222,7 @@ class BasePredictor:
             masks = list(_outside(fitted, sub).values())
             inside = ~np.logical_or.reduce(masks) if masks else np.ones(len(at), dtype=bool)
             part["inside_domain"] = inside[pos[inverse[take]]]
+            part["method"] = fitted.method
             part.index = take
             pieces.append(part)
         out = pieces[0] if len(pieces) == 1 else pd.concat(pieces).sort_index()
@@ -1574,7 +1588,8 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
     DataFrame
         :data:`PREDICTION_COLUMNS`: ``step_time_s, step_lower, step_upper`` (per step), ``steps``, ``seconds,
         lower, upper`` (the whole run), ``inside_domain`` (as :attr:`TrainingTimePrediction.inside_domain`),
-        ``nearest_run_distance``, ``query_kind``, ``interval_rule`` and the ``precision`` predicted for, aligned
-        with ``queries``.
+        ``nearest_run_distance``, ``query_kind``, ``interval_rule``, the ``precision`` predicted for and the
+        ``method`` that answered the row (what ``auto`` chose for it: ``layout`` for transformer jobs answered
+        by the layout model), aligned with ``queries``.
     """
     return _predictor(history, method, confidence, "predict_many").predict_many(queries)

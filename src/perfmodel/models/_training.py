@@ -19,6 +19,8 @@ from ..history import model_table, precision_by_device
 from ..kinds import KIND_NAMES, canonical_devices, classify, get_kind, group_keys
 from ..metrics import mape, median_ape, r2
 from ..schema import validate_runs
+from ..layout_features import shape_columns
+from ..transformer import standard_shape
 from ._baselines import MFURegressor, RatioRegressor
 from ._conformal import conformal_quantile, clip_at_peak, folds, half_widths, score_set, widening
 from ._domain import domain_distance, fit_domain
@@ -431,17 +433,19 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         else:
             half, rule = np.zeros(len(X)), np.full(len(X), "", dtype=object)
         if floor is not None:  # errors measured where a whole published set (a framework, a cluster) was unseen
-            q = conformal_quantile(np.asarray(floor["scores"], dtype=float), confidence)
-            few = ~np.isfinite(half)  # the runs' own scores are too few for this level: the book alone
-            raise_ = few | (half < q)
-            half = np.where(few, q, np.maximum(half, q))
+            q, names = _floor_quantiles(floor, kinds, new_model, confidence,
+                                        _shape_unstated(X) if floor.get("unstated_shape") is not None else None)
+            has = np.isfinite(q)
+            few = has & ~np.isfinite(half)  # the runs' own scores are too few for this level: the book alone
+            raise_ = few | (has & (half < q))
+            half = np.where(raise_, q, half)
             rule = np.asarray(rule, dtype=object).copy()
-            rule[raise_] = [("" if f or not r else f"{r}; ") + f"at least {floor['name']}"
-                            for r, f in zip(rule[raise_], few[raise_])]
+            rule[raise_] = [("" if f or not r else f"{r}; ") + f"at least {n}"
+                            for r, f, n in zip(rule[raise_], few[raise_], names[raise_])]
         dist = self.domain_distance(X)
         # the layout model's floor is its error on whole unseen sets, across their models and scales: it is what a
         # distant query gets (the distance widening was calibrated on CPU runs, for forms without that physics)
-        factor = widening(dist) if floor is None else np.ones(len(X))
+        factor = widening(dist) if floor is None or "by_kind" in floor else np.ones(len(X))
         wide = factor > 1
         if wide.any():
             half = half * factor
@@ -643,3 +647,53 @@ class Summary:
 
     def _repr_html_(self) -> str:
         return self.as_html()
+
+
+def _floor_quantiles(floor: dict, kinds: np.ndarray, new_model: np.ndarray, confidence: float,
+                     shape_unstated: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the least half-width an error book sets (NaN: none) and the book entry's name.
+
+    ``floor`` is one entry (``{"name", "scores"}``: every row; its ``unstated_shape`` entry, where it has one, for
+    the rows ``shape_unstated`` marks) or ``{"by_kind": {kind: entry}}``: a row whose model the runs lack takes its
+    kind's entry (:func:`perfmodel.fitting.transfer_floor`); other rows none.
+    """
+    n = len(kinds)
+    q = np.full(n, np.nan)
+    names = np.full(n, "", dtype=object)
+    if "by_kind" not in floor:
+        q[:] = conformal_quantile(np.asarray(floor["scores"], dtype=float), confidence)
+        names[:] = floor["name"]
+        if floor.get("unstated_shape") is not None and shape_unstated is not None and shape_unstated.any():
+            entry = floor["unstated_shape"]
+            q[shape_unstated] = conformal_quantile(np.asarray(entry["scores"], dtype=float), confidence)
+            names[shape_unstated] = entry["name"]
+        return q, names
+    for kind, entry in floor["by_kind"].items():
+        rows = (np.asarray(kinds) == kind) & np.asarray(new_model, dtype=bool)
+        if rows.any():
+            q[rows] = conformal_quantile(np.asarray(entry["scores"], dtype=float), confidence)
+            names[rows] = entry["name"]
+    return q, names
+
+
+def _shape_unstated(X: pd.DataFrame) -> np.ndarray:
+    """Per query row: its transformer shape was not stated: no ``n_layers`` or ``d_model``, or every shape column
+    it has exactly the standard shape of its size (:func:`perfmodel.transformer.standard_shape`, which stands in for
+    an unstated one: :func:`perfmodel.predict_training_time` writes it into the query)."""
+    if "n_layers" not in X.columns or "d_model" not in X.columns:
+        return np.ones(len(X), dtype=bool)
+    out = (X["n_layers"].isna() | X["d_model"].isna()).to_numpy().copy()
+    params = pd.to_numeric(X["params"], errors="coerce").to_numpy(dtype=float) if "params" in X.columns \
+        else np.full(len(X), np.nan)
+    standard: dict = {}
+    for i in np.flatnonzero(~out & np.isfinite(params) & (params > 0)):
+        if params[i] not in standard:
+            try:
+                standard[params[i]] = shape_columns(standard_shape(float(params[i])))
+            except (TypeError, ValueError, OverflowError):
+                standard[params[i]] = None
+        cols = standard[params[i]]
+        row = X.iloc[i]
+        out[i] = cols is not None and all(
+            pd.isna(row[c]) or float(row[c]) == float(v) for c, v in cols.items() if c in X.columns and v is not None)
+    return out

@@ -1,0 +1,151 @@
+"""The error books: the least interval an answer gets where its runs never saw the user's set (issue #36 item 1).
+
+The books are package data built by ``scripts/build_transfer_error_book.py`` and ``scripts/build_layout_error_book.py``;
+these tests check what the predict layer does with them, not their numbers (``benchmarks/transfer_intervals.py``
+measures those).
+"""
+
+import copy
+import json
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import perfmodel
+from perfmodel import predict_many, predict_training_time
+from perfmodel.datasets import bundled_runs_path
+from perfmodel.fitting import LAYOUT_BOOK, TRANSFER_BOOK, layout_floor, read_error_book, transfer_floor
+from perfmodel.models import conformal_quantile
+from perfmodel.transformer import TransformerShape
+
+from conftest import make_history
+
+ROOT = Path(__file__).resolve().parents[1]
+# a model of one's own (not one of MLPerf's five), as a user gives it: size, FLOPs and family
+OWN_CNN = {"params": 60_000_000, "flops_per_sample": 3.5e10, "family": "cnn"}
+
+
+def _quantile(entry, confidence=0.9):
+    return conformal_quantile(np.asarray(entry["scores"], dtype=float), confidence)
+
+
+def _half(result):
+    return float(np.log(result.upper / result.seconds))
+
+
+@pytest.fixture(autouse=True)
+def quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+class TestTransferBook:
+    def test_the_book_ships_and_covers_the_transfer_kinds(self):
+        book = read_error_book(TRANSFER_BOOK)
+        assert book is not None and set(book["entries"]) == {"new_model", "new_device"}
+        assert book["applies_to"] == ["bundled:mlperf_steps.csv"]
+        for entry in book["entries"].values():
+            assert len(entry["sets"]) >= 2 and entry["scores"] == sorted(entry["scores"])
+            assert "transfer book" in entry["name"]
+
+    def test_a_model_of_ones_own_out_of_the_box_is_at_least_the_books_band(self):
+        r = predict_training_time(OWN_CNN, batch_size=64, gpu_count=8, gpu_type="H100", precision="bf16", steps=100)
+        entry = read_error_book(TRANSFER_BOOK)["entries"]["new_model"]
+        assert r.query_kind == "new_model"
+        assert _half(r) >= _quantile(entry) - 1e-9
+        assert entry["name"] in r.interval_rule
+
+    def test_the_band_follows_the_confidence(self):
+        entry = read_error_book(TRANSFER_BOOK)["entries"]["new_model"]
+        lo = predict_training_time(OWN_CNN, batch_size=64, gpu_type="H100", precision="bf16", steps=100,
+                                   confidence=0.5)
+        assert _half(lo) >= _quantile(entry, 0.5) - 1e-9
+        assert _quantile(entry, 0.5) < _quantile(entry, 0.9)
+
+    def test_a_new_precision_of_a_new_model_takes_the_new_device_band(self):
+        r = predict_training_time(OWN_CNN, batch_size=64, gpu_type="A100", precision="fp32", steps=100)
+        entry = read_error_book(TRANSFER_BOOK)["entries"]["new_device"]
+        assert r.query_kind == "new_device" and _half(r) >= _quantile(entry) - 1e-9
+
+    def test_a_model_the_runs_have_is_not_floored(self):
+        r = predict_training_time("resnet50-v1.5", batch_size=32, gpu_count=8, gpu_type="A100-SXM4-80GB",
+                                  precision="bf16", steps=100)
+        assert "transfer book" not in r.interval_rule
+
+    def test_a_history_of_ones_own_is_not_floored(self):
+        own = make_history()  # a DataFrame: its runs are the caller's own set
+        r = predict_training_time({"params": 5e6, "flops_per_sample": 1e9}, batch_size=16, gpu_type="A100",
+                                  steps=10, history=own)
+        assert "transfer book" not in r.interval_rule
+        assert transfer_floor(["DataFrame (40 runs)"]) is None
+        assert transfer_floor(["my_runs.csv", "bundled:mlperf_steps.csv"]) is not None  # mixed: the bundled part
+
+    def test_predict_many_and_predict_training_time_agree(self):
+        q = pd.DataFrame([{**OWN_CNN, "model": "my-cnn", "batch_size": 64, "gpu_count": 8, "gpu_type": "H100",
+                           "precision": "bf16", "steps": 100}])
+        many = predict_many(q).iloc[0]
+        one = predict_training_time(OWN_CNN, batch_size=64, gpu_count=8, gpu_type="H100", precision="bf16",
+                                    steps=100)
+        assert many["upper"] == pytest.approx(one.upper, rel=1e-9)
+        assert many["interval_rule"] == one.interval_rule
+        assert many["method"] == one.method
+
+    def test_a_fitted_model_as_history_gets_the_floor_and_is_not_changed(self):
+        fitted = perfmodel.fit("gpu", kind="new_model", cv=None)
+        before = copy.copy(fitted.__dict__)
+        r = predict_training_time(OWN_CNN, batch_size=64, gpu_type="H100", precision="bf16", steps=100,
+                                  history=fitted)
+        assert "transfer book" in r.interval_rule
+        assert fitted.__dict__.keys() == before.keys() and "interval_floor_" not in fitted.__dict__
+
+    def test_an_unreadable_book_leaves_the_runs_own_intervals(self, tmp_path, monkeypatch):
+        (tmp_path / TRANSFER_BOOK).write_text("{not json")
+        monkeypatch.setenv("PERFMODEL_DATA", str(tmp_path))
+        assert read_error_book(TRANSFER_BOOK) is None and transfer_floor(["bundled:mlperf_steps.csv"]) is None
+        r = predict_training_time(OWN_CNN, batch_size=64, gpu_type="H100", precision="bf16", steps=100)
+        assert "transfer book" not in r.interval_rule and r.lower < r.seconds < r.upper
+
+    def test_the_shipped_book_is_up_to_date(self):
+        out = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_transfer_error_book.py"), "--check"],
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stdout + out.stderr
+
+
+class TestLayoutBook:
+    def test_a_decoder_given_by_its_size_alone_takes_the_unstated_shape_entry(self):
+        book = read_error_book(LAYOUT_BOOK)
+        unstated = book["entries"]["bundled/unstated_shape"]
+        r = predict_training_time({"params": 7e9, "flops_per_sample": 6 * 7e9 * 4096, "family": "decoder"},
+                                  batch_size=1, gpu_count=64, gpu_type="H100", precision="bf16", steps=100)
+        assert r.method == "layout"
+        assert unstated["name"] in r.interval_rule and _half(r) >= _quantile(unstated) - 1e-9
+
+    def test_a_stated_shape_takes_the_bundled_entry(self):
+        bundled = read_error_book(LAYOUT_BOOK)["entries"]["bundled"]
+        shape = TransformerShape(n_layers=32, d_model=4096, n_heads=32, ffn_hidden=11008, gated_mlp=True,
+                                 vocab=32000, tied_embeddings=False)
+        r = predict_training_time({"params": 6.7e9, "family": "decoder", "shape": shape}, seq_len=4096,
+                                  batch_size=1, gpu_count=64, gpu_type="H100", precision="bf16", steps=100)
+        assert r.method == "layout" and "size alone" not in r.interval_rule, r.interval_rule
+        assert _half(r) >= _quantile(bundled) - 1e-9
+
+    def test_the_floor_dict_names_the_unstated_entry_only_out_of_the_box(self):
+        assert layout_floor(None)["unstated_shape"]["name"].endswith("data/layout_error_book.json)")
+        assert "unstated_shape" not in layout_floor(3)
+
+    @pytest.mark.slow
+    def test_the_shipped_book_is_up_to_date(self):
+        out = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_layout_error_book.py"), "--check"],
+                             capture_output=True, text=True, timeout=900)
+        assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_books_are_package_data():
+    for name in (TRANSFER_BOOK, LAYOUT_BOOK):
+        assert json.loads(Path(bundled_runs_path(name)).read_text())["entries"]
