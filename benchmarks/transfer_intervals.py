@@ -104,7 +104,6 @@ def shapeless() -> dict:
     turn: the layout book's ``bundled`` entry alone (before the ``unstated_shape`` entry) against the
     ``unstated_shape`` entry rebuilt without the set (leave-one-set-out)."""
     from perfmodel import history as hist
-    from perfmodel.io import load_runs
     from perfmodel.models import balanced_scores
     from perfmodel.predict import BasePredictor
 
@@ -195,7 +194,7 @@ def main(argv=None) -> int:
             lam.to_csv(path, index=False)
             confirm["Lambda (out of the box)"] = one_set(str(path), None, shipped["entries"], None)
     lines = ["# Intervals off the table: the error books (benchmarks/transfer_intervals.py)", "",
-             f"90% intervals. median upper/point: the interval's upper end over the answer (the band is symmetric "
+             "90% intervals. median upper/point: the interval's upper end over the answer (the band is symmetric "
              "in log: the lower end is the answer over the same factor). Leave-one-set-out rows rebuild the book "
              "without the set they predict. Every row's model is named as one the runs lack.", ""]
     lines += table(f"1. Generic answers (the gpu history) and the transfer book ({rel(B.OUT)})", res)

@@ -135,6 +135,34 @@ def generalisation_results() -> str:
                    "`mfu`", "6ND at 40% of peak"], rows)
 
 
+def transfer_interval_results() -> str:
+    """``benchmarks/transfer_intervals.py``: coverage and width on each public set before the error books, with the
+    book rebuilt without the set (leave-one-set-out), and on the confirmation set with the shipped books."""
+    res = _load("transfer_intervals.json")
+    rows = []
+
+    def cells(c: dict) -> str:
+        return f"{_num(c.get('coverage'))} / ×{_num(c.get('half_width'))}"
+
+    for name, c in res["development"].items():
+        loso = c.get("book without this set", {})
+        rows.append([name.removesuffix(".csv"), "generic (gpu history)", str(c["no book"]["rows"]),
+                     _pct(c["no book"]["median_ape"]), cells(c["no book"]), cells(loso),
+                     _pct(c["baseline: const-MFU (point)"]["median_ape"])])
+    for name, c in res["unstated_shape"].items():
+        after = c["unstated-shape entry without this set"]
+        before = c["bundled entry alone (before)"]
+        rows.append([name.removesuffix(".csv"), "decoder by size alone (layout model)", str(after["rows"]),
+                     _pct(after["median_ape"]), cells(before), cells(after),
+                     _pct(c["baseline: 6ND at 0.4 MFU (point)"]["median_ape"]) + " (6ND)"])
+    for name, c in res.get("confirmation", {}).items():
+        rows.append([f"{name}, confirmation", "generic", str(c["no book"]["rows"]), _pct(c["no book"]["median_ape"]),
+                     cells(c["no book"]), cells(c["shipped book"]) + " (shipped)",
+                     _pct(c["baseline: const-MFU (point)"]["median_ape"])])
+    return _table(["set", "answered as", "rows", "median error", "coverage / upper÷point, no book",
+                   "with the book, leave-one-set-out", "baseline (const-MFU)"], rows)
+
+
 # ---------------------------------------------------------------------------------------------------- docs
 def _method_table(rows: list[dict], extra: bool = False) -> str:
     header = ["split", "method", "folds", "runs", "median APE", "MAPE", "R² log", "90% PI coverage", "rel. width"]
@@ -259,6 +287,7 @@ def api_reference() -> str:
 BLOCKS = {
     "results": (readme_results, ["README.md", "docs/benchmarks/index.md", "docs/index.md"]),
     "generalisation": (generalisation_results, ["README.md", "docs/benchmarks/index.md"]),
+    "transfer-intervals": (transfer_interval_results, ["docs/benchmarks/index.md"]),
     "accuracy": (accuracy_tables, ["docs/benchmarks/accuracy.md"]),
     "cross-hardware": (cross_hardware_tables, ["docs/benchmarks/cross-hardware.md"]),
     "new-architectures": (new_architectures_tables, ["docs/benchmarks/new-architectures.md"]),
