@@ -527,7 +527,6 @@ def extrapolation(sets: dict) -> dict:
     weight, the error book's floor on the interval), except that its prior is fitted on the *other* sets (the
     bundled one has seen LLM Foundry's large runs); beside the generic ``auto`` fit on the same runs (the own-history
     answer before the layout model) and 6ND@0.4."""
-    from perfmodel.fitting import layout_floor
     from perfmodel.models import CALIBRATION_PRIOR_WEIGHT
 
     lf = sets.get("llmfoundry")
@@ -545,7 +544,7 @@ def extrapolation(sets: dict) -> dict:
         warnings.simplefilter("ignore")
         cal = fit_history(read_history(small), "layout", kind="new_model",
                           regressor_params={"prior": prior, "prior_weight": CALIBRATION_PRIOR_WEIGHT})
-        cal.interval_floor_ = layout_floor(len(small))
+        cal.calibration_runs_ = len(small)  # a fit calibrated on these own runs: the book's calibrated floor
         pred = cal.predict_interval(large, CONFIDENCE)
         generic = fit_history(read_history(small), "auto", kind="new_model")
         gen = generic.predict_interval(large, CONFIDENCE)

@@ -5,8 +5,8 @@ these tests check what the predict layer does with them, not their numbers (``be
 measures those).
 """
 
-import copy
 import json
+import math
 import subprocess
 import sys
 import warnings
@@ -96,13 +96,55 @@ class TestTransferBook:
         assert many["interval_rule"] == one.interval_rule
         assert many["method"] == one.method
 
-    def test_a_fitted_model_as_history_gets_the_floor_and_is_not_changed(self):
-        fitted = perfmodel.fit("gpu", kind="new_model", cv=None)
-        before = copy.copy(fitted.__dict__)
-        r = predict_training_time(OWN_CNN, batch_size=64, gpu_type="H100", precision="bf16", steps=100,
-                                  history=fitted)
-        assert "transfer book" in r.interval_rule
-        assert fitted.__dict__.keys() == before.keys() and "interval_floor_" not in fitted.__dict__
+    def test_one_fit_one_answer_whichever_entry_point(self, tmp_path):
+        fitted = perfmodel.fit("gpu", kind="new_model")
+        q = pd.DataFrame([{**OWN_CNN, "model": "my-cnn", "batch_size": 64, "gpu_count": 1, "gpu_type": "H100",
+                           "precision": "bf16"}])
+        direct = fitted.predict_interval(q, 0.9).iloc[0]
+        via = predict_training_time(OWN_CNN, batch_size=64, gpu_type="H100", precision="bf16", steps=1,
+                                    history=fitted)
+        assert "transfer book" in direct["interval_rule"] and direct["interval_rule"] == via.interval_rule
+        assert direct["step_upper"] == pytest.approx(via.step_upper, rel=1e-9)
+        perfmodel.save_model(fitted, tmp_path / "m.perfmodel")  # a saved fit follows the installed book
+        loaded = perfmodel.load_model(tmp_path / "m.perfmodel")
+        assert loaded.predict_interval(q, 0.9).iloc[0]["step_upper"] == pytest.approx(direct["step_upper"], rel=1e-9)
+
+    def test_a_copy_of_the_bundled_file_is_ones_own_whatever_was_asked_before(self, tmp_path):
+        copy_ = tmp_path / "my_mlperf.csv"
+        copy_.write_bytes(Path(bundled_runs_path("mlperf_steps.csv")).read_bytes())
+        ask = dict(batch_size=64, gpu_count=8, gpu_type="H100", precision="bf16", steps=100)
+        for order in (("gpu", str(copy_)), (str(copy_), "gpu")):
+            rules = {h: predict_training_time(OWN_CNN, history=h, **ask).interval_rule for h in order}
+            assert "transfer book" in rules["gpu"] and "transfer book" not in rules[str(copy_)], order
+
+    def test_more_confidence_never_narrows_the_band(self):
+        ask = dict(batch_size=64, gpu_type="A100", precision="fp32", steps=100)
+        uppers = []
+        for level in (0.5, 0.9, 0.99, 0.997, 0.998):
+            try:
+                uppers.append(predict_training_time(OWN_CNN, confidence=level, **ask).upper)
+            except ValueError:  # too few errors anywhere for this level: refused, not narrowed
+                uppers.append(math.inf)
+        assert uppers == sorted(uppers)
+
+    def test_a_harder_query_never_gets_a_narrower_book_band(self):
+        bf16 = predict_training_time(OWN_CNN, batch_size=64, gpu_type="H100", precision="bf16", steps=100)
+        fp32 = predict_training_time(OWN_CNN, batch_size=64, gpu_type="A100", precision="fp32", steps=100)
+        assert fp32.query_kind == "new_device" and bf16.query_kind == "new_model"
+        assert _half(fp32) >= _half(bf16) - 1e-9
+
+    def test_a_point_fit_still_has_no_interval_for_a_row_no_book_bounds(self):
+        from perfmodel.history import read_history
+
+        point = perfmodel.TrainingTimeModel(method="roofline", conformal=False).fit(read_history("gpu").runs)
+        point.provenance_ = ["bundled:mlperf_steps.csv"]  # as perfmodel.fit("gpu") labels it
+        q = pd.DataFrame([{"model": "resnet50-v1.5", "params": 25_557_032, "flops_per_sample": 2.454e10,
+                           "family": "cnn", "batch_size": 32, "gpu_count": 8, "gpu_type": "A100-SXM4-80GB",
+                           "precision": "bf16"}])
+        with pytest.raises(ValueError, match="point fit"):
+            point.predict_interval(q, 0.9)
+        own = pd.concat([q.assign(model="my-cnn", params=6e7, flops_per_sample=3.5e10)], ignore_index=True)
+        assert "transfer book" in point.predict_interval(own, 0.9).iloc[0]["interval_rule"]  # the book bounds it
 
     def test_an_unreadable_book_leaves_the_runs_own_intervals(self, tmp_path, monkeypatch):
         (tmp_path / TRANSFER_BOOK).write_text("{not json")
@@ -138,6 +180,25 @@ class TestLayoutBook:
     def test_the_floor_dict_names_the_unstated_entry_only_out_of_the_box(self):
         assert layout_floor(None)["unstated_shape"]["name"].endswith("data/layout_error_book.json)")
         assert "unstated_shape" not in layout_floor(3)
+
+    def test_a_non_numeric_shape_cell_is_a_sentence_not_a_traceback(self):
+        q = pd.DataFrame([{"model": "my-llm", "family": "decoder", "params": 7e9, "flops_per_sample": 6 * 7e9 * 4096,
+                           "batch_size": 1, "gpu_count": 64, "gpu_type": "H100", "precision": "bf16",
+                           "n_layers": "abc", "d_model": 4096, "steps": 10}])
+        try:
+            p = predict_many(q)
+        except (ValueError, TypeError) as exc:
+            assert "could not convert" not in str(exc) and "n_layers" in str(exc)
+        else:
+            assert np.isfinite(p["step_time_s"]).all() and (p["step_upper"] > p["step_time_s"]).all()
+
+    def test_ones_own_layout_fit_is_not_floored_by_the_bundled_book(self):
+        from perfmodel.models import floor_for
+
+        assert floor_for("layout", ["my_llm_runs.csv"]) is None
+        assert floor_for("layout", ["my_llm_runs.csv"], calibration_runs=3)["name"] == layout_floor(3)["name"]
+        assert floor_for("layout", ["bundled:public_llmfoundry.csv"])["name"] == layout_floor(0)["name"]
+        assert floor_for("linear", ["bundled:mlperf_steps.csv"]) is None
 
     @pytest.mark.slow
     def test_the_shipped_book_is_up_to_date(self):

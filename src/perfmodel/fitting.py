@@ -56,7 +56,7 @@ from .history import LoadedHistory, read_history
 from .kinds import KIND_NAMES, TRANSFER_KINDS, get_kind, group_keys
 from .metrics import median_ape
 from .models import FIT_FORMAT as _FIT_FORMAT
-from .models import METHODS, TrainingTimeModel
+from .models import LAYOUT_BOOK, METHODS, TRANSFER_BOOK, TrainingTimeModel, layout_floor, read_error_book, transfer_floor
 from .models._conformal import folds
 from .schema import validate_runs
 
@@ -534,102 +534,3 @@ class _Progress:
 
 
 assert set(_ONE_GROUP_CANDIDATES) <= set(KIND_NAMES)
-
-
-#: The layout model's error book (scripts/build_layout_error_book.py): the errors it made on public LLM sets it
-#: never saw, out of the box and calibrated on 1, 3 or 9 of their runs.
-LAYOUT_BOOK = "layout_error_book.json"
-#: The layout book's entry for a query that states no shape (the standard shape of its size stands in).
-UNSTATED_SHAPE = "bundled/unstated_shape"
-#: The transfer error book (scripts/build_transfer_error_book.py): the errors the bundled GPU runs' fits made on
-#: public sets they never saw (other publishers, frameworks and clusters), for models they lack, per kind of query.
-TRANSFER_BOOK = "transfer_error_book.json"
-_BOOKS: dict = {}
-
-
-def read_error_book(name: str) -> dict | None:
-    """An error book shipped with the package, read once per file.
-
-    Parameters
-    ----------
-    name : str
-        Its file name in the bundled data folder: :data:`LAYOUT_BOOK` or :data:`TRANSFER_BOOK`.
-
-    Returns
-    -------
-    dict or None
-        The book (``entries``, ``sets``, ``summary`` and how it was built), or None when it is not installed or
-        unreadable (answers then keep the intervals of their own scores).
-    """
-    from .datasets import bundled_runs_path
-
-    try:
-        path = str(bundled_runs_path(name))
-    except FileNotFoundError:
-        return None
-    if path not in _BOOKS:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                book = json.load(fh)
-        except (OSError, ValueError):
-            return None
-        if not isinstance(book, dict) or not isinstance(book.get("entries"), dict):
-            return None
-        _BOOKS[path] = book
-    return _BOOKS[path]
-
-
-def layout_floor(own_runs: int | None) -> dict | None:
-    """The least interval a layout answer gets: the errors of the layout model on an unseen published set.
-
-    Parameters
-    ----------
-    own_runs : int or None
-        How many of the caller's own runs calibrated the answer (None or 0: the bundled LLM history's fit).
-
-    Returns
-    -------
-    dict or None
-        ``{"name": ..., "scores": [...]}``: the book's ``bundled`` entry (with its ``unstated_shape`` entry, for
-        rows that state no shape: a decoder given by its size alone), or the ``calibrated/<k>`` entry of the
-        largest ``k <= own_runs``; None when the book is not installed.
-    """
-    book = read_error_book(LAYOUT_BOOK)
-    if book is None:
-        return None
-    entries = book["entries"]
-    if not own_runs:
-        bundled = entries.get("bundled")
-        if bundled is not None and entries.get(UNSTATED_SHAPE) is not None:
-            bundled = {**bundled, "unstated_shape": entries[UNSTATED_SHAPE]}
-        return bundled
-    ks = sorted(int(k.split("/")[1]) for k in entries if k.startswith("calibrated/"))
-    usable = [k for k in ks if k <= own_runs]
-    return entries.get(f"calibrated/{usable[-1]}") if usable else entries.get("bundled")
-
-
-def transfer_floor(provenance) -> dict | None:
-    """The least interval a fit on the bundled GPU runs gives a model they lack: the transfer error book.
-
-    The bundled GPU runs are one publisher's (MLPerf's) tuned submissions; a user's job is a model of their own on
-    their own software and cluster, a *set* those runs never saw. The book holds the absolute log errors the fits
-    on those runs made on whole public sets of other publishers, per kind of query, every set weighing the same.
-
-    Parameters
-    ----------
-    provenance : list of str
-        The labels of the runs a fit learned from (``TrainingTimeModel.provenance_``).
-
-    Returns
-    -------
-    dict or None
-        ``{"by_kind": {kind: {"name": ..., "scores": [...]}}}`` for a fit on runs that include the book's bundled
-        files (``applies_to``), else None (a history of one's own: its own scores are about its own set).
-        :meth:`perfmodel.models.TrainingTimeModel.predict_interval` raises a row's half-width to its kind's
-        quantile when the row's model is one the fit's runs lack.
-    """
-    book = read_error_book(TRANSFER_BOOK)
-    if book is None or not set(map(str, provenance or ())) & set(book.get("applies_to", ())):
-        return None
-    entries = {k: v for k, v in book["entries"].items() if k in KIND_NAMES and v.get("scores")}
-    return {"by_kind": entries} if entries else None

@@ -34,7 +34,7 @@ from .store import HistoryStore, is_store, open_store, store_label
 
 __all__ = ["BUNDLED_HISTORIES", "LoadedHistory", "read_history", "HistoryFiles", "peek_history",
            "history_parts", "default_history", "model_table", "model_columns", "precision_by_device",
-           "file_digest", "frame_digest", "part_digest", "drop_noisy", "BUNDLED_PREFIX"]
+           "file_digest", "frame_digest", "part_digest", "part_label", "drop_noisy", "BUNDLED_PREFIX"]
 
 #: Names of the bundled histories accepted in ``history=`` (alone or in a list with your own runs).
 #: ``gpu`` is the public MLPerf table plus every GPU history perfmodel measured itself (``data/runs_<device>.csv``,
@@ -104,7 +104,20 @@ def history_parts(history) -> list:
     )
 
 
-def _label(part) -> str:
+def part_label(part) -> str:
+    """How a history part is named in labels and provenance.
+
+    Parameters
+    ----------
+    part : str, path-like, HistoryStore or DataFrame
+        One part of a history (:func:`history_parts`).
+
+    Returns
+    -------
+    str
+        ``bundled:<file>`` for a file of perfmodel's bundled data, the store's label, ``DataFrame (n runs)``, or
+        the path as given.
+    """
     if isinstance(part, pd.DataFrame):
         return f"DataFrame ({len(part)} runs)"
     if is_store(part):
@@ -292,7 +305,7 @@ def read_history(history) -> LoadedHistory:
         else:
             runs, part_digest = _load_file(part, load_runs)
             digest.update(part_digest.encode())
-        label = _label(part)
+        label = part_label(part)
         frames.append(runs.assign(history_source=label))
         labels.append(label)
         own.append(np.full(len(runs), not label.startswith(BUNDLED_PREFIX)))
@@ -352,7 +365,7 @@ def peek_history(history) -> HistoryFiles | None:
             digest.update(part_digest(part).encode())
         except (OSError, ValueError):
             return None
-    return HistoryFiles([_label(part) for part in parts], digest.hexdigest())
+    return HistoryFiles([part_label(part) for part in parts], digest.hexdigest())
 
 
 def _own_names_win(runs: pd.DataFrame, own: np.ndarray) -> pd.DataFrame:

@@ -9,7 +9,6 @@ their history and the method, so that repeated calls neither re-read nor refit a
 
 from __future__ import annotations
 
-import copy
 import difflib
 import hashlib
 import math
@@ -28,11 +27,10 @@ from ._rows import distinct_rows
 from ._validation import (check_choice, check_confidence, check_nonnegative_float, check_positive_float,
                           check_positive_int, check_prediction_frame, row_label)
 from .exceptions import DataQualityWarning, ExtrapolationWarning, SchemaError, UnsupportedQueryError
-from .fitting import (DEFAULT_METHOD, PRECISION_TRANSFER_METHOD, fit_cached, fit_history, layout_floor, stored_fit,
-                      transfer_floor)
+from .fitting import DEFAULT_METHOD, PRECISION_TRANSFER_METHOD, fit_cached, fit_history, stored_fit
 from .hardware import PRECISIONS, check_precision, get_spec, resolve_gpu_type, table_digest
 from .history import (BUNDLED_PREFIX, HistoryFiles, LoadedHistory, default_history, frame_digest, history_parts,
-                      model_table, part_digest, peek_history, precision_by_device, read_history)
+                      model_table, part_digest, part_label, peek_history, precision_by_device, read_history)
 from .kinds import KIND_NAMES, classify
 from .layout import LayoutError, check_layout, is_layout_job, job_layout
 from .layout_features import shape_columns, shape_of
@@ -297,18 +295,6 @@ def bundled_layout_model() -> TrainingTimeModel:
     if not _BUNDLED_LAYOUT:
         _BUNDLED_LAYOUT.append(BasePredictor(None, method=LAYOUT_METHOD).model("seen", "llm"))
     return _BUNDLED_LAYOUT[0]
-
-
-def _floored(fitted: TrainingTimeModel, *, layout: bool = True) -> TrainingTimeModel:
-    """``fitted`` with the least interval an error book sets for its answers (``interval_floor_``): a layout
-    answer (with ``layout``: fitted by this Predictor, on the bundled LLM history or calibrated on own runs), the
-    layout book's (an unseen framework and cluster); a fit on the bundled GPU runs, the transfer book's for models
-    those runs lack (:func:`~perfmodel.fitting.transfer_floor`); else none."""
-    if fitted.method == LAYOUT_METHOD:
-        fitted.interval_floor_ = layout_floor(getattr(fitted, "calibration_runs_", 0)) if layout else None
-    else:
-        fitted.interval_floor_ = transfer_floor(getattr(fitted, "provenance_", None))
-    return fitted
 
 
 def _calibrated_layout(loaded: LoadedHistory, kind: str) -> TrainingTimeModel:
@@ -764,9 +750,7 @@ class BasePredictor:
             The fitted model (the given one, when this Predictor answers from a fitted model).
         """
         if isinstance(self.history, TrainingTimeModel):
-            if ("floored",) not in self._fits:  # a copy: the caller's model is not changed
-                self._fits[("floored",)] = copy.copy(self.history)
-            return _floored(self._fits[("floored",)], layout=False)
+            return self.history
         check_choice(kind, "kind", "Predictor.model", KIND_NAMES)
         if self.history is None and source is None:
             raise ValueError("Predictor.model: this Predictor has no history of its own (history=None): name the "
@@ -787,7 +771,7 @@ class BasePredictor:
                 fitted = fit_cached(loaded, method, kind) if paths else fit_history(loaded, method, kind=kind)
                 fitted.provenance_ = list(loaded.labels)
                 self._fits[key] = fitted
-            return _floored(self._fits[key])
+            return self._fits[key]
         key = (source if self.history is None else None, kind, bool(own))
         if key not in self._fits and not own:
             stored = self._stored(kind, key[0])
@@ -809,7 +793,7 @@ class BasePredictor:
                 fitted = fit_history(loaded, method, kind=kind)
             fitted.provenance_ = list(loaded.labels)
             self._fits[key] = fitted
-        return _floored(self._fits[key])
+        return self._fits[key]
 
     def _method(self, source, loaded: LoadedHistory | None = None) -> str:
         """The method that answers: ``auto`` is the layout model (:data:`LAYOUT_METHOD`) for the bundled LLM
@@ -1072,7 +1056,7 @@ class BasePredictor:
         """The model answering a one-row query, and the row's kind: by the caller's own runs where they answer
         it alone (:meth:`_answered_by_own`), else by the whole history's runs."""
         if isinstance(self.history, TrainingTimeModel):
-            return self.model(), None
+            return self.history, None
         by_own, own_kinds = self._answered_by_own(q, source)
         if by_own[0]:
             kind = str(own_kinds[0])
@@ -1183,7 +1167,7 @@ class BasePredictor:
         first, inverse = _distinct_rows(q, skip=("steps",))  # the steps only scale the per-step prediction
         rows = q.iloc[first]
         if isinstance(self.history, TrainingTimeModel):
-            fits, kinds = {None: self.model()}, np.full(len(rows), None, dtype=object)
+            fits, kinds = {None: self.history}, np.full(len(rows), None, dtype=object)
         else:  # each row as predict_training_time answers it alone: the fit chosen for its own kind of query
             by_own, own_kinds = self._answered_by_own(rows, source)
             kinds = self._kinds(source, rows).astype(object)
@@ -1391,7 +1375,9 @@ def _history_key(history) -> tuple | None:
             key.append(frame_digest(part))
         else:
             try:
-                key.append(part_digest(part))
+                # a bundled name and a copy of its file hold the same bytes, but only the one is perfmodel's data
+                # (its fits' provenance, and with it the error books' floor: perfmodel.models.floor_for)
+                key.append((part_digest(part), part_label(part).startswith(BUNDLED_PREFIX)))
             except (OSError, ValueError):
                 return None  # a missing file or store: read_history says what is wrong
     return tuple(key)

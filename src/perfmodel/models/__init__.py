@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._baselines import RATIO_BAND, MFURegressor, RatioRegressor
+from ._books import LAYOUT_BOOK, TRANSFER_BOOK, UNSTATED_SHAPE, floor_for, layout_floor, read_error_book, transfer_floor
 from ._conformal import balanced_scores, conformal_quantile
 from ._gbm import GBMRegressor, TreeEnsemble
 from ._layout import CALIBRATION_PRIOR_WEIGHT, LayoutRegressor
@@ -14,6 +15,7 @@ from ._roofline import RooflineRegressor
 from ._training import FIT_FORMAT, Summary, TrainingTimeModel
 from ..metrics import mape, median_ape
 
-__all__ = ["OLSRegressor", "GBMRegressor", "PhysicsRegressor", "OpsRegressor", "RooflineRegressor",
+__all__ = ["LAYOUT_BOOK", "TRANSFER_BOOK", "UNSTATED_SHAPE", "floor_for", "layout_floor", "read_error_book",
+           "transfer_floor", "OLSRegressor", "GBMRegressor", "PhysicsRegressor", "OpsRegressor", "RooflineRegressor",
            "TrainingTimeModel", "Summary", "FIT_FORMAT", "METHODS", "COUNT_FORMS", "mape", "median_ape", "conformal_quantile",
            "balanced_scores", "TreeEnsemble", "MFURegressor", "RatioRegressor", "RATIO_BAND", "LayoutRegressor", "CALIBRATION_PRIOR_WEIGHT"]

@@ -22,6 +22,7 @@ from ..schema import validate_runs
 from ..layout_features import shape_columns
 from ..transformer import standard_shape
 from ._baselines import MFURegressor, RatioRegressor
+from ._books import floor_for
 from ._conformal import conformal_quantile, clip_at_peak, folds, half_widths, score_set, widening
 from ._domain import domain_distance, fit_domain
 from ._ols import OLSRegressor
@@ -37,6 +38,9 @@ __all__ = ["TrainingTimeModel", "Summary", "CONFIG_COLUMNS", "FIT_FORMAT"]
 #: shipped history and compares the predictions, so a change that alters them without a bump fails there), then run
 #: scripts/build_fitted_defaults.py.
 FIT_FORMAT = 6
+#: Why a point fit (``conformal=False``) has no interval where no error book bounds it.
+_POINT_FIT = ("This TrainingTimeModel was fitted with conformal=False (a point fit): it has no conformity scores; "
+              "refit with conformal=True for intervals.")
 #: The columns that tell one configuration from another for :func:`perfmodel.kinds.classify`.
 CONFIG_COLUMNS = ("model", "gpu_type", "batch_size", "gpu_count", "precision")
 #: Feature sets whose regressors read their columns by name (:mod:`perfmodel.models._columns`): the featurizer
@@ -394,6 +398,19 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             kinds = np.where(new, "new_device", kinds).astype(object)
         return kinds
 
+    def error_floor(self) -> dict | None:
+        """The error-book entries that bound this model's intervals (:func:`perfmodel.models.floor_for`).
+
+        Decided from its method and the runs it learned from (``provenance_``, ``calibration_runs_``) each time it
+        is asked, so a saved model follows the books installed with the package.
+
+        Returns
+        -------
+        dict or None
+            The entries (as :func:`perfmodel.models.floor_for` gives them); None: its own conformity scores alone.
+        """
+        return floor_for(self.method, getattr(self, "provenance_", None), getattr(self, "calibration_runs_", None))
+
     def predict_interval(self, X, confidence: float = 0.9) -> pd.DataFrame:
         """Mean step time of one new run with its prediction interval at ``confidence``.
 
@@ -419,10 +436,9 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         if not isinstance(X, pd.DataFrame):
             raise TypeError(f"TrainingTimeModel.predict_interval expects a DataFrame of queries. Got "
                             f"{type(X).__name__}.")
-        floor = getattr(self, "interval_floor_", None)
+        floor = self.error_floor()
         if not self.scores_ and floor is None:
-            raise ValueError("This TrainingTimeModel was fitted with conformal=False (a point fit): it has no "
-                             "conformity scores; refit with conformal=True for intervals.")
+            raise ValueError(_POINT_FIT)
         pred = np.asarray(self.predict(X), dtype=float)
         kinds = self.query_kinds(X)
         models = X["model"].astype(str).to_numpy() if "model" in X.columns else np.full(len(X), "")
@@ -435,7 +451,9 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         if floor is not None:  # errors measured where a whole published set (a framework, a cluster) was unseen
             q, names = _floor_quantiles(floor, kinds, new_model, confidence,
                                         _shape_unstated(X) if floor.get("unstated_shape") is not None else None)
-            has = np.isfinite(q)
+            has = ~np.isnan(q)  # inf: the book has too few errors for this level, an unbounded band like the runs'
+            if not self.scores_ and not has.all():
+                raise ValueError(_POINT_FIT)
             few = has & ~np.isfinite(half)  # the runs' own scores are too few for this level: the book alone
             raise_ = few | (has & (half < q))
             half = np.where(raise_, q, half)
@@ -653,26 +671,37 @@ def _floor_quantiles(floor: dict, kinds: np.ndarray, new_model: np.ndarray, conf
                      shape_unstated: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per row, the least half-width an error book sets (NaN: none) and the book entry's name.
 
-    ``floor`` is one entry (``{"name", "scores"}``: every row; its ``unstated_shape`` entry, where it has one, for
-    the rows ``shape_unstated`` marks) or ``{"by_kind": {kind: entry}}``: a row whose model the runs lack takes its
-    kind's entry (:func:`perfmodel.fitting.transfer_floor`); other rows none.
+    ``floor`` is one entry (``{"name", "scores"}``: every row; its ``unstated_shape`` entry, where it has one and it
+    is wider, for the rows ``shape_unstated`` marks) or ``{"by_kind": {kind: entry}}``: a row whose model the runs
+    lack takes the widest of its kind's entry and the ``new_model`` one (:func:`perfmodel.models.transfer_floor`);
+    other rows none.
     """
     n = len(kinds)
     q = np.full(n, np.nan)
     names = np.full(n, "", dtype=object)
+    def quantile(entry: dict) -> float:
+        return conformal_quantile(np.asarray(entry["scores"], dtype=float), confidence)
+
     if "by_kind" not in floor:
-        q[:] = conformal_quantile(np.asarray(floor["scores"], dtype=float), confidence)
+        q[:] = quantile(floor)
         names[:] = floor["name"]
-        if floor.get("unstated_shape") is not None and shape_unstated is not None and shape_unstated.any():
-            entry = floor["unstated_shape"]
-            q[shape_unstated] = conformal_quantile(np.asarray(entry["scores"], dtype=float), confidence)
-            names[shape_unstated] = entry["name"]
+        wider = floor.get("unstated_shape")
+        if wider is not None and shape_unstated is not None and shape_unstated.any() and quantile(wider) > q[0]:
+            q[shape_unstated] = quantile(wider)  # never narrower than a stated shape's band
+            names[shape_unstated] = wider["name"]
         return q, names
-    for kind, entry in floor["by_kind"].items():
-        rows = (np.asarray(kinds) == kind) & np.asarray(new_model, dtype=bool)
-        if rows.any():
-            q[rows] = conformal_quantile(np.asarray(entry["scores"], dtype=float), confidence)
-            names[rows] = entry["name"]
+    # a row whose model the runs lack: the widest of its kind's entry and the new-model entry (a harder query never
+    # gets a narrower band)
+    entries = floor["by_kind"]
+    new = np.asarray(new_model, dtype=bool)
+    for kind in np.unique(np.asarray(kinds, dtype=object)[new]) if new.any() else ():
+        candidates = [entries[k] for k in dict.fromkeys((kind, "new_model")) if k in entries]
+        if not candidates:
+            continue
+        best = max(candidates, key=quantile)
+        rows = new & (np.asarray(kinds, dtype=object) == kind)
+        q[rows] = quantile(best)
+        names[rows] = best["name"]
     return q, names
 
 
@@ -694,6 +723,14 @@ def _shape_unstated(X: pd.DataFrame) -> np.ndarray:
                 standard[params[i]] = None
         cols = standard[params[i]]
         row = X.iloc[i]
-        out[i] = cols is not None and all(
-            pd.isna(row[c]) or float(row[c]) == float(v) for c, v in cols.items() if c in X.columns and v is not None)
+        out[i] = cols is not None and all(pd.isna(row[c]) or _same_number(row[c], v)
+                                          for c, v in cols.items() if c in X.columns and v is not None)
     return out
+
+
+def _same_number(a, b) -> bool:
+    """Whether a query cell holds the number ``b`` (a cell that is no number does not)."""
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError, OverflowError):
+        return False
