@@ -242,3 +242,40 @@ def test_io_is_an_attribute_after_import_perfmodel():
             "assert 'torch' not in sys.modules; assert 'io' in dir(perfmodel); print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+class TestPredictTransformerJobs:
+    """`perfmodel predict --family/--seq-len`: the Python API's transformer path at the CLI, the same answer."""
+
+    ARGS = ["predict", "--params", "7e9", "--flops-per-sample", "1.72e14", "--batch-size", "1", "--gpu-count", "64",
+            "--gpu-type", "H100", "--precision", "bf16", "--steps", "1000", "--json"]
+
+    def _cli(self, capsys, *extra):
+        from perfmodel.cli import main
+
+        assert main([*self.ARGS, *extra]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    def test_a_decoder_by_size_is_the_layout_model_as_in_python(self, capsys):
+        import warnings
+
+        from perfmodel import predict_training_time
+
+        out = self._cli(capsys, "--family", "decoder")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            py = predict_training_time({"params": 7e9, "flops_per_sample": 1.72e14, "family": "decoder"},
+                                       batch_size=1, gpu_count=64, gpu_type="H100", precision="bf16", steps=1000)
+        assert out["method"] == py.method == "layout"
+        assert out["seconds"] == pytest.approx(py.seconds, rel=1e-9) and out["upper"] == pytest.approx(py.upper)
+
+    def test_seq_len_is_passed_on(self, capsys):
+        a = self._cli(capsys, "--family", "decoder", "--seq-len", "4096")
+        b = self._cli(capsys, "--family", "decoder", "--seq-len", "2048")
+        assert a["method"] == b["method"] == "layout" and a["seconds"] != b["seconds"]
+
+    def test_family_without_params_names_the_flags(self):
+        proc = run("predict", "--model", "gpt-m", "--family", "decoder", "--batch-size", "8", "--gpu-type", "cpu",
+                   "--steps", "10", check=False)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--family" in proc.stderr
+        assert "--params" in proc.stderr

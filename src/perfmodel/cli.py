@@ -136,6 +136,11 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--attention-flops-per-sample", type=float,
                     help="the part of --flops-per-sample in attention's score and value products (the mfu rule "
                          "prices it at its own utilisation where the history's runs give theirs)")
+    pr.add_argument("--family", help="model family of a model given by --params: cnn, encoder, decoder, ... (a "
+                                     "decoder with --flops-per-sample and no --seq-len is priced by the layout "
+                                     "model at the sequence its FLOPs imply, as predict_training_time does)")
+    pr.add_argument("--seq-len", type=_count, help="tokens per sequence of a transformer job (the layout model "
+                                                  "prices it; for a model of the history or one given by --params)")
     pr.add_argument("--batch-size", type=_count, required=True, help="per-device batch size")
     pr.add_argument("--gpu-count", type=_count, default=1)
     pr.add_argument("--gpu-type", required=True, help="device name, e.g. A100, H100, cpu")
@@ -431,7 +436,7 @@ def _cmd_predict(args) -> int:
     result = predict_training_time(
         model, batch_size=args.batch_size, gpu_count=args.gpu_count, gpu_type=args.gpu_type, steps=args.steps,
         epochs=args.epochs, dataset_size=args.dataset_size, precision=args.precision, history=history,
-        confidence=args.confidence, method=args.method,
+        confidence=args.confidence, method=args.method, seq_len=args.seq_len,
     )
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, allow_nan=False))
@@ -740,7 +745,7 @@ def _model_arg(args):
         raise ValueError(f"--model {args.model} names a model in the history and --params gives another size; "
                          "pass --model NAME alone to predict that model, or --params N (with --model LABEL only "
                          "as a label for a model that is not in the history).")
-    for flag in ("flops_per_sample", "attention_flops_per_sample"):
+    for flag in ("flops_per_sample", "attention_flops_per_sample", "family"):
         if args.params is None and getattr(args, flag, None) is not None:
             raise ValueError(f"--{flag.replace('_', '-')} describes a model given by --params; with --model NAME "
                              "alone the history's own FLOPs of that model are used. Pass --params N too.")
@@ -750,6 +755,8 @@ def _model_arg(args):
             model["flops_per_sample"] = args.flops_per_sample
         if getattr(args, "attention_flops_per_sample", None) is not None:
             model["attention_flops_per_sample"] = args.attention_flops_per_sample
+        if getattr(args, "family", None) is not None:
+            model["family"] = args.family
         return model
     if args.model:
         return args.model
