@@ -139,3 +139,38 @@ class TestRegressor:
         X = self.design(10)
         with pytest.raises(ValueError, match=match):
             LayoutRegressor(**kwargs).fit(X, np.ones(10))
+
+
+class TestOwnLayoutHistoryWithoutASequence:
+    """A history of one's own layout runs answers a decoder given by size and FLOPs (its implied sequence, as out
+    of the box) and refuses, naming seq_len, a query the layout model cannot price (it used to be a NaN
+    'beyond the numeric range' error)."""
+
+    @pytest.fixture(scope="class")
+    def history(self):
+        from perfmodel.datasets import bundled_runs_path
+
+        return pd.read_csv(bundled_runs_path("public_llmfoundry.csv"))
+
+    def test_a_decoder_by_size_gets_its_implied_sequence(self, history):
+        import warnings
+
+        from perfmodel import predict_many, predict_training_time
+
+        spec = {"params": 7e9, "flops_per_sample": 6 * 7e9 * 2048, "family": "decoder"}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            one = predict_training_time(spec, batch_size=4, gpu_count=8, gpu_type="A100", history=history, steps=10)
+            many = predict_many(pd.DataFrame([{**spec, "model": "mine", "batch_size": 4, "gpu_count": 8,
+                                               "gpu_type": "A100", "steps": 10}]), history=history)
+        assert one.method == "layout" and one.query["seq_len"] % 16 == 0 and np.isfinite(one.seconds)
+        assert many["method"].iloc[0] == "layout" and np.isfinite(many["seconds"].iloc[0])
+
+    @pytest.mark.parametrize("family", ["cnn", None])
+    def test_a_query_without_a_sequence_is_refused_naming_it(self, history, family):
+        from perfmodel import predict_training_time
+        from perfmodel.exceptions import UnsupportedQueryError
+
+        spec = {"params": 25e6, "flops_per_sample": 2.4e10} | ({"family": family} if family else {})
+        with pytest.raises(UnsupportedQueryError, match="seq_len"):
+            predict_training_time(spec, batch_size=32, gpu_count=8, gpu_type="A100", history=history, steps=10)

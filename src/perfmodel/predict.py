@@ -458,6 +458,18 @@ def _peaks_known(g: str) -> str:
 
 def _check_support(fitted: TrainingTimeModel, q: pd.DataFrame) -> list[str]:
     notes = []
+    if fitted.method == LAYOUT_METHOD:  # it prices a transformer's step, which needs the sequence length
+        seq = pd.to_numeric(q["seq_len"], errors="coerce") if "seq_len" in q.columns else pd.Series(np.nan,
+                                                                                                    index=q.index)
+        if seq.isna().any():
+            i = int(np.flatnonzero(seq.isna().to_numpy())[0])
+            fam = q["family"].iloc[i] if "family" in q.columns else None
+            raise UnsupportedQueryError(
+                f"The history's runs are all transformer training with a layout, which the layout model answers "
+                f"from each job's sequence length; query row {i + 1} gives none"
+                f"{'' if fam is None or pd.isna(fam) else f' (family {fam!r})'}. Give seq_len (or, for a dense "
+                "decoder, family='decoder' with params and flops_per_sample: the sequence they imply), or ask a "
+                "history with runs of models like it (e.g. history='gpu').")
     feats = fitted.pipeline_.named_steps["features"]
     carries = bool(getattr(feats, "hardware_features_", False))
     configs = fitted.configs_
@@ -795,6 +807,14 @@ class BasePredictor:
             self._fits[key] = fitted
         return self._fits[key]
 
+    def _layout_history(self) -> bool:
+        """Whether this Predictor's own history (not the bundled ones) is answered by the layout model under
+        ``auto``: every run transformer training with a layout (a decoder given by its size and FLOPs then gets
+        the sequence its FLOPs imply, as out of the box)."""
+        if self.history is None or isinstance(self.history, TrainingTimeModel):
+            return False
+        return self._method(None, self.runs(None)) == LAYOUT_METHOD
+
     def _method(self, source, loaded: LoadedHistory | None = None) -> str:
         """The method that answers: ``auto`` is the layout model (:data:`LAYOUT_METHOD`) for the bundled LLM
         history, and for a history whose runs are all transformer training with a layout
@@ -974,8 +994,8 @@ class BasePredictor:
         n_steps = _steps(steps, epochs, dataset_size, global_batch, 1)
         job = {} if seq_len is None else {"seq_len": check_positive_int(seq_len, "seq_len", _WHERE)}
         sized = []
-        if (self.history is None and self.method == "auto" and canonical != "cpu" and seq_len is None
-                and isinstance(model, Mapping)):
+        if (self.method == "auto" and canonical != "cpu" and seq_len is None and isinstance(model, Mapping)
+                and (self.history is None or self._layout_history())):
             implied, note = _implied_sequence(model)  # out of the box a decoder is answered by the layout model
             if implied is not None:
                 model = {**model, "seq_len": implied}
@@ -1121,7 +1141,7 @@ class BasePredictor:
         remap = np.asarray([names.index(r) for r in resolved])
         q["gpu_type"] = pd.Categorical.from_codes(remap[codes], categories=names)  # no per-row string copies
         on_cpu = (q["gpu_type"].astype(str) == "cpu").to_numpy()
-        if self.history is None and self.method == "auto":
+        if self.method == "auto" and (self.history is None or self._layout_history()):
             _fill_implied_sequences(q, ~on_cpu)
         if self.history is None:  # each row from the bundled runs of its own kind: CPU, LLM training, other GPU
             llm = ~on_cpu & is_layout_job(q)
