@@ -23,6 +23,9 @@ generic path out of the box serves mostly other models, and the Lambda confirmat
 Section 2: decoders given by their size alone, out of the box, each LLM set left out of the bundled LLM history in
 turn: the layout book's ``bundled`` entry alone (before) against its ``unstated_shape`` entry rebuilt without the set.
 
+Section 4 (item 6's protocol, for a history of one's own): each set predicted from a history made of all the other
+sets (a DataFrame, so no book floors it): what the runs' own scores give when the set is another publisher's.
+
 Confirmation: Lambda's PyTorch throughputs (``--lambda PATH``, or built from ``$PERFMODEL_MIRRORS``, as in
 ``benchmarks/precision_transfer.py``; not committed, the source has no licence), with the shipped book; nothing was
 chosen on it for this book (it was looked at in earlier work on precision transfer).
@@ -151,6 +154,37 @@ def shapeless() -> dict:
     return out
 
 
+def public_history(lambda_runs: pd.DataFrame | None) -> dict:
+    """Leave-one-set-out with a history made of the other public sets (as a DataFrame: a history of one's own,
+    which no book floors): each development set, and Lambda where given, predicted from all the other
+    development sets' runs."""
+    import perfmodel
+
+    files = ("mlperf_steps.csv", *B.BOOK_SETS)
+    sets = {f: _bundled(f) for f in files}
+    out = {}
+    targets = dict(sets) | ({"Lambda (confirmation)": lambda_runs} if lambda_runs is not None else {})
+    for name, runs in targets.items():
+        history = pd.concat([r for f, r in sets.items() if f != name], ignore_index=True, sort=False)
+        runs = runs.loc[np.isclose(runs["batch_size"], np.round(runs["batch_size"]))].reset_index(drop=True)
+        q = runs[[c for c in B.QUERY_COLUMNS if c in runs.columns]].copy()
+        q["model"] = "unseen/" + q["model"].astype(str)
+        q["steps"] = 1
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                p = perfmodel.predict_many(q, history=history)
+        except (ValueError, TypeError) as exc:
+            out[name] = {"refused": " ".join(str(exc).split())[:240], "rows": int(len(q))}
+            continue
+        frame = pd.DataFrame({"measured": runs["step_time_s"].to_numpy(), "predicted": p["step_time_s"].to_numpy(),
+                              "lower": p["step_lower"].to_numpy(), "upper": p["step_upper"].to_numpy(),
+                              "query_kind": p["query_kind"].to_numpy()})
+        out[name] = {"history of the other sets (no book)": cell(frame)} | {
+            f"  of which {k}": cell(part) for k, part in frame.groupby("query_kind")}
+    return out
+
+
 def _six_nd(runs: pd.DataFrame) -> dict:
     """The 6·N·D rule at 40% of the peak: a step of ``flops_per_sample`` (6·N·seq where the set counts it so)
     times the per-device batch, at 0.4 of the device's peak at the run's precision."""
@@ -161,6 +195,11 @@ def _six_nd(runs: pd.DataFrame) -> dict:
              / (0.4 * q["peak_tflops"].to_numpy(dtype=float) * 1e12))
     y = runs["step_time_s"].to_numpy(dtype=float)
     return {"rows": int(len(runs)), "median_ape": round(float(np.median(np.abs(point / y - 1)) * 100), 1)}
+
+
+def lam_runs_for_public(path) -> pd.DataFrame | None:
+    """Lambda's runs for section 4 (None without ``--lambda``/``$PERFMODEL_MIRRORS``)."""
+    return lambda_runs(path)[0]
 
 
 def _bundled(file) -> pd.DataFrame:
@@ -192,6 +231,7 @@ def main(argv=None) -> int:
         errors_all = B.set_errors(B.BOOK_SETS, "gpu")
     res = {file: one_set(file, "gpu", shipped["entries"], errors_all) for file in B.BOOK_SETS}
     unstated = shapeless()
+    public = public_history(lam_runs_for_public(args.lam))
     lam, how = lambda_runs(args.lam)
     confirm = {}
     if lam is not None:
@@ -214,9 +254,15 @@ def main(argv=None) -> int:
         lines += table(f"3. Confirmation: Lambda ({how}), shipped books", confirm)
     else:
         lines += [f"3. Confirmation: Lambda {how}", ""]
+    lines += table("4. Leave-one-set-out with a history of the other public sets (a DataFrame: a history of "
+                   "one's own, not floored by any book; what its own scores give across sets)",
+                   {k: v for k, v in public.items() if "refused" not in v})
+    lines += [f"- {k}: {v['rows']} rows refused: {v['refused']}" for k, v in public.items() if "refused" in v]
+    lines.append("")
     lines.append(f"Wall time {time.perf_counter() - t0:.0f} s.")
     Path(args.out + ".md").write_text("\n".join(lines) + "\n")
     Path(args.out + ".json").write_text(json.dumps({"development": res, "unstated_shape": unstated,
+                                                    "public_history": public,
                                                     "confirmation": confirm,
                                                     "confirmation_source": how}, indent=1) + "\n")
     print("\n".join(lines))
