@@ -216,16 +216,13 @@ def test_fitted_utilisation_needs_no_cpu_peak():
     assert AnalyticBaseline(0.4).fit(runs).predict_interval(runs)["step_time_s"].isna().all()
 
 
-def test_cli_evaluate_json():
+def test_cli_evaluate_json(tmp_path):
     runs = make_history(n_models=3)
-    path = ROOT / "tests" / "_tmp_eval.csv"
-    try:
-        runs.to_csv(path, index=False)
-        proc = subprocess.run([sys.executable, "-m", "perfmodel", "evaluate", str(path), "--methods", "loglinear",
-                               "--splits", "leave-one-batch-size-out", "--json"], capture_output=True, text=True,
-                              timeout=300)
-    finally:
-        path.unlink(missing_ok=True)
+    path = tmp_path / "runs.csv"  # never a fixed path: test runs may share a checkout
+    runs.to_csv(path, index=False)
+    proc = subprocess.run([sys.executable, "-m", "perfmodel", "evaluate", str(path), "--methods", "loglinear",
+                           "--splits", "leave-one-batch-size-out", "--json"], capture_output=True, text=True,
+                          timeout=300)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert {r["method"] for r in data["table"]} == {"loglinear", *BASELINES}

@@ -174,3 +174,40 @@ class TestOwnLayoutHistoryWithoutASequence:
         spec = {"params": 25e6, "flops_per_sample": 2.4e10} | ({"family": family} if family else {})
         with pytest.raises(UnsupportedQueryError, match="seq_len"):
             predict_training_time(spec, batch_size=32, gpu_count=8, gpu_type="A100", history=history, steps=10)
+
+    def test_predict_many_names_the_callers_row(self, history):
+        from perfmodel import predict_many
+        from perfmodel.exceptions import UnsupportedQueryError
+
+        known = {"model": "mpt-7b", "seq_len": 2048, "batch_size": 4, "gpu_count": 8, "gpu_type": "A100", "steps": 1}
+        cnn = {"model": "my-cnn", "params": 25e6, "flops_per_sample": 2.4e10, "family": "cnn", "batch_size": 32,
+               "gpu_count": 8, "gpu_type": "A100", "steps": 1}
+        with pytest.raises(UnsupportedQueryError, match=r"row 2 \(counting from 1\)"):
+            predict_many(pd.DataFrame([known, cnn, known]), history=history)
+
+    def test_beside_bundled_gpu_runs_a_cnn_is_answered_by_them_and_a_decoder_by_the_layout_model(self, tmp_path,
+                                                                                                 history):
+        import warnings
+
+        from perfmodel import predict_training_time
+
+        own = tmp_path / "mine.csv"
+        history.to_csv(own, index=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cnn = predict_training_time({"params": 25e6, "flops_per_sample": 2.4e10, "family": "cnn"}, batch_size=32,
+                                        gpu_count=8, gpu_type="A100", history=[str(own), "gpu"], steps=10)
+            dec = predict_training_time({"params": 7e9, "flops_per_sample": 8.6e13, "family": "decoder"},
+                                        batch_size=4, gpu_count=8, gpu_type="A100", history=[str(own), "gpu"],
+                                        steps=10)
+        assert cnn.method != "layout" and np.isfinite(cnn.seconds)
+        assert dec.method == "layout" and dec.query["seq_len"] % 16 == 0
+
+    def test_the_layout_models_coefficient_table(self, history):
+        import perfmodel
+        from perfmodel.models._layout import COEFFICIENTS
+
+        table = perfmodel.fit(history, method="layout", cv=None).coef_table()
+        assert list(table.index) == list(COEFFICIENTS) and {"value", "prior", "meaning"} <= set(table.columns)
+        assert np.isfinite(table["value"]).all()
+

@@ -139,8 +139,9 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--family", help="model family of a model given by --params: cnn, encoder, decoder, ... (a "
                                      "decoder with --flops-per-sample and no --seq-len is priced by the layout "
                                      "model at the sequence its FLOPs imply, as predict_training_time does)")
-    pr.add_argument("--seq-len", type=_count, help="tokens per sequence of a transformer job (the layout model "
-                                                  "prices it; for a model of the history or one given by --params)")
+    pr.add_argument("--seq-len", type=_count, help="tokens per sequence of a transformer job: the layout model "
+                                                  "prices it (the other methods have no sequence term and do not "
+                                                  "use it)")
     pr.add_argument("--batch-size", type=_count, required=True, help="per-device batch size")
     pr.add_argument("--gpu-count", type=_count, default=1)
     pr.add_argument("--gpu-type", required=True, help="device name, e.g. A100, H100, cpu")

@@ -456,7 +456,9 @@ def _peaks_known(g: str) -> str:
     return ", ".join(x for x in PRECISIONS if spec.peak_tflops(x) is not None) or "none"
 
 
-def _check_support(fitted: TrainingTimeModel, q: pd.DataFrame) -> list[str]:
+def _check_support(fitted: TrainingTimeModel, q: pd.DataFrame, numbers=None) -> list[str]:
+    """Refuse what ``fitted`` cannot answer for the queries ``q`` (``numbers``: each row's 1-based number in the
+    caller's queries, for messages); return notes on what it answers by carrying across devices."""
     notes = []
     if fitted.method == LAYOUT_METHOD:  # it prices a transformer's step, which needs the sequence length
         seq = pd.to_numeric(q["seq_len"], errors="coerce") if "seq_len" in q.columns else pd.Series(np.nan,
@@ -464,12 +466,12 @@ def _check_support(fitted: TrainingTimeModel, q: pd.DataFrame) -> list[str]:
         if seq.isna().any():
             i = int(np.flatnonzero(seq.isna().to_numpy())[0])
             fam = q["family"].iloc[i] if "family" in q.columns else None
+            which = "the query" if numbers is None else f"row {int(np.asarray(numbers)[i])} (counting from 1)"
             raise UnsupportedQueryError(
-                f"The history's runs are all transformer training with a layout, which the layout model answers "
-                f"from each job's sequence length; query row {i + 1} gives none"
-                f"{'' if fam is None or pd.isna(fam) else f' (family {fam!r})'}. Give seq_len (or, for a dense "
-                "decoder, family='decoder' with params and flops_per_sample: the sequence they imply), or ask a "
-                "history with runs of models like it (e.g. history='gpu').")
+                f"The layout model answers this history's queries, from each transformer job's sequence length "
+                f"(seq_len), and {which} gives none"
+                f"{'' if fam is None or pd.isna(fam) else f' (family {fam!r})'}. Give the job's seq_len; a model "
+                "that is not transformer training needs a history with runs of models like it.")
     feats = fitted.pipeline_.named_steps["features"]
     carries = bool(getattr(feats, "hardware_features_", False))
     configs = fitted.configs_
@@ -736,7 +738,10 @@ class BasePredictor:
         if self.method == "auto" and self._own_layout_runs(source):
             # transformer training: the layout model calibrated on the own runs answers it, whatever their count
             # (the bundled LLM history's coefficients are the prior; the error book sizes the interval)
-            answer = np.where(is_layout_job(rows), True, answer)
+            layout_rows = is_layout_job(rows)
+            answer = np.where(layout_rows, True, answer)
+            if self._own_layout_runs(source) == len(own.runs):  # their fit is the layout model: only such jobs
+                answer &= layout_rows
         return answer, kinds
 
     def model(self, kind: str = "seen", source: str | None = None, *, own: bool = False,
@@ -808,12 +813,27 @@ class BasePredictor:
         return self._fits[key]
 
     def _layout_history(self) -> bool:
-        """Whether this Predictor's own history (not the bundled ones) is answered by the layout model under
-        ``auto``: every run transformer training with a layout (a decoder given by its size and FLOPs then gets
-        the sequence its FLOPs imply, as out of the box)."""
-        if self.history is None or isinstance(self.history, TrainingTimeModel):
+        """Whether a history of the caller's own is answered by the layout model (a fitted layout model given as
+        the history, ``method="layout"``, or under ``auto`` runs that are all transformer training with a layout;
+        in a history that mixes them with bundled runs, the own runs): a decoder given by its size and FLOPs then
+        gets the sequence its FLOPs imply, as out of the box. Worked out once (it reads the runs)."""
+        if self.history is None:
             return False
-        return self._method(None, self.runs(None)) == LAYOUT_METHOD
+        if isinstance(self.history, TrainingTimeModel):
+            return self.history.method == LAYOUT_METHOD
+        if self.method not in ("auto", LAYOUT_METHOD):
+            return False
+        if ("layout history",) not in self._loaded:
+            files = self._files(None)
+            stored = self._stored("seen", None) if files is not None and not files.mixed else None
+            if stored is not None:  # a fit stored for these files says which method answers, with nothing parsed
+                self._loaded[("layout history",)] = stored.method == LAYOUT_METHOD
+                return self._loaded[("layout history",)]
+            loaded = self.runs(None)
+            own = self.own(None) if loaded.mixed else None
+            self._loaded[("layout history",)] = (self._method(None, loaded) == LAYOUT_METHOD or (
+                own is not None and len(own.runs) > 0 and bool(is_layout_job(own.runs).all())))
+        return self._loaded[("layout history",)]
 
     def _method(self, source, loaded: LoadedHistory | None = None) -> str:
         """The method that answers: ``auto`` is the layout model (:data:`LAYOUT_METHOD`) for the bundled LLM
@@ -994,10 +1014,9 @@ class BasePredictor:
         n_steps = _steps(steps, epochs, dataset_size, global_batch, 1)
         job = {} if seq_len is None else {"seq_len": check_positive_int(seq_len, "seq_len", _WHERE)}
         sized = []
-        if (self.method == "auto" and canonical != "cpu" and seq_len is None and isinstance(model, Mapping)
-                and (self.history is None or self._layout_history())):
+        if canonical != "cpu" and seq_len is None and isinstance(model, Mapping):
             implied, note = _implied_sequence(model)  # out of the box a decoder is answered by the layout model
-            if implied is not None:
+            if implied is not None and ((self.history is None and self.method == "auto") or self._layout_history()):
                 model = {**model, "seq_len": implied}
                 sized.append(note)
         if (isinstance(model, Mapping) and (seq_len is not None or model.get("seq_len") is not None)
@@ -1141,7 +1160,8 @@ class BasePredictor:
         remap = np.asarray([names.index(r) for r in resolved])
         q["gpu_type"] = pd.Categorical.from_codes(remap[codes], categories=names)  # no per-row string copies
         on_cpu = (q["gpu_type"].astype(str) == "cpu").to_numpy()
-        if self.method == "auto" and (self.history is None or self._layout_history()):
+        if (self.history is None and self.method == "auto") or (_sized_decoders(q, ~on_cpu)
+                                                                and self._layout_history()):
             _fill_implied_sequences(q, ~on_cpu)
         if self.history is None:  # each row from the bundled runs of its own kind: CPU, LLM training, other GPU
             llm = ~on_cpu & is_layout_job(q)
@@ -1212,7 +1232,7 @@ class BasePredictor:
         for kind, fitted in fits.items():
             take = np.flatnonzero(row_kind == kind) if kind is not None else np.arange(len(q))
             at = np.flatnonzero(kinds == kind) if kind is not None else np.arange(len(rows))
-            _check_support(fitted, q.iloc[take])
+            _check_support(fitted, q.iloc[take], numbers=positions[take] + 1)
             pos = np.full(len(rows), -1)
             pos[at] = np.arange(len(at))
             sub = rows.iloc[at]
@@ -1261,6 +1281,16 @@ def _set_cells(q: pd.DataFrame, positions: np.ndarray, values: dict) -> None:
             q[c] = q[c].astype("object")
         col = q.columns.get_loc(c)
         q.iloc[positions, col] = v
+
+
+def _sized_decoders(q: pd.DataFrame, gpu: np.ndarray) -> bool:
+    """Whether some GPU row is a decoder without a sequence length (a candidate for :func:`_implied_sequence`)."""
+    if "family" not in q.columns:
+        return False
+    dec = gpu & (q["family"].astype("string").str.lower().fillna("") == "decoder").to_numpy(dtype=bool)
+    if "seq_len" in q.columns:
+        dec &= q["seq_len"].isna().to_numpy()
+    return bool(dec.any())
 
 
 def _fill_implied_sequences(q: pd.DataFrame, gpu: np.ndarray) -> None:

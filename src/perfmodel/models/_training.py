@@ -22,6 +22,7 @@ from ..schema import validate_runs
 from ..layout_features import shape_columns
 from ..transformer import standard_shape
 from ._baselines import MFURegressor, RatioRegressor
+from ._layout import COEFFICIENTS, PRIOR, LayoutRegressor
 from ._books import floor_for
 from ._conformal import conformal_quantile, clip_at_peak, folds, half_widths, score_set, widening
 from ._domain import domain_distance, fit_domain
@@ -539,8 +540,8 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         -------
         DataFrame
             Coefficients with standard errors and intervals (linear, loglinear); the fitted constants and
-            efficiencies (physics, ops), pooled effects (roofline) or utilisations (ratio, mfu) in a ``value``
-            column; feature importances (gbm).
+            efficiencies (physics, ops), pooled effects (roofline), utilisations (ratio, mfu) or the layout
+            model's coefficients (with their priors) in a ``value`` column; feature importances (gbm).
         """
         self._check()
         reg = self.pipeline_.named_steps["regressor"]
@@ -558,6 +559,11 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             f = self.pipeline_.named_steps["features"]
             mfu = reg if isinstance(reg, MFURegressor) else reg.fallback_
             return mfu.utilisation_table(f.gpu_types_, f.precisions_)
+        if isinstance(reg, LayoutRegressor):  # its physical coefficients, beside their priors and what each is
+            prior = {**PRIOR, **(reg.prior or {})}
+            return pd.DataFrame({"value": [float(reg.coef_[k]) for k in COEFFICIENTS],
+                                 "prior": [float(prior[k]) for k in COEFFICIENTS],
+                                 "meaning": [COEFFICIENTS[k][3] for k in COEFFICIENTS]}, index=list(COEFFICIENTS))
         return pd.DataFrame({"importance": reg.feature_importances_}, index=self.feature_names_)
 
     def summary(self) -> "Summary":
