@@ -3,7 +3,7 @@
 The bundled GPU history is MLPerf's tuned submissions of five benchmark models. A user's model, framework and
 cluster are a set it never saw. ``scripts/build_transfer_error_book.py`` records what the fits on it missed on the
 public sets bundled beside it (NeuSight, LLM Foundry, Megatron-Bridge, torchtitan, BigScience), per kind of query;
-:func:`perfmodel.fitting.transfer_floor` makes that the least interval of an answer for a model those runs lack.
+:func:`perfmodel.models.transfer_floor` makes that the least interval of an answer for a model those runs lack.
 
 For each development set (the book's sets), its rows asked as a user would (the columns its publisher states, the
 model named as one the runs lack; :func:`build_transfer_error_book.queries`), with 90% intervals:
@@ -55,6 +55,7 @@ from _paths import ROOT, rel  # benchmarks/_paths.py (the scripts run from bench
 sys.path.insert(0, str(ROOT / "scripts"))
 import build_layout_error_book as L  # noqa: E402  (scripts/, beside benchmarks/)
 import build_transfer_error_book as B  # noqa: E402
+from perfmodel.evaluate import AnalyticBaseline  # noqa: E402
 from precision_transfer import const_mfu, lambda_runs  # noqa: E402
 
 CONFIDENCE = 0.9
@@ -129,11 +130,8 @@ def shapeless() -> dict:
             g = np.concatenate([[n] * len(errors[n][0]) for n in others])
             loso = {**shipped["bundled/unstated_shape"], "scores": np.sort(balanced_scores(e, g)).tolist()}
             hist.BUNDLED_HISTORIES["llm"] = tuple(f for f in full if f != name)
-            runs = _bundled(name)
-            runs = runs.loc[np.isclose(runs["batch_size"], np.round(runs["batch_size"]))].reset_index(drop=True)
-            q = runs[[c for c in L.UNSTATED_COLUMNS if c in runs.columns]].copy()
-            q["model"] = "unseen/" + q["model"].astype(str)
-            q["steps"] = 1
+            q = B.queries(_bundled(name), L.UNSTATED_COLUMNS)
+            measured = q.pop("step_time_s").to_numpy()
             cells = {}
             for label, entries in (("bundled entry alone (before)", {"bundled": shipped["bundled"]}),
                                    ("unstated-shape entry without this set", {"bundled": shipped["bundled"],
@@ -142,12 +140,10 @@ def shapeless() -> dict:
                     warnings.simplefilter("ignore")
                     p = BasePredictor(None, method="auto").predict_many(q)
                 rows = (p["method"] == "layout").to_numpy()
-                frame = pd.DataFrame({"measured": runs["step_time_s"].to_numpy()[rows],
-                                      "predicted": p["step_time_s"].to_numpy()[rows],
-                                      "lower": p["step_lower"].to_numpy()[rows], "upper": p["step_upper"].to_numpy()[rows],
-                                      "query_kind": p["query_kind"].to_numpy()[rows]})
-                cells[label] = cell(frame)
-            cells["baseline: 6ND at 0.4 MFU (point)"] = _six_nd(runs.loc[rows])
+                cells[label] = cell(_answers(measured, p).loc[rows])
+            six = AnalyticBaseline(0.4).fit(q.iloc[:1], y=measured[:1]).predict_interval(q.loc[rows])["step_time_s"]
+            cells["baseline: 6ND at 0.4 MFU (point)"] = {
+                "rows": int(rows.sum()), "median_ape": round(float(np.median(np.abs(six / measured[rows] - 1)) * 100), 1)}
             out[name] = cells
     finally:
         hist.BUNDLED_HISTORIES["llm"] = full
@@ -166,10 +162,8 @@ def public_history(lambda_runs: pd.DataFrame | None) -> dict:
     targets = dict(sets) | ({"Lambda (confirmation)": lambda_runs} if lambda_runs is not None else {})
     for name, runs in targets.items():
         history = pd.concat([r for f, r in sets.items() if f != name], ignore_index=True, sort=False)
-        runs = runs.loc[np.isclose(runs["batch_size"], np.round(runs["batch_size"]))].reset_index(drop=True)
-        q = runs[[c for c in B.QUERY_COLUMNS if c in runs.columns]].copy()
-        q["model"] = "unseen/" + q["model"].astype(str)
-        q["steps"] = 1
+        q = B.queries(runs)
+        measured = q.pop("step_time_s").to_numpy()
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -177,29 +171,17 @@ def public_history(lambda_runs: pd.DataFrame | None) -> dict:
         except (ValueError, TypeError) as exc:
             out[name] = {"refused": " ".join(str(exc).split())[:240], "rows": int(len(q))}
             continue
-        frame = pd.DataFrame({"measured": runs["step_time_s"].to_numpy(), "predicted": p["step_time_s"].to_numpy(),
-                              "lower": p["step_lower"].to_numpy(), "upper": p["step_upper"].to_numpy(),
-                              "query_kind": p["query_kind"].to_numpy()})
+        frame = _answers(measured, p)
         out[name] = {"history of the other sets (no book)": cell(frame)} | {
             f"  of which {k}": cell(part) for k, part in frame.groupby("query_kind")}
     return out
 
 
-def _six_nd(runs: pd.DataFrame) -> dict:
-    """The 6·N·D rule at 40% of the peak: a step of ``flops_per_sample`` (6·N·seq where the set counts it so)
-    times the per-device batch, at 0.4 of the device's peak at the run's precision."""
-    from perfmodel.features import run_quantities
-
-    q = run_quantities(runs)
-    point = (runs["flops_per_sample"].to_numpy(dtype=float) * runs["batch_size"].to_numpy(dtype=float)
-             / (0.4 * q["peak_tflops"].to_numpy(dtype=float) * 1e12))
-    y = runs["step_time_s"].to_numpy(dtype=float)
-    return {"rows": int(len(runs)), "median_ape": round(float(np.median(np.abs(point / y - 1)) * 100), 1)}
-
-
-def lam_runs_for_public(path) -> pd.DataFrame | None:
-    """Lambda's runs for section 4 (None without ``--lambda``/``$PERFMODEL_MIRRORS``)."""
-    return lambda_runs(path)[0]
+def _answers(measured: np.ndarray, p: pd.DataFrame) -> pd.DataFrame:
+    """Measured times beside ``predict_many``'s answers, as :func:`cell` reads them."""
+    return pd.DataFrame({"measured": measured, "predicted": p["step_time_s"].to_numpy(),
+                         "lower": p["step_lower"].to_numpy(), "upper": p["step_upper"].to_numpy(),
+                         "query_kind": p["query_kind"].to_numpy()})
 
 
 def _bundled(file) -> pd.DataFrame:
@@ -231,8 +213,8 @@ def main(argv=None) -> int:
         errors_all = B.set_errors(B.BOOK_SETS, "gpu")
     res = {file: one_set(file, "gpu", shipped["entries"], errors_all) for file in B.BOOK_SETS}
     unstated = shapeless()
-    public = public_history(lam_runs_for_public(args.lam))
     lam, how = lambda_runs(args.lam)
+    public = public_history(lam)
     confirm = {}
     if lam is not None:
         with tempfile.TemporaryDirectory() as tmp:

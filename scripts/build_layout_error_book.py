@@ -121,21 +121,20 @@ def unstated_shape_errors() -> dict:
     from perfmodel.io import load_runs
     from perfmodel.predict import BasePredictor
 
+    from build_transfer_error_book import queries  # scripts/, beside this one
+
     full = hist.BUNDLED_HISTORIES["llm"]
     out = {}
     try:
         for name in full:
             hist.BUNDLED_HISTORIES["llm"] = tuple(f for f in full if f != name)  # the set unseen
-            runs = load_runs(bundled_runs_path(name))
-            runs = runs.loc[np.isclose(runs["batch_size"], np.round(runs["batch_size"]))].reset_index(drop=True)
-            q = runs[[c for c in UNSTATED_COLUMNS if c in runs.columns]].copy()
-            q["model"] = "unseen/" + q["model"].astype(str)
-            q["steps"] = 1
+            q = queries(load_runs(bundled_runs_path(name)), UNSTATED_COLUMNS)
+            measured = q.pop("step_time_s").to_numpy()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 p = BasePredictor(None, method="auto").predict_many(q)
             layout = (p["method"] == "layout").to_numpy()
-            ratio = p["step_time_s"].to_numpy()[layout] / runs["step_time_s"].to_numpy()[layout]
+            ratio = p["step_time_s"].to_numpy()[layout] / measured[layout]
             out[name] = (np.abs(np.log(ratio)), int(layout.sum()),
                          float(np.median(np.abs(ratio - 1)) * 100) if layout.any() else None)
     finally:
@@ -160,19 +159,25 @@ def main(argv=None) -> int:
     ap.add_argument("--check", action="store_true", help="exit 1 if the committed book differs; write nothing")
     args = ap.parse_args(argv)
     book = build(args.repeats)
-    text = json.dumps(book, indent=1, sort_keys=True) + "\n"
     for name, s in book["summary"].items():
         print(f"{name}: " + ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}" for k, v in s.items()))
     for key, entry in book["entries"].items():
         scores = np.asarray(entry["scores"])
         print(f"{key}: 90% half-width x{np.exp(np.quantile(scores, 0.9)):.2f} (median |log error| "
               f"{np.median(scores):.3f})")
-    if args.check:
-        same = OUT.is_file() and same_book(json.loads(OUT.read_text()), json.loads(text))
-        print("up to date" if same else f"{OUT.relative_to(ROOT)} is stale: rebuild it")
+    return write_or_check(book, OUT, args.check)
+
+
+def write_or_check(book: dict, out: Path, check: bool) -> int:
+    """Write ``book`` to ``out`` (sorted JSON), or with ``check`` only compare it with the committed one (up to float
+    noise): the exit status of both builders."""
+    text = json.dumps(book, indent=1, sort_keys=True) + "\n"
+    if check:
+        same = out.is_file() and same_book(json.loads(out.read_text()), json.loads(text))
+        print("up to date" if same else f"{out.relative_to(ROOT)} is stale: rebuild it")
         return 0 if same else 1
-    OUT.write_text(text)
-    print(f"wrote {OUT.relative_to(ROOT)}")
+    out.write_text(text)
+    print(f"wrote {out.relative_to(ROOT)}")
     return 0
 
 

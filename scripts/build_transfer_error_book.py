@@ -15,7 +15,7 @@ what the same fits missed on whole public sets of other publishers:
   (:func:`perfmodel.models.balanced_scores`); a set enters a kind with at least ``MIN_SET_ROWS`` rows of it, and a
   kind has an entry of its own with at least two sets (else the book's kinds pooled: every row of them).
 
-:func:`perfmodel.fitting.transfer_floor` gives these entries to every fit whose runs include the bundled MLPerf
+:func:`perfmodel.models.transfer_floor` gives these entries to every fit whose runs include the bundled MLPerf
 runs (``applies_to``); such a fit's interval for a model its runs lack is then at least the book's quantile for
 the row's kind (its own conformity scores may widen it). ``benchmarks/transfer_intervals.py`` measures what that
 does, each set held out of the book in turn. Rebuild after changing the GPU fits, the sets or the kinds::
@@ -26,7 +26,6 @@ does, each set held out of the book in turn. Rebuild after changing the GPU fits
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import warnings
 from pathlib import Path
@@ -52,11 +51,11 @@ MIN_SET_ROWS = 10
 APPLIES_TO = ("bundled:mlperf_steps.csv",)
 
 
-def queries(runs: pd.DataFrame) -> pd.DataFrame:
-    """A set's runs as the queries a user would ask: the stated columns, a whole per-device batch, the model
-    named as one the bundled runs lack."""
+def queries(runs: pd.DataFrame, columns=QUERY_COLUMNS) -> pd.DataFrame:
+    """A set's runs as the queries a user would ask: the stated ``columns`` (where the set has them), a whole
+    per-device batch, the model named as one the bundled runs lack; beside them the measured ``step_time_s``."""
     runs = runs.loc[np.isclose(runs["batch_size"], np.round(runs["batch_size"]))].reset_index(drop=True)
-    q = runs[[c for c in QUERY_COLUMNS if c in runs.columns]].copy()
+    q = runs[[c for c in columns if c in runs.columns]].copy()
     q["model"] = "unseen/" + q["model"].astype(str)
     q["steps"] = 1
     q["step_time_s"] = runs["step_time_s"].to_numpy(dtype=float)  # the measured time, dropped before asking
@@ -135,25 +134,18 @@ def main(argv=None) -> int:
     ap.add_argument("--check", action="store_true", help="exit 1 if the committed book differs; write nothing")
     args = ap.parse_args(argv)
     book = build()
-    text = json.dumps(book, indent=1, sort_keys=True) + "\n"
     for name, s in book["summary"].items():
         print(f"{name}: {s['rows']} rows {s['kinds']}, median APE {s['median_ape']:.1f}%, "
               f"median log(pred/measured) {s['median_log_error']:+.2f}")
+    from perfmodel.models import conformal_quantile
+
     for key, entry in book["entries"].items():
         scores = np.asarray(entry["scores"])
-        from perfmodel.models import conformal_quantile
-
         print(f"{key}: from {', '.join(entry['sets'])}; 90% half-width x{np.exp(conformal_quantile(scores, 0.9)):.2f} "
               f"(median |log error| {np.median(scores):.3f})")
-    if args.check:
-        from build_layout_error_book import same_book  # scripts/, beside this one
+    from build_layout_error_book import write_or_check  # scripts/, beside this one
 
-        same = OUT.is_file() and same_book(json.loads(OUT.read_text()), json.loads(text))
-        print("up to date" if same else f"{OUT.relative_to(ROOT)} is stale: rebuild it")
-        return 0 if same else 1
-    OUT.write_text(text)
-    print(f"wrote {OUT.relative_to(ROOT)}")
-    return 0
+    return write_or_check(book, OUT, args.check)
 
 
 if __name__ == "__main__":

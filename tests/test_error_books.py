@@ -19,8 +19,8 @@ import pytest
 import perfmodel
 from perfmodel import predict_many, predict_training_time
 from perfmodel.datasets import bundled_runs_path
-from perfmodel.fitting import LAYOUT_BOOK, TRANSFER_BOOK, layout_floor, read_error_book, transfer_floor
-from perfmodel.models import conformal_quantile
+from perfmodel.models import (LAYOUT_BOOK, TRANSFER_BOOK, conformal_quantile, layout_floor, read_error_book,
+                              transfer_floor)
 from perfmodel.transformer import TransformerShape
 
 from conftest import make_history

@@ -86,6 +86,9 @@ class TestSweep:
         model = perfmodel.fit(runs, method="loglinear")
         assert model.n_runs_ == 4
 
+    # two processes with their own time-outs: beside another test worker (pytest -n) they can miss; the slow step
+    # runs in one process
+    @pytest.mark.slow
     def test_ddp_two_gloo_workers(self, tmp_path):
         rec, times = measure_run(RunConfig("mlp-xs", 4, gpu_count=2, **TINY))
         assert rec["status"] == "ok", rec["error"]

@@ -56,7 +56,7 @@ from .history import LoadedHistory, read_history
 from .kinds import KIND_NAMES, TRANSFER_KINDS, get_kind, group_keys
 from .metrics import median_ape
 from .models import FIT_FORMAT as _FIT_FORMAT
-from .models import LAYOUT_BOOK, METHODS, TRANSFER_BOOK, TrainingTimeModel, layout_floor, read_error_book, transfer_floor
+from .models import LAYOUT_BOOK, METHODS, TrainingTimeModel, layout_floor  # the books' owner: perfmodel.models
 from .models._conformal import folds
 from .schema import validate_runs
 
@@ -64,7 +64,7 @@ __all__ = ["DEFAULT_METHOD", "AUTO_CANDIDATES", "BASELINES", "MAX_BASELINE_MARGI
            "baseline_margin", "baseline_first", "fit_history", "choose_method", "fit_cached", "stored_fit", "Choice",
            "shipped_dir", "shipped_key", "FIT_FORMAT", "load_shipped", "SHIPPED_HISTORIES", "SHIPPED_EXTRA",
            "PRECISION_TRANSFER_METHOD", "layout_floor",
-           "LAYOUT_BOOK", "TRANSFER_BOOK", "transfer_floor", "read_error_book"]
+           "LAYOUT_BOOK"]
 
 
 #: The default ``method`` of every public entry point.

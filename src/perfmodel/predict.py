@@ -1160,7 +1160,7 @@ class BasePredictor:
         remap = np.asarray([names.index(r) for r in resolved])
         q["gpu_type"] = pd.Categorical.from_codes(remap[codes], categories=names)  # no per-row string copies
         on_cpu = (q["gpu_type"].astype(str) == "cpu").to_numpy()
-        if (self.history is None and self.method == "auto") or (_sized_decoders(q, ~on_cpu)
+        if (self.history is None and self.method == "auto") or (_sized_decoders(q, ~on_cpu).any()
                                                                 and self._layout_history()):
             _fill_implied_sequences(q, ~on_cpu)
         if self.history is None:  # each row from the bundled runs of its own kind: CPU, LLM training, other GPU
@@ -1283,23 +1283,21 @@ def _set_cells(q: pd.DataFrame, positions: np.ndarray, values: dict) -> None:
         q.iloc[positions, col] = v
 
 
-def _sized_decoders(q: pd.DataFrame, gpu: np.ndarray) -> bool:
-    """Whether some GPU row is a decoder without a sequence length (a candidate for :func:`_implied_sequence`)."""
-    if "family" not in q.columns:
-        return False
+def _sized_decoders(q: pd.DataFrame, gpu: np.ndarray) -> np.ndarray:
+    """Per row: a GPU row that is a decoder with params and FLOPs but no sequence length (a candidate for
+    :func:`_implied_sequence`, which decides)."""
+    if "family" not in q.columns or "flops_per_sample" not in q.columns or "params" not in q.columns:
+        return np.zeros(len(q), dtype=bool)
     dec = gpu & (q["family"].astype("string").str.lower().fillna("") == "decoder").to_numpy(dtype=bool)
     if "seq_len" in q.columns:
         dec &= q["seq_len"].isna().to_numpy()
-    return bool(dec.any())
+    return dec
 
 
 def _fill_implied_sequences(q: pd.DataFrame, gpu: np.ndarray) -> None:
     """Give the GPU rows that are dense decoders by size and FLOPs alone the sequence length their FLOPs imply
     (:func:`_implied_sequence`), in place, once per distinct row; say how many once."""
-    if "family" not in q.columns or "flops_per_sample" not in q.columns or "params" not in q.columns:
-        return
-    fam = q["family"].astype("string").str.lower().fillna("").to_numpy(dtype=object)
-    rows = np.flatnonzero(gpu & (fam == "decoder"))
+    rows = np.flatnonzero(_sized_decoders(q, gpu))
     if not len(rows):
         return
     cols = [c for c in ("family", "params", "flops_per_sample", "seq_len", *SHAPE_NAMES) if c in q.columns]

@@ -720,23 +720,16 @@ def _shape_unstated(X: pd.DataFrame) -> np.ndarray:
     out = (X["n_layers"].isna() | X["d_model"].isna()).to_numpy().copy()
     params = pd.to_numeric(X["params"], errors="coerce").to_numpy(dtype=float) if "params" in X.columns \
         else np.full(len(X), np.nan)
-    standard: dict = {}
-    for i in np.flatnonzero(~out & np.isfinite(params) & (params > 0)):
-        if params[i] not in standard:
-            try:
-                standard[params[i]] = shape_columns(standard_shape(float(params[i])))
-            except (TypeError, ValueError, OverflowError):
-                standard[params[i]] = None
-        cols = standard[params[i]]
-        row = X.iloc[i]
-        out[i] = cols is not None and all(pd.isna(row[c]) or _same_number(row[c], v)
-                                          for c, v in cols.items() if c in X.columns and v is not None)
+    stated = ~out & np.isfinite(params) & (params > 0)
+    for size in np.unique(params[stated]):  # one standard shape per size, compared column by column
+        try:
+            columns = shape_columns(standard_shape(float(size)))
+        except (TypeError, ValueError, OverflowError):
+            continue
+        same = stated & (params == size)
+        for c, v in columns.items():
+            if c in X.columns and v is not None:
+                cell = pd.to_numeric(X[c], errors="coerce").to_numpy(dtype=float)  # no number: not the standard
+                same &= X[c].isna().to_numpy() | (cell == float(v))
+        out |= same
     return out
-
-
-def _same_number(a, b) -> bool:
-    """Whether a query cell holds the number ``b`` (a cell that is no number does not)."""
-    try:
-        return float(a) == float(b)
-    except (TypeError, ValueError, OverflowError):
-        return False
