@@ -40,7 +40,15 @@ from perfmodel.schema import LAYOUT_COLUMNS, OP_TRACED_CLASSES, SHAPE_COLUMNS
 SETS = {
     "neusight": ("public_neusight.csv", None),
     "llmfoundry-a100-40gb": ("public_llmfoundry.csv", ("gpu_type", "A100-SXM4-40GB")),
+    "llmfoundry": ("public_llmfoundry.csv", None),
+    "megatron-bridge": ("public_megatron_bridge.csv", None),
+    "torchtitan": ("public_torchtitan.csv", None),
 }
+#: ``--columns basic``: the own runs as a table that records only what every publisher states (the transfer error
+#: book's query columns, scripts/build_transfer_error_book.py): no shape or layout, so they are ordinary runs, not
+#: transformer jobs with a layout (which ``auto`` answers through the layout model calibrated on them).
+BASIC_COLUMNS = ("model", "family", "params", "flops_per_sample", "batch_size", "gpu_count", "gpu_type", "precision",
+                 "fp32_mode", "step_time_s")
 
 
 #: What a user states of a job when asking for it (its size, FLOPs, shape, layout — the schema's shape and layout
@@ -53,13 +61,16 @@ QUERY_COLUMNS = ("model", "family", "params", "flops_per_sample", "batch_size", 
                  *(c.name for c in SHAPE_COLUMNS + LAYOUT_COLUMNS))
 
 
-def own_set(name: str) -> pd.DataFrame:
+def own_set(name: str, columns: str = "all") -> pd.DataFrame:
     file, keep = SETS[name]
     runs = perfmodel.load_runs(bundled_runs_path(file))
     if keep is not None:
         runs = runs[runs[keep[0]] == keep[1]]
     if "seq_len" in runs.columns and runs["seq_len"].notna().any():  # another sequence length, another workload
         runs["model"] = runs["model"].astype(str) + "@" + runs["seq_len"].astype("Int64").astype(str)
+    if columns == "basic":
+        runs = runs[[c for c in BASIC_COLUMNS if c in runs.columns]]
+        runs = runs.loc[np.isclose(runs["batch_size"], np.round(runs["batch_size"]))]  # a whole per-device batch
     return runs.reset_index(drop=True)
 
 
@@ -99,7 +110,7 @@ def score(rows: pd.DataFrame) -> dict:
 
 
 def run(name: str, methods, k: int) -> list[dict]:
-    own = own_set(name)
+    own = own_set(name, COLUMNS[0])
     folds = config_folds(own, k)
     out = []
     for method in methods:
@@ -119,23 +130,78 @@ def run(name: str, methods, k: int) -> list[dict]:
     return out
 
 
+def few_runs(name: str, methods, counts, repeats: int) -> list[dict]:
+    """Section 2: ``n`` own runs (``counts``), each of another configuration, drawn ``repeats`` times; every run of
+    the other configurations predicted from them alone, beside the bundled runs, and from the bundled runs alone."""
+    own = own_set(name, COLUMNS[0])
+    key = own[["model", "gpu_type", "batch_size", "gpu_count"]].astype(str).agg("|".join, axis=1).to_numpy()
+    uniq = pd.unique(key)
+    out = []
+    for method in methods:
+        bundled = predict("gpu", own, method)
+        for n in counts:
+            parts: dict[str, list] = {"own only": [], "own + bundled": [], "bundled only": []}
+            for rep in range(repeats):
+                rng = np.random.default_rng(1000 * n + rep)
+                chosen = rng.choice(len(uniq), size=min(n, len(uniq) - 1), replace=False)
+                picked = np.isin(key, uniq[chosen])
+                first = np.flatnonzero(picked)[np.unique(key[picked], return_index=True)[1]]  # one run per config
+                train = own.iloc[first].reset_index(drop=True)
+                test_at = np.flatnonzero(~picked)
+                test = own.iloc[test_at].reset_index(drop=True)
+                if len(train) >= 3:  # a fit of one's own needs at least three runs
+                    parts["own only"].append(predict(train, test, method))
+                parts["own + bundled"].append(predict([train, "gpu"], test, method))
+                parts["bundled only"].append(bundled.iloc[test_at].reset_index(drop=True))
+            for training, rows in parts.items():
+                s = score(pd.concat(rows, ignore_index=True)) if rows else score(pd.DataFrame(
+                    {"y": [], "pred": [], "lo": [], "hi": [], "kind": []}))
+                out.append({"set": name, "own_runs": n, "training": training, "method": method, **s})
+                print(f"  {name:<22} n={n:<3} {training:<14} {method:<9} median APE {s['median_ape']:6.1f}%  "
+                      f"coverage {s['coverage']:.2f}  width x{s['width']:.2f}", flush=True)
+    return out
+
+
+COLUMNS = ["all"]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--methods", default="auto,roofline")
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--counts", default="",
+                    help="also section 2: these numbers of own runs (e.g. 1,3,9), each drawn --repeats times")
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--columns", choices=["all", "basic"], default="all",
+                    help="what the own runs record: every column the set has, or the basic ones (BASIC_COLUMNS)")
+    ap.add_argument("--skip-folds", action="store_true", help="section 2 only")
     ap.add_argument("--output", default=None)
     args = ap.parse_args(argv)
     t0 = time.time()
     rows = []
-    for name in args.sets.split(","):
+    COLUMNS[0] = args.columns
+    for name in ([] if args.skip_folds else args.sets.split(",")):
         rows += run(name, args.methods.split(","), args.folds)
+    few = []
+    if args.counts:
+        counts = [int(c) for c in args.counts.split(",")]
+        for name in args.sets.split(","):
+            few += few_runs(name, args.methods.split(","), counts, args.repeats)
     table = pd.DataFrame(rows)
-    text = (f"# python benchmarks/own_runs.py --methods {args.methods} --sets {args.sets} --folds {args.folds}\n"
+    flags = (f" --counts {args.counts} --repeats {args.repeats}" if args.counts else "") + (
+        f" --columns {args.columns}" if args.columns != "all" else "") + (" --skip-folds" if args.skip_folds else "")
+    text = (f"# python benchmarks/own_runs.py --methods {args.methods} --sets {args.sets} --folds {args.folds}{flags}\n"
             f"# {args.folds}-fold over each set's configurations; 90% intervals; per-step time; "
-            f"{time.time() - t0:.0f} s\n"
-            + table.drop(columns="kinds").to_string(index=False, float_format=lambda v: f"{v:.3g}") + "\n"
-            + "\n".join(f"{r['set']} / {r['training']} / {r['method']}: kinds {r['kinds']}" for r in rows) + "\n")
+            f"{time.time() - t0:.0f} s\n")
+    if rows:
+        text += (table.drop(columns="kinds").to_string(index=False, float_format=lambda v: f"{v:.3g}") + "\n"
+                 + "\n".join(f"{r['set']} / {r['training']} / {r['method']}: kinds {r['kinds']}" for r in rows) + "\n")
+    if few:
+        text += (f"\n# Section 2: {args.counts} own runs (one per configuration, drawn {args.repeats} times); every "
+                 "run of the other configurations predicted\n"
+                 + pd.DataFrame(few).drop(columns="kinds").to_string(index=False, float_format=lambda v: f"{v:.3g}")
+                 + "\n")
     print(text)
     if args.output:
         Path(args.output).write_text(text)

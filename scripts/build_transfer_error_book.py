@@ -13,7 +13,9 @@ what the same fits missed on whole public sets of other publishers:
 * the absolute log error of each answer kept under its kind of query (:mod:`perfmodel.kinds`: ``new_model``, or
   ``new_device`` for a device type or a precision the runs lack), every set weighing the same
   (:func:`perfmodel.models.balanced_scores`); a set enters a kind with at least ``MIN_SET_ROWS`` rows of it, and a
-  kind has an entry of its own with at least two sets (else the book's kinds pooled: every row of them).
+  kind has an entry of its own with at least two sets (else the book's kinds pooled: every row of them);
+* the scales of a stack shift (``shift``: the variance of the sets' own shifts and of their rows around them),
+  the prior of :class:`perfmodel.models.StackShift`, which shifts the bundled answer by a caller's own runs.
 
 :func:`perfmodel.models.transfer_floor` gives these entries to every fit whose runs include the bundled MLPerf
 runs (``applies_to``); such a fit's interval for a model its runs lack is then at least the book's quantile for
@@ -109,13 +111,23 @@ def book_from(errors: pd.DataFrame, sets) -> dict:
                         "data/transfer_error_book.json)",
                 "sets": used, "scores": [round(float(v), 6) for v in np.sort(scores)]}
 
+    # the scales of a stack shift (perfmodel.models.StackShift): how far whole sets sit from the answers
+    # (between: the mean square of each set's median log error) and how far a set's rows scatter around its own
+    # (within: the mean of each set's squared 1.4826 MAD), each set weighing the same
+    sized = [part["log_error"].to_numpy() for _, part in errors.groupby("set", sort=True) if len(part) >= MIN_SET_ROWS]
+    shift = None
+    if len(sized) >= 2:
+        shift = {"between_var": round(float(np.mean([np.median(e) ** 2 for e in sized])), 6),
+                 "within_var": round(float(np.mean([(1.4826 * np.median(np.abs(e - np.median(e)))) ** 2
+                                                    for e in sized])), 6),
+                 "sets": len(sized)}
     pooled = entry(errors.loc[errors["query_kind"].isin(BOOK_KINDS)], "pooled")
     for kind in BOOK_KINDS:
         # a kind with too few sets of its own takes the errors of every kind pooled (each set weighing the same)
         own = entry(errors.loc[errors["query_kind"] == kind], kind.replace("_", "-"))
         if own is not None or pooled is not None:
             entries[kind] = own if own is not None else pooled
-    return {"entries": entries, "summary": summary}
+    return {"entries": entries, "summary": summary, **({"shift": shift} if shift is not None else {})}
 
 
 def build() -> dict:

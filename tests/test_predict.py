@@ -421,9 +421,38 @@ class TestOwnRunsWin:
         runs = perfmodel.load_bundled_runs()
         many = runs[runs["model"].isin(sorted(set(runs["model"]))[:6]) & (runs["model"] != "gpt-m")].copy()
         many["run_id"] = "own-" + many["run_id"].astype(str)
-        r = predict_training_time("gpt-m", batch_size=16, gpu_type="cpu", steps=1000, history=[many, "cpu"],
-                                  method="loglinear")
-        assert r.provenance == [f"DataFrame ({len(many)} runs)"] and r.query_kind == "new_model"
+        p = perfmodel.Predictor([many, "cpu"], method="loglinear")
+        r = p.predict("gpt-m", batch_size=16, gpu_type="cpu", steps=1000)
+        # enough models to score a new one: their own fit answers unless the shifted prior has the better record
+        own_fit = p.model("new_model", own=True)
+        band = own_fit.predict_interval(pd.DataFrame([r.query]), 0.5)
+        own_record = float(np.log(band["step_upper"] / band["step_time_s"]).iloc[0])
+        if p.shift().record() < own_record:
+            assert r.interval_rule.startswith("the bundled answer shifted") and len(r.provenance) == 2
+        else:
+            assert r.provenance == [f"DataFrame ({len(many)} runs)"] and r.query_kind == "new_model"
+
+    def test_own_runs_do_not_drop_the_prior_for_a_model_they_lack(self, own):
+        # 20 own runs of 5 models on a host twice as slow (a transform of real runs, tests only); a sixth model
+        runs = perfmodel.load_bundled_runs()
+        names = ["gpt-s", "bert-s", "lstm-s", "mlp-m", "cnn-s"]
+        mine = runs[runs["model"].isin(names)].groupby("model").head(4).copy()
+        mine["step_time_s"] *= 2.0
+        mine["run_id"] = "own-" + mine["run_id"].astype(str)
+        p = perfmodel.Predictor([mine, "cpu"])
+        shift = p.shift()
+        assert shift.n == len(mine) and 1.5 < np.exp(shift.overall) < 2.05  # most of the way to x2, shrunk
+        q = dict(batch_size=8, gpu_type="cpu", steps=100)
+        shifted = p.predict("vit-s", **q)
+        bundled = perfmodel.Predictor("cpu").predict("vit-s", **q)
+        assert shifted.interval_rule.startswith("the bundled answer shifted")
+        assert shifted.step_seconds / bundled.step_seconds == pytest.approx(
+            float(np.exp(shift.offset(["cpu"], ["vit-s"])[0])), rel=1e-6)
+        assert shifted.step_lower < shifted.step_seconds < shifted.step_upper
+        many = p.predict_many(pd.DataFrame({"model": ["vit-s"], "steps": [100], **{k: [v] for k, v in q.items()
+                                                                                  if k != "steps"}}))
+        assert many["seconds"].iloc[0] == pytest.approx(shifted.seconds)
+        assert many["step_upper"].iloc[0] == pytest.approx(shifted.step_upper)
 
     def test_a_device_the_own_runs_lack_is_answered_by_the_pooled_fit(self):
         from perfmodel.datasets import bundled_runs_path

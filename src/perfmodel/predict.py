@@ -35,7 +35,7 @@ from .kinds import KIND_NAMES, classify
 from .layout import LayoutError, check_layout, is_layout_job, job_layout
 from .layout_features import shape_columns, shape_of
 from .transformer import TransformerShape, sequence_for_flops, standard_shape, transformer_flops
-from .models import CALIBRATION_PRIOR_WEIGHT, METHODS, TrainingTimeModel
+from .models import CALIBRATION_PRIOR_WEIGHT, METHODS, StackShift, TrainingTimeModel
 from .models._conformal import MIN_GROUPS
 from .schema import SHAPE_COLUMNS, check_queries
 from .store import HistoryStore
@@ -53,6 +53,8 @@ LAYOUT_METHOD = "layout"
 #: there are at least this many of them
 #: (9: the fewest whose 90% split-conformal quantile is finite, ceil(0.9 (n + 1)) <= n).
 MIN_OWN_RUNS = 9
+#: The key of the rows a history of own and bundled runs answers by the bundled answer shifted by the own runs.
+_SHIFTED = "shifted"
 #: The columns :func:`predict_many` returns, in order.
 PREDICTION_COLUMNS = ("step_time_s", "step_lower", "step_upper", "steps", "seconds", "lower", "upper",
                       "inside_domain", "nearest_run_distance", "query_kind", "interval_rule", "precision", "method")
@@ -567,8 +569,8 @@ def _prior_note(provenance: list, q: pd.DataFrame, own_devices: set | None = Non
     if not new:
         return []
     return [f"your own runs have no {', '.join(new)}: its speed comes from perfmodel's bundled public GPU history "
-            "(tuned vendor software), carried to your workload through the devices both have; a run of your own "
-            "there would settle it"]
+            "(tuned vendor software), shifted by how far your runs on other devices sit from its answers; a run of "
+            "your own there would settle it"]
 
 
 def _check_model_sizes(q: pd.DataFrame, table: pd.DataFrame, positions: np.ndarray) -> None:
@@ -1064,6 +1066,8 @@ class BasePredictor:
                              "give the model-parallel layout (layout=) of such a job.")
         q = pd.DataFrame([row])
         check_queries(q, _WHERE)
+        if self._shifted_rows(q, source)[0]:
+            return self._shifted_prediction(q, source, n_steps, assumed)
         fitted, kind = self._fitted_for(q, source)
         provenance = list(getattr(fitted, "provenance_", []) or [])
         notes = _check_support(fitted, q) + _domain_warnings(fitted, q)[0]
@@ -1087,9 +1091,152 @@ class BasePredictor:
             peak_basis=str(res.get("peak_basis", "")), breakdown=breakdown,
         )
 
+    def _shifted_prediction(self, q: pd.DataFrame, source, n_steps: int, assumed: list) -> "TrainingTimePrediction":
+        """:meth:`predict`'s answer for a row the shifted prior answers (:meth:`_shifted_rows`)."""
+        prior, shift = self.prior(source), self.shift(source)
+        asked = _prior_queries(q, prior)
+        fitted, _ = prior._fitted_for(asked, None)  # the prior's fit for this row: its statistics, its checks
+        res = self._shifted_frame(q, source, positions=np.arange(1)).iloc[0]
+        notes = _check_support(fitted, asked) + _domain_warnings(fitted, asked)[0]
+        factor = float(np.exp(shift.offset(q["gpu_type"].astype(str).to_numpy(),
+                                           q["model"].astype(str).to_numpy() if "model" in q.columns else None)[0]))
+        parts = fitted.breakdown(asked)
+        breakdown = {} if parts is None else {k: float(v) * factor for k, v in parts.iloc[0].items()}
+        provenance = list(self.own(source).labels) + list(getattr(fitted, "provenance_", []) or [])
+        prior_note = _prior_note(provenance, q, self._own_devices(source))
+        for note in notes:
+            warnings.warn(f"{_WHERE}: {note}.", ExtrapolationWarning, stacklevel=4)
+        for note in prior_note:
+            warnings.warn(f"{_WHERE}: {note}.", DataQualityWarning, stacklevel=4)
+        return TrainingTimePrediction(
+            seconds=float(res["seconds"]), lower=float(res["lower"]), upper=float(res["upper"]),
+            confidence=self.confidence, step_seconds=float(res["step_time_s"]), step_lower=float(res["step_lower"]),
+            step_upper=float(res["step_upper"]), steps=n_steps, startup_seconds=float(fitted.startup_s_),
+            r2=float(fitted.rsquared_), r2_log=float(fitted.rsquared_log_), cv_mape=float(fitted.cv_mape_),
+            method=fitted.method, n_runs=int(fitted.n_runs_) + shift.n, inside_domain=not notes,
+            nearest_run_distance=float(res["nearest_run_distance"]),
+            query={k: v for k, v in q.iloc[0].items()}, warnings=assumed + notes + prior_note,
+            provenance=provenance, query_kind=str(res["query_kind"]), interval_rule=str(res["interval_rule"]),
+            peak_basis=str(res.get("peak_basis", "")), breakdown=breakdown,
+        )
+
     def _own_devices(self, source) -> set | None:
         own = self.own(source)
         return None if own is None else set(map(str, pd.unique(own.runs["gpu_type"])))
+
+    # ------------------------------------------------------------------------------------ shifted prior
+    def prior(self, source: str | None = None) -> "BasePredictor | None":
+        """The bundled parts of a history that mixes them with the caller's own runs, as a Predictor of their own:
+        the prior the own runs shift (:meth:`shift`).
+
+        Parameters
+        ----------
+        source : {"cpu", "gpu"}, optional
+            As in :meth:`runs`.
+
+        Returns
+        -------
+        BasePredictor or None
+            None when the history does not mix own and bundled runs.
+        """
+        if self.own(source) is None:
+            return None
+        if ("prior", source) not in self._loaded:
+            parts = [part for part in history_parts(self.history) if part_label(part).startswith(BUNDLED_PREFIX)]
+            self._loaded[("prior", source)] = _predictor(parts, self.method, self.confidence, type(self).__name__)
+        return self._loaded[("prior", source)]
+
+    def shift(self, source: str | None = None) -> StackShift | None:
+        """How far the caller's own runs sit from the bundled runs' answers (:class:`perfmodel.models.StackShift`):
+        each own run asked of :meth:`prior` as a query, its log residual, shrunk per device type toward the shift
+        over all of them and that toward none. Under ``auto`` the runs of transformer training with a layout are
+        left out (the layout model calibrated on them answers such jobs).
+
+        Parameters
+        ----------
+        source : {"cpu", "gpu"}, optional
+            As in :meth:`runs`.
+
+        Returns
+        -------
+        StackShift or None
+            None when the history does not mix own and bundled runs.
+        """
+        prior = self.prior(source)
+        if prior is None:
+            return None
+        if ("shift", source) not in self._loaded:
+            runs = self.own(source).runs
+            if self.method == "auto":
+                runs = runs.loc[~is_layout_job(runs)]
+            residuals = np.full(len(runs), np.nan)
+            if len(runs):
+                asked = _prior_queries(runs.reset_index(drop=True), prior).assign(steps=1)
+                residuals = np.log(runs["step_time_s"].to_numpy(dtype=float) / _prior_steps(prior, asked))
+            self._loaded[("shift", source)] = StackShift.fit(residuals, runs["gpu_type"].astype(str).to_numpy(),
+                                                             runs["model"].astype(str).to_numpy())
+        return self._loaded[("shift", source)]
+
+    def _shifted_rows(self, rows: pd.DataFrame, source) -> np.ndarray:
+        """Per row of a history that mixes own and bundled runs: whether the bundled answer shifted by the own runs
+        (:meth:`shift`) answers it. It does where the own runs do not answer alone (:meth:`_answered_by_own`: a
+        device type they lack, too few of them), and where they would but, for the row's kind of query, their own
+        fit is not both better on its record (the median half-width of its own intervals, against the median of the
+        shifted prior's leave-one-model-out scores on the own runs) and no less sure (the median half-width of its
+        interval at the Predictor's confidence). Transformer training with a layout under ``auto`` is the
+        layout model's, calibrated on the own runs."""
+        if self.own(source) is None:
+            return np.zeros(len(rows), dtype=bool)
+        by_own, own_kinds = self._answered_by_own(rows, source)
+        layout = (is_layout_job(rows) if self.method == "auto" and self._own_layout_runs(source)
+                  else np.zeros(len(rows), dtype=bool))
+        shifted = np.zeros(len(rows), dtype=bool)
+        candidates = by_own & ~layout
+        if candidates.any():
+            shift = self.shift(source)
+            record = shift.record()
+            for kind in pd.unique(own_kinds[candidates]):
+                at = np.flatnonzero(candidates & (own_kinds == kind))
+                own_fit = self.model(str(kind), source, own=True)
+                if own_fit.method == LAYOUT_METHOD:
+                    continue
+                try:
+                    median_band = own_fit.predict_interval(rows.iloc[at], 0.5)
+                    band = own_fit.predict_interval(rows.iloc[at], self.confidence)
+                except (ValueError, TypeError):
+                    continue
+                own_record = float(np.median(np.log(median_band["step_upper"] / median_band["step_time_s"])))
+                own_half = float(np.median(np.log(band["step_upper"] / band["step_time_s"])))
+                shift_half = float(np.median(shift.half_width(
+                    rows["gpu_type"].astype(str).to_numpy()[at], self.confidence,
+                    rows["model"].astype(str).to_numpy()[at] if "model" in rows.columns else None)))
+                # the own runs' fit answers where it is better on its record and no less sure
+                if math.isfinite(record) and not (own_record < record and own_half <= shift_half):
+                    shifted[at] = True
+        return shifted
+
+    def _shifted_frame(self, q: pd.DataFrame, source, *, positions: np.ndarray) -> pd.DataFrame:
+        """:data:`PREDICTION_COLUMNS` of rows the shifted prior answers: the prior's answer times the own runs'
+        shift, the interval from :meth:`perfmodel.models.StackShift.half_width`."""
+        prior, shift = self.prior(source), self.shift(source)
+        p = prior.predict_many(_prior_queries(q, prior), _positions=positions)
+        devices = q["gpu_type"].astype(str).to_numpy()
+        models = q["model"].astype(str).to_numpy() if "model" in q.columns else None
+        factor = np.exp(shift.offset(devices, models))
+        half = shift.half_width(devices, self.confidence, models)
+        step = p["step_time_s"].to_numpy(dtype=float) * factor
+        steps = p["steps"].to_numpy(dtype=float)
+        startup = p["seconds"].to_numpy(dtype=float) - steps * p["step_time_s"].to_numpy(dtype=float)
+        out = p.copy()
+        out["step_time_s"] = step
+        out["step_lower"] = step * np.exp(-half)
+        out["step_upper"] = step * np.exp(half)
+        out["seconds"] = startup + steps * step
+        out["lower"] = startup + steps * out["step_lower"].to_numpy()
+        out["upper"] = startup + steps * out["step_upper"].to_numpy()
+        out["interval_rule"] = f"{shift.describe()}; " + p["interval_rule"].astype(str)
+        out.index = q.index
+        return out
 
     def _fitted_for(self, q: pd.DataFrame, source) -> tuple[TrainingTimeModel, str | None]:
         """The model answering a one-row query, and the row's kind: by the caller's own runs where they answer
@@ -1214,11 +1361,14 @@ class BasePredictor:
             if by_own.any():
                 kinds[by_own] = own_kinds[by_own]
             keys = np.where(by_own, np.char.add("own:", kinds.astype(str)), kinds.astype(str)).astype(object)
+            keys[self._shifted_rows(rows, source)] = _SHIFTED  # the bundled answer shifted by the own runs
             fits = {}
-            for k in sorted(set(keys.tolist()), key=lambda k: (k.startswith("own:"), KIND_NAMES.index(
+            for k in sorted(set(keys.tolist()) - {_SHIFTED}, key=lambda k: (k.startswith("own:"), KIND_NAMES.index(
                     k.removeprefix("own:")))):
                 fits[k] = self.model(k.removeprefix("own:"), source, own=k.startswith("own:"))
-            for k in list(fits):  # a precision no run used: the rule chosen for precision transfer answers
+            if (keys == _SHIFTED).any():
+                fits[_SHIFTED] = None
+            for k in [k for k in fits if k != _SHIFTED]:  # a precision no run used: the rule chosen for it answers
                 at = np.flatnonzero(keys == k)
                 moved = at[self._new_precision(rows.iloc[at], source, fits[k])] if not k.startswith("own:") \
                     else at[:0]
@@ -1231,6 +1381,11 @@ class BasePredictor:
         row_kind = kinds[inverse]
         for kind, fitted in fits.items():
             take = np.flatnonzero(row_kind == kind) if kind is not None else np.arange(len(q))
+            if kind == _SHIFTED:
+                part = self._shifted_frame(q.iloc[take], source, positions=positions[take])
+                part.index = take
+                pieces.append(part)
+                continue
             at = np.flatnonzero(kinds == kind) if kind is not None else np.arange(len(rows))
             _check_support(fitted, q.iloc[take], numbers=positions[take] + 1)
             pos = np.full(len(rows), -1)
@@ -1253,6 +1408,41 @@ class BasePredictor:
         out.index = queries.index
         out["precision"] = q["precision"].astype(str).to_numpy()
         return out[list(PREDICTION_COLUMNS)]
+
+
+def _prior_queries(frame: pd.DataFrame, prior: BasePredictor) -> pd.DataFrame:
+    """Rows (own runs or queries) as the bundled prior is asked them: a model named as one of the prior's runs but
+    of another size is the caller's own model, renamed ``own/<name>`` (the prior would refuse the clash)."""
+    if "model" not in frame.columns or "params" not in frame.columns:
+        return frame
+    table = prior._table(None)
+    names = frame["model"].astype(str)
+    ref = pd.to_numeric(table["params"], errors="coerce").reindex(names).to_numpy(dtype=float)
+    given = pd.to_numeric(frame["params"], errors="coerce").to_numpy(dtype=float)
+    clash = np.isfinite(ref) & np.isfinite(given) & ~np.isclose(given, ref, rtol=1e-3)
+    if not clash.any():
+        return frame
+    out = frame.copy()
+    out["model"] = np.where(clash, "own/" + names.to_numpy(), names.to_numpy())
+    return out
+
+
+def _prior_steps(prior: BasePredictor, asked: pd.DataFrame) -> np.ndarray:
+    """The prior's per-step answer for each of the caller's own runs (nan where it cannot answer one: a precision
+    or device it has no way to price)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return prior.predict_many(asked)["step_time_s"].to_numpy(dtype=float)
+        except (ValueError, TypeError):
+            pass
+        out = np.full(len(asked), np.nan)
+        for i in range(len(asked)):  # one refused run must not hide what the others say
+            try:
+                out[i] = float(prior.predict_many(asked.iloc[[i]])["step_time_s"].iloc[0])
+            except (ValueError, TypeError):
+                continue
+        return out
 
 
 def _row_groups(q: pd.DataFrame, rows: np.ndarray, cols: list) -> list[tuple[dict, np.ndarray]]:

@@ -12,10 +12,12 @@ from ._ops import OpsRegressor
 from ._physics import PhysicsRegressor
 from ._registry import COUNT_FORMS, METHODS
 from ._roofline import RooflineRegressor
+from ._shift import StackShift, shift_scales
 from ._training import FIT_FORMAT, Summary, TrainingTimeModel
 from ..metrics import mape, median_ape
 
 __all__ = ["LAYOUT_BOOK", "TRANSFER_BOOK", "UNSTATED_SHAPE", "floor_for", "layout_floor", "read_error_book",
            "transfer_floor", "OLSRegressor", "GBMRegressor", "PhysicsRegressor", "OpsRegressor", "RooflineRegressor",
            "TrainingTimeModel", "Summary", "FIT_FORMAT", "METHODS", "COUNT_FORMS", "mape", "median_ape", "conformal_quantile",
-           "balanced_scores", "TreeEnsemble", "MFURegressor", "RatioRegressor", "RATIO_BAND", "LayoutRegressor", "CALIBRATION_PRIOR_WEIGHT"]
+           "balanced_scores", "TreeEnsemble", "MFURegressor", "RatioRegressor", "RATIO_BAND", "LayoutRegressor", "CALIBRATION_PRIOR_WEIGHT",
+           "StackShift", "shift_scales"]
