@@ -63,7 +63,7 @@ QUERY_COLUMNS = ("model", "family", "params", "flops_per_sample", "batch_size", 
 
 def own_set(name: str, columns: str = "all") -> pd.DataFrame:
     file, keep = SETS[name]
-    runs = perfmodel.load_runs(bundled_runs_path(file))
+    runs = perfmodel.load_runs(Path(file) if Path(file).is_file() else bundled_runs_path(file))
     if keep is not None:
         runs = runs[runs[keep[0]] == keep[1]]
     if "seq_len" in runs.columns and runs["seq_len"].notna().any():  # another sequence length, another workload
@@ -176,11 +176,16 @@ def main(argv=None) -> int:
     ap.add_argument("--columns", choices=["all", "basic"], default="all",
                     help="what the own runs record: every column the set has, or the basic ones (BASIC_COLUMNS)")
     ap.add_argument("--skip-folds", action="store_true", help="section 2 only")
+    ap.add_argument("--lambda", dest="lam", default=None,
+                    help="Lambda's runs (scripts/derive_public_lambda.py output) as one more set, 'lambda' (not "
+                         "bundled: its licence does not allow it); a confirmation set, not used to choose the rule")
     ap.add_argument("--output", default=None)
     args = ap.parse_args(argv)
     t0 = time.time()
     rows = []
     COLUMNS[0] = args.columns
+    if args.lam:
+        SETS["lambda"] = (str(Path(args.lam).resolve()), None)
     for name in ([] if args.skip_folds else args.sets.split(",")):
         rows += run(name, args.methods.split(","), args.folds)
     few = []
