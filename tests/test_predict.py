@@ -423,12 +423,15 @@ class TestOwnRunsWin:
         many["run_id"] = "own-" + many["run_id"].astype(str)
         p = perfmodel.Predictor([many, "cpu"], method="loglinear")
         r = p.predict("gpt-m", batch_size=16, gpu_type="cpu", steps=1000)
-        # enough models to score a new one: their own fit answers unless the shifted prior has the better record
+        # enough models to score a new one: their own fit answers where its record (its 50% band for the row)
+        # beats the shifted prior's leave-one-model-out record, else the shifted prior does
         own_fit = p.model("new_model", own=True)
         band = own_fit.predict_interval(pd.DataFrame([r.query]), 0.5)
         own_record = float(np.log(band["step_upper"] / band["step_time_s"]).iloc[0])
-        if p.shift().record() < own_record:
-            assert r.interval_rule.startswith("the bundled answer shifted") and len(r.provenance) == 2
+        shifted = not own_record < p.shift().record()
+        assert r.interval_rule.startswith("the bundled answer shifted") == shifted
+        if shifted:
+            assert len(r.provenance) == 2 and r.n_runs > len(many)
         else:
             assert r.provenance == [f"DataFrame ({len(many)} runs)"] and r.query_kind == "new_model"
 
@@ -453,6 +456,94 @@ class TestOwnRunsWin:
                                                                                   if k != "steps"}}))
         assert many["seconds"].iloc[0] == pytest.approx(shifted.seconds)
         assert many["step_upper"].iloc[0] == pytest.approx(shifted.step_upper)
+
+    @pytest.fixture(scope="class")
+    def mine(self):
+        # 20 own runs of 5 models on a host twice as slow (a transform of real runs, tests only)
+        runs = perfmodel.load_bundled_runs()
+        names = ["gpt-s", "bert-s", "lstm-s", "mlp-m", "cnn-s"]
+        mine = runs[runs["model"].isin(names)].groupby("model").head(4).copy()
+        mine["step_time_s"] *= 2.0
+        mine["run_id"] = "own-" + mine["run_id"].astype(str)
+        return mine.reset_index(drop=True)
+
+    @pytest.fixture(scope="class")
+    def two_precisions(self, mine):
+        # the own runs at fp32 and bf16 (bf16 x1.5: a transform of real runs, tests only); the bundled CPU runs
+        # are all fp32, so the prior cannot price a bf16 row
+        bf16 = mine.assign(precision="bf16", step_time_s=mine["step_time_s"] * 1.5,
+                           run_id=mine["run_id"].astype(str) + "-bf16")
+        return pd.concat([mine, bf16], ignore_index=True)
+
+    def test_a_shifted_row_does_not_depend_on_the_rows_asked_with_it(self, two_precisions):
+        p = perfmodel.Predictor([two_precisions, "cpu"])
+        rows = pd.DataFrame({"model": ["vit-s", "vit-s", "gpt-s", "vit-m", "cnn-s", "vit-s"],
+                             "batch_size": [8, 8, 16, 4, 2, 64], "gpu_type": "cpu", "steps": 100,
+                             "precision": ["fp32", "bf16", "fp32", "bf16", "fp32", "fp32"]})
+        together = p.predict_many(rows)
+        rules = together["interval_rule"].str.startswith("the bundled answer shifted")
+        assert rules.any() and not rules.all()  # one batch, rows of one kind answered both ways
+        for i in range(len(rows)):
+            alone = perfmodel.Predictor([two_precisions, "cpu"]).predict_many(rows.iloc[[i]])
+            for col in ("seconds", "lower", "upper", "step_time_s"):
+                assert together[col].iloc[i] == pytest.approx(alone[col].iloc[0], rel=1e-9)
+            assert together["interval_rule"].iloc[i] == alone["interval_rule"].iloc[0]
+            one = p.predict(rows["model"].iloc[i], batch_size=int(rows["batch_size"].iloc[i]), gpu_type="cpu",
+                            steps=100, precision=rows["precision"].iloc[i])
+            assert one.seconds == pytest.approx(together["seconds"].iloc[i], rel=1e-9)
+
+    def test_a_shifted_answer_starts_up_as_the_own_runs_do(self, mine):
+        slow_start = mine.assign(startup_s=30.0)
+        p = perfmodel.Predictor([slow_start, "cpu"])
+        r = p.predict("vit-s", batch_size=8, gpu_type="cpu", steps=100)
+        assert r.interval_rule.startswith("the bundled answer shifted")
+        assert r.startup_seconds == pytest.approx(30.0)
+        assert r.seconds == pytest.approx(30.0 + 100 * r.step_seconds)
+        assert r.lower == pytest.approx(30.0 + 100 * r.step_lower)
+
+    def test_a_row_the_prior_cannot_price_is_the_own_runs(self, two_precisions):
+        from perfmodel.exceptions import UnsupportedQueryError
+
+        q = dict(batch_size=8, gpu_type="cpu", steps=100)
+        with pytest.raises(UnsupportedQueryError, match="bf16"):
+            perfmodel.Predictor("cpu").predict("vit-s", precision="bf16", **q)
+        p = perfmodel.Predictor([two_precisions, "cpu"])
+        assert p.shift().n == len(two_precisions) // 2  # the fp32 runs: the prior prices no bf16 run
+        fp32 = p.predict("vit-s", precision="fp32", **q)
+        bf16 = p.predict("vit-s", precision="bf16", **q)
+        assert fp32.interval_rule.startswith("the bundled answer shifted")
+        assert not bf16.interval_rule.startswith("the bundled answer shifted")
+        assert bf16.provenance == [f"DataFrame ({len(two_precisions)} runs)"] and bf16.seconds > 0
+
+    def test_a_row_the_own_fit_refuses_goes_to_the_shifted_prior(self, mine):
+        # the own runs are all on one device: their loglinear fit cannot say what two devices do; the prior can
+        assert set(mine["gpu_count"]) == {1}
+        p = perfmodel.Predictor([mine, "cpu"], method="loglinear")
+        with pytest.raises(ValueError, match="gpu_count"):
+            perfmodel.Predictor(mine, method="loglinear").predict("gpt-s", batch_size=8, gpu_count=2, gpu_type="cpu",
+                                                                  steps=100)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = p.predict("gpt-s", batch_size=8, gpu_count=2, gpu_type="cpu", steps=100)
+        assert r.interval_rule.startswith("the bundled answer shifted") and r.seconds > 0
+
+    def test_a_bundled_model_by_its_mixed_history_name_is_the_priors_model(self, mine):
+        p = perfmodel.Predictor([mine, "cpu"])
+        r = p.predict("bundled:gpt-s", batch_size=8, gpu_type="cpu", steps=100)
+        prior = perfmodel.Predictor("cpu").predict("gpt-s", batch_size=8, gpu_type="cpu", steps=100)
+        assert r.interval_rule.startswith("the bundled answer shifted")
+        assert r.query_kind == prior.query_kind == "seen"  # the prior's own model, not a new one
+        assert r.step_seconds / prior.step_seconds == pytest.approx(
+            float(np.exp(p.shift().offset(["cpu"], ["bundled:gpt-s"])[0])), rel=1e-6)
+
+    @pytest.mark.parametrize("confidence", [0.5, 0.95])
+    def test_a_shifted_band_is_at_the_predictors_confidence(self, mine, confidence):
+        p = perfmodel.Predictor([mine, "cpu"], confidence=confidence)
+        r = p.predict("vit-s", batch_size=8, gpu_type="cpu", steps=100)
+        assert r.interval_rule.startswith("the bundled answer shifted") and r.confidence == confidence
+        half = float(p.shift().half_width(["cpu"], confidence)[0])
+        assert np.log(r.step_upper / r.step_seconds) == pytest.approx(half, rel=1e-9)
+        assert np.log(r.step_seconds / r.step_lower) == pytest.approx(half, rel=1e-9)
 
     def test_a_device_the_own_runs_lack_is_answered_by_the_pooled_fit(self):
         from perfmodel.datasets import bundled_runs_path
@@ -505,7 +596,9 @@ class TestOwnRunsWin:
 
         q = pd.DataFrame({"gpu_type": ["L4"]})
         prov = ["my_runs.csv", "bundled:mlperf_steps.csv"]
-        assert "your own runs have no L4" in _prior_note(prov, q, {"A100-SXM4-80GB"})[0]
+        note = _prior_note(prov, q, {"A100-SXM4-80GB"})[0]
+        assert "your own runs have no L4" in note and "fitted together with your runs" in note
+        assert "shifted" not in note  # such a row is the pooled fit's, not the shifted prior's
         assert _prior_note(prov, q, {"L4"}) == []
         assert "Calibrate with a few runs of your own" in _prior_note(["bundled:mlperf_steps.csv"], q)[0]
 

@@ -54,5 +54,16 @@ def test_non_finite_residuals_are_dropped_and_lengths_checked():
 
 
 def test_the_scales_come_from_the_transfer_book():
-    between, within = shift_scales()
-    assert between > 0 and within > 0
+    from perfmodel.models import TRANSFER_BOOK, read_error_book
+
+    book = read_error_book(TRANSFER_BOOK)
+    assert book is not None and "shift" in book
+    assert shift_scales() == (pytest.approx(book["shift"]["between_var"]), pytest.approx(book["shift"]["within_var"]))
+
+
+def test_the_band_counts_each_run_once():
+    # the device and model effects do not narrow the band: a row of a device or model with runs gets the same
+    s = StackShift.fit(np.zeros(10), ["cpu"] * 10, ["a"] * 10, between=0.3, within=0.3)
+    z = 1.6448536269514722
+    expected = z * math.sqrt(0.3 + 1.0 / (1.0 / 0.3 + 10 / 0.3))
+    assert s.half_width(["cpu", "gpu"], 0.9) == pytest.approx([expected, expected])

@@ -569,8 +569,7 @@ def _prior_note(provenance: list, q: pd.DataFrame, own_devices: set | None = Non
     if not new:
         return []
     return [f"your own runs have no {', '.join(new)}: its speed comes from perfmodel's bundled public GPU history "
-            "(tuned vendor software), shifted by how far your runs on other devices sit from its answers; a run of "
-            "your own there would settle it"]
+            "(tuned vendor software) fitted together with your runs; a run of your own there would settle it"]
 
 
 def _check_model_sizes(q: pd.DataFrame, table: pd.DataFrame, positions: np.ndarray) -> None:
@@ -1111,7 +1110,8 @@ class BasePredictor:
         return TrainingTimePrediction(
             seconds=float(res["seconds"]), lower=float(res["lower"]), upper=float(res["upper"]),
             confidence=self.confidence, step_seconds=float(res["step_time_s"]), step_lower=float(res["step_lower"]),
-            step_upper=float(res["step_upper"]), steps=n_steps, startup_seconds=float(fitted.startup_s_),
+            step_upper=float(res["step_upper"]), steps=n_steps,
+            startup_seconds=float(res["seconds"] - n_steps * res["step_time_s"]),
             r2=float(fitted.rsquared_), r2_log=float(fitted.rsquared_log_), cv_mape=float(fitted.cv_mape_),
             method=fitted.method, n_runs=int(fitted.n_runs_) + shift.n, inside_domain=not notes,
             nearest_run_distance=float(res["nearest_run_distance"]),
@@ -1119,6 +1119,15 @@ class BasePredictor:
             provenance=provenance, query_kind=str(res["query_kind"]), interval_rule=str(res["interval_rule"]),
             peak_basis=str(res.get("peak_basis", "")), breakdown=breakdown,
         )
+
+    def _own_startup(self, source) -> float | None:
+        """The own runs' median time to first step, where they record it (None otherwise): a shifted answer's
+        startup is the caller's, not the bundled stack's."""
+        own = self.own(source)
+        if own is None or "startup_s" not in own.runs.columns:
+            return None
+        startup = pd.to_numeric(own.runs["startup_s"], errors="coerce").dropna()
+        return float(startup.median()) if len(startup) else None
 
     def _own_devices(self, source) -> set | None:
         own = self.own(source)
@@ -1179,12 +1188,15 @@ class BasePredictor:
 
     def _shifted_rows(self, rows: pd.DataFrame, source) -> np.ndarray:
         """Per row of a history that mixes own and bundled runs: whether the bundled answer shifted by the own runs
-        (:meth:`shift`) answers it. It does where the own runs do not answer alone (:meth:`_answered_by_own`: a
-        device type they lack, too few of them), and where they would but, for the row's kind of query, their own
-        fit is not both better on its record (the median half-width of its own intervals, against the median of the
-        shifted prior's leave-one-model-out scores on the own runs) and no less sure (the median half-width of its
-        interval at the Predictor's confidence). Transformer training with a layout under ``auto`` is the
-        layout model's, calibrated on the own runs."""
+        (:meth:`shift`) answers it. Only a row the own runs would answer alone (:meth:`_answered_by_own`) can be:
+        it is where their own fit is not better on its record — the log half-width of its 50% interval for the
+        row, against the shifted prior's leave-one-model-out record (:meth:`perfmodel.models.StackShift.record`)
+        — or cannot answer it or bound it at the Predictor's confidence (too few of its scores), and the prior
+        can price the row. Rows the own runs do not answer alone (a device type they lack, too few of them, a
+        model they lack when they hold fewer than :data:`~perfmodel.models._conformal.MIN_GROUPS`) keep the
+        pooled fit; transformer training with a layout under ``auto`` is the layout model's,
+        calibrated on the own runs. Each row is decided on its own, so the answer does not depend on the other
+        rows asked with it."""
         if self.own(source) is None:
             return np.zeros(len(rows), dtype=bool)
         by_own, own_kinds = self._answered_by_own(rows, source)
@@ -1192,27 +1204,23 @@ class BasePredictor:
                   else np.zeros(len(rows), dtype=bool))
         shifted = np.zeros(len(rows), dtype=bool)
         candidates = by_own & ~layout
-        if candidates.any():
-            shift = self.shift(source)
-            record = shift.record()
-            for kind in pd.unique(own_kinds[candidates]):
-                at = np.flatnonzero(candidates & (own_kinds == kind))
-                own_fit = self.model(str(kind), source, own=True)
-                if own_fit.method == LAYOUT_METHOD:
-                    continue
-                try:
-                    median_band = own_fit.predict_interval(rows.iloc[at], 0.5)
-                    band = own_fit.predict_interval(rows.iloc[at], self.confidence)
-                except (ValueError, TypeError):
-                    continue
-                own_record = float(np.median(np.log(median_band["step_upper"] / median_band["step_time_s"])))
-                own_half = float(np.median(np.log(band["step_upper"] / band["step_time_s"])))
-                shift_half = float(np.median(shift.half_width(
-                    rows["gpu_type"].astype(str).to_numpy()[at], self.confidence,
-                    rows["model"].astype(str).to_numpy()[at] if "model" in rows.columns else None)))
-                # the own runs' fit answers where it is better on its record and no less sure
-                if math.isfinite(record) and not (own_record < record and own_half <= shift_half):
-                    shifted[at] = True
+        if not candidates.any():
+            return shifted
+        record = self.shift(source).record()
+        if not math.isfinite(record):
+            return shifted
+        for kind in pd.unique(own_kinds[candidates]):
+            at = np.flatnonzero(candidates & (own_kinds == kind))
+            own_fit = self.model(str(kind), source, own=True)
+            if own_fit.method == LAYOUT_METHOD:
+                continue
+            score, bounded = _own_scores(own_fit, rows.iloc[at], self.confidence)
+            # the own fit answers where it can, its record is better and it can bound the row at this confidence
+            shifted[at] = ~(score < record) | ~bounded
+        if shifted.any():  # and the prior must be able to price the row (a precision or device it cannot: own fit)
+            at = np.flatnonzero(shifted)
+            prior = self.prior(source)
+            shifted[at] = _priced(prior, _prior_queries(rows.iloc[at], prior).assign(steps=1))
         return shifted
 
     def _shifted_frame(self, q: pd.DataFrame, source, *, positions: np.ndarray) -> pd.DataFrame:
@@ -1223,10 +1231,12 @@ class BasePredictor:
         devices = q["gpu_type"].astype(str).to_numpy()
         models = q["model"].astype(str).to_numpy() if "model" in q.columns else None
         factor = np.exp(shift.offset(devices, models))
-        half = shift.half_width(devices, self.confidence, models)
+        half = shift.half_width(devices, self.confidence)
         step = p["step_time_s"].to_numpy(dtype=float) * factor
         steps = p["steps"].to_numpy(dtype=float)
-        startup = p["seconds"].to_numpy(dtype=float) - steps * p["step_time_s"].to_numpy(dtype=float)
+        startup = self._own_startup(source)
+        if startup is None:  # the own runs do not record it: the prior's
+            startup = p["seconds"].to_numpy(dtype=float) - steps * p["step_time_s"].to_numpy(dtype=float)
         out = p.copy()
         out["step_time_s"] = step
         out["step_lower"] = step * np.exp(-half)
@@ -1411,12 +1421,18 @@ class BasePredictor:
 
 
 def _prior_queries(frame: pd.DataFrame, prior: BasePredictor) -> pd.DataFrame:
-    """Rows (own runs or queries) as the bundled prior is asked them: a model named as one of the prior's runs but
-    of another size is the caller's own model, renamed ``own/<name>`` (the prior would refuse the clash)."""
-    if "model" not in frame.columns or "params" not in frame.columns:
+    """Rows (own runs or queries) as the bundled prior is asked them: a model the mixed history calls
+    ``bundled:<name>`` is the prior's ``<name>``; a model named as one of the prior's runs but of another size is
+    the caller's own model, renamed ``own/<name>`` (the prior would refuse the clash)."""
+    if "model" not in frame.columns:
+        return frame
+    names = frame["model"].astype(str)
+    if names.str.startswith(BUNDLED_PREFIX).any():  # the mixed history's name for a bundled model: the prior's own
+        frame = frame.assign(model=names.str.removeprefix(BUNDLED_PREFIX).to_numpy())
+        names = frame["model"].astype(str)
+    if "params" not in frame.columns:
         return frame
     table = prior._table(None)
-    names = frame["model"].astype(str)
     ref = pd.to_numeric(table["params"], errors="coerce").reindex(names).to_numpy(dtype=float)
     given = pd.to_numeric(frame["params"], errors="coerce").to_numpy(dtype=float)
     clash = np.isfinite(ref) & np.isfinite(given) & ~np.isclose(given, ref, rtol=1e-3)
@@ -1443,6 +1459,59 @@ def _prior_steps(prior: BasePredictor, asked: pd.DataFrame) -> np.ndarray:
             except (ValueError, TypeError):
                 continue
         return out
+
+
+def _own_scores(own_fit: TrainingTimeModel, frame: pd.DataFrame, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: the own fit's record for it (the log half-width of its 50% interval; nan where it cannot answer
+    the row) and whether its interval at ``confidence`` is bounded. A batch the fit refuses is asked row by row,
+    so one row does not decide the others."""
+    def ask(part: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        band = own_fit.predict_interval(part, 0.5)
+        upper = own_fit.predict_interval(part, confidence)["step_upper"].to_numpy(dtype=float)
+        score = np.log(band["step_upper"].to_numpy(dtype=float) / band["step_time_s"].to_numpy(dtype=float))
+        return score, np.isfinite(upper)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return ask(frame)
+        except (ValueError, TypeError):
+            pass
+        score, bounded = np.full(len(frame), np.nan), np.zeros(len(frame), dtype=bool)
+        for i in range(len(frame)):
+            try:
+                one = ask(frame.iloc[[i]])
+            except (ValueError, TypeError):
+                continue
+            score[i], bounded[i] = one[0][0], one[1][0]
+        return score, bounded
+
+
+def _priced(prior: BasePredictor, asked: pd.DataFrame) -> np.ndarray:
+    """Per row: whether the bundled prior answers it. A refused batch is asked per (precision, device type,
+    device count) — what pricing turns on — and a group whose first row is refused too is taken as refused; only
+    a group whose first row is answered is asked row by row."""
+    def answers(part: pd.DataFrame) -> bool:
+        try:
+            prior.predict_many(part)
+        except (ValueError, TypeError):
+            return False
+        return True
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ok = np.zeros(len(asked), dtype=bool)
+        if answers(asked):
+            return ~ok
+        cols = [c for c in ("precision", "gpu_type", "gpu_count") if c in asked.columns]
+        keys = asked[cols].astype(str).agg("|".join, axis=1).to_numpy() if cols else np.zeros(len(asked), dtype=str)
+        for key in pd.unique(keys):
+            at = np.flatnonzero(keys == key)
+            if answers(asked.iloc[at]):
+                ok[at] = True
+            elif len(at) > 1 and answers(asked.iloc[at[:1]]):
+                ok[at] = [answers(asked.iloc[[i]]) for i in at]
+        return ok
 
 
 def _row_groups(q: pd.DataFrame, rows: np.ndarray, cols: list) -> list[tuple[dict, np.ndarray]]:

@@ -12,12 +12,12 @@ user's runs, by empirical Bayes in two levels:
 
 ``between`` is the variance of the shifts between whole public sets and ``within`` the scatter of one set's rows
 around its own shift, both measured on the sets of the transfer error book
-(``scripts/build_transfer_error_book.py``, the book's ``shift`` entry); the user's own residual scatter takes over
-``within`` as their runs grow (the book's value weighs as one run). So one run moves the answer part of the way,
-and a few consistent runs move it most of the way.
+(``scripts/build_transfer_error_book.py``, the book's ``shift`` entry; they were measured on GPU sets and serve
+CPU histories too). The user's own residual scatter (from three runs on) widens ``within`` where it is larger,
+never narrows it. So one run moves the answer part of the way, and a few consistent runs move it most of the way.
 
 The interval of a shifted answer is the normal band of what is still unknown, ``z * sqrt(within + posterior
-variance of the row's shift)``; the own runs' scatter may widen ``within``, never narrow it below the book's.
+variance of the overall shift)``, the same for every row.
 Its record, :meth:`StackShift.record`, is the median of the leave-one-model-out scores ``|r_i - delta_{-model(i)}|``:
 how far the shifted prior misses a model the own runs do not have.
 """
@@ -181,30 +181,27 @@ class StackShift:
         return np.array([self.overall + self.by_device.get(g, 0.0) + self.by_model.get(m, 0.0)
                          for g, m in zip(devices, models)], dtype=float)
 
-    def _posterior_var(self, device: str, model) -> float:
-        precision = 1.0 / self.between + self.n / self.within
-        precision += (self.counts.get(str(device), 0) + self.model_counts.get(str(model), 0)) / self.within
-        return 1.0 / precision
+    def _posterior_var(self) -> float:
+        """The posterior variance of the overall shift (``within`` already holds the scatter of devices and models
+        around a stack's shift, so the device and model effects do not narrow the band: no run counts twice)."""
+        return 1.0 / (1.0 / self.between + self.n / self.within)
 
-    def half_width(self, devices, confidence: float, models=None) -> np.ndarray:
+    def half_width(self, devices, confidence: float) -> np.ndarray:
         """Per row: the log half-width of the shifted answer's interval at ``confidence``.
 
         Parameters
         ----------
         devices : array-like of str
+            The rows' device types (one half-width each).
         confidence : float in (0, 1)
-        models : array-like of str, optional
 
         Returns
         -------
         ndarray of float
-            ``z * sqrt(within + posterior variance of the row's shift)``.
+            ``z * sqrt(within + posterior variance of the overall shift)``, the same for every row.
         """
         z = float(stats.norm.ppf(0.5 + confidence / 2))
-        devices = np.asarray(devices).astype(str)
-        models = np.full(len(devices), None) if models is None else np.asarray(models).astype(str)
-        return np.array([z * math.sqrt(self.within + self._posterior_var(g, m)) for g, m in zip(devices, models)],
-                        dtype=float)
+        return np.full(len(np.asarray(devices)), z * math.sqrt(self.within + self._posterior_var()), dtype=float)
 
     def record(self) -> float:
         """How far a shifted prior typically misses a model the own runs did not show it.
