@@ -67,7 +67,9 @@ def own_set(name: str, columns: str = "all") -> pd.DataFrame:
     if keep is not None:
         runs = runs[runs[keep[0]] == keep[1]]
     if "seq_len" in runs.columns and runs["seq_len"].notna().any():  # another sequence length, another workload
-        runs["model"] = runs["model"].astype(str) + "@" + runs["seq_len"].astype("Int64").astype(str)
+        stated = runs["seq_len"].notna()
+        runs.loc[stated, "model"] = (runs.loc[stated, "model"].astype(str) + "@"
+                                     + runs.loc[stated, "seq_len"].astype("Int64").astype(str))
     if columns == "basic":
         runs = runs[[c for c in BASIC_COLUMNS if c in runs.columns]]
         runs = runs.loc[np.isclose(runs["batch_size"], np.round(runs["batch_size"]))]  # a whole per-device batch
@@ -195,7 +197,8 @@ def main(argv=None) -> int:
             few += few_runs(name, args.methods.split(","), counts, args.repeats)
     table = pd.DataFrame(rows)
     flags = (f" --counts {args.counts} --repeats {args.repeats}" if args.counts else "") + (
-        f" --columns {args.columns}" if args.columns != "all" else "") + (" --skip-folds" if args.skip_folds else "")
+        f" --columns {args.columns}" if args.columns != "all" else "") + (" --skip-folds" if args.skip_folds else "") + (
+        " --lambda PATH" if args.lam else "")
     text = (f"# python benchmarks/own_runs.py --methods {args.methods} --sets {args.sets} --folds {args.folds}{flags}\n"
             f"# {args.folds}-fold over each set's configurations; 90% intervals; per-step time; "
             f"{time.time() - t0:.0f} s\n")
