@@ -67,3 +67,10 @@ def test_the_band_counts_each_run_once():
     z = 1.6448536269514722
     expected = z * math.sqrt(0.3 + 1.0 / (1.0 / 0.3 + 10 / 0.3))
     assert s.half_width(["cpu", "gpu"], 0.9) == pytest.approx([expected, expected])
+
+
+@pytest.mark.parametrize("bad, exc", [(1.5, ValueError), (0.0, ValueError), ("0.9", TypeError)])
+def test_a_band_at_a_confidence_outside_0_1_is_refused(bad, exc):
+    s = StackShift.fit([0.1, 0.2, 0.3], ["cpu"] * 3, ["a", "b", "c"])
+    with pytest.raises(exc, match="confidence.*StackShift.half_width"):
+        s.half_width(["cpu"], bad)

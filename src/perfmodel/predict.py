@@ -1220,7 +1220,7 @@ class BasePredictor:
         if shifted.any():  # and the prior must be able to price the row (a precision or device it cannot: own fit)
             at = np.flatnonzero(shifted)
             prior = self.prior(source)
-            shifted[at] = _priced(prior, _prior_queries(rows.iloc[at], prior).assign(steps=1))
+            shifted[at] = np.isfinite(_prior_steps(prior, _prior_queries(rows.iloc[at], prior).assign(steps=1)))
         return shifted
 
     def _shifted_frame(self, q: pd.DataFrame, source, *, positions: np.ndarray) -> pd.DataFrame:
@@ -1444,20 +1444,34 @@ def _prior_queries(frame: pd.DataFrame, prior: BasePredictor) -> pd.DataFrame:
 
 
 def _prior_steps(prior: BasePredictor, asked: pd.DataFrame) -> np.ndarray:
-    """The prior's per-step answer for each of the caller's own runs (nan where it cannot answer one: a precision
-    or device it has no way to price)."""
+    """The prior's per-step answer for each row (the caller's own runs, or queries to shift), nan where it cannot
+    answer one (a precision or device it has no way to price). A refused batch is asked per (precision, device
+    type, device count), what pricing turns on, so one refused row does not hide what the others say; a group
+    whose first row is refused too is taken as refused, and only a group whose first row is answered is asked
+    row by row."""
+    def steps(part: pd.DataFrame) -> np.ndarray | None:
+        try:
+            return prior.predict_many(part)["step_time_s"].to_numpy(dtype=float)
+        except (ValueError, TypeError):
+            return None
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        try:
-            return prior.predict_many(asked)["step_time_s"].to_numpy(dtype=float)
-        except (ValueError, TypeError):
-            pass
+        whole = steps(asked)
+        if whole is not None:
+            return whole
         out = np.full(len(asked), np.nan)
-        for i in range(len(asked)):  # one refused run must not hide what the others say
-            try:
-                out[i] = float(prior.predict_many(asked.iloc[[i]])["step_time_s"].iloc[0])
-            except (ValueError, TypeError):
-                continue
+        cols = [c for c in ("precision", "gpu_type", "gpu_count") if c in asked.columns]
+        keys = asked[cols].astype(str).agg("|".join, axis=1).to_numpy() if cols else np.zeros(len(asked), dtype=str)
+        for key in pd.unique(keys):
+            at = np.flatnonzero(keys == key)
+            group = steps(asked.iloc[at])
+            if group is not None:
+                out[at] = group
+            elif len(at) > 1 and steps(asked.iloc[at[:1]]) is not None:
+                for i in at:
+                    one = steps(asked.iloc[[i]])
+                    out[i] = np.nan if one is None else one[0]
         return out
 
 
@@ -1485,33 +1499,6 @@ def _own_scores(own_fit: TrainingTimeModel, frame: pd.DataFrame, confidence: flo
                 continue
             score[i], bounded[i] = one[0][0], one[1][0]
         return score, bounded
-
-
-def _priced(prior: BasePredictor, asked: pd.DataFrame) -> np.ndarray:
-    """Per row: whether the bundled prior answers it. A refused batch is asked per (precision, device type,
-    device count) — what pricing turns on — and a group whose first row is refused too is taken as refused; only
-    a group whose first row is answered is asked row by row."""
-    def answers(part: pd.DataFrame) -> bool:
-        try:
-            prior.predict_many(part)
-        except (ValueError, TypeError):
-            return False
-        return True
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ok = np.zeros(len(asked), dtype=bool)
-        if answers(asked):
-            return ~ok
-        cols = [c for c in ("precision", "gpu_type", "gpu_count") if c in asked.columns]
-        keys = asked[cols].astype(str).agg("|".join, axis=1).to_numpy() if cols else np.zeros(len(asked), dtype=str)
-        for key in pd.unique(keys):
-            at = np.flatnonzero(keys == key)
-            if answers(asked.iloc[at]):
-                ok[at] = True
-            elif len(at) > 1 and answers(asked.iloc[at[:1]]):
-                ok[at] = [answers(asked.iloc[[i]]) for i in at]
-        return ok
 
 
 def _row_groups(q: pd.DataFrame, rows: np.ndarray, cols: list) -> list[tuple[dict, np.ndarray]]:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
+from .._validation import check_confidence
 from ._books import TRANSFER_BOOK, read_error_book
 
 __all__ = ["StackShift", "shift_scales", "DEFAULT_SHIFT_SCALES"]
@@ -200,7 +201,7 @@ class StackShift:
         ndarray of float
             ``z * sqrt(within + posterior variance of the overall shift)``, the same for every row.
         """
-        z = float(stats.norm.ppf(0.5 + confidence / 2))
+        z = float(stats.norm.ppf(0.5 + check_confidence(confidence, "StackShift.half_width") / 2))
         return np.full(len(np.asarray(devices)), z * math.sqrt(self.within + self._posterior_var()), dtype=float)
 
     def record(self) -> float:
