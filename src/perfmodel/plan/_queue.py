@@ -9,11 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-
-from .._format import to_plain
 from scipy import special
 
-from .._validation import check_positive_float, check_positive_int
+from .._format import to_plain
+from ._checks import positive_float, positive_int
 
 #: The most servers :func:`erlang_c` and :func:`simulate_queue` take, and the most jobs a simulation runs
 #: (a Python event loop: about a million jobs a few seconds); larger values are refused with a message.
@@ -89,9 +88,9 @@ def erlang_c(arrival_rate: float, service_time: float, servers: int) -> QueueRes
     >>> round(r.p_wait, 4), round(r.mean_wait, 4)
     (0.4444, 0.4444)
     """
-    arrival_rate = check_positive_float(arrival_rate, "arrival_rate", "erlang_c")
-    service_time = check_positive_float(service_time, "service_time", "erlang_c")
-    c = check_positive_int(servers, "servers", "erlang_c", maximum=MAX_SERVERS)
+    arrival_rate = positive_float(arrival_rate, "arrival_rate", "erlang_c")
+    service_time = positive_float(service_time, "service_time", "erlang_c")
+    c = positive_int(servers, "servers", "erlang_c", maximum=MAX_SERVERS)
     a = arrival_rate * service_time  # offered load (Erlangs)
     rho = a / c
     if not math.isfinite(a) or rho >= 1:
@@ -153,7 +152,7 @@ class SimulationResult:
 
 
 def simulate_queue(arrival_rate=None, service_time=None, servers=1, *, policy="fcfs", jobs=None, n_arrivals=20000,
-                   seed=0, warmup_fraction=0.1) -> SimulationResult:
+                   seed=0, warmup_fraction: float = 0.1) -> SimulationResult:
     """Discrete-event simulation of a GPU cluster: FCFS or shortest-job-first (non-preemptive).
 
     Either exponential arrivals and services (``arrival_rate``, mean ``service_time``, ``n_arrivals`` jobs), or a
@@ -200,47 +199,15 @@ def simulate_queue(arrival_rate=None, service_time=None, servers=1, *, policy="f
     """
     if policy not in ("fcfs", "sjf"):
         raise ValueError(f"The 'policy' parameter of simulate_queue must be 'fcfs' or 'sjf'. Got {policy!r}.")
-    servers = check_positive_int(servers, "servers", "simulate_queue", maximum=MAX_SERVERS)
+    servers = positive_int(servers, "servers", "simulate_queue", maximum=MAX_SERVERS)
     if isinstance(warmup_fraction, bool) or not isinstance(warmup_fraction, numbers.Real) \
             or not 0 <= warmup_fraction < 1:
         raise ValueError(f"The 'warmup_fraction' parameter of simulate_queue must be a number in [0, 1). "
                          f"Got {warmup_fraction!r} instead.")
     if jobs is None:
-        arrival_rate = check_positive_float(arrival_rate, "arrival_rate", "simulate_queue")
-        service_time = check_positive_float(service_time, "service_time", "simulate_queue")
-        n_arrivals = check_positive_int(n_arrivals, "n_arrivals", "simulate_queue", maximum=MAX_JOBS)
-        rng = np.random.default_rng(seed)
-        with np.errstate(over="ignore"):  # infinite draws are refused below, with the reason
-            arrivals = np.cumsum(rng.exponential(1 / arrival_rate, n_arrivals))
-            durations = rng.exponential(service_time, n_arrivals)
-        sizes = np.ones(n_arrivals, dtype=int)
+        arrivals, durations, sizes = _drawn_jobs(arrival_rate, service_time, n_arrivals, seed)
     else:
-        df = pd.DataFrame(jobs) if not isinstance(jobs, pd.DataFrame) else jobs
-        if len(df) == 0:
-            raise ValueError("The 'jobs' parameter of simulate_queue is empty: give at least one job (arrival, "
-                             "duration), or arrival_rate and service_time instead.")
-        if len(df) > MAX_JOBS:
-            raise ValueError(f"The 'jobs' parameter of simulate_queue holds {len(df)} jobs; at most {MAX_JOBS} are "
-                             "simulated. Simulate a sample.")
-        if not {"arrival", "duration"} <= set(df.columns):
-            raise ValueError("simulate_queue: jobs need 'arrival' and 'duration' (and optionally 'size').")
-        try:
-            arrivals = df["arrival"].to_numpy(dtype=float)
-            durations = df["duration"].to_numpy(dtype=float)
-            size_f = df["size"].to_numpy(dtype=float) if "size" in df.columns else np.ones(len(df))
-        except (TypeError, ValueError, OverflowError):
-            raise ValueError("simulate_queue: job arrivals, durations and sizes must be numbers.") from None
-        order = np.argsort(arrivals, kind="stable")  # sorted as numbers (text in the column cannot be compared)
-        arrivals, durations, size_f = arrivals[order], durations[order], size_f[order]
-        if not (np.isfinite(size_f).all() and (size_f == np.round(size_f)).all()):
-            raise ValueError("simulate_queue: job sizes must be whole numbers of GPUs.")
-        sizes = size_f.astype(np.int64) if (np.abs(size_f) < 2**62).all() else np.full(len(df), servers + 1)
-        if not (np.isfinite(durations).all() and np.isfinite(arrivals).all()) or (durations <= 0).any() \
-                or (arrivals < 0).any():
-            raise ValueError("simulate_queue: job durations must be finite and positive, arrivals finite and "
-                             "non-negative.")
-        if (sizes < 1).any() or (sizes > servers).any():
-            raise ValueError(f"simulate_queue: job sizes must be between 1 and servers={servers}.")
+        arrivals, durations, sizes = _replayed_jobs(jobs, servers)
     # drawn times too: a tiny arrival_rate or a huge service_time draws infinite times (the loop would then
     # pop an empty heap)
     with np.errstate(over="ignore", invalid="ignore"):
@@ -249,6 +216,70 @@ def simulate_queue(arrival_rate=None, service_time=None, servers=1, *, policy="f
         raise ValueError("simulate_queue: the job times are beyond the numeric range (the last arrival plus "
                          "all durations exceed 1e300); give arrivals and durations (or arrival_rate and "
                          "service_time) in a larger unit.")
+    start, busy_area, now = _run_events(arrivals, durations, sizes, servers, policy)
+    n = len(arrivals)
+    wait = start - arrivals
+    done = start + durations - arrivals
+    k0 = min(int(n * warmup_fraction), n - 1)  # at least one job is averaged
+    w = wait[k0:]
+    batches = np.array_split(w, 20) if len(w) >= 20 else [w]
+    se = float(np.std([b.mean() for b in batches], ddof=1) / math.sqrt(len(batches))) if len(batches) > 1 else math.nan
+    with np.errstate(over="ignore", invalid="ignore"):
+        result = SimulationResult(policy, n, float(w.mean()), float(done[k0:].mean()),
+                                  float(busy_area / (servers * now)) if now > 0 else 0.0, se)
+    if not all(math.isfinite(v) for v in (result.mean_wait, result.mean_response, result.utilisation)):
+        raise ValueError("simulate_queue: the job times are beyond the numeric range (the mean wait or response "
+                         "is not finite); give arrivals and durations in a unit that keeps them below ~1e300.")
+    return result
+
+
+def _drawn_jobs(arrival_rate, service_time, n_arrivals, seed) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(arrivals, durations, sizes)`` of ``n_arrivals`` jobs with exponential arrivals and services."""
+    arrival_rate = positive_float(arrival_rate, "arrival_rate", "simulate_queue")
+    service_time = positive_float(service_time, "service_time", "simulate_queue")
+    n_arrivals = positive_int(n_arrivals, "n_arrivals", "simulate_queue", maximum=MAX_JOBS)
+    rng = np.random.default_rng(seed)
+    with np.errstate(over="ignore"):  # infinite draws are refused below, with the reason
+        arrivals = np.cumsum(rng.exponential(1 / arrival_rate, n_arrivals))
+        durations = rng.exponential(service_time, n_arrivals)
+    sizes = np.ones(n_arrivals, dtype=int)
+    return arrivals, durations, sizes
+
+
+def _replayed_jobs(jobs, servers: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(arrivals, durations, sizes)`` of the given jobs, checked and sorted by arrival."""
+    df = pd.DataFrame(jobs) if not isinstance(jobs, pd.DataFrame) else jobs
+    if len(df) == 0:
+        raise ValueError("The 'jobs' parameter of simulate_queue is empty: give at least one job (arrival, "
+                         "duration), or arrival_rate and service_time instead.")
+    if len(df) > MAX_JOBS:
+        raise ValueError(f"The 'jobs' parameter of simulate_queue holds {len(df)} jobs; at most {MAX_JOBS} are "
+                         "simulated. Simulate a sample.")
+    if not {"arrival", "duration"} <= set(df.columns):
+        raise ValueError("simulate_queue: jobs need 'arrival' and 'duration' (and optionally 'size').")
+    try:
+        arrivals = df["arrival"].to_numpy(dtype=float)
+        durations = df["duration"].to_numpy(dtype=float)
+        size_f = df["size"].to_numpy(dtype=float) if "size" in df.columns else np.ones(len(df))
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError("simulate_queue: job arrivals, durations and sizes must be numbers.") from None
+    order = np.argsort(arrivals, kind="stable")  # sorted as numbers (text in the column cannot be compared)
+    arrivals, durations, size_f = arrivals[order], durations[order], size_f[order]
+    if not (np.isfinite(size_f).all() and (size_f == np.round(size_f)).all()):
+        raise ValueError("simulate_queue: job sizes must be whole numbers of GPUs.")
+    sizes = size_f.astype(np.int64) if (np.abs(size_f) < 2**62).all() else np.full(len(df), servers + 1)
+    if not (np.isfinite(durations).all() and np.isfinite(arrivals).all()) or (durations <= 0).any() \
+            or (arrivals < 0).any():
+        raise ValueError("simulate_queue: job durations must be finite and positive, arrivals finite and "
+                         "non-negative.")
+    if (sizes < 1).any() or (sizes > servers).any():
+        raise ValueError(f"simulate_queue: job sizes must be between 1 and servers={servers}.")
+    return arrivals, durations, sizes
+
+
+def _run_events(arrivals: np.ndarray, durations: np.ndarray, sizes: np.ndarray, servers: int,
+                policy: str) -> tuple[np.ndarray, float, float]:
+    """The event loop: each job's start time, the busy server-time and the time the last job finished."""
     n = len(arrivals)
     start = np.empty(n)
     free = servers
@@ -294,16 +325,4 @@ def simulate_queue(arrival_rate=None, service_time=None, servers=1, *, policy="f
                     skipped.append((d, j))
             for item in skipped:
                 heapq.heappush(waiting, item)
-    wait = start - arrivals
-    done = start + durations - arrivals
-    k0 = min(int(n * warmup_fraction), n - 1)  # at least one job is averaged
-    w = wait[k0:]
-    batches = np.array_split(w, 20) if len(w) >= 20 else [w]
-    se = float(np.std([b.mean() for b in batches], ddof=1) / math.sqrt(len(batches))) if len(batches) > 1 else math.nan
-    with np.errstate(over="ignore", invalid="ignore"):
-        result = SimulationResult(policy, n, float(w.mean()), float(done[k0:].mean()),
-                                  float(busy_area / (servers * now)) if now > 0 else 0.0, se)
-    if not all(math.isfinite(v) for v in (result.mean_wait, result.mean_response, result.utilisation)):
-        raise ValueError("simulate_queue: the job times are beyond the numeric range (the mean wait or response "
-                         "is not finite); give arrivals and durations in a unit that keeps them below ~1e300.")
-    return result
+    return start, busy_area, now
