@@ -44,10 +44,11 @@ import math
 from dataclasses import dataclass, field
 
 from .._format import to_plain
-from .._validation import check_choice, check_nonnegative_float, check_positive_float, check_positive_int
+from .._validation import check_choice, check_nonnegative_float, check_positive_int
 from ..hardware import check_precision, get_spec, resolve_gpu_type
 from ..layout import ParallelLayout
 from ..transformer import RECOMPUTE_MODES, TransformerShape, standard_shape
+from ._checks import positive_float, positive_int
 
 __all__ = ["estimate_memory", "MemoryEstimate", "model_state_bytes_per_param", "layout_activation_bytes",
            "DEFAULT_OVERHEAD_BYTES", "OPTIMIZERS", "MEMORY_MARGIN"]
@@ -231,14 +232,17 @@ class MemoryEstimate:
 
 def _token_layer_bytes(shape: TransformerShape, *, expert: bool) -> tuple[float, float]:
     """Activation bytes per token of one layer (16-bit): ``(not split by tp without SP, split by tp)``."""
-    d, kvd = shape.d_model, shape.n_kv_heads * shape.head_dim
+    kv_heads, head_dim, ffn = shape.n_kv_heads, shape.head_dim, shape.ffn_hidden
+    assert kv_heads is not None and head_dim is not None and ffn is not None  # set by TransformerShape itself
+    d, kvd = shape.d_model, kv_heads * head_dim
     attention = 7 * d + 4 * kvd
     norms = 4 * d
     if expert:
         k, fe = shape.experts_per_token, shape.moe_ffn_hidden
+        assert fe is not None  # an expert layer: the shape is a mixture, whose moe_ffn_hidden is set
         mlp = 3 * d + 4 * k * d + (2 * shape.mlp_matrices) * (k + shape.n_shared_experts) * fe
     else:
-        mlp = 3 * d + 2 * shape.mlp_matrices * shape.ffn_hidden
+        mlp = 3 * d + 2 * shape.mlp_matrices * ffn
     replicated = 10 * d
     return replicated, attention + mlp + norms - replicated
 
@@ -364,49 +368,96 @@ def estimate_memory(*, params=None, gpu_type=None, precision="bf16", micro_batch
             raise TypeError(f"The {name!r} parameter of {_WHERE} must be a bool. Got {flag!r} instead.")
     notes: list = []
     if layout is None:
-        if isinstance(zero_stage, bool) or zero_stage not in (0, 1, 2, 3):
-            raise ValueError(f"The 'zero_stage' parameter of {_WHERE} must be 0, 1, 2 or 3. Got {zero_stage!r} "
-                             "instead.")
-        tp = check_positive_int(tensor_parallel, "tensor_parallel", _WHERE)
-        if recompute is None:
-            recompute = "full" if activation_checkpointing else "none"
-        if recompute not in RECOMPUTE_MODES:
-            raise ValueError(f"The 'recompute' parameter of {_WHERE} must be one of {', '.join(RECOMPUTE_MODES)}. "
-                             f"Got {recompute!r}.")
-        layout = ParallelLayout(tp=tp, pp=check_positive_int(pipeline_parallel, "pipeline_parallel", _WHERE),
-                                cp=check_positive_int(context_parallel, "context_parallel", _WHERE),
-                                dp=check_positive_int(data_parallel, "data_parallel", _WHERE),
-                                ep=check_positive_int(expert_parallel, "expert_parallel", _WHERE),
-                                vp=check_positive_int(virtual_stages, "virtual_stages", _WHERE),
-                                micro_batch=check_positive_int(micro_batch, "micro_batch", _WHERE),
-                                zero_stage=int(zero_stage), recompute=recompute,
-                                sequence_parallel=(tp > 1) if sequence_parallel is None else bool(sequence_parallel))
+        layout = _degrees_layout(zero_stage=zero_stage, tensor_parallel=tensor_parallel,
+                                 pipeline_parallel=pipeline_parallel, context_parallel=context_parallel,
+                                 data_parallel=data_parallel, expert_parallel=expert_parallel,
+                                 virtual_stages=virtual_stages, micro_batch=micro_batch,
+                                 sequence_parallel=sequence_parallel, recompute=recompute,
+                                 activation_checkpointing=activation_checkpointing)
     elif not isinstance(layout, ParallelLayout):
         raise TypeError(f"The 'layout' parameter of {_WHERE} must be a ParallelLayout. Got {type(layout).__name__}.")
     if global_batch is not None:
-        global_batch = check_positive_int(global_batch, "global_batch", _WHERE)
+        global_batch = positive_int(global_batch, "global_batch", _WHERE)
     seq_len = check_positive_int(seq_len, "seq_len", _WHERE, allow_none=True)
     if params is not None:
-        params = check_positive_float(params, "params", _WHERE)
+        params = positive_float(params, "params", _WHERE)
     if shape is None:
-        L = check_positive_int(n_layers, "n_layers", _WHERE, allow_none=True)
-        d = check_positive_int(d_model, "d_model", _WHERE, allow_none=True)
-        V = check_positive_int(vocab, "vocab", _WHERE, allow_none=True) or 0
-        if L is not None and d is not None:
-            h = check_positive_int(n_heads, "n_heads", _WHERE) if n_heads is not None else max(1, d // 128)
-            shape = TransformerShape(n_layers=L, d_model=d, n_heads=h, vocab=V,
-                                     head_dim=None if d % h == 0 else max(1, d // h))
-        elif params is None:
-            raise ValueError(f"{_WHERE} needs the model: 'params', 'shape', or 'n_layers' and 'd_model'.")
-        elif seq_len is not None:
-            shape = standard_shape(params, vocab=V or 32000)
-            notes.append(f"shape not given: the standard shape of a {params:.3g}-parameter decoder "
-                         f"(L={shape.n_layers}, d={shape.d_model}, {shape.n_heads} heads, gated MLP "
-                         f"{shape.ffn_hidden}, vocabulary {shape.vocab})")
+        shape = _given_shape(n_layers=n_layers, d_model=d_model, n_heads=n_heads, vocab=vocab, params=params,
+                             seq_len=seq_len, notes=notes)
     elif not isinstance(shape, TransformerShape):
         raise TypeError(f"The 'shape' parameter of {_WHERE} must be a TransformerShape. Got {type(shape).__name__}.")
+    weights, grads, opt = _model_state_bytes(shape, params, layout, precision, optimizer, notes)
+    acts: float | None = None
+    in_flight = 1.0
+    if shape is not None and seq_len is not None:
+        acts, in_flight = layout_activation_bytes(shape, layout, seq_len=seq_len, global_batch=global_batch,
+                                                  precision=precision, flash_attention=flash_attention)
+    else:
+        notes.append("activations not estimated (no sequence length): the total is a lower bound")
+    total_bytes = weights + grads + opt + (acts or 0.0) + overhead_bytes
+    device_name, device_bytes, fits = _device_fit(gpu_type, total_bytes, lower_bound=acts is None, notes=notes)
+    return MemoryEstimate(weights_bytes=float(weights), gradients_bytes=float(grads), optimizer_bytes=float(opt),
+                          activations_bytes=acts, overhead_bytes=float(overhead_bytes), total_bytes=float(total_bytes),
+                          device_bytes=device_bytes, fits=fits, gpu_type=device_name, precision=precision,
+                          optimizer=optimizer, zero_stage=layout.zero_stage, data_parallel=layout.dp,
+                          tensor_parallel=layout.tp, pipeline_parallel=layout.pp, micro_batch=layout.micro_batch,
+                          activation_checkpointing=layout.recompute == "full", flash_attention=flash_attention,
+                          context_parallel=layout.cp, expert_parallel=layout.ep, virtual_stages=layout.vp,
+                          sequence_parallel=layout.sequence_parallel, recompute=layout.recompute,
+                          in_flight=in_flight, notes=notes)
+
+
+def _degrees_layout(*, zero_stage, tensor_parallel, pipeline_parallel, context_parallel, data_parallel,
+                    expert_parallel, virtual_stages, micro_batch, sequence_parallel, recompute,
+                    activation_checkpointing: bool) -> ParallelLayout:
+    """The layout :func:`estimate_memory` is given as degrees (without ``layout=``), checked."""
+    if isinstance(zero_stage, bool) or zero_stage not in (0, 1, 2, 3):
+        raise ValueError(f"The 'zero_stage' parameter of {_WHERE} must be 0, 1, 2 or 3. Got {zero_stage!r} "
+                         "instead.")
+    tp = positive_int(tensor_parallel, "tensor_parallel", _WHERE)
+    if recompute is None:
+        recompute = "full" if activation_checkpointing else "none"
+    if recompute not in RECOMPUTE_MODES:
+        raise ValueError(f"The 'recompute' parameter of {_WHERE} must be one of {', '.join(RECOMPUTE_MODES)}. "
+                         f"Got {recompute!r}.")
+    return ParallelLayout(tp=tp, pp=positive_int(pipeline_parallel, "pipeline_parallel", _WHERE),
+                          cp=positive_int(context_parallel, "context_parallel", _WHERE),
+                          dp=positive_int(data_parallel, "data_parallel", _WHERE),
+                          ep=positive_int(expert_parallel, "expert_parallel", _WHERE),
+                          vp=positive_int(virtual_stages, "virtual_stages", _WHERE),
+                          micro_batch=positive_int(micro_batch, "micro_batch", _WHERE),
+                          zero_stage=int(zero_stage), recompute=recompute,
+                          sequence_parallel=(tp > 1) if sequence_parallel is None else bool(sequence_parallel))
+
+
+def _given_shape(*, n_layers, d_model, n_heads, vocab, params: float | None, seq_len: int | None,
+                 notes: list) -> TransformerShape | None:
+    """The shape :func:`estimate_memory` is given as ``n_layers``, ``d_model``... (without ``shape=``); the
+    standard shape of ``params`` when only the size and a sequence length are given; None with the size alone."""
+    L = check_positive_int(n_layers, "n_layers", _WHERE, allow_none=True)
+    d = check_positive_int(d_model, "d_model", _WHERE, allow_none=True)
+    V = check_positive_int(vocab, "vocab", _WHERE, allow_none=True) or 0
+    if L is not None and d is not None:
+        h = positive_int(n_heads, "n_heads", _WHERE) if n_heads is not None else max(1, d // 128)
+        return TransformerShape(n_layers=L, d_model=d, n_heads=h, vocab=V,
+                                head_dim=None if d % h == 0 else max(1, d // h))
+    if params is None:
+        raise ValueError(f"{_WHERE} needs the model: 'params', 'shape', or 'n_layers' and 'd_model'.")
+    if seq_len is None:
+        return None
+    shape = standard_shape(params, vocab=V or 32000)
+    notes.append(f"shape not given: the standard shape of a {params:.3g}-parameter decoder "
+                 f"(L={shape.n_layers}, d={shape.d_model}, {shape.n_heads} heads, gated MLP "
+                 f"{shape.ffn_hidden}, vocabulary {shape.vocab})")
+    return shape
+
+
+def _model_state_bytes(shape: TransformerShape | None, params: float | None, layout: ParallelLayout,
+                       precision: str, optimizer: str, notes: list) -> tuple[float, float, float]:
+    """Weights, gradients and optimizer state on one device, in bytes (module docstring, "Model state")."""
     tp, pp, ep = layout.tp, layout.pp, layout.ep
     replicas = layout.dp * layout.cp
+    experts: float
     if shape is not None:
         experts = shape.moe_layers * shape.n_experts * shape.mlp_params(shape.moe_ffn_hidden) if shape.is_moe else 0
         total = float(shape.params())
@@ -416,6 +467,7 @@ def estimate_memory(*, params=None, gpu_type=None, precision="bf16", micro_batch
             scale = params / total
             experts, total = experts * scale, params
     else:
+        assert params is not None  # _given_shape refuses a model given neither way
         experts, total = 0.0, float(params)
     dense = total - experts
     w_b, g_b, o_b = model_state_bytes_per_param(precision, optimizer)
@@ -429,37 +481,29 @@ def estimate_memory(*, params=None, gpu_type=None, precision="bf16", micro_batch
     opt = sum(n * o_b / (r if layout.zero_stage >= 1 else 1) for n, r in parts)
     if layout.zero_stage >= 3 and shape is not None:  # one layer's weights gathered at a time (and the next prefetched)
         weights += 2 * (shape.layer_params() / shape.n_layers) / (tp * pp) * 2.0 / max(1, pp)
-    acts, in_flight = None, 1.0
-    if shape is not None and seq_len is not None:
-        acts, in_flight = layout_activation_bytes(shape, layout, seq_len=seq_len, global_batch=global_batch,
-                                                  precision=precision, flash_attention=flash_attention)
+    return weights, grads, opt
+
+
+def _device_fit(gpu_type, total_bytes: float, *, lower_bound: bool,
+                notes: list) -> tuple[str | None, float | None, bool | None]:
+    """``(device name, device bytes, fits)``: the estimate against the device's memory (module docstring)."""
+    if gpu_type is None:
+        return None, None, None
+    device_bytes, fits = None, None
+    name = resolve_gpu_type(gpu_type)
+    mem = get_spec(name).memory_gb
+    if mem is not None and math.isfinite(mem):
+        device_bytes = float(mem) * 1e9
+        if lower_bound:  # a lower bound never reads "fits"
+            fits = False if total_bytes > device_bytes else None
+        elif total_bytes <= device_bytes:
+            fits = True
+        elif total_bytes > device_bytes * (1 + MEMORY_MARGIN):
+            fits = False
+        else:  # within the estimate's own error of the device's memory: may or may not fit
+            fits = None
+            notes.append(f"the estimate exceeds the device's memory by less than the estimate's own error "
+                         f"({MEMORY_MARGIN:.0%}): the job may not fit")
     else:
-        notes.append("activations not estimated (no sequence length): the total is a lower bound")
-    total_bytes = weights + grads + opt + (acts or 0.0) + overhead_bytes
-    device_bytes, fits, name = None, None, None
-    if gpu_type is not None:
-        name = resolve_gpu_type(gpu_type)
-        mem = get_spec(name).memory_gb
-        if mem is not None and math.isfinite(mem):
-            device_bytes = float(mem) * 1e9
-            if acts is None:  # a lower bound never reads "fits"
-                fits = False if total_bytes > device_bytes else None
-            elif total_bytes <= device_bytes:
-                fits = True
-            elif total_bytes > device_bytes * (1 + MEMORY_MARGIN):
-                fits = False
-            else:  # within the estimate's own error of the device's memory: may or may not fit
-                fits = None
-                notes.append(f"the estimate exceeds the device's memory by less than the estimate's own error "
-                             f"({MEMORY_MARGIN:.0%}): the job may not fit")
-        else:
-            notes.append(f"the spec table has no memory size for {name!r}")
-    return MemoryEstimate(weights_bytes=float(weights), gradients_bytes=float(grads), optimizer_bytes=float(opt),
-                          activations_bytes=acts, overhead_bytes=float(overhead_bytes), total_bytes=float(total_bytes),
-                          device_bytes=device_bytes, fits=fits, gpu_type=name, precision=precision,
-                          optimizer=optimizer, zero_stage=layout.zero_stage, data_parallel=layout.dp,
-                          tensor_parallel=tp, pipeline_parallel=pp, micro_batch=layout.micro_batch,
-                          activation_checkpointing=layout.recompute == "full", flash_attention=flash_attention,
-                          context_parallel=layout.cp, expert_parallel=ep, virtual_stages=layout.vp,
-                          sequence_parallel=layout.sequence_parallel, recompute=layout.recompute,
-                          in_flight=in_flight, notes=notes)
+        notes.append(f"the spec table has no memory size for {name!r}")
+    return name, device_bytes, fits
