@@ -172,7 +172,8 @@ def price_quote(gpu_type: str, *, provider: str | None = None, spot: bool = Fals
         why = no_price_reason(g, provider=provider, spot=spot, prices=table)
         err = UnknownPriceError(f"No {'spot' if spot else 'on-demand'} price for {g!r}{where} in the price table: "
                                 f"{why}. It has prices for: {', '.join(have)}.")
-        err.reason = why  # the reason alone, for callers that list it
+        # the reason alone, for callers that list it (an attribute UnknownPriceError does not declare)
+        setattr(err, "reason", why)
         raise err
     row = priced.loc[priced[col].idxmin()]
     info = lambda k: None if pd.isna(row[k]) else str(row[k])  # noqa: E731
@@ -382,6 +383,7 @@ def estimate_cost(prediction=None, *, seconds=None, lower=None, upper=None, gpu_
                                                      "estimate_cost")  # NaN and inf are refused, not carried
     if not isinstance(spot, (bool, np.bool_)):
         raise TypeError(f"The 'spot' parameter of estimate_cost must be a bool. Got {spot!r}.")
+    spot = bool(spot)  # a NumPy bool too
     quote = price_quote(gpu_type, provider=provider, spot=spot, prices=prices)
     rate = quote["usd_per_hour"]
     factor = _spot_factor(checkpoint_interval_s=checkpoint_interval_s, checkpoint_cost_s=checkpoint_cost_s,
