@@ -76,7 +76,7 @@ def params_from_config(cfg: dict) -> int | None:
     tie = as_bool(cfg.get("tie_word_embeddings"))
     if kind == "gpt2":
         d, L, V, P = (as_int(_get(cfg, k)) for k in ("n_embd", "n_layer", "vocab_size", "n_positions"))
-        if None in (d, L, V, P):
+        if d is None or L is None or V is None or P is None:
             return None
         inner = as_int(_get(cfg, "n_inner")) or 4 * d
         layer = (2 * d) + (d * 3 * d + 3 * d) + (d * d + d) + (2 * d) + (d * inner + inner) + (inner * d + d)
@@ -88,7 +88,7 @@ def params_from_config(cfg: dict) -> int | None:
         d, L, V, inter, heads = (as_int(_get(cfg, k)) for k in
                                  ("hidden_size", "num_hidden_layers", "vocab_size", "intermediate_size",
                                   "num_attention_heads"))
-        if None in (d, L, V, inter, heads):
+        if d is None or L is None or V is None or inter is None or heads is None:
             return None
         kv = as_int(_get(cfg, "num_key_value_heads")) or heads
         hd = as_int(_get(cfg, "head_dim")) or d // heads

@@ -24,6 +24,7 @@ import os
 import re
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from ._hf import as_float, as_int, count_safetensors_params, model_name_from_config, params_from_config
 from ._records import ImportResult, build_record, check_mapping, check_values, finish, mapped_columns
@@ -135,8 +136,8 @@ def _facts(path: Path) -> tuple[dict, dict]:
     card = _card_hyperparameters(path / "README.md")
     flat = {**config, **{k: v for k, v in state.items() if not isinstance(v, (list, dict))}, **(card or {}),
             **speed}
-    why = {}
-    facts = {"why": why, "model": model_name_from_config(config)}
+    why: dict[str, str] = {}
+    facts: dict[str, Any] = {"why": why, "model": model_name_from_config(config)}
     if not config:
         why["model"] = "no config.json (model name and size unknown)"
     params = params_from_config(config) if config else None
@@ -156,8 +157,9 @@ def _facts(path: Path) -> tuple[dict, dict]:
         facts["grad_accum"] = as_int(card.get("gradient_accumulation_steps", 1))
         facts["processes"] = as_int(card.get("num_devices", 1))
         facts["precision"] = "fp16" if "mixed_precision_training" in card else None
-    facts["wall_time_s"] = as_float(speed.get("train_runtime"))
-    if facts["wall_time_s"] is None:
+    wall_time_s = as_float(speed.get("train_runtime"))
+    facts["wall_time_s"] = wall_time_s
+    if wall_time_s is None:
         why["wall_time_s"] = ("no train_runtime (no all_results.json/train_results.json, and trainer_state.json has "
                               "no final log entry: the run did not finish, or save_state was not called)")
     facts["samples_per_s"] = speed.get("train_samples_per_second")
@@ -167,8 +169,8 @@ def _facts(path: Path) -> tuple[dict, dict]:
     facts["global_step"] = global_step
     steps = global_step
     sps = as_float(facts["steps_per_s"])
-    if sps and steps and facts["wall_time_s"]:
-        in_call = round(sps * facts["wall_time_s"])
+    if sps and steps and wall_time_s:
+        in_call = round(sps * wall_time_s)
         if abs(in_call - steps) > max(2, 0.02 * steps):  # resumed: the runtime covers the last call only
             steps = in_call or None
     if steps is None:

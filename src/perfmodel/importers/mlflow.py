@@ -181,7 +181,7 @@ def _logged_step_time(client, run_id: str, metrics: dict, wall_time_s, steps) ->
 
 def _facts(run, client) -> dict:
     p, m, t = run.data.params, run.data.metrics, run.data.tags
-    why = {}
+    why: dict[str, str] = {}
     facts = {"run_id": run.info.run_id, "why": why}
     facts["model"] = model_name_from_config(p)
     params = as_int(_first([p, t], _PARAMS_KEYS))

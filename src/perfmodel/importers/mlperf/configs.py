@@ -628,9 +628,10 @@ def implementation_precision(files: Mapping[str, str], system: str, system_info:
         return None
     how, source, chosen = found
     statements = [cf.settings(p).get("FP8") for p in chosen]
-    if not all(st is not None and st[0] is True for st in statements):
+    stated = [st for st in statements if st is not None and st[0] is True]
+    if len(stated) != len(statements):
         return None
-    _, where, line = statements[0]
+    _, where, line = stated[0]
     count = f" (all {len(chosen)} agree)" if len(chosen) > 1 else ""
     evidence = f"{how}: {chosen[0]}{count}; {where}: {line}"
     return "fp8", source, evidence

@@ -187,9 +187,9 @@ def _implementation_files(submitter_dir: Path | None, benchmark: str | None, cac
                         text = fh.read((MAX_SH_CHARS if f.suffix == ".sh" else MAX_PY_CHARS) + 1)
                 except OSError:
                     continue
-                text = implementation_text(f.name, text)
-                if text is not None:
-                    files[f"{submitter_dir.name}/{f.relative_to(submitter_dir).as_posix()}"] = text
+                kept = implementation_text(f.name, text)
+                if kept is not None:
+                    files[f"{submitter_dir.name}/{f.relative_to(submitter_dir).as_posix()}"] = kept
         cache[key] = files
     return cache[key]
 

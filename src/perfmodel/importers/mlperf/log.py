@@ -180,19 +180,23 @@ def eval_point_segments(events, bench, cfg):
 
 def block_segments(events, bench, cfg, *, samples_count_only: bool = False):
     evals = [(a["time_ms"], b["time_ms"]) for a, b in _intervals(events, "eval_start", "eval_stop")]
-    segs, prev_stop = [], None
+    segs = []
+    prev_stop: float | None = None
     for start, stop in _intervals(events, "block_start", "block_stop"):
         m0, m1 = start["metadata"], stop["metadata"]
-        if number(m0.get("samples_count")) is not None and number(m1.get("samples_count")) is not None:
+        count0, count1 = number(m0.get("samples_count")), number(m1.get("samples_count"))
+        epochs = number(m0.get("epoch_count"))
+        samples: float | None
+        if count0 is not None and count1 is not None:
             # Samples since the previous block's end: some logs put a step count in block_start's field.
-            begin = prev_stop if prev_stop is not None else number(m0["samples_count"])
-            samples = number(m1["samples_count"]) - begin
-            prev_stop = number(m1["samples_count"])
+            begin = prev_stop if prev_stop is not None else count0
+            samples = count1 - begin
+            prev_stop = count1
         elif samples_count_only:
             samples = None
-        elif number(m0.get("epoch_count")) is not None:
+        elif epochs is not None:
             scale = _scale("epoch_num", bench, cfg)
-            samples = number(m0["epoch_count"]) * scale if scale else None
+            samples = epochs * scale if scale else None
         else:
             samples = None
         t0, t1 = start["time_ms"], stop["time_ms"]
@@ -203,10 +207,10 @@ def block_segments(events, bench, cfg, *, samples_count_only: bool = False):
     return segs[1:] if len(segs) > 1 else segs
 
 
-def tracked_stats(events):
+def tracked_stats(events: Iterable[Mapping]) -> tuple[list[float], list[float]]:
     """Throughputs (samples/s) and step times (s) logged in ``tracked_stats``, median per logged step."""
-    by_pos: dict = {}
-    step_times: dict = {}
+    by_pos: dict[tuple[str, ...], list[float]] = {}
+    step_times: dict[tuple[str, ...], list[float]] = {}
     for e in events:
         if e["key"] != "tracked_stats" or not isinstance(e.get("value"), dict):
             continue
@@ -220,9 +224,9 @@ def tracked_stats(events):
         st = number(v.get("train_step_time", v.get("train_step_timing")))
         if st is not None and st > 0:
             step_times.setdefault(pos, []).append(st)
-    thr = [statistics.median(v) for v in by_pos.values()]
-    st = [statistics.median(v) for v in step_times.values()]
-    return thr, st
+    throughputs = [statistics.median(v) for v in by_pos.values()]
+    step_seconds = [statistics.median(v) for v in step_times.values()]
+    return throughputs, step_seconds
 
 
 _PREC_KEY = re.compile(r"precision|fp8|fp16|bf16|dtype|\bamp\b", re.I)
@@ -294,7 +298,8 @@ def epoch_times(text: str) -> list[tuple[int, float]]:
     list of (int, float)
         ``(epoch_num, seconds)`` pairs.
     """
-    starts, stops = {}, {}
+    starts: dict[int, float] = {}
+    stops: dict[int, float] = {}
     for e in parse_mllog(text, keys=("epoch_start", "epoch_stop")):
         num = number((e.get("metadata") or {}).get("epoch_num"))
         if e["key"] not in ("epoch_start", "epoch_stop") or num is None or number(e.get("time_ms")) is None:
