@@ -3,6 +3,11 @@
 Exit status: 0 answered; 2 bad input (one line ``perfmodel: error: ...``, no traceback); 1 a well-formed question
 that nothing could answer (a device, precision or model the history has no runs on, too few runs for the
 interval asked, no price; ``recommend`` with no configuration left). Ctrl-C exits with 130. ``predict``, ``fit``, ``summary`` and ``import`` never import torch; ``measure`` does.
+
+This module parses the arguments, runs the command and turns its errors into the exit status. Each command
+lives beside its parser (``add_<command>_parser``) in a module of its own: ``_predict`` (fit, predict, summary,
+evaluate), ``_measure``, ``_recommend``, ``_plan_llm``, ``_report``, ``_import``, ``_history`` (history, cache,
+hardware, features); ``_flags`` holds what they share.
 """
 
 from __future__ import annotations

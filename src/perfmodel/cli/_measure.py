@@ -65,7 +65,7 @@ def _add_layout_group(m) -> None:
     la.add_argument("--pp-schedule", choices=["1f1b", "gpipe"], default="1f1b",
                     help="pipeline schedule (1f1b needs at least PP micro-batches per step; default 1f1b)")
     la.add_argument("--global-batch", type=count, help="sequences per optimizer step over all processes (instead of "
-                                                        "--batch-sizes/--grad-accum)")
+                                                       "--batch-sizes/--grad-accum)")
     la.add_argument("--micro-batch", type=count,
                     help="sequences per forward/backward pass of one replica, with --global-batch (default: the "
                          "replica's whole share, one micro-batch)")

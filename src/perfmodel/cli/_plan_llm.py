@@ -11,7 +11,7 @@ from ._flags import METHOD_CHOICES, add_layout_flags, add_llm_model_flags, count
 
 def add_plan_llm_parser(sub) -> None:
     ll = sub.add_parser("plan-llm", help="plan an LLM training job from its shape: tokens, sequence length, "
-                                          "global batch, devices or nodes, parallelism (time, FLOPs, memory fit)")
+                                         "global batch, devices or nodes, parallelism (time, FLOPs, memory fit)")
     add_llm_model_flags(ll)
     ll.add_argument("--seq-len", type=count, required=True, help="tokens per sequence")
     work = ll.add_mutually_exclusive_group(required=True)
@@ -23,7 +23,7 @@ def add_plan_llm_parser(sub) -> None:
     ll.add_argument("--gpu-count", type=count, help="devices in all (or --nodes and --gpus-per-node)")
     ll.add_argument("--nodes", type=count)
     ll.add_argument("--gpus-per-node", type=count, help="devices per node / NVLink domain (default 8; 72 on GB200 "
-                                                         "NVL72)")
+                                                        "NVL72)")
     ll.add_argument("--inter-node-gbps", type=float,
                     help="your scale-out network per device, GB/s one way (e.g. 50 for a 400 Gb/s NIC per GPU; "
                          "default: the device table's reference system, where it has one)")

@@ -36,8 +36,8 @@ def add_predict_parser(sub) -> None:
                                      "decoder with --flops-per-sample and no --seq-len is priced by the layout "
                                      "model at the sequence its FLOPs imply, as predict_training_time does)")
     pr.add_argument("--seq-len", type=count, help="tokens per sequence of a transformer job: the layout model "
-                                                 "prices it (the other methods have no sequence term and do not "
-                                                 "use it)")
+                                                  "prices it (the other methods have no sequence term and do not "
+                                                  "use it)")
     pr.add_argument("--batch-size", type=count, required=True, help="per-device batch size")
     pr.add_argument("--gpu-count", type=count, default=1)
     pr.add_argument("--gpu-type", required=True, help="device name, e.g. A100, H100, cpu")

@@ -29,7 +29,7 @@ def add_recommend_parser(sub) -> None:
                         "per-device batch = global / n, with gradient accumulation above --max-device-batch) "
                         "or the per-device batch")
     r.add_argument("--max-device-batch", type=count, help="largest per-device batch that fits (default: the "
-                                                           "largest in the history)")
+                                                          "largest in the history)")
     r.add_argument("--gpu-types", type=csv_list(str), required=True, help="e.g. A100,H100,cpu")
     r.add_argument("--gpu-counts", type=csv_list(count), default=[1, 2, 4, 8])
     r.add_argument("--steps", type=count)
