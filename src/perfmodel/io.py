@@ -55,10 +55,7 @@ single open file handle, so a reader racing a rewrite sees the old file or the n
 
 from __future__ import annotations
 
-import csv
 import os
-import re
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +63,7 @@ import pandas as pd
 from filelock import FileLock
 
 from ._atomic import atomic_write, lock_path, real_target
+from ._csv_text import ROW_CHECK, csv_bytes, read_csv_text, row_check
 from .exceptions import MissingDependencyError, SchemaError
 from .schema import COLUMNS, coerce_dtypes, validate_runs
 from .store import is_store, open_store
@@ -74,10 +72,6 @@ from .store._frames import as_frame, with_run_ids
 __all__ = ["load_runs", "save_runs", "append_runs", "append_new_runs", "read_raw_history", "read_history", "write_history",
            "recover_runs", "export_history", "import_history", "check_history_target", "ROW_CHECK", "row_check",
            "MissingDependencyError"]
-
-#: Name of the per-row check column perfmodel writes last in every CSV row (see the module docstring).
-ROW_CHECK = "row_crc32"
-_SEP = "\x1f"
 
 
 def _parquet():
@@ -90,21 +84,6 @@ def _parquet():
             "(or use a .csv history).") from None
     return pq
 
-
-def row_check(fields) -> str:
-    """The ``row_crc32`` value of a row.
-
-    Parameters
-    ----------
-    fields : iterable of str
-        The row's other fields, as the text written, in file order.
-
-    Returns
-    -------
-    str
-        The CRC-32 of the fields joined by ``\\x1f`` and encoded as UTF-8, as a decimal integer.
-    """
-    return str(zlib.crc32(_SEP.join(fields).encode("utf-8", "surrogatepass")))
 
 _FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
@@ -147,129 +126,6 @@ def check_history_target(target, where: str = "output") -> str:
     return _format(Path(target))
 
 
-_INT_TEXT = re.compile(r"^-?(?:0|[1-9][0-9]*)$")
-#: Longest CSV field read (the csv module's own default is 128 KiB, which refused a long ``error`` text).
-_FIELD_LIMIT = 2**31 - 1
-
-
-def _lossless_column(values: list) -> pd.Series:
-    """An unknown CSV column: numbers when every non-empty value is written back as the same text, else text.
-
-    Integers must be in canonical form (``"-0"``, ``"+1"`` and ``"007"`` stay text) and floats must be their own
-    ``repr`` and not NaN (``"nan"`` would be written back as an empty field), so a rewrite changes nothing."""
-    filled = [v for v in values if v != ""]
-    if filled and all(_INT_TEXT.match(v) for v in filled):
-        ints = [int(v) for v in filled]
-        if all(-(2**62) < i < 2**62 and str(i) == v for i, v in zip(ints, filled)):
-            return pd.array([int(v) if v != "" else None for v in values], dtype="Int64")
-    if filled:
-        try:
-            floats = [float(v) for v in filled]
-        except ValueError:
-            floats = None
-        if floats is not None and all(f == f and repr(f) == v for f, v in zip(floats, filled)):
-            return pd.array([float(v) if v != "" else None for v in values], dtype="Float64").astype("float64")
-    return pd.array([v if v != "" else None for v in values], dtype="string")
-
-
-def _is_utf8(row: list) -> bool:
-    try:
-        _SEP.join(row).encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _read_csv_text(path: Path, *, skip_bad: list | None = None) -> pd.DataFrame:
-    """Read a CSV history field by field, keeping every value as text ('' -> missing).
-
-    Checks each row's field count and, where the file has a :data:`ROW_CHECK` column, each row's check (then
-    drops the column). With ``skip_bad`` (a list), bad rows are skipped and ``(line, why, text)`` appended to it
-    instead of raising; a last row of a file without row checks that has no line end is reported there too."""
-    try:
-        with open(path, "rb") as raw:
-            raw.seek(0, os.SEEK_END)
-            size = raw.tell()
-            if size:
-                raw.seek(size - 1)
-                ends_with_newline = raw.read(1) in (b"\n", b"\r")
-            else:
-                ends_with_newline = True
-        # recovering: bytes that are not UTF-8 (a file cut inside a character) become lone surrogates, and their
-        # row is dropped below
-        errors = "strict" if skip_bad is None else "surrogateescape"
-        csv.field_size_limit(_FIELD_LIMIT)  # the csv module's default refuses a field over 128 KiB
-        with open(path, newline="", encoding="utf-8-sig", errors=errors) as fh:
-            reader = csv.reader(fh, strict=skip_bad is None)
-            try:
-                header = next(reader)
-            except StopIteration:
-                raise SchemaError(f"Run history {str(path)!r} is empty (no header, no rows).") from None
-            seen: set = set()
-            for i, name in enumerate(header):
-                if name.strip() == "":
-                    raise SchemaError(f"Run history {str(path)!r}: column {i + 1} of the header has no name "
-                                      "(a trailing comma?).")
-                if name in seen:
-                    raise SchemaError(f"Run history {str(path)!r}: the header names column {name!r} twice.")
-                if name.startswith("\ufeff"):
-                    raise SchemaError(f"Run history {str(path)!r}: header name {name!r} starts with a byte-order "
-                                      "mark (a file saved with two BOMs?); remove it so the column keeps its name.")
-                seen.add(name)
-            n = len(header)
-            check_at = header.index(ROW_CHECK) if ROW_CHECK in header else None
-            rows: list = []
-            last_line = 0
-            for row in reader:
-                if not row:  # a blank line
-                    continue
-                last_line = reader.line_num
-                why = ""
-                if len(row) != n:
-                    hint = " (a trailing comma?)" if len(row) == n + 1 and row[-1] == "" else ""
-                    if check_at is not None and len(row) < n:
-                        hint = " (cut short?)"
-                    why = f"has {len(row)} fields but the header has {n}{hint}"
-                elif skip_bad is not None and not _is_utf8(row):
-                    why = "is not valid UTF-8 text (cut inside a character?)"
-                elif check_at is not None and row[check_at] != "":
-                    others = row[:check_at] + row[check_at + 1:]
-                    if row[check_at] != row_check(others):
-                        why = (f"does not match its {ROW_CHECK} check (it was cut short or changed after it was "
-                               f"written; if you edited the row on purpose, empty its {ROW_CHECK} cell)")
-                if why:
-                    if skip_bad is not None:
-                        skip_bad.append((reader.line_num, why, ",".join(row)[:80]))
-                        continue
-                    raise SchemaError(
-                        f"Run history {str(path)!r} cannot be parsed as CSV: line {reader.line_num} {why}. "
-                        "perfmodel.io.recover_runs reads the other rows.")
-                if check_at is not None:
-                    del row[check_at]
-                rows.append(row)
-            if skip_bad is not None and check_at is None and rows and not ends_with_newline:
-                skip_bad.append((last_line, "kept, but it has no line end: the file may have been cut inside "
-                                 f"this row's last field, which a file without a {ROW_CHECK} column cannot "
-                                 "check", ",".join(rows[-1])[:80]))
-    except UnicodeDecodeError as exc:
-        raise SchemaError(f"Run history {str(path)!r} is not UTF-8 text ({exc.reason} at byte {exc.start}).") from None
-    except csv.Error as exc:
-        raise SchemaError(f"Run history {str(path)!r} cannot be parsed as CSV: {exc} (line {reader.line_num}; "
-                          "a file cut inside a quoted field?). perfmodel.io.recover_runs reads the other "
-                          "rows.") from None
-    if check_at is not None:
-        del header[check_at]
-    known = {c.name for c in COLUMNS}
-    data = {}
-    for j, name in enumerate(header):
-        values = [r[j] for r in rows]
-        if name in known:
-            data[name] = pd.array([v if v != "" else None for v in values], dtype="string")
-        else:
-            data[name] = _lossless_column(values)
-    return pd.DataFrame(data, columns=header) if data else pd.DataFrame(columns=header)
-
-
 def read_raw_history(path) -> pd.DataFrame:
     """Read a history as it is (a store, or CSV or Parquet by suffix), with the schema's dtypes but no validation.
 
@@ -302,7 +158,7 @@ def read_raw_history(path) -> pd.DataFrame:
     if not path.exists():
         raise FileNotFoundError(f"Run history {str(path)!r} does not exist.")
     if fmt == "csv":
-        return coerce_dtypes(_read_csv_text(path))
+        return coerce_dtypes(read_csv_text(path))
     _parquet()
     try:
         # one open handle: a rewrite that renames a new file over this one cannot mix the two files' bytes
@@ -360,65 +216,6 @@ def _ordered(df: pd.DataFrame) -> pd.DataFrame:
     return df[known + extra]
 
 
-def _quote(text: str) -> str:
-    return '"' + text.replace('"', '""') + '"'
-
-
-def _float_text(v) -> str:
-    f = float(v)
-    return "" if f != f else repr(f)
-
-
-def _cell(name: str, v) -> tuple[str, bool]:
-    """One value of an object/text column as ``(text, quoted)``."""
-    if v is None or v is pd.NA or v is pd.NaT:
-        return "", False
-    if isinstance(v, str):
-        return v, True
-    if isinstance(v, (bool, np.bool_)):
-        return str(bool(v)), False
-    if isinstance(v, (int, np.integer)):
-        return str(int(v)), False
-    if isinstance(v, (float, np.floating)):
-        return _float_text(v), False
-    if isinstance(v, (bytes, bytearray, memoryview)):
-        raise SchemaError(f"Column {name!r} holds binary (bytes) values, which a CSV history cannot store as "
-                          "they are; store text (or use a .parquet history).")
-    return str(v), True
-
-
-def _column_cells(name: str, col: pd.Series) -> list[tuple[str, bool]]:
-    dtype = col.dtype
-    if pd.api.types.is_bool_dtype(dtype) and not col.isna().any():
-        return [(str(bool(v)), False) for v in col.to_numpy()]
-    if pd.api.types.is_integer_dtype(dtype):
-        return [("", False) if v is pd.NA else (str(int(v)), False) for v in col.astype("Int64")]
-    if pd.api.types.is_float_dtype(dtype):
-        return [("" if v != v else repr(v), False) for v in col.to_numpy(dtype=float, na_value=np.nan).tolist()]
-    return [_cell(name, v) for v in col.to_numpy(dtype=object)]
-
-
-def _csv_bytes(df: pd.DataFrame, *, checks: bool = True) -> bytes:
-    """The CSV text of a history: text quoted, numbers bare (``repr`` precision), missing empty, and each row
-    sealed with its :data:`ROW_CHECK` (a quoted ``'\\r'`` or ``','`` inside text cannot split a row); without
-    ``checks``, a plain CSV (what :func:`export_history` writes)."""
-    names = [str(c) for c in df.columns]
-    cols = [_column_cells(name, df[c]) for name, c in zip(names, df.columns)]
-    for name, cells in zip(names, cols):
-        for text, _ in cells:
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                raise SchemaError(f"Column {name!r} holds text that is not valid Unicode (lone surrogates).") from None
-    lines = [",".join(_quote(n) for n in names + ([ROW_CHECK] if checks else []))]
-    for row in zip(*cols) if cols else ():
-        texts = [t for t, _ in row]
-        lines.append(",".join(_quote(t) if q else t for t, q in row) + ("," + row_check(texts) if checks else ""))
-    if not cols and checks:
-        lines += [row_check([])] * len(df)
-    return ("\n".join(lines) + "\n").encode("utf-8")
-
-
 def _value_kind(v) -> str | None:
     if v is None or v is pd.NA or v is pd.NaT or (isinstance(v, float) and v != v):
         return None
@@ -464,7 +261,7 @@ def _write_atomic(df: pd.DataFrame, path: Path, *, checks: bool = True) -> None:
     # a frame read with pd.read_csv carries the old checks: every write computes them afresh
     df = df.drop(columns=ROW_CHECK, errors="ignore")
     if fmt == "csv":
-        data = _csv_bytes(df, checks=checks)
+        data = csv_bytes(df, checks=checks)
         with atomic_write(path) as fh:
             fh.write(data)
         return
@@ -704,7 +501,7 @@ def recover_runs(path: str | os.PathLike) -> tuple[pd.DataFrame, list[str]]:
     problems: list[str] = []
     if fmt == "csv":
         bad: list = []
-        df = _read_csv_text(path, skip_bad=bad)
+        df = read_csv_text(path, skip_bad=bad)
         problems += [(f"line {line}: {why}: {text!r}" if why.startswith("kept")
                       else f"dropped row at line {line}: it {why}: {text!r}") for line, why, text in bad]
         return df, problems
