@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from perfmodel import hardware
+from perfmodel.hardware import _builtin, _lookup, _registry, _spec
 from perfmodel.exceptions import DeviceSpecError, UnknownHardwareError
 from perfmodel.hardware import (PRECISIONS, get_spec, known_gpu_types, load_devices, register_device,
                                 resolve_gpu_type, spec_table, unregister_device)
@@ -193,7 +194,7 @@ class TestResolution:
 
     def test_lookup_is_cached(self):
         resolve_gpu_type("NVIDIA H100 80GB HBM3")
-        assert hardware._CACHE["NVIDIA H100 80GB HBM3"] == "H100-SXM5-80GB"
+        assert _lookup.CACHE["NVIDIA H100 80GB HBM3"] == "H100-SXM5-80GB"
 
 
 MLPERF = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "mlperf"
@@ -224,13 +225,13 @@ def test_every_mlperf_accelerator_name_resolves():
 @pytest.fixture
 def clean_registry():
     """Leave the registry as it was: registered devices are process-wide."""
-    specs, aliases = dict(hardware._USER_SPECS), dict(hardware._USER_ALIASES)
+    specs, aliases = dict(_lookup.USER_SPECS), dict(_lookup.USER_ALIASES)
     yield
-    hardware._USER_SPECS.clear()
-    hardware._USER_SPECS.update(specs)
-    hardware._USER_ALIASES.clear()
-    hardware._USER_ALIASES.update(aliases)
-    hardware._CACHE.clear()
+    _lookup.USER_SPECS.clear()
+    _lookup.USER_SPECS.update(specs)
+    _lookup.USER_ALIASES.clear()
+    _lookup.USER_ALIASES.update(aliases)
+    _lookup.CACHE.clear()
 
 
 class TestTableDigest:
@@ -290,7 +291,7 @@ class TestRegistration:
 
     def test_builtin_rows_pass_the_same_validator(self):
         for name in known_gpu_types():
-            hardware._validate(get_spec(name))
+            _spec._validate(get_spec(name))
         with pytest.raises(DeviceSpecError):
             hardware.HardwareSpec(**{**get_spec("A100").to_dict(), "bf16_tflops": -312.0})
 
@@ -427,7 +428,7 @@ class TestDeviceFiles:
         a.write_text("name,vendor,source,bf16_tflops\nEnvX,acme,env test,10\n")
         b.write_text("name,vendor,source,bf16_tflops,aliases\nEnvY,acme,env test,20,envy card\n")
         monkeypatch.setenv("PERFMODEL_DEVICES", f"{a}{__import__('os').pathsep}{b}")
-        monkeypatch.setattr(hardware, "_ENV_STATE", {"loaded": False})
+        monkeypatch.setattr(_registry, "_ENV_STATE", {"loaded": False})
         assert resolve_gpu_type("envy card") == "EnvY" and get_spec("EnvX").bf16_tflops == 10.0
         a.write_text("name,vendor,source,bf16_tflops\nEnvZ,acme,env test,10\n")
         resolve_gpu_type("A100")  # not re-read
@@ -435,7 +436,7 @@ class TestDeviceFiles:
 
     def test_env_var_bad_file_raises_on_lookup(self, tmp_path, monkeypatch):
         monkeypatch.setenv("PERFMODEL_DEVICES", str(tmp_path / "missing.csv"))
-        monkeypatch.setattr(hardware, "_ENV_STATE", {"loaded": False})
+        monkeypatch.setattr(_registry, "_ENV_STATE", {"loaded": False})
         for _ in range(2):
             with pytest.raises(FileNotFoundError, match="PERFMODEL_DEVICES: .*missing.csv"):
                 resolve_gpu_type("A100")
@@ -454,7 +455,7 @@ class TestDeviceFiles:
     def test_a_failure_while_installing_rolls_back(self, tmp_path, monkeypatch):
         p = tmp_path / "dev.csv"
         p.write_text("name,vendor,source,bf16_tflops\nRollA,acme,s,10\nRollB,acme,s,20\n")
-        real, calls = hardware._install, []
+        real, calls = _registry._install, []
 
         def failing(spec, *a, **k):
             calls.append(spec.name)
@@ -462,7 +463,7 @@ class TestDeviceFiles:
                 raise MemoryError("simulated")
             return real(spec, *a, **k)
 
-        monkeypatch.setattr(hardware, "_install", failing)
+        monkeypatch.setattr(_registry, "_install", failing)
         with pytest.raises(MemoryError):
             load_devices(p)
         assert calls == ["RollA", "RollB"] and "RollA" not in known_gpu_types()
@@ -482,7 +483,7 @@ class TestDeviceFiles:
         p = tmp_path / "latin1.csv"
         p.write_bytes("name,vendor,source,bf16_tflops\nGerät,acme,s,10\n".encode("latin-1"))
         monkeypatch.setenv("PERFMODEL_DEVICES", str(p))
-        monkeypatch.setattr(hardware, "_ENV_STATE", {"loaded": False})
+        monkeypatch.setattr(_registry, "_ENV_STATE", {"loaded": False})
         for _ in range(3):
             with pytest.raises(DeviceSpecError, match="PERFMODEL_DEVICES: .*latin1.csv: not a UTF-8"):
                 resolve_gpu_type("A100")
@@ -591,3 +592,68 @@ def test_nvlink_domain_only_where_a_source_states_it():
     assert all("NVLink domain of 72 GPUs" in src for src in stated["source"])
     with pytest.raises(DeviceSpecError, match="'nvlink_domain'"):
         register_device(name="X-NVL", vendor="x", source="test", bf16_tflops=1.0, nvlink_domain=0)
+
+
+class TestBundledTable:
+    """Issue 37: the built-in rows are the bundled ``data/device_specs.csv``; every row loads, validates, cites."""
+
+    @staticmethod
+    def _rows():
+        import csv
+        from importlib import resources
+
+        text = resources.files("perfmodel").joinpath("data").joinpath(_builtin.TABLE_FILE).read_text("utf-8")
+        reader = csv.DictReader(text.splitlines())
+        rows = list(reader)
+        assert tuple(reader.fieldnames) == _builtin.FILE_COLUMNS
+        return rows
+
+    def test_every_row_loads_and_validates(self):
+        rows = self._rows()
+        assert len(rows) == len(_builtin.BUILTIN) >= 60
+        assert [r["name"] for r in rows] == known_gpu_types()[:len(rows)]
+        for row, spec in zip(rows, _builtin.BUILTIN):
+            assert None not in row and None not in row.values()  # one cell per column
+            assert spec.name == row["name"] and _builtin.BUILTIN_BY_NAME[spec.name] is spec
+            _spec._validate(spec)
+            for field in hardware.FIELDS:  # an empty cell is None, any other reads back as written
+                value = getattr(spec, field)
+                assert (row[field] == "") == (value is None), (spec.name, field)
+                if value is not None:
+                    assert str(value) == row[field], (spec.name, field)
+
+    def test_every_row_names_its_source(self):
+        for row in self._rows():
+            assert len(row["source"].strip()) > 20, row["name"]
+            assert get_spec(row["name"]).source == row["source"]
+
+    def test_names_and_aliases_are_unique_and_resolve(self):
+        rows = self._rows()
+        names = [r["name"] for r in rows]
+        assert len({n.lower() for n in names}) == len(names)
+        owner = {}
+        for row in rows:
+            assert resolve_gpu_type(row["name"]) == row["name"]
+            for alias in row["aliases"].split(";") if row["aliases"] else []:
+                assert alias == _lookup.candidates(alias)[0], f"{alias!r} is not written as a lookup key"
+                assert owner.setdefault(alias, row["name"]) == row["name"], f"{alias!r} listed twice"
+                assert resolve_gpu_type(alias) == row["name"]
+        for name in names:  # a device's own name never names another device
+            assert owner.get(name.lower(), name) == name
+
+    def test_a_malformed_table_is_refused(self):
+        header = ",".join(_builtin.FILE_COLUMNS)
+        with pytest.raises(DeviceSpecError, match="header"):
+            _builtin.read_table("name,vendor,source\nX,acme,s\n")
+        with pytest.raises(DeviceSpecError, match="line 2"):
+            _builtin.read_table(header + "\nX,acme\n")
+        def line(**cells):
+            return header + "\n" + ",".join(cells.get(c, "") for c in _builtin.FILE_COLUMNS) + "\n"
+
+        base = {"name": "X", "vendor": "acme", "interconnect": "k", "source": "s"}
+        with pytest.raises(DeviceSpecError, match="'fp32_tflops' .* must be a positive"):
+            _builtin.read_table(line(**base, fp32_tflops="-1"))
+        specs, aliases = _builtin.read_table(line(**base, fp32_tflops="16", tf32_tflops="125.0", aliases="x1;x-one"))
+        assert specs[0].fp32_tflops == 16 and isinstance(specs[0].fp32_tflops, int)  # as written: the digest
+        assert isinstance(specs[0].tf32_tflops, float) and specs[0].architecture is None
+        assert aliases == {"x1": "X", "x-one": "X", "x": "X"}
