@@ -7,8 +7,14 @@ import base64
 import html
 import io
 import os
+import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .evaluate import Evaluation
 
 __all__ = ["make_report"]
 
@@ -117,83 +123,26 @@ def make_report(runs, output, *, methods=REPORT_METHODS, quick: bool = False, n_
     import matplotlib
 
     matplotlib.use("Agg", force=True)
-    from ._version import __version__
-    from .evaluate import REFUSED_NOTE, SPLITS, evaluate
     from .fitting import fit_cached
     from .history import read_history
     from .io import load_runs
-    from .plot import plot_batch_curves, plot_cv_summary, plot_predicted_vs_measured, plot_residuals, plot_scaling
 
-    import time
-
-    import pandas as pd
-
-    started = time.monotonic()
-    say = progress or (lambda text: None)
-
-    def stamp() -> str:
-        return f"{time.monotonic() - started:.0f} s"
-
+    clock = _Clock(progress)
     loaded = read_history(runs if isinstance(runs, (str, os.PathLike)) else load_runs(runs))
     data = loaded.runs.drop(columns="history_source")
     source = str(runs) if not hasattr(runs, "columns") else "DataFrame"
-    parts = [f"<h1>perfmodel report</h1><p>{html.escape(source)} — {len(data)} runs, "
-             f"{data['model'].nunique()} models, device types {html.escape(', '.join(sorted(set(data['gpu_type']))))};"
-             f" perfmodel {__version__}; {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC</p>"]
-    overview = data.groupby("model").agg(runs=("step_time_s", "size"), params=("params", "median"),
-                                         batch_sizes=("batch_size", lambda s: ", ".join(map(str, sorted(set(s))))),
-                                         devices=("gpu_count", lambda s: ", ".join(map(str, sorted(set(s))))),
-                                         median_step_s=("step_time_s", "median"))
-    parts.append("<h2>Data</h2>" + overview.to_html(float_format=lambda v: f"{v:.4g}"))
+    parts = [_data_section(source, data)]
     fitted = {}
     for i, m in enumerate(methods):
-        say(f"fitting {m} ({i + 1}/{len(methods)}, {stamp()})")
+        clock.say(f"fitting {m} ({i + 1}/{len(methods)}, {clock.stamp()})")
         fitted[m] = fit_cached(loaded, m, "seen")  # shipped or cached where the same fit was made before
         chosen = f" (chose {fitted[m].method})" if m == "auto" else ""
         parts.append(f"<h2>Fit: {html.escape(m + chosen)}</h2>" + fitted[m].summary().as_html())
-    asked = ("leave-one-batch-size-out",) if quick else tuple(SPLITS)
-    # a split whose column has one value here holds nothing out (evaluate leaves it out too)
-    splits = tuple(sp for sp in asked if SPLITS[sp] not in data.columns or data[SPLITS[sp]].nunique() > 1)
-    done, left = [], []
-    for i, split in enumerate(splits):
-        remaining = None if max_seconds is None else max_seconds - (time.monotonic() - started)
-        if remaining is not None and remaining <= 0:
-            left += list(splits[i:])
-            break
-        say(f"cross-validating {split} ({i + 1}/{len(splits)}, {stamp()})")
-        status, value = _evaluate_within(data, tuple(methods), split, n_jobs, remaining)
-        if status == "ok":
-            done.append(value)
-        elif status == "late":
-            left.append(split)
-        elif status == "error":
-            raise value
-    if left:
-        say(f"left out {', '.join(left)}: the time budget ({max_seconds:g} s) was spent ({stamp()})")
-    budget_note = (f"<p>Not cross-validated within the report's time budget ({max_seconds:g} s): "
-                   f"{html.escape(', '.join(left))}. <code>perfmodel evaluate</code> runs every split, or "
-                   "<code>perfmodel report --max-minutes 0</code>.</p>" if left else "")
-    ev = None
-    if done:
-        ev = type(done[0])(predictions=pd.concat([e.predictions for e in done], ignore_index=True),
-                           table=pd.concat([e.table for e in done], ignore_index=True), noise=done[0].noise,
-                           confidence=done[0].confidence)
-        parts.append(f"<h2>Grouped cross-validation</h2><p>{html.escape(str(ev.noise))}</p>"
-                     + ev.table.to_html(index=False, float_format=lambda v: f"{v:.3g}")
-                     + (f"<p>{html.escape(REFUSED_NOTE)}</p>" if (ev.table["n"] == 0).any() else "") + budget_note)
-    elif left:
-        parts.append(f"<h2>Grouped cross-validation</h2>{budget_note}")
-    else:  # no split can be cross-validated: evaluate says why
-        evaluate(data, methods=tuple(methods), splits=asked, n_jobs=n_jobs)
-    say(f"plots ({stamp()})")
-    best = fitted[methods[0]]
-    parts.append("<h2>Plots</h2>")
-    if ev is not None:
-        parts.append(_png(plot_cv_summary(ev).figure))
-    parts.append(_png(plot_predicted_vs_measured(best, data).figure))
-    parts.append(_png(plot_residuals(best, data)))
-    parts.append(_png(plot_batch_curves(best, data).figure))
-    parts.append(_png(plot_scaling(data).figure))
+    ev, cv_html = _cv_section(data, tuple(methods), quick=quick, n_jobs=n_jobs, max_seconds=max_seconds,
+                              clock=clock)
+    parts.append(cv_html)
+    clock.say(f"plots ({clock.stamp()})")
+    parts.append(_plots_section(fitted[methods[0]], data, ev))
     script = ("<script>window.addEventListener('load',()=>{document.body.dataset.imagesLoaded="
               "[...document.images].filter(i=>i.complete&&i.naturalWidth>0).length;});</script>")
     page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>perfmodel report</title><style>{_CSS}</style>"
@@ -201,3 +150,101 @@ def make_report(runs, output, *, methods=REPORT_METHODS, quick: bool = False, n_
     output = Path(output)
     output.write_text(page, encoding="utf-8")
     return output
+
+
+class _Clock:
+    """The report's time since it started, and its progress lines."""
+
+    def __init__(self, progress: Callable[[str], object] | None) -> None:
+        self.started = time.monotonic()
+        self.say: Callable[[str], object] = progress or (lambda text: None)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def stamp(self) -> str:
+        return f"{self.elapsed():.0f} s"
+
+
+def _data_section(source: str, data) -> str:
+    """The report's heading and its data overview (runs per model, sizes, batch sizes, devices)."""
+    from ._version import __version__
+
+    head = (f"<h1>perfmodel report</h1><p>{html.escape(source)} — {len(data)} runs, "
+            f"{data['model'].nunique()} models, device types {html.escape(', '.join(sorted(set(data['gpu_type']))))};"
+            f" perfmodel {__version__}; {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC</p>")
+    overview = data.groupby("model").agg(runs=("step_time_s", "size"), params=("params", "median"),
+                                         batch_sizes=("batch_size", lambda s: ", ".join(map(str, sorted(set(s))))),
+                                         devices=("gpu_count", lambda s: ", ".join(map(str, sorted(set(s))))),
+                                         median_step_s=("step_time_s", "median"))
+    return head + "<h2>Data</h2>" + overview.to_html(float_format=lambda v: f"{v:.4g}")
+
+
+def _cross_validate(data, methods: tuple, splits: tuple, *, n_jobs: int, max_seconds: float | None,
+                    clock: _Clock) -> tuple[list[Evaluation], list[str]]:
+    """Each split's cross-validation within the budget: the evaluations done and the splits left out."""
+    from .evaluate import Evaluation
+
+    done: list[Evaluation] = []
+    left: list[str] = []
+    for i, split in enumerate(splits):
+        remaining = None if max_seconds is None else max_seconds - clock.elapsed()
+        if remaining is not None and remaining <= 0:
+            left += list(splits[i:])
+            break
+        clock.say(f"cross-validating {split} ({i + 1}/{len(splits)}, {clock.stamp()})")
+        status, value = _evaluate_within(data, methods, split, n_jobs, remaining)
+        if status == "ok":
+            assert isinstance(value, Evaluation)  # what "ok" carries
+            done.append(value)
+        elif status == "late":
+            left.append(split)
+        elif status == "error":
+            assert isinstance(value, BaseException)  # what "error" carries
+            raise value
+    return done, left
+
+
+def _cv_section(data, methods: tuple, *, quick: bool, n_jobs: int, max_seconds: float | None,
+                clock: _Clock) -> tuple[Evaluation | None, str]:
+    """The grouped cross-validation, split by split within the budget: its evaluation (None when no split was
+    done) and its section of the page."""
+    import pandas as pd
+
+    from .evaluate import REFUSED_NOTE, SPLITS, evaluate
+
+    asked = ("leave-one-batch-size-out",) if quick else tuple(SPLITS)
+    # a split whose column has one value here holds nothing out (evaluate leaves it out too)
+    splits = tuple(sp for sp in asked if SPLITS[sp] not in data.columns or data[SPLITS[sp]].nunique() > 1)
+    done, left = _cross_validate(data, methods, splits, n_jobs=n_jobs, max_seconds=max_seconds, clock=clock)
+    if left:
+        clock.say(f"left out {', '.join(left)}: the time budget ({max_seconds:g} s) was spent ({clock.stamp()})")
+    budget_note = (f"<p>Not cross-validated within the report's time budget ({max_seconds:g} s): "
+                   f"{html.escape(', '.join(left))}. <code>perfmodel evaluate</code> runs every split, or "
+                   "<code>perfmodel report --max-minutes 0</code>.</p>" if left else "")
+    if done:
+        ev = type(done[0])(predictions=pd.concat([e.predictions for e in done], ignore_index=True),
+                           table=pd.concat([e.table for e in done], ignore_index=True), noise=done[0].noise,
+                           confidence=done[0].confidence)
+        return ev, (f"<h2>Grouped cross-validation</h2><p>{html.escape(str(ev.noise))}</p>"
+                    + ev.table.to_html(index=False, float_format=lambda v: f"{v:.3g}")
+                    + (f"<p>{html.escape(REFUSED_NOTE)}</p>" if (ev.table["n"] == 0).any() else "") + budget_note)
+    if left:
+        return None, f"<h2>Grouped cross-validation</h2>{budget_note}"
+    # no split can be cross-validated: evaluate says why
+    evaluate(data, methods=methods, splits=asked, n_jobs=n_jobs)
+    return None, ""
+
+
+def _plots_section(best, data, ev: Evaluation | None) -> str:
+    """The plots of the fit ``best`` (and of the cross-validation, when one was done), as inline PNGs."""
+    from .plot import plot_batch_curves, plot_cv_summary, plot_predicted_vs_measured, plot_residuals, plot_scaling
+
+    parts = ["<h2>Plots</h2>"]
+    if ev is not None:
+        parts.append(_png(plot_cv_summary(ev).figure))
+    parts.append(_png(plot_predicted_vs_measured(best, data).figure))
+    parts.append(_png(plot_residuals(best, data)))
+    parts.append(_png(plot_batch_curves(best, data).figure))
+    parts.append(_png(plot_scaling(data).figure))
+    return "".join(parts)
