@@ -25,7 +25,7 @@ LAYERS = [
     ("history", ["perfmodel.schema", "perfmodel.io", "perfmodel._csv_text", "perfmodel.datasets",
                  "perfmodel.history", "perfmodel.kinds", "perfmodel.store"]),
     ("measure", ["perfmodel.measure", "perfmodel.importers", "perfmodel.integrations"]),
-    ("features", ["perfmodel.features", "perfmodel.layout_features"]),
+    ("features", ["perfmodel.features", "perfmodel._flop_mix", "perfmodel.layout_features"]),
     ("models", ["perfmodel.models"]),
     ("fitting", ["perfmodel.fitting", "perfmodel.persistence", "perfmodel.cache"]),
     ("predict", ["perfmodel.predict"]),
