@@ -97,7 +97,7 @@ def register(run_dir: str | os.PathLike, worker_pid: int) -> None:
 
 def _procs_mentioning(text: str) -> list[int]:
     """Pids whose command line contains ``text`` (Linux /proc; empty elsewhere)."""
-    out = []
+    out: list[int] = []
     proc = Path("/proc")
     if not proc.is_dir():
         return out

@@ -37,6 +37,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+from typing import Literal
 
 __all__ = ["CpuPeakMemory", "MEM_SOURCES", "tensor_bytes"]
 
@@ -45,7 +46,7 @@ MEM_SOURCES = ("cuda_max_allocated", "rss_delta")
 
 _STATUS = "/proc/self/status"
 _CLEAR_REFS = "/proc/self/clear_refs"
-_LIBC = None
+_LIBC: ctypes.CDLL | Literal[False] | None = None  # libc once looked up; False where it has no malloc_trim
 
 
 def _status_bytes(*keys: str) -> dict | None:

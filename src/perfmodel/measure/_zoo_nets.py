@@ -27,7 +27,8 @@ class VGG(nn.Module):
 
     def __init__(self, width: int = 16, depth: int = 2, stages: int = 3, classes: int = 10):
         super().__init__()
-        layers, cin = [], 3
+        layers: list[nn.Module] = []
+        cin = 3
         for i in range(stages):
             cout = width * 2**i
             for _ in range(depth):
@@ -477,7 +478,9 @@ class ConvAutoencoder(nn.Module):
 
     def __init__(self, width: int = 16, levels: int = 3):
         super().__init__()
-        down, up, c = [], [], 3
+        down: list[nn.Module] = []
+        up: list[nn.Module] = []
+        c = 3
         for i in range(levels):
             cout = width * 2**i
             down += [nn.Conv2d(c, cout, 3, 2, 1), nn.BatchNorm2d(cout), nn.ReLU()]

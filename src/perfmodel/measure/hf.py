@@ -19,6 +19,8 @@ model.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import parse_qsl
 
 __all__ = ["parse_hf_spec", "hf_workload", "DEFAULT_SEQ_LEN", "HEADS"]
@@ -138,8 +140,10 @@ def _pick_head(config, head: str | None):
                        "classification" if "SequenceClassification" in name else "base")
             return cls, guessed
     mt = config.model_type
-    table = {"masked-lm": ma.MODEL_FOR_MASKED_LM_MAPPING_NAMES, "causal-lm": ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-             "classification": ma.MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES, "base": ma.MODEL_MAPPING_NAMES}
+    # model type -> class name (or names); the mappings differ in their value types
+    table: dict[str, Mapping[str, Any]] = {
+        "masked-lm": ma.MODEL_FOR_MASKED_LM_MAPPING_NAMES, "causal-lm": ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        "classification": ma.MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES, "base": ma.MODEL_MAPPING_NAMES}
     order = [head] if head else ["masked-lm", "causal-lm", "classification", "base"]
     for h in order:
         cls_name = table[h].get(mt)

@@ -34,6 +34,8 @@ This module is plain Python (the registry, the checks and the named sweep's defi
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..exceptions import LayoutError
 
 __all__ = ["LAYOUT_MODELS", "PP_SCHEDULES", "is_layout_model", "layout_shape", "layout_problems", "LAYOUTS_SWEEP"]
@@ -175,7 +177,7 @@ def layout_problems(model: str, *, gpu_count: int, tp: int = 1, pp: int = 1, mic
 #: burst of other work on a shared host touches one repeat of a configuration, not all three). Each entry of
 #: ``layouts`` is ``(processes, tp, pp, sequence_parallel)``. One torch thread per process, so that each process
 #: stands for one device (1 process: 1 core; 4 processes oversubscribe a 2-core host twice).
-LAYOUTS_SWEEP = {
+LAYOUTS_SWEEP: dict[str, Any] = {
     "models": ("layout-gpt-s", "layout-gpt-m"),
     "global_batch": 16,
     "micro_batches": (4, 1),

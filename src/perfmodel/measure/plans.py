@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from ..exceptions import LayoutError
 from .layouts import LAYOUTS_SWEEP
@@ -35,7 +36,7 @@ _RUN_OPTIONS = dict(DEFAULT_SWEEP["run_options"])
 #: on one worker; one size of each architecture also at 16 and 64; one model of each of twelve families on two gloo DDP
 #: workers at 8 and 32; and two more repeats (repeat index outermost) of eight models from eight families at
 #: 8 and 32. :func:`plan` prints its size and expected time (about half an hour on 2 cores).
-ZOO_SWEEP = {
+ZOO_SWEEP: dict[str, Any] = {
     "models": list(ZOO),
     "batch_sizes": (8, 32),
     "extra_batch_models": ("mlp-m", "cnn-s", "bert-s", "gpt-s", "lstm-s", "vgg-s", "densenet-s", "mobilenet-s",
@@ -57,7 +58,7 @@ ZOO_SWEEP = {
 #: transposed convolution, SDPA and explicit attention, fused and unrolled recurrence, token-mixing MLP,
 #: embedding bags, scatter-add) at per-device batch 8 and 32 on one worker, plus two gloo DDP runs (about four
 #: minutes on 2 cores). Combine the result with the bundled history: ``history=["calib.csv", "cpu"]``.
-CALIBRATION_SWEEP = {
+CALIBRATION_SWEEP: dict[str, Any] = {
     "models": ("mlp-m", "cnn-s", "mobilenet-s", "resnext-s", "tcn-s", "bert-s", "dec-explicit-s", "lstm-s",
                "gru-s", "mixer-s", "dlrm-s", "ae-conv-s", "gnn-s"),
     "batch_sizes": (8, 32),
@@ -71,7 +72,7 @@ CALIBRATION_SWEEP = {
 #: ten families at per-device batch 32 on one worker, each timed for a fixed 400 steps (the zoo sweep stops
 #: timing after about a second, too few steps to see what 5% of a real run tells). Three minutes on 2 cores
 #: (measured; ``--plan``, which prices every run alike, says 1.6).
-ONLINE_SWEEP = {
+ONLINE_SWEEP: dict[str, Any] = {
     "models": ("cnn-s", "bert-s", "gpt-s", "lstm-s", "mobilenet-s", "tcn-s", "mixer-s", "dlrm-s", "vit-s", "gnn-s"),
     "batch_sizes": (32,),
     "run_options": {**_RUN_OPTIONS, "steps": 400, "max_steps": 400, "max_seconds": 120.0},

@@ -34,15 +34,19 @@ import time
 import uuid
 import warnings
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Callable
 
 from .._version import __version__
-from .._validation import check_positive_int
 from ..exceptions import NoisyTimingWarning
 from ..hardware import resolve_gpu_type
 from ..io import append_runs
+from ._checks import positive_int
 from ._timing import explain_timing_flag, summarise_steps
 from .flops import count_params
 from .telemetry import NvmlSampler, host_facts, nvml_device_facts
+
+if TYPE_CHECKING:
+    from ._peakmem import CpuPeakMemory
 
 __all__ = ["Recorder", "record"]
 
@@ -102,18 +106,18 @@ class Recorder:
         if not isinstance(model, str) or not model:
             raise TypeError(f"The 'model' parameter of record must be a non-empty str. Got {model!r}.")
         self.model = model
-        self.batch_size = check_positive_int(batch_size, "batch_size", "record")
-        self.grad_accum = check_positive_int(grad_accum, "grad_accum", "record")
+        self.batch_size = positive_int(batch_size, "batch_size", "record")
+        self.grad_accum = positive_int(grad_accum, "grad_accum", "record")
         self.output = output
         self.module = module
         if params is None and module is not None:
             params = count_params(module)
         if params is None:
             raise ValueError("record needs the model size: pass module=<torch.nn.Module> or params=<int>.")
-        self.params = check_positive_int(params, "params", "record")
+        self.params = positive_int(params, "params", "record")
         self.flops_per_sample = flops_per_sample
         self.world = int(os.environ.get("WORLD_SIZE", "1")) if gpu_count is None else \
-            check_positive_int(gpu_count, "gpu_count", "record")
+            positive_int(gpu_count, "gpu_count", "record")
         self.rank = int(os.environ.get("RANK", "0")) if rank is None else int(rank)
         self.extra = dict(extra or {})
         self.precision = precision
@@ -125,9 +129,9 @@ class Recorder:
         self.gpu_type = resolve_gpu_type(gpu_type) if gpu_type is not None else self._detect_gpu_type()
         self.times: list[float] = []
         self.result: dict | None = None
-        self._callbacks = []
-        self._sampler = None
-        self._cpu_mem = None
+        self._callbacks: list[Callable[[Recorder], object]] = []
+        self._sampler: NvmlSampler | None = None
+        self._cpu_mem: CpuPeakMemory | None = None
 
     def _uses_cuda(self) -> bool:
         if self.module is None:
@@ -210,7 +214,9 @@ class Recorder:
                 return {"peak_mem_bytes": float(torch.cuda.max_memory_allocated()),
                         "mem_source": "cuda_max_allocated"}
             return {}
-        peak = self._cpu_mem.peak_bytes() if self._cpu_mem is not None else None
+        if self._cpu_mem is None:
+            return {}
+        peak = self._cpu_mem.peak_bytes()
         return {} if peak is None else {"peak_mem_bytes": peak, "mem_source": self._cpu_mem.source}
 
     def step(self) -> None:

@@ -169,6 +169,8 @@ def _load_factory(spec: str) -> Callable:
             raise FileNotFoundError(f"factory file {target!r} does not exist")
         name = "perfmodel_user_" + os.path.splitext(os.path.basename(path))[0]
         mod_spec = importlib.util.spec_from_file_location(name, path)
+        if mod_spec is None or mod_spec.loader is None:  # not a file Python can import (a .txt, say)
+            raise ImportError(f"factory file {target!r} cannot be imported as a Python module")
         module = importlib.util.module_from_spec(mod_spec)
         sys.modules[name] = module
         mod_spec.loader.exec_module(module)
