@@ -27,24 +27,24 @@ import sys
 import tempfile
 import time
 import uuid
-import warnings
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import pandas as pd
-from filelock import FileLock
 
 from .._version import __version__
-from .._atomic import atomic_write, check_writable
+from .._atomic import check_writable
 from .._validation import check_positive_float, check_positive_int
-from ..exceptions import LayoutError, NoisyTimingWarning
+from ..exceptions import LayoutError
 from ..hardware import PRECISIONS, resolve_gpu_type
-from ..io import append_runs, check_history_target, read_raw_history
-from ..store import history_target, is_store, open_store
+from ..io import append_runs, check_history_target
+from ..store import history_target
 from . import _lifeline
-from ._timing import CONFIG_COLUMNS, config_key, explain_timing_flag, timing_flag
+from ._checks import positive_float
+# the history a sweep resumes from and keeps per-step times beside (importable from here, as before)
+from ._resume import append_steps, done_keys, flag_timing, read_existing, repeat_medians
 from ._worker import ERROR_PREFIX
 from .layouts import LAYOUT_MODELS, PP_SCHEDULES, is_layout_model, layout_problems, layout_shape
 from .workload import check_model_spec, default_model_name, factory_spec, model_kind
@@ -309,7 +309,7 @@ class RunConfig:
             ``(tp, pp, sequence_parallel)`` (its ``batch_size`` is the micro-batch, the record's
             ``micro_batch_size``).
         """
-        key = (self.record_name, int(self.batch_size), int(self.gpu_count), self.precision, gpu_type,
+        key: tuple = (self.record_name, int(self.batch_size), int(self.gpu_count), self.precision, gpu_type,
                int(self.repeat), int(self.grad_accum), self.optimizer, int(bool(self.compile)),
                int(bool(self.activation_checkpointing)), self.effective_seq_len, int(self.nnodes))
         if self.is_layout:
@@ -406,7 +406,7 @@ def measure_run(cfg: RunConfig, *, timeout_s: float = 600.0, gpu_type: str | Non
     per_step_times : list of float
         Seconds of each timed step (empty for a failed run or a follower).
     """
-    timeout_s = check_positive_float(timeout_s, "timeout_s", "measure_run")
+    timeout_s = positive_float(timeout_s, "timeout_s", "measure_run")
     gpu_type = gpu_type or _detect_gpu_type(cfg.device)
     record = base_record(cfg, gpu_type, sweep_id)
     times: list[float] = []
@@ -510,7 +510,7 @@ def _layout_record(cfg: RunConfig) -> dict:
     }
 
 
-_FLOPS_CACHE: dict[tuple, tuple[float, str]] = {}
+_FLOPS_CACHE: dict[tuple, tuple[float | None, str]] = {}
 
 
 def _flops_for(cfg: RunConfig) -> tuple[float | None, str | None]:
@@ -518,7 +518,7 @@ def _flops_for(cfg: RunConfig) -> tuple[float | None, str | None]:
     (FlopCounterMode's first use costs seconds, which would otherwise be paid by every worker). Other models are
     counted by the worker, on its device: the parent never imports a user's factory or builds a large model."""
     if cfg.is_layout:
-        key = (cfg.model, json.dumps(cfg.knobs, sort_keys=True), cfg.seq_len)
+        key: tuple = (cfg.model, json.dumps(cfg.knobs, sort_keys=True), cfg.seq_len)
         if key not in _FLOPS_CACHE:
             from ._layout_worker import layout_flops_per_sample
 
@@ -598,7 +598,7 @@ def sweep_configs(models: Sequence, batch_sizes: Sequence[int], gpu_counts: Sequ
 
 #: The default sweep: ten zoo models (five families) at 4 batch sizes on 1 and 2 CPU workers, plus 2 more repeats of 2 models
 #: to measure run-to-run noise: 112 runs, about fifteen minutes on 2 CPU cores.
-DEFAULT_SWEEP = {
+DEFAULT_SWEEP: dict[str, Any] = {
     "models": ["mlp-xs", "mlp-m", "cnn-s", "cnn-m", "bert-s", "bert-m", "gpt-s", "gpt-m", "lstm-s", "lstm-m"],
     "batch_sizes": (8, 16, 32, 64),
     "gpu_counts": (1, 2),
@@ -629,91 +629,6 @@ def default_sweep_configs(device: str = "cpu", **overrides) -> list[RunConfig]:
     repeats = sweep_configs(d["repeat_models"], d["batch_sizes"], d["gpu_counts"], repeats=d["repeats"],
                             device=device, **opts)
     return configs + [c for c in repeats if c.repeat > 0]
-
-
-def _history_seq(model: str, value) -> int | None:
-    if value is not None and not pd.isna(value):
-        return int(value)
-    try:  # histories written before the seq_len column: zoo models ran at their default length
-        return default_seq_len(model) if model in ZOO else None
-    except KeyError:
-        return None
-
-
-def read_existing(output) -> pd.DataFrame | None:
-    """The history already in ``output`` (None if there is none yet), read once for resuming and repeats."""
-    if is_store(output):
-        try:
-            return read_raw_history(output)
-        except FileNotFoundError:  # a store not created yet
-            return None
-    if not output.exists() or output.stat().st_size == 0:
-        return None
-    return read_raw_history(output)
-
-
-def done_keys(output: Path, retry_failed: bool, existing: pd.DataFrame | None = None) -> set[tuple]:
-    """The configurations ``output`` holds (``existing``: its history, when the caller has read it)."""
-    df = read_existing(output) if existing is None else existing
-    if df is None or len(df) == 0:
-        return set()
-    if retry_failed and "status" in df.columns:
-        df = df[df["status"].fillna("ok") == "ok"]
-
-    def col(name, default):
-        if name not in df.columns:
-            return [default] * len(df)
-        return [default if pd.isna(v) else v for v in df[name]]
-
-    keys = set()
-    for m, b, n, p, g, r, k, o, c, a, s, nn, mb, tp, pp, sp in zip(
-            df["model"], df["batch_size"], df["gpu_count"], col("precision", "fp32"), df["gpu_type"],
-            col("repeat", 0), col("grad_accum", 1), col("optimizer", "adamw"), col("compiled", 0),
-            col("activation_checkpointing", 0), col("seq_len", None), col("nodes", 1), col("micro_batch_size", None),
-            col("tp", 1), col("pp", 1), col("sequence_parallel", 0)):
-        layout = is_layout_model(str(m))
-        if layout and mb is not None:  # a layout run's configured batch_size is its micro-batch
-            b = mb
-        key = (str(m), int(b), int(n), str(p), str(g), int(r), int(k), str(o), int(c), int(a),
-               _history_seq(str(m), s), int(nn))
-        keys.add(key + (int(tp), int(pp), int(sp)) if layout else key)
-    return keys
-
-
-def repeat_medians(output: Path, existing: pd.DataFrame | None = None) -> dict[tuple, list[float]]:
-    """Median step times of the successful runs already in ``output``, per configuration (repeats together;
-    ``existing``: its history, when the caller has read it)."""
-    df = read_existing(output) if existing is None else existing
-    if df is None or "step_time_median_s" not in df.columns or len(df) == 0:
-        return {}
-    if "status" in df.columns:
-        df = df[df["status"].fillna("ok") == "ok"]
-    columns = [c for c in (*CONFIG_COLUMNS, "cpu_model") if c in df.columns]  # what config_key reads
-    out: dict[tuple, list[float]] = {}
-    for rec, m in zip(df[columns].to_dict("records"), pd.to_numeric(df["step_time_median_s"], errors="coerce")):
-        if pd.notna(m):
-            out.setdefault(config_key(rec), []).append(float(m))
-    return out
-
-
-def flag_timing(record: dict, medians: dict[tuple, list[float]]) -> bool:
-    """Set a successful record's ``timing_flag`` (its step CV, and its median against earlier repeats of the same
-    configuration in ``medians``, which it joins), and warn once when the timing says the machine was busy."""
-    if record.get("status") != "ok":
-        return False
-    key = config_key(record)
-    median = record.get("step_time_median_s")
-    earlier = list(medians.get(key, ()))
-    record["timing_flag"] = timing_flag(record.get("step_time_cv"), median, earlier)
-    if median is not None and math.isfinite(float(median)):
-        medians.setdefault(key, []).append(float(median))
-    if record["timing_flag"]:
-        warnings.warn(f"{record.get('model')} batch={record.get('batch_size')} n={record.get('gpu_count')} "
-                      f"repeat {record.get('repeat', 0)}: "
-                      f"{explain_timing_flag(record['timing_flag'], record.get('step_time_cv'), median, earlier)}",
-                      NoisyTimingWarning, stacklevel=3)
-        return True
-    return False
 
 
 def _fmt_eta(seconds: float) -> str:
@@ -752,7 +667,7 @@ def run_local(configs: list[RunConfig], output: Path, *, timeout_s: float = 600.
         The records written by this call.
     """
     output = history_target(output)
-    timeout_s = check_positive_float(timeout_s, "timeout_s", "run_sweep")
+    timeout_s = positive_float(timeout_s, "timeout_s", "run_sweep")
     check_history_target(output)
     if isinstance(output, Path):
         check_writable(output)  # before the first run is measured, not after
@@ -794,23 +709,3 @@ def run_local(configs: list[RunConfig], output: Path, *, timeout_s: float = 600.
             print(f"[{skipped + i + 1:>4}/{len(configs)}] {cfg.record_name} batch={cfg.batch_size} n={cfg.gpu_count}"
                   f"{lay} {cfg.precision} rep={cfg.repeat}: {what}  (ETA {_fmt_eta(eta)})", file=sys.stderr, flush=True)
     return pd.DataFrame(written)
-
-
-def append_steps(output, run_id: str, times: list[float]) -> None:
-    """Keep a run's per-step times: in the store itself, or in the sidecar ``<output>.steps.jsonl`` of a CSV or
-    Parquet history."""
-    if not times:
-        return
-    if is_store(output):
-        with open_store(output) as store:
-            store.append_steps(run_id, [round(t, 7) for t in times])
-        return
-    output = Path(output)
-    side = output.with_name(output.name + ".steps.jsonl")
-    line = json.dumps({"run_id": run_id, "step_times_s": [round(t, 7) for t in times]}) + "\n"
-    with FileLock(str(side) + ".lock"):
-        old = side.read_bytes() if side.exists() else b""
-        if old and not old.endswith(b"\n"):  # a torn last line written by an older perfmodel
-            old = old[: old.rfind(b"\n") + 1]
-        with atomic_write(side) as fh:
-            fh.write(old + line.encode("utf-8"))
