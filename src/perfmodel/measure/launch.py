@@ -73,19 +73,20 @@ def run_sweep(configs: Iterable[RunConfig] | None = None, output: str | os.PathL
     if (configs is None) == (models is None):
         raise TypeError("run_sweep takes either configs or models=[...], not both and not neither.")
     if configs is None:
+        assert models is not None  # exactly one of configs and models (checked above)
         configs = sweep_configs(models, batch_sizes, gpu_counts, precisions=precisions, repeats=repeats,
                                 device=device, **run_options)
     elif run_options:
         raise TypeError(f"run_sweep got run options {sorted(run_options)} with configs; they belong in RunConfig.")
-    output = history_target(output)
+    target = history_target(output)  # a Path for a file, else the URL or the store
     configs = list(configs)
     if launcher not in LAUNCHERS:
         raise ValueError(f"launcher must be 'local' or 'slurm'. Got {launcher!r}.")
     if launcher == "slurm":
         from .slurm import run_sweep_slurm
 
-        return run_sweep_slurm(configs, output, slurm, timeout_s=timeout_s, retry_failed=retry_failed,
+        return run_sweep_slurm(configs, target, slurm, timeout_s=timeout_s, retry_failed=retry_failed,
                                progress=progress)
     if slurm is not None:
         raise ValueError("slurm options are for launcher='slurm'.")
-    return run_local(configs, output, timeout_s=timeout_s, retry_failed=retry_failed, progress=progress)
+    return run_local(configs, target, timeout_s=timeout_s, retry_failed=retry_failed, progress=progress)
