@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numbers
 import math
-from typing import Any
+from typing import Any, Literal, SupportsInt, cast, overload
 
 
 def _fmt(value: Any) -> str:
@@ -26,6 +26,12 @@ def _fmt_number(value: Any) -> str:
     return repr(value)
 
 
+@overload
+def check_positive_int(value: Any, name: str, where: str, *, allow_none: Literal[False] = ...,
+                       maximum: int = ...) -> int: ...
+@overload
+def check_positive_int(value: Any, name: str, where: str, *, allow_none: bool = ...,
+                       maximum: int = ...) -> int | None: ...
 def check_positive_int(value: Any, name: str, where: str, *, allow_none: bool = False,
                        maximum: int = MAX_INT) -> int | None:
     """Return ``value`` as an int if it is a positive integer at most ``maximum`` (default: the int64 range),
@@ -34,7 +40,8 @@ def check_positive_int(value: Any, name: str, where: str, *, allow_none: bool = 
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         if not isinstance(value, bool) and isinstance(value, numbers.Real) and _finite_integer(value):
-            value = int(value)
+            # int() takes any real number, but numbers.Real does not declare __int__
+            value = int(cast(SupportsInt, value))
         else:
             raise TypeError(
                 f"The {name!r} parameter of {where} must be a positive int. Got {_fmt(value)} "
@@ -49,6 +56,12 @@ def check_positive_int(value: Any, name: str, where: str, *, allow_none: bool = 
     return value
 
 
+@overload
+def check_positive_float(value: Any, name: str, where: str, *, allow_none: Literal[False] = ...,
+                         maximum: float | None = ...) -> float: ...
+@overload
+def check_positive_float(value: Any, name: str, where: str, *, allow_none: bool = ...,
+                         maximum: float | None = ...) -> float | None: ...
 def check_positive_float(value: Any, name: str, where: str, *, allow_none: bool = False,
                          maximum: float | None = None) -> float | None:
     """Return ``value`` as a float if it is a finite positive number (at most ``maximum`` when given), else raise.

@@ -297,6 +297,7 @@ def layout_problems(layout: ParallelLayout, *, devices: int, global_batch: int, 
         out.append(f"{n['global_batch']} {global_batch} is not a multiple of {n['dp']} x {n['micro_batch']} = "
                    f"{layout.dp} x {layout.micro_batch} (each replica takes whole micro-batches)")
     if shape is not None:
+        assert shape.n_kv_heads is not None  # set by TransformerShape itself
         if shape.n_heads % layout.tp:
             out.append(f"the model's {shape.n_heads} attention heads do not divide over {n['tp']} {layout.tp}")
         elif shape.n_kv_heads % layout.tp:  # Megatron-Core splits the key/value groups too

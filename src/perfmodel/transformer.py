@@ -40,6 +40,7 @@ import numbers
 import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import SupportsInt, cast
 
 from ._validation import check_positive_float, check_positive_int
 
@@ -168,6 +169,7 @@ class TransformerShape:
     @property
     def attention_width(self) -> int:
         """``h·hd``: the width of the attention scores' and values' products (``d`` unless heads are resized)."""
+        assert self.head_dim is not None  # set by __post_init__
         return self.n_heads * self.head_dim
 
     @property
@@ -183,6 +185,7 @@ class TransformerShape:
         int
             ``d·hd·(2·h + 2·kv)``.
         """
+        assert self.head_dim is not None and self.n_kv_heads is not None  # set by __post_init__
         return self.d_model * self.head_dim * (2 * self.n_heads + 2 * self.n_kv_heads)
 
     def mlp_params(self, hidden: int | None = None) -> int:
@@ -198,7 +201,9 @@ class TransformerShape:
         int
             ``m·d·hidden``.
         """
-        return self.mlp_matrices * self.d_model * (self.ffn_hidden if hidden is None else hidden)
+        width = self.ffn_hidden if hidden is None else hidden
+        assert width is not None  # ffn_hidden is set by __post_init__
+        return self.mlp_matrices * self.d_model * width
 
     @property
     def moe_layers(self) -> int:
@@ -369,8 +374,11 @@ def transformer_flops(shape: TransformerShape | None, seq_len: int, *, recompute
     if recompute not in RECOMPUTE_MODES:
         raise ValueError(f"The 'recompute' parameter of transformer_flops must be one of "
                          f"{', '.join(RECOMPUTE_MODES)}. Got {recompute!r}.")
-    n_a = float(shape.matmul_params() if matmul_params is None else
-                check_positive_float(matmul_params, "matmul_params", "transformer_flops"))
+    if matmul_params is None:
+        assert shape is not None  # refused above without matmul_params
+        n_a = float(shape.matmul_params())
+    else:
+        n_a = float(check_positive_float(matmul_params, "matmul_params", "transformer_flops"))
     dense = (4.0 if frozen_weights else 6.0) * n_a * seq
     core = 0.0 if shape is None else 4.0 * shape.n_layers * shape.attention_width * seq * seq  # forward QKᵀ, AV
     attention = 3.0 * core
@@ -527,7 +535,7 @@ def _hf_int(cfg: dict, keys: tuple, what: str, where: str, default=None, *, zero
                 or float(value) < (0 if zero else 1) or not float(value).is_integer():
             rule = "a whole number >= 0" if zero else "a positive whole number"
             raise ValueError(f"hf_config ({where}): {key!r} must be {rule}. Got {value!r}.")
-        return int(value)
+        return int(cast(SupportsInt, value))  # int() takes any real number; numbers.Real declares no __int__
     if default is not None:
         return default
     names = " or ".join(repr(k) for k in keys)
