@@ -57,6 +57,7 @@ where ``activation_checkpointing`` is 1); ZeRO stage 0; ``gpus_per_node`` the de
 from __future__ import annotations
 
 import math
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -90,6 +91,16 @@ class LayoutJob:
 
     __slots__ = ("shape", "layout", "global_batch", "seq_len", "precision", "gpu_type", "gpus_per_node",
                  "network_gbps", "problem", "assumed")
+    shape: TransformerShape | None
+    layout: ParallelLayout | None
+    global_batch: int | None
+    seq_len: int | None
+    precision: str | None
+    gpu_type: str | None
+    gpus_per_node: int | None
+    network_gbps: float | None
+    problem: str | None
+    assumed: list
 
     def __init__(self, **kw):
         for k in self.__slots__:
@@ -136,9 +147,10 @@ def shape_columns(shape: TransformerShape) -> dict:
         ``tied_embeddings``, ``vocab`` (and ``n_experts``, ``experts_per_token``, ``moe_ffn_hidden``,
         ``active_params``).
     """
-    out = {"n_layers": shape.n_layers, "d_model": shape.d_model, "n_heads": shape.n_heads,
-           "n_kv_heads": shape.n_kv_heads, "head_dim": shape.head_dim, "ffn_hidden": shape.ffn_hidden,
-           "gated_mlp": int(shape.gated_mlp), "tied_embeddings": int(shape.tied_embeddings), "vocab": shape.vocab}
+    out: dict[str, Any] = {
+        "n_layers": shape.n_layers, "d_model": shape.d_model, "n_heads": shape.n_heads,
+        "n_kv_heads": shape.n_kv_heads, "head_dim": shape.head_dim, "ffn_hidden": shape.ffn_hidden,
+        "gated_mlp": int(shape.gated_mlp), "tied_embeddings": int(shape.tied_embeddings), "vocab": shape.vocab}
     if shape.is_moe:
         out.update(n_experts=shape.n_experts, experts_per_token=shape.experts_per_token,
                    moe_ffn_hidden=shape.moe_ffn_hidden, active_params=float(shape.active_params()))
@@ -188,7 +200,7 @@ def _shape(row: dict, assumed: list) -> TransformerShape:
         if h is None:
             h = max(1, d // 128)
         assumed.append(f"heads: {h}")
-    kw = {"n_layers": L, "d_model": d, "n_heads": h, "vocab": _int(row, "vocab") or 0}
+    kw: dict[str, Any] = {"n_layers": L, "d_model": d, "n_heads": h, "vocab": _int(row, "vocab") or 0}
     kv = _int(row, "n_kv_heads")
     if kv:
         kw["n_kv_heads"] = kv
@@ -302,86 +314,91 @@ def _link(group: int, gpus_per_node: int) -> str:
     return "nvl" if group <= gpus_per_node else "net"
 
 
-def _components(job: LayoutJob) -> dict:
-    s, lay = job.shape, job.layout
-    spec = get_spec(job.gpu_type)
-    peak = spec.peak_tflops(job.precision)
-    # attention runs in 16 bits under mixed precision and fp8 training, at the run's own peak in fp32/TF32
-    wide = ELEMENT_BYTES.get(job.precision, 2) > 2
-    peak16 = peak if wide else (spec.peak_tflops("bf16") or spec.peak_tflops("fp16") or peak)
-    if peak is None or not spec.memory_bandwidth_gbps:
-        return {}
-    P, P16, W = peak * 1e12, (peak16 or peak) * 1e12, spec.memory_bandwidth_gbps * 1e9
-    nvl = (spec.interconnect_gbps or 0.0) / 2 * 1e9 or 1e9  # one direction
-    net = job.network_gbps * 1e9
-    tp, pp, cp, dp, ep, vp, b = lay.tp, lay.pp, lay.cp, lay.dp, lay.ep, lay.vp, lay.micro_batch
-    t = b * job.seq_len / cp  # tokens per device per micro-batch
+class _Stage(NamedTuple):
+    """What one device of the busiest pipeline stage works on per micro-batch."""
+
+    t: float  # tokens per device per micro-batch
+    per_stage: int  # layers on the stage
+    Lm: float  # expert layers on the stage
+    Ld: float  # dense layers on the stage
+    B: float  # bytes per activation and gradient element
+
+
+def _gemm(B: float, M, K, N, count=1.0) -> tuple[float, float]:
+    """FLOPs and bytes moved of an ``M x K`` by ``K x N`` GEMM, forward and backward (3 GEMMs), ``count``
+    times."""
+    flops = 3 * 2.0 * M * K * N * count
+    moved = 3 * B * (M * K + K * N + M * N) * count
+    return flops, moved
+
+
+def _layer_gemms(s: TransformerShape, lay: ParallelLayout, st: _Stage) -> tuple[float, float, float, float]:
+    """FLOPs and bytes of the stage's layer GEMMs (attention projections, dense MLPs, shared experts) and of
+    its routed experts: ``(layer flops, layer bytes, expert flops, expert bytes)``."""
+    assert s.head_dim is not None and s.n_kv_heads is not None  # set by TransformerShape itself
+    tp, ep, t, B = lay.tp, lay.ep, st.t, st.B
     d, hd, h, kv = s.d_model, s.head_dim, s.n_heads, s.n_kv_heads
-    per_stage = math.ceil(s.n_layers / (pp * vp)) * vp
-    moe_share = s.moe_layers / s.n_layers
-    Lm = per_stage * moe_share  # expert layers on the stage
-    Ld = per_stage - Lm
     m_mats = s.mlp_matrices
-    B = float(ELEMENT_BYTES.get(job.precision, 2))  # bytes per activation and gradient element
-    recompute = lay.recompute
-    rf = 4.0 / 3.0 if recompute == "full" else 1.0
-
-    def gemm(M, K, N, count=1.0):
-        flops = 3 * 2.0 * M * K * N * count
-        moved = 3 * B * (M * K + K * N + M * N) * count
-        return flops, moved
-
-    # the layers' GEMMs: attention projections, dense MLPs, shared experts
-    qkv = gemm(t, d, (h + 2 * kv) * hd / tp)
-    proj = gemm(t, h * hd / tp, d)
-    dense_mlp = gemm(t, d, m_mats * s.ffn_hidden / tp) if s.ffn_hidden else (0.0, 0.0)
-    lf = per_stage * (qkv[0] + proj[0]) + Ld * dense_mlp[0]
-    lb = per_stage * (qkv[1] + proj[1]) + Ld * dense_mlp[1]
+    qkv = _gemm(B, t, d, (h + 2 * kv) * hd / tp)
+    proj = _gemm(B, t, h * hd / tp, d)
+    dense_mlp = _gemm(B, t, d, m_mats * s.ffn_hidden / tp) if s.ffn_hidden else (0.0, 0.0)
+    lf = st.per_stage * (qkv[0] + proj[0]) + st.Ld * dense_mlp[0]
+    lb = st.per_stage * (qkv[1] + proj[1]) + st.Ld * dense_mlp[1]
     ef = eb = 0.0
     if s.is_moe:
+        assert s.moe_ffn_hidden is not None  # set for a mixture by TransformerShape itself
         k, E = s.experts_per_token, s.n_experts
         if s.n_shared_experts:
-            sh = gemm(t, d, m_mats * s.n_shared_experts * s.moe_ffn_hidden / tp)
-            lf += Lm * sh[0]
-            lb += Lm * sh[1]
+            sh = _gemm(B, t, d, m_mats * s.n_shared_experts * s.moe_ffn_hidden / tp)
+            lf += st.Lm * sh[0]
+            lb += st.Lm * sh[1]
         local = E / ep
         tokens_per_expert = t * k * ep / E
-        ex = gemm(tokens_per_expert, d, m_mats * s.moe_ffn_hidden / tp, count=local)
-        ef, eb = Lm * ex[0], Lm * ex[1]
-    head = gemm(t, d, s.vocab / tp) if s.vocab else (0.0, 0.0)
-    attn = 12.0 * per_stage * (h / tp) * hd * job.seq_len * t
-    if recompute in ("full", "selective"):
-        attn *= 4.0 / 3.0
-    # memory-bound traffic per micro-batch (Korthikanti et al. 2022 activation accounting, generalised)
+        ex = _gemm(B, tokens_per_expert, d, m_mats * s.moe_ffn_hidden / tp, count=local)
+        ef, eb = st.Lm * ex[0], st.Lm * ex[1]
+    return lf, lb, ef, eb
+
+
+def _activation_bytes(s: TransformerShape, lay: ParallelLayout, st: _Stage, rf: float) -> float:
+    """Memory-bound traffic per micro-batch (Korthikanti et al. 2022 activation accounting, generalised)."""
+    tp, d, m_mats = lay.tp, s.d_model, s.mlp_matrices
     dense_tok = 10 * d / (tp if lay.sequence_parallel else 1) + (8 * d + 2 * m_mats * (s.ffn_hidden or 0)) / tp
     moe_tok = 0.0
     if s.is_moe:
+        assert s.moe_ffn_hidden is not None  # set for a mixture by TransformerShape itself
         ffn_eff = (s.experts_per_token + s.n_shared_experts) * s.moe_ffn_hidden
         moe_tok = (10 * d / (tp if lay.sequence_parallel else 1) + (8 * d + 2 * m_mats * ffn_eff) / tp
                    + 4 * s.experts_per_token * d)
-    mem = t * (Ld * dense_tok + Lm * moe_tok) * B * rf
-    kernels = per_stage * _KERNELS_PER_LAYER + Lm * _KERNELS_PER_EXPERT_LAYER
-    # collectives inside the layers
+    return st.t * (st.Ld * dense_tok + st.Lm * moe_tok) * st.B * rf
+
+
+def _layer_collectives(s: TransformerShape, lay: ParallelLayout, st: _Stage, gpus_per_node: int,
+                       kernels: float) -> tuple[dict, float]:
+    """Bytes of the collectives inside the layers by link (tensor and context parallel, expert all-to-alls),
+    and ``kernels`` with their launches added."""
+    assert s.head_dim is not None and s.n_kv_heads is not None  # set by TransformerShape itself
+    tp, cp, ep, t, B, per_stage = lay.tp, lay.cp, lay.ep, st.t, st.B, st.per_stage
     xl = {"nvl": 0.0, "net": 0.0}
     if tp > 1:
-        vol = 8 * (tp - 1) / tp * t * d * B * per_stage * (1.5 if recompute == "full" else 1.0)
-        xl[_link(tp, job.gpus_per_node)] += vol
+        vol = 8 * (tp - 1) / tp * t * s.d_model * B * per_stage * (1.5 if lay.recompute == "full" else 1.0)
+        xl[_link(tp, gpus_per_node)] += vol
         kernels += 4 * per_stage * _KERNELS_PER_COLLECTIVE
     if cp > 1:
-        vol = 3 * (cp - 1) * 2 * t * kv * hd * B * per_stage / tp
-        xl[_link(tp * cp, job.gpus_per_node)] += vol
+        vol = 3 * (cp - 1) * 2 * t * s.n_kv_heads * s.head_dim * B * per_stage / tp
+        xl[_link(tp * cp, gpus_per_node)] += vol
         kernels += 2 * per_stage * _KERNELS_PER_COLLECTIVE
     if s.is_moe and ep > 1:
-        vol = 4 * (ep - 1) / ep * t * s.experts_per_token * d * B * Lm
-        xl[_link(tp * ep, job.gpus_per_node)] += vol
-        kernels += 4 * Lm * _KERNELS_PER_COLLECTIVE
-    # pipeline sends per micro-batch
-    p2p = {"nvl": 0.0, "net": 0.0}
-    if pp > 1:
-        p2p[_link(tp * cp * dp + 1, job.gpus_per_node)] += 2 * vp * t * d * B / (tp if lay.sequence_parallel else 1)
-    # per step
-    micro = job.global_batch / (dp * b)
-    bubble = (pp - 1) / vp
+        vol = 4 * (ep - 1) / ep * t * s.experts_per_token * s.d_model * B * st.Lm
+        xl[_link(tp * ep, gpus_per_node)] += vol
+        kernels += 4 * st.Lm * _KERNELS_PER_COLLECTIVE
+    return xl, kernels
+
+
+def _gradient_sync(s: TransformerShape, lay: ParallelLayout, B: float,
+                   gpus_per_node: int) -> tuple[dict, float]:
+    """Per step, the data-parallel gradient reduction's (and ZeRO/FSDP all-gathers') bytes by link, and the
+    parameters a device holds optimizer state for."""
+    tp, pp, cp, dp, ep = lay.tp, lay.pp, lay.cp, lay.dp, lay.ep
     expert_params = (s.n_experts * s.mlp_params(s.moe_ffn_hidden) * s.moe_layers) if s.is_moe else 0
     dense_params = s.params() - expert_params
     P_dense = dense_params / (tp * pp)
@@ -392,7 +409,7 @@ def _components(job: LayoutJob) -> dict:
         if params <= 0 or replicas <= 1:
             continue
         V = z * params * B
-        per_node = max(1, job.gpus_per_node // (tp * cp)) if tp * cp <= job.gpus_per_node else 1
+        per_node = max(1, gpus_per_node // (tp * cp)) if tp * cp <= gpus_per_node else 1
         k = min(replicas, per_node)
         nodes = replicas / k
         if k > 1:
@@ -401,6 +418,57 @@ def _components(job: LayoutJob) -> dict:
             dpn["net"] += 2 * (nodes - 1) / nodes * V / k
     held = P_dense / (dp * cp if lay.zero_stage >= 1 else 1) + P_exp / (
         max(1, dp * cp * tp // (ep * tp)) if lay.zero_stage >= 1 else 1)
+    return dpn, held
+
+
+def _components(job: LayoutJob) -> dict:
+    s, lay = job.shape, job.layout
+    # a resolved job (problem None, the only kind priced): every field is set
+    assert s is not None and lay is not None and job.gpu_type is not None and job.precision is not None
+    assert job.seq_len is not None and job.global_batch is not None and job.gpus_per_node is not None
+    assert job.network_gbps is not None
+    spec = get_spec(job.gpu_type)
+    peak = spec.peak_tflops(job.precision)
+    # attention runs in 16 bits under mixed precision and fp8 training, at the run's own peak in fp32/TF32
+    wide = ELEMENT_BYTES.get(job.precision, 2) > 2
+    peak16 = peak if wide else (spec.peak_tflops("bf16") or spec.peak_tflops("fp16") or peak)
+    if peak is None or not spec.memory_bandwidth_gbps:
+        return {}
+    P, P16, W = peak * 1e12, (peak16 or peak) * 1e12, spec.memory_bandwidth_gbps * 1e9
+    nvl = (spec.interconnect_gbps or 0.0) / 2 * 1e9 or 1e9  # one direction
+    net = job.network_gbps * 1e9
+    tp, pp, cp, dp, vp, b = lay.tp, lay.pp, lay.cp, lay.dp, lay.vp, lay.micro_batch
+    t = b * job.seq_len / cp  # tokens per device per micro-batch
+    hd, h = s.head_dim, s.n_heads
+    assert hd is not None  # set by TransformerShape itself
+    per_stage = math.ceil(s.n_layers / (pp * vp)) * vp
+    moe_share = s.moe_layers / s.n_layers
+    Lm = per_stage * moe_share  # expert layers on the stage
+    Ld = per_stage - Lm
+    B = float(ELEMENT_BYTES.get(job.precision, 2))  # bytes per activation and gradient element
+    st = _Stage(t=t, per_stage=per_stage, Lm=Lm, Ld=Ld, B=B)
+    recompute = lay.recompute
+    rf = 4.0 / 3.0 if recompute == "full" else 1.0
+
+    # the layers' GEMMs: attention projections, dense MLPs, shared experts; the routed experts'
+    lf, lb, ef, eb = _layer_gemms(s, lay, st)
+    head = _gemm(B, t, s.d_model, s.vocab / tp) if s.vocab else (0.0, 0.0)
+    attn = 12.0 * per_stage * (h / tp) * hd * job.seq_len * t
+    if recompute in ("full", "selective"):
+        attn *= 4.0 / 3.0
+    mem = _activation_bytes(s, lay, st, rf)
+    kernels = per_stage * _KERNELS_PER_LAYER + Lm * _KERNELS_PER_EXPERT_LAYER
+    # collectives inside the layers
+    xl, kernels = _layer_collectives(s, lay, st, job.gpus_per_node, kernels)
+    # pipeline sends per micro-batch
+    p2p = {"nvl": 0.0, "net": 0.0}
+    if pp > 1:
+        p2p[_link(tp * cp * dp + 1, job.gpus_per_node)] += (2 * vp * t * s.d_model * B
+                                                           / (tp if lay.sequence_parallel else 1))
+    # per step
+    micro = job.global_batch / (dp * b)
+    bubble = (pp - 1) / vp
+    dpn, held = _gradient_sync(s, lay, B, job.gpus_per_node)
     return {"layer_flops_s": lf * rf / P, "layer_bytes_s": lb * rf / W, "expert_flops_s": ef * rf / P,
             "expert_bytes_s": eb * rf / W, "head_flops_s": head[0] / P, "head_bytes_s": head[1] / W,
             "attn_flops_s": attn / P16, "mem_s": mem / W, "kernels": kernels * (1.0 if recompute == "none" else 1.3),
@@ -429,7 +497,7 @@ def layout_components(runs: pd.DataFrame, jobs: list | None = None) -> pd.DataFr
     """
     jobs = layout_jobs(runs) if jobs is None else jobs
     cache: dict = {}
-    rows = []
+    rows: list[dict] = []
     for job in jobs:
         if job.problem is not None:
             rows.append({})
@@ -479,5 +547,6 @@ def job_problems(job: LayoutJob) -> list[str]:
     """
     if job.problem is not None:
         return [job.problem]
+    assert job.layout is not None and job.global_batch is not None  # a resolved job: every field is set
     return layout_problems(job.layout, devices=job.layout.devices, global_batch=job.global_batch,
                            shape=job.shape, seq_len=job.seq_len)
