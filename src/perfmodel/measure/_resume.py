@@ -9,6 +9,7 @@ import json
 import math
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias
 
 import pandas as pd
 from filelock import FileLock
@@ -21,7 +22,14 @@ from ._timing import CONFIG_COLUMNS, config_key, explain_timing_flag, timing_fla
 from .layouts import is_layout_model
 from .zoo import ZOO, default_seq_len
 
-__all__ = ["read_existing", "done_keys", "repeat_medians", "flag_timing", "append_steps"]
+if TYPE_CHECKING:
+    from ..store import HistoryStore
+
+__all__ = ["HistoryTarget", "read_existing", "done_keys", "repeat_medians", "flag_timing", "append_steps"]
+
+#: Where a sweep's records go: a history file (a ``Path``), a store's URL, or an open store (what
+#: :func:`perfmodel.store.history_target` makes of the ``output`` a user gives).
+HistoryTarget: TypeAlias = "Path | str | HistoryStore"
 
 
 def _history_seq(model: str, value) -> int | None:
@@ -45,7 +53,7 @@ def read_existing(output) -> pd.DataFrame | None:
     return read_raw_history(output)
 
 
-def done_keys(output: Path, retry_failed: bool, existing: pd.DataFrame | None = None) -> set[tuple]:
+def done_keys(output: HistoryTarget, retry_failed: bool, existing: pd.DataFrame | None = None) -> set[tuple]:
     """The configurations ``output`` holds (``existing``: its history, when the caller has read it)."""
     df = read_existing(output) if existing is None else existing
     if df is None or len(df) == 0:
@@ -73,7 +81,7 @@ def done_keys(output: Path, retry_failed: bool, existing: pd.DataFrame | None = 
     return keys
 
 
-def repeat_medians(output: Path, existing: pd.DataFrame | None = None) -> dict[tuple, list[float]]:
+def repeat_medians(output: HistoryTarget, existing: pd.DataFrame | None = None) -> dict[tuple, list[float]]:
     """Median step times of the successful runs already in ``output``, per configuration (repeats together;
     ``existing``: its history, when the caller has read it)."""
     df = read_existing(output) if existing is None else existing

@@ -25,8 +25,9 @@ import os
 import sys
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .._atomic import atomic_write_bytes
 from .._validation import check_positive_int
@@ -96,6 +97,7 @@ def _slurm_job(cfg_fields: dict, record_path: str, sweep_id: str, timeout_s: flo
 
     cfg = RunConfig(**cfg_fields)
     rec, times = measure_run(cfg, timeout_s=timeout_s, sweep_id=sweep_id)
+    assert rec is not None  # one node (run_slurm refuses multi-node runs): never a follower's None
     try:
         import submitit
 
@@ -195,23 +197,10 @@ def run_slurm(todo: list, output: Path, opts: SlurmOptions, *, sweep_id: str, ti
     ValueError
         A multi-node configuration, or one needing more GPUs than a node has.
     """
-    from ..io import append_new_runs
-    from ._timing import config_key
-    from .sweep import append_steps, base_record, finish_record, flag_timing, repeat_medians
+    from .sweep import repeat_medians
 
-    for cfg in todo:
-        if cfg.nnodes > 1:
-            raise ValueError("--launcher slurm runs each configuration on one node; multi-node runs go through "
-                             "torchrun (--nnodes with --launcher local, started on every node).")
-        if cfg.gpu_count > opts.gpus_per_node and cfg.device == "cuda":
-            raise ValueError(f"gpu_count {cfg.gpu_count} exceeds gpus_per_node {opts.gpus_per_node}: each "
-                             "configuration is one single-node job.")
-    if opts.folder:
-        folder = Path(opts.folder)
-    elif isinstance(output, Path):
-        folder = output.with_name(output.name + ".slurm")
-    else:  # a store URL: the jobs' logs and records go here, where the sweep runs
-        folder = Path.cwd() / "perfmodel.slurm"
+    _check_single_node(todo, opts)
+    folder = _job_folder(opts, output)
     records = folder / "records"
     records.mkdir(parents=True, exist_ok=True)
     jobs_file = folder / "jobs.jsonl"
@@ -219,56 +208,12 @@ def run_slurm(todo: list, output: Path, opts: SlurmOptions, *, sweep_id: str, ti
     job_timeout = max(30.0, min(timeout_s, opts.time_min * 60.0 - 60.0))
     ex = None
     pending: dict[str, tuple] = {}  # digest -> (cfg, job or None)
-    written: list[dict] = []
-    medians = repeat_medians(output, existing)  # earlier repeats of each configuration, for the timing flag
+    total = total or len(todo)
+    gather = _Gatherer(records, output, opts, sweep_id, medians=repeat_medians(output, existing),
+                       progress=progress, total=total, done_before=total - len(todo))
     # a PostgreSQL store: every job appends its own record from its node (a SQLite file or CSV is appended to
     # here only: SQLite's locks need one machine)
     shared = output if isinstance(output, str) and output.lower().startswith(("postgres", "postgresql")) else None
-    total = total or len(todo)
-    done_before = total - len(todo)
-
-    def gather(cfg, digest: str, job) -> bool:
-        path = records / f"{digest}.json"
-        if path.exists():
-            with open(path, encoding="utf-8") as fh:
-                rec = json.load(fh)
-            times = rec.pop("step_times_s", [])
-            stored = rec.pop("stored", False)
-        elif job is not None and job.done():
-            state = getattr(job, "state", "UNKNOWN")
-            rec = base_record(cfg, opts.gpu_type or ("cpu" if cfg.device == "cpu" else "unknown"), sweep_id)
-            status = "timeout" if "TIMEOUT" in str(state).upper() else "error"
-            try:
-                exc = job.exception()
-            except Exception as e:  # the scheduler could not say
-                exc = e
-            first = str(exc).strip().splitlines()[0] if exc else ""
-            rec.update(status=status, error=f"job {job.job_id} ended in state {state} without a record"
-                       + (f": {first[:300]}" if first else ""), job_id=str(job.job_id), launcher="slurm")
-            rec = finish_record(rec)
-            times, stored = [], False
-        else:
-            return False
-        if stored:  # the job appended it to the shared store itself (its timing flagged there): nothing twice
-            median = rec.get("step_time_median_s")
-            if rec.get("status") == "ok" and isinstance(median, (int, float)) and math.isfinite(median):
-                medians.setdefault(config_key(rec), []).append(float(median))
-        else:
-            flag_timing(rec, medians)
-            if rec.get("gpu_type") == "unknown":  # a job that died before it knew its device: kept unvalidated
-                from ..io import append_runs
-
-                append_runs(rec, output, validate=False)
-            elif append_new_runs(rec, output, key="run_id")[0]:
-                append_steps(output, rec["run_id"], times)
-        written.append(rec)
-        if progress:
-            what = (f"{rec['step_time_s']:.4g} s/step" if rec["status"] == "ok"
-                    else f"{rec['status']}: {str(rec.get('error'))[:60]}")
-            print(f"[{done_before + len(written):>4}/{total}] {cfg.record_name} batch={cfg.batch_size} "
-                  f"n={cfg.gpu_count} {cfg.precision} rep={cfg.repeat} (job {rec.get('job_id')}): {what}",
-                  file=sys.stderr, flush=True)
-        return True
 
     for cfg in todo:
         digest = cfg.digest() + f"-r{cfg.repeat}"
@@ -283,26 +228,138 @@ def run_slurm(todo: list, output: Path, opts: SlurmOptions, *, sweep_id: str, ti
         gpus = min(cfg.gpu_count, opts.gpus_per_node) if cfg.device == "cuda" else 0
         ex.update_parameters(gpus_per_node=gpus)
         job = ex.submit(_slurm_job, asdict(cfg), str(records / f"{digest}.json"), sweep_id, job_timeout, shared)
-        with open(jobs_file, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"digest": digest, "job_id": str(job.job_id), "model": cfg.record_name,
-                                 "batch_size": cfg.batch_size, "submitted_at": time.time()}) + "\n")
+        _note_job(jobs_file, digest, cfg, job)
         pending[digest] = (cfg, job)
         if progress:
             print(f"submitted {cfg.record_name} batch={cfg.batch_size} n={cfg.gpu_count} {cfg.precision} "
                   f"rep={cfg.repeat}: job {job.job_id}", file=sys.stderr, flush=True)
+    _wait(pending, gather, opts.poll_s, jobs_file, progress)
+    return gather.written
+
+
+def _check_single_node(todo: list, opts: SlurmOptions) -> None:
+    """Refuse a multi-node configuration, or one needing more GPUs than a node has."""
+    for cfg in todo:
+        if cfg.nnodes > 1:
+            raise ValueError("--launcher slurm runs each configuration on one node; multi-node runs go through "
+                             "torchrun (--nnodes with --launcher local, started on every node).")
+        if cfg.gpu_count > opts.gpus_per_node and cfg.device == "cuda":
+            raise ValueError(f"gpu_count {cfg.gpu_count} exceeds gpus_per_node {opts.gpus_per_node}: each "
+                             "configuration is one single-node job.")
+
+
+def _job_folder(opts: SlurmOptions, output) -> Path:
+    """The folder of the jobs' logs, ids and records."""
+    if opts.folder:
+        return Path(opts.folder)
+    if isinstance(output, Path):
+        return output.with_name(output.name + ".slurm")
+    return Path.cwd() / "perfmodel.slurm"  # a store URL: the jobs' logs and records go here, where the sweep runs
+
+
+def _note_job(jobs_file: Path, digest: str, cfg, job) -> None:
+    """Append a submitted job's id to ``jobs.jsonl`` (what a resumed sweep reattaches to)."""
+    with open(jobs_file, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"digest": digest, "job_id": str(job.job_id), "model": cfg.record_name,
+                             "batch_size": cfg.batch_size, "submitted_at": time.time()}) + "\n")
+
+
+def _wait(pending: dict[str, tuple], gather: _Gatherer, poll_s: float, jobs_file: Path, progress: bool) -> None:
+    """Gather the pending jobs' records as they finish. Ctrl-C stops waiting (the jobs keep running) and
+    propagates."""
     try:
         while pending:
             for digest, (cfg, job) in list(pending.items()):
                 if gather(cfg, digest, job):
                     del pending[digest]
             if pending:
-                time.sleep(opts.poll_s)
+                time.sleep(poll_s)
     except KeyboardInterrupt:
         if progress:
             print(f"interrupted: {len(pending)} jobs still queued or running; run the same sweep again to gather "
                   "them (job ids in " + str(jobs_file) + ")", file=sys.stderr)
         raise
-    return written
+
+
+@dataclass
+class _Gatherer:
+    """Turns a job's record file, or a job that ended without one, into a history record: appended to
+    ``output`` (unless the job stored it itself), timing-flagged against the earlier repeats in ``medians``,
+    kept in :attr:`written` and reported on stderr."""
+
+    records: Path
+    output: Any  # the history: a Path, or a store URL
+    opts: SlurmOptions
+    sweep_id: str
+    medians: dict[tuple, list[float]]
+    progress: bool
+    total: int
+    done_before: int
+    written: list[dict] = field(default_factory=list)
+
+    def __call__(self, cfg, digest: str, job) -> bool:
+        """Gather the record of ``cfg`` (``job``: its job, or None before any was submitted); False while there
+        is none yet."""
+        found = self._read(cfg, digest, job)
+        if found is None:
+            return False
+        rec, times, stored = found
+        self._keep(rec, times, stored)
+        self.written.append(rec)
+        if self.progress:
+            what = (f"{rec['step_time_s']:.4g} s/step" if rec["status"] == "ok"
+                    else f"{rec['status']}: {str(rec.get('error'))[:60]}")
+            print(f"[{self.done_before + len(self.written):>4}/{self.total}] {cfg.record_name} "
+                  f"batch={cfg.batch_size} n={cfg.gpu_count} {cfg.precision} rep={cfg.repeat} "
+                  f"(job {rec.get('job_id')}): {what}", file=sys.stderr, flush=True)
+        return True
+
+    def _read(self, cfg, digest: str, job) -> tuple[dict, list, bool] | None:
+        """``(record, step times, stored by the job)``: the job's record file, or a failure record for a job
+        that is done without one; None while neither."""
+        path = self.records / f"{digest}.json"
+        if path.exists():
+            with open(path, encoding="utf-8") as fh:
+                rec = json.load(fh)
+            return rec, rec.pop("step_times_s", []), rec.pop("stored", False)
+        if job is not None and job.done():
+            return self._failed(cfg, job), [], False
+        return None
+
+    def _failed(self, cfg, job) -> dict:
+        """The record of a job that ended without writing one (time limit, node failure, preemption)."""
+        from .sweep import base_record, finish_record
+
+        state = getattr(job, "state", "UNKNOWN")
+        rec = base_record(cfg, self.opts.gpu_type or ("cpu" if cfg.device == "cpu" else "unknown"), self.sweep_id)
+        status = "timeout" if "TIMEOUT" in str(state).upper() else "error"
+        try:
+            exc = job.exception()
+        except Exception as e:  # the scheduler could not say
+            exc = e
+        first = str(exc).strip().splitlines()[0] if exc else ""
+        rec.update(status=status, error=f"job {job.job_id} ended in state {state} without a record"
+                   + (f": {first[:300]}" if first else ""), job_id=str(job.job_id), launcher="slurm")
+        return finish_record(rec)
+
+    def _keep(self, rec: dict, times: list, stored: bool) -> None:
+        """Append ``rec`` and its step times to the history, unless the job stored it itself."""
+        from ..io import append_new_runs
+        from ._timing import config_key
+        from .sweep import append_steps, flag_timing
+
+        if stored:  # the job appended it to the shared store itself (its timing flagged there): nothing twice
+            median = rec.get("step_time_median_s")
+            if rec.get("status") == "ok" and isinstance(median, (int, float)) and math.isfinite(median):
+                self.medians.setdefault(config_key(rec), []).append(float(median))
+            return
+        flag_timing(rec, self.medians)
+        if rec.get("gpu_type") == "unknown":  # a job that died before it knew its device: kept unvalidated
+            from ..io import append_runs
+
+            append_runs(rec, self.output, validate=False)
+        elif append_new_runs(rec, self.output, key="run_id")[0]:
+            append_steps(self.output, rec["run_id"], times)
 
 
 def run_sweep_slurm(configs: list, output: Path, slurm, *, timeout_s: float, retry_failed: bool,
