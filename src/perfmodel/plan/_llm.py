@@ -36,31 +36,31 @@ derivation kept in the result:
 
 from __future__ import annotations
 
-import math
-import numbers
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
 from .._format import format_duration, to_plain
-from .._validation import check_choice, check_confidence, check_positive_float, check_positive_int
-from ..exceptions import DoesNotFitError, LayoutError
+from .._validation import check_choice, check_confidence, check_positive_float
+from ..exceptions import DoesNotFitError
 from ..fitting import DEFAULT_METHOD
-from ..hardware import check_precision, get_spec, resolve_gpu_type
-from ..layout import DEFAULT_GPUS_PER_NODE, ParallelLayout, check_layout, enumerate_layouts, job_layout
+from ..hardware import check_precision, resolve_gpu_type
+from ..layout import DEFAULT_GPUS_PER_NODE, ParallelLayout, check_layout, enumerate_layouts
 from ..layout_features import shape_columns
 from ..models import METHODS
 from ..predict import TrainingTimePrediction, predict_many, predict_training_time
-from ..transformer import (RECOMPUTE_MODES, TransformerFlops, TransformerShape, hf_config_shape, standard_shape,
-                           transformer_flops)
+from ..transformer import TransformerFlops, TransformerShape, hf_config_shape, transformer_flops
+from ._checks import positive_float, positive_int
 from ._cost import CostEstimate, estimate_cost
+from ._llm_layout import JobDevices, LayoutArgs, checked_recompute, checked_zero_stage, job_devices
+from ._llm_shape import WHERE, ModelArgs, job_work, si, whole_count
 from ._memory import OPTIMIZERS, MemoryEstimate, estimate_memory
 
 __all__ = ["plan_llm_job", "LLMJobPlan", "search_layouts", "decoder_params", "decoder_flops_per_sample",
            "hf_config_shape", "LAYOUT_PARAMETER_NAMES"]
 
-_WHERE = "plan_llm_job"
 #: How :func:`plan_llm_job` names the layout's degrees in its messages (a CLI passes its flags instead).
 LAYOUT_PARAMETER_NAMES = {"tp": "tensor_parallel", "pp": "pipeline_parallel", "cp": "context_parallel",
                           "dp": "the data-parallel degree", "ep": "expert_parallel", "vp": "virtual_stages",
@@ -95,10 +95,10 @@ def decoder_params(n_layers: int, d_model: int, vocab: int = 0, ffn_mult: float 
     >>> decoder_params(32, 4096, 32000)
     6573522944.0
     """
-    L = check_positive_int(n_layers, "n_layers", "decoder_params")
-    d = check_positive_int(d_model, "d_model", "decoder_params")
-    v = 0 if vocab in (0, None) else check_positive_int(vocab, "vocab", "decoder_params")
-    f = check_positive_float(ffn_mult, "ffn_mult", "decoder_params")
+    L = positive_int(n_layers, "n_layers", "decoder_params")
+    d = positive_int(d_model, "d_model", "decoder_params")
+    v = 0 if vocab in (0, None) else positive_int(vocab, "vocab", "decoder_params")
+    f = positive_float(ffn_mult, "ffn_mult", "decoder_params")
     return float((4 + 2 * f) * L * d * d + v * d)
 
 
@@ -132,12 +132,12 @@ def decoder_flops_per_sample(params: float, seq_len: int, n_layers: int | None =
     >>> round(decoder_flops_per_sample(7e9, 4096, 32, 4096) / 1e12, 1)
     198.4
     """
-    n = check_positive_float(params, "params", "decoder_flops_per_sample")
-    s = check_positive_int(seq_len, "seq_len", "decoder_flops_per_sample")
+    n = positive_float(params, "params", "decoder_flops_per_sample")
+    s = positive_int(seq_len, "seq_len", "decoder_flops_per_sample")
     shape = None
     if n_layers is not None and d_model is not None:
-        shape = TransformerShape(n_layers=check_positive_int(n_layers, "n_layers", "decoder_flops_per_sample"),
-                                 d_model=check_positive_int(d_model, "d_model", "decoder_flops_per_sample"), n_heads=1)
+        shape = TransformerShape(n_layers=positive_int(n_layers, "n_layers", "decoder_flops_per_sample"),
+                                 d_model=positive_int(d_model, "d_model", "decoder_flops_per_sample"), n_heads=1)
     flops = transformer_flops(shape, s, recompute="full" if activation_checkpointing else "none", matmul_params=n)
     return flops.hardware
 
@@ -296,9 +296,9 @@ class LLMJobPlan:
             f"{format_duration(self.seconds)} ({pct} PI {format_duration(self.lower)} – {format_duration(self.upper)}; "
             f"{p.method}, {p.n_runs} runs) on {where} x {self.gpu_type} in {self.precision}"
             f"{' (assumed)' if self.precision_assumed else ''}",
-            f"work: {_si(self.tokens)} tokens = {self.steps:,} steps x {self.global_batch:,} sequences x "
+            f"work: {si(self.tokens)} tokens = {self.steps:,} steps x {self.global_batch:,} sequences x "
             f"{self.seq_len:,} tokens; step {p.step_seconds:.3g} s ({p.step_lower:.3g}–{p.step_upper:.3g})",
-            f"model: {_si(self.params)} params ({self.params_formula}); {shape}",
+            f"model: {si(self.params)} params ({self.params_formula}); {shape}",
             f"FLOPs per sequence: {self.flops_formula} = {self.flops_per_sample:.4g}",
             f"layout: {self.devices} devices = {self.layout.describe()}; {self.accumulation} micro-batches per step",
             f"memory: {self.memory}",
@@ -316,107 +316,6 @@ class LLMJobPlan:
                 lines.append(f"  {r['layout']}: step {r['step_time_s']:.3g} s, {r['memory_gb']:.0f} GB")
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
-
-
-def _si(x: float) -> str:
-    """``100B``, ``1.3B``, ``350M``: counts as LLM people write them."""
-    for div, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if abs(x) >= div:
-            return f"{x / div:.4g}{unit}"
-    return f"{x:g}"
-
-
-def _count(value, name: str, shown: str | None = None) -> int:
-    """A positive whole number, also given as a float such as ``100e9`` (``shown``: how messages name it, e.g. a
-    CLI flag)."""
-    what = f"The {name!r} parameter of {_WHERE}" if shown is None or shown == name else shown
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{what} must be a positive whole number. Got {value!r} of type {type(value).__name__} "
-                        "instead.")
-    if not math.isfinite(float(value)) or float(value) <= 0 or not float(value).is_integer():
-        raise ValueError(f"{what} must be a positive whole number. Got {value!r} instead.")
-    return check_positive_int(int(value), name, _WHERE)
-
-
-def _model(*, params, shape, hf_config, n_layers, d_model, vocab, n_heads, n_kv_heads, ffn_mult, ffn_hidden,
-           notes) -> tuple[TransformerShape, float, str, dict | None]:
-    """The job's shape, parameter count and its formula (module docstring, "The model")."""
-    given = {k: v for k, v in (("n_layers", n_layers), ("d_model", d_model), ("vocab", vocab), ("n_heads", n_heads),
-                               ("n_kv_heads", n_kv_heads), ("ffn_mult", ffn_mult), ("ffn_hidden", ffn_hidden))
-             if v is not None}
-    hf = None
-    if shape is not None or hf_config is not None:
-        if shape is not None and hf_config is not None:
-            raise ValueError(f"{_WHERE}: give the model's shape one way: shape= or hf_config=, not both.")
-        if given:
-            raise ValueError(f"{_WHERE}: {'shape' if shape is not None else 'hf_config'} gives the architecture; "
-                             f"leave out {', '.join(f'{k}={v!r}' for k, v in given.items())}.")
-        if hf_config is not None:
-            hf = hf_config_shape(hf_config)
-            shape, derived, formula = hf["shape"], float(hf["params"]), hf["formula"]
-        elif not isinstance(shape, TransformerShape):
-            raise TypeError(f"The 'shape' parameter of {_WHERE} must be a perfmodel.transformer.TransformerShape. "
-                            f"Got {type(shape).__name__}.")
-        else:
-            derived, formula = float(shape.params()), "the shape's (biases and norms left out)"
-    elif n_layers is not None or d_model is not None:
-        if n_layers is None or d_model is None:
-            raise ValueError(f"{_WHERE} needs both 'n_layers' and 'd_model' for the architecture. Got "
-                             f"n_layers={n_layers!r}, d_model={d_model!r}.")
-        L, d = _count(n_layers, "n_layers"), _count(d_model, "d_model")
-        h = _count(n_heads, "n_heads") if n_heads is not None else max(1, d // 128)
-        if n_heads is not None and d % h:
-            raise ValueError(f"The 'n_heads' parameter of {_WHERE} must divide d_model={d}. Got {n_heads!r}.")
-        if ffn_hidden is not None and ffn_mult is not None:
-            raise ValueError(f"{_WHERE}: give the MLP width one way: ffn_hidden= or ffn_mult=.")
-        ffn = (_count(ffn_hidden, "ffn_hidden") if ffn_hidden is not None else
-               max(1, round((4.0 if ffn_mult is None else check_positive_float(ffn_mult, "ffn_mult", _WHERE)) * d)))
-        V = 0 if vocab is None else _count(vocab, "vocab")
-        shape = TransformerShape(n_layers=L, d_model=d, n_heads=h if d % h == 0 else 1, vocab=V, ffn_hidden=ffn,
-                                 n_kv_heads=None if n_kv_heads is None else _count(n_kv_heads, "n_kv_heads"))
-        derived = float(shape.params())
-        formula = f"L·(4·d² + 2·d·ffn) + vocab·d with L={L}, d={d}, ffn={ffn}, vocab={V}"
-        if n_kv_heads is not None:
-            formula = f"L·(attention with {shape.n_kv_heads} KV heads + 2·d·ffn) + vocab·d with L={L}, d={d}, " \
-                      f"ffn={ffn}, vocab={V}"
-        if vocab is None:
-            notes.append("no vocab given: the embedding's vocab·d parameters and the output head are left out")
-    elif params is not None:
-        params = check_positive_float(params, "params", _WHERE)
-        shape = standard_shape(params)
-        notes.append(f"model given by its size only: the standard shape of a {_si(params)}-parameter decoder "
-                     f"(L={shape.n_layers}, d={shape.d_model}, {shape.n_heads} heads, gated MLP {shape.ffn_hidden}, "
-                     f"vocabulary {shape.vocab}); give n_layers/d_model or hf_config= for yours")
-        return shape, params, "given", None
-    else:
-        raise ValueError(f"{_WHERE} needs the model: 'params', 'shape', 'hf_config', or 'n_layers' and 'd_model' "
-                         f"(and 'vocab'). Got params=None, n_layers={n_layers!r}, d_model={d_model!r}.")
-    if params is not None:
-        params = check_positive_float(params, "params", _WHERE)
-        if not 0.75 <= params / derived <= 1.33:
-            notes.append(f"params={params:.4g} differs from the shape's {derived:.4g} by more than a third: check the "
-                         "architecture (the time follows the shape)")
-        return shape, params, "given", hf
-    return shape, derived, formula, hf
-
-
-def _work(tokens, samples, steps, seq_len, global_batch, notes) -> tuple[int, int, int]:
-    given = [k for k, v in (("tokens", tokens), ("samples", samples), ("steps", steps)) if v is not None]
-    if len(given) != 1:
-        raise ValueError(f"{_WHERE} needs exactly one of 'tokens', 'samples' or 'steps'. Got "
-                         f"{', '.join(given) if given else 'none'}.")
-    if tokens is not None:
-        tokens = _count(tokens, "tokens")
-        n_steps = -(-(-(-tokens // seq_len)) // global_batch)
-    elif samples is not None:
-        n_steps = -(-_count(samples, "samples") // global_batch)
-    else:
-        n_steps = _count(steps, "steps")
-    samples_done = n_steps * global_batch
-    tokens_done = samples_done * seq_len
-    if tokens is not None and tokens_done != tokens:
-        notes.append(f"{tokens:,} tokens rounded up to {n_steps:,} whole steps ({tokens_done:,} tokens)")
-    return n_steps, samples_done, tokens_done
 
 
 def _layout_rows(layouts, *, shape, seq_len, global_batch, gpu_type, devices, precision, gpus_per_node,
@@ -480,7 +379,7 @@ def search_layouts(*, shape: TransformerShape, seq_len: int, global_batch: int, 
         fits).
     """
     gpu_type = resolve_gpu_type(gpu_type)
-    devices = check_positive_int(devices, "devices", "search_layouts")
+    devices = positive_int(devices, "devices", "search_layouts")
     layouts, mems = [], []
     for lay in enumerate_layouts(devices=devices, global_batch=global_batch, shape=shape, seq_len=seq_len,
                                  gpus_per_node=gpus_per_node, micro_batches=micro_batches, zero_stages=zero_stages,
@@ -602,153 +501,156 @@ def plan_llm_job(*, seq_len, global_batch, gpu_type, params=None, n_layers=None,
     >>> job.layout.describe()                                                 # doctest: +SKIP
     'tp 2 × dp 32, micro-batch 1, ZeRO-1, sequence parallel'
     """
-    confidence = check_confidence(confidence, _WHERE)
-    check_choice(method, "method", _WHERE, (*METHODS, "auto"))
-    check_choice(optimizer, "optimizer", _WHERE, OPTIMIZERS)
+    confidence = check_confidence(confidence, WHERE)
+    check_choice(method, "method", WHERE, (*METHODS, "auto"))
+    check_choice(optimizer, "optimizer", WHERE, OPTIMIZERS)
     names = {**LAYOUT_PARAMETER_NAMES, **(names or {})}
-    seq_len = _count(seq_len, "seq_len")
-    global_batch = _count(global_batch, "global_batch")
-    precision = None if precision is None else check_precision(precision, _WHERE)
+    seq_len = whole_count(seq_len, "seq_len")
+    global_batch = whole_count(global_batch, "global_batch")
+    precision = None if precision is None else check_precision(precision, WHERE)
     for flag_name, flag in (("activation_checkpointing", activation_checkpointing),
                             ("flash_attention", flash_attention), ("search", search),
                             ("allow_no_fit", allow_no_fit)):
         if not isinstance(flag, bool):
-            raise TypeError(f"The {flag_name!r} parameter of {_WHERE} must be a bool. Got {flag!r} instead.")
-    if isinstance(zero_stage, bool) or zero_stage not in (0, 1, 2, 3):
-        raise ValueError(f"The 'zero_stage' parameter of {_WHERE} must be 0, 1, 2 or 3. Got {zero_stage!r} instead.")
-    if recompute is None:
-        recompute = "full" if activation_checkpointing else "none"
-    elif recompute not in RECOMPUTE_MODES:
-        raise ValueError(f"The 'recompute' parameter of {_WHERE} must be one of {', '.join(RECOMPUTE_MODES)}. Got "
-                         f"{recompute!r}.")
-    elif activation_checkpointing and recompute != "full":
-        raise ValueError(f"{_WHERE}: activation_checkpointing=True is recompute='full'; got recompute={recompute!r}.")
-    inter_node_gbps = check_positive_float(inter_node_gbps, "inter_node_gbps", _WHERE, allow_none=True)
+            raise TypeError(f"The {flag_name!r} parameter of {WHERE} must be a bool. Got {flag!r} instead.")
+    layout_args = LayoutArgs(tensor_parallel=tensor_parallel, pipeline_parallel=pipeline_parallel,
+                             context_parallel=context_parallel, expert_parallel=expert_parallel,
+                             virtual_stages=virtual_stages, micro_batch=micro_batch,
+                             sequence_parallel=sequence_parallel, zero_stage=checked_zero_stage(zero_stage),
+                             recompute=checked_recompute(recompute, activation_checkpointing))
+    inter_node_gbps = check_positive_float(inter_node_gbps, "inter_node_gbps", WHERE, allow_none=True)
     notes: list[str] = []
 
-    shape, params, params_formula, hf = _model(params=params, shape=shape, hf_config=hf_config, n_layers=n_layers,
-                                               d_model=d_model, vocab=vocab, n_heads=n_heads, n_kv_heads=n_kv_heads,
-                                               ffn_mult=ffn_mult, ffn_hidden=ffn_hidden, notes=notes)
-    n_steps, samples_done, tokens_done = _work(tokens, samples, steps, seq_len, global_batch, notes)
-
-    # --- the devices and the layout
-    if nodes is not None or gpus_per_node is not None:
-        if nodes is None and gpus_per_node is not None and gpu_count is not None:
-            gpn = _count(gpus_per_node, "gpus_per_node")
-            devices = _count(gpu_count, "gpu_count")
-        elif nodes is None or gpus_per_node is None:
-            raise ValueError(f"{_WHERE} takes 'nodes' and 'gpus_per_node' together (or 'gpus_per_node' with "
-                             f"'gpu_count'). Got nodes={nodes!r}, gpus_per_node={gpus_per_node!r}.")
-        else:
-            nodes, gpn = _count(nodes, "nodes"), _count(gpus_per_node, "gpus_per_node")
-            devices = nodes * gpn
-            if gpu_count is not None and _count(gpu_count, "gpu_count") != devices:
-                raise ValueError(f"The 'gpu_count' parameter of {_WHERE} ({gpu_count!r}) is not nodes x "
-                                 f"gpus_per_node = {nodes} x {gpn} = {devices}.")
-    elif gpu_count is not None:
-        devices, gpn = _count(gpu_count, "gpu_count"), None
-    else:
-        raise ValueError(f"{_WHERE} needs the devices: 'gpu_count', or 'nodes' and 'gpus_per_node'.")
-    g = resolve_gpu_type(gpu_type)
-    if gpn is None:  # the device's NVLink domain (72 on NVL72 racks), else an 8-device node
-        gpn = get_spec(g).nvlink_domain or DEFAULT_GPUS_PER_NODE
-    tp, pp, cp = (_count(v, k, names[short]) for short, k, v in (("tp", "tensor_parallel", tensor_parallel),
-                                                                  ("pp", "pipeline_parallel", pipeline_parallel),
-                                                                  ("cp", "context_parallel", context_parallel)))
-    ep = _count(expert_parallel, "expert_parallel", names["ep"])
-    vp = _count(virtual_stages, "virtual_stages", names["vp"])
-    mb = 1 if micro_batch is None else _count(micro_batch, "micro_batch", names["micro_batch"])
-    if vp > 1 and pp == 1:
-        raise LayoutError(f"Invalid parallel layout: {names['vp']} {vp} (virtual stages) needs {names['pp']} > 1.")
-    if devices % (tp * pp * cp):
-        raise LayoutError(f"Invalid parallel layout: {devices} devices do not divide into {names['tp']} x "
-                          f"{names['pp']} x {names['cp']} = {tp} x {pp} x {cp} = {tp * pp * cp}: the data-parallel "
-                          "degree devices / (tp·pp·cp) must be whole.")
-    given = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "vp": vp, "micro_batch": mb, "zero_stage": int(zero_stage),
-             "recompute": recompute}
-    if sequence_parallel is not None:
-        given["sequence_parallel"] = bool(sequence_parallel)
-    layout, _ = job_layout(given, devices=devices, where=_WHERE)  # the defaults predict_training_time takes
+    model = ModelArgs(params=params, shape=shape, hf_config=hf_config, n_layers=n_layers, d_model=d_model,
+                      vocab=vocab, n_heads=n_heads, n_kv_heads=n_kv_heads, ffn_mult=ffn_mult,
+                      ffn_hidden=ffn_hidden).resolve(notes)
+    work = job_work(tokens, samples, steps, seq_len, global_batch, notes)
+    where = job_devices(gpu_type, gpu_count=gpu_count, nodes=nodes, gpus_per_node=gpus_per_node)
+    layout = layout_args.layout(where.devices, names)
+    job = _Job(shape=model.shape, seq_len=seq_len, global_batch=global_batch, where=where,
+               inter_node_gbps=inter_node_gbps, optimizer=optimizer, flash_attention=flash_attention,
+               history=history, method=method, confidence=confidence, name=name)
     searched = None
     if search:
-        used = precision or "bf16"
-        searched = search_layouts(shape=shape, seq_len=seq_len, global_batch=global_batch, gpu_type=g,
-                                  devices=devices, precision=used, gpus_per_node=gpn,
-                                  inter_node_gbps=inter_node_gbps, optimizer=optimizer,
-                                  flash_attention=flash_attention, history=history, method=method,
-                                  confidence=confidence, name=name)
+        searched = job.search(precision or "bf16")
         if not len(searched):
-            raise DoesNotFitError(f"{_WHERE}: no layout of this job on {devices} x {g} fits in memory (searched "
-                                  "tensor, pipeline, context and expert degrees, micro-batches 1-8, ZeRO-1 and FSDP, "
-                                  "every recomputation); use more devices or a device with more memory.")
+            raise DoesNotFitError(f"{WHERE}: no layout of this job on {where.devices} x {where.gpu_type} fits in "
+                                  "memory (searched tensor, pipeline, context and expert degrees, micro-batches "
+                                  "1-8, ZeRO-1 and FSDP, every recomputation); use more devices or a device with "
+                                  "more memory.")
         layout = searched["layout_obj"].iloc[0]
         notes.append(f"layout searched: the fastest of {len(searched)} that fit in memory")
     else:
-        check_layout(layout, devices=devices, global_batch=global_batch, shape=shape, seq_len=seq_len, names=names)
+        check_layout(layout, devices=where.devices, global_batch=global_batch, shape=model.shape, seq_len=seq_len,
+                     names=names)
         if micro_batch is None:
             notes.append(f"micro_batch not given: 1 sequence per pass (the frameworks' usual; {names['search']} "
                          "compares the others)")
 
-    # --- the prediction: the same call predict_training_time answers
-    spec = {"shape": shape, "params": params, "name": name, "family": "moe" if shape.is_moe else "decoder"}
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        pred = predict_training_time(spec, seq_len=seq_len, global_batch=global_batch, gpu_count=devices,
-                                     gpu_type=g, steps=n_steps, precision=precision, layout=layout,
-                                     gpus_per_node=gpn, inter_node_gbps=inter_node_gbps, history=history,
-                                     confidence=confidence, method=method)
-    for w in caught:  # passed on, from the caller's line
-        warnings.warn(str(w.message), w.category, stacklevel=2)
+    pred = job.predict(model.params, layout, steps=work.steps, precision=precision)
     used_precision = str(pred.query["precision"])
     if precision is None:
-        notes.append(f"precision not given: assumed {used_precision!r} (what the history's runs on {g} mostly used)")
-    flops = transformer_flops(shape, seq_len, recompute=layout.recompute)
-    lookups = " and ".join(x for x in ("" if shape.tied_embeddings or not shape.vocab else "the untied input "
-                                       "embedding", "the position table" if shape.positions else "") if x)
-    flops_formula = (f"6·N_a·seq + 12·L·h·hd·seq² with N_a = {shape.matmul_params():.4g} matmul parameters"
-                     + (" (a token's experts only)" if shape.is_moe else "")
-                     + (f" ({lookups}: lookups, not matmuls)" if lookups else "")
-                     + (f"; recomputation adds {flops.recompute:.3g}" if flops.recompute else ""))
-
-    # --- memory
-    memory = estimate_memory(shape=shape, layout=layout, seq_len=seq_len, precision=used_precision,
-                             optimizer=optimizer, gpu_type=g, global_batch=global_batch, params=params,
-                             flash_attention=flash_attention)
+        notes.append(f"precision not given: assumed {used_precision!r} (what the history's runs on "
+                     f"{where.gpu_type} mostly used)")
+    flops, flops_formula = _flops(model.shape, seq_len, layout)
+    memory = job.memory(layout, used_precision, model.params)
     if memory.fits is False and not allow_no_fit:
-        suggestion = None
-        try:
-            found = search_layouts(shape=shape, seq_len=seq_len, global_batch=global_batch, gpu_type=g,
-                                   devices=devices, precision=used_precision, gpus_per_node=gpn,
-                                   inter_node_gbps=inter_node_gbps, optimizer=optimizer,
-                                   flash_attention=flash_attention, history=history, method=method,
-                                   confidence=confidence, name=name)
-            if len(found):
-                suggestion = found["layout"].iloc[0]
-        except (ValueError, TypeError):
-            found = None
-        hint = (f" The fastest layout that fits: {suggestion} ({names['search']} plans it)." if suggestion else
-                " No layout of this job fits on these devices: use more devices or a device with more memory.")
-        raise DoesNotFitError(f"{_WHERE}: the job does not fit in memory: {memory.short()} with {layout.describe()} "
-                              f"({memory.total_gb:.1f} GB: weights {memory.weights_bytes / 1e9:.1f}, gradients "
-                              f"{memory.gradients_bytes / 1e9:.1f}, optimizer {memory.optimizer_bytes / 1e9:.1f}, "
-                              f"activations {(memory.activations_bytes or 0) / 1e9:.1f}).{hint} Give "
-                              f"{names['allow_no_fit']} for its time anyway.", memory=memory,
-                              suggestion=suggestion)
+        raise _does_not_fit(job, layout, memory, used_precision, names)
     if memory.fits is False:
         notes.append("does not fit in device memory (see memory); allowed by allow_no_fit")
     elif memory.fits is None and memory.device_bytes is not None and not memory.lower_bound:
         notes.append(f"may not fit in device memory: {memory.short()}; {names['search']} finds layouts that fit")
-    accumulation = global_batch // (layout.dp * layout.micro_batch)
     return LLMJobPlan(
         seconds=float(pred.seconds), lower=float(pred.lower), upper=float(pred.upper), prediction=pred,
-        gpu_type=g, params=float(params), params_formula=params_formula, flops_per_sample=float(flops.model),
-        flops_formula=flops_formula, tokens=int(tokens_done), samples=int(samples_done), steps=int(n_steps),
-        seq_len=seq_len, global_batch=global_batch, devices=devices, nodes=nodes, gpus_per_node=gpn,
-        data_parallel=layout.dp, tensor_parallel=layout.tp, pipeline_parallel=layout.pp,
-        zero_stage=layout.zero_stage, micro_batch=layout.micro_batch, accumulation=accumulation,
-        batch_size_per_device=global_batch / devices, precision=used_precision, precision_assumed=precision is None,
-        memory=memory, shape=shape, layout=layout, flops=flops, breakdown=dict(pred.breakdown),
-        layouts=None if searched is None else searched.drop(columns="layout_obj"),
+        gpu_type=where.gpu_type, params=float(model.params), params_formula=model.params_formula,
+        flops_per_sample=float(flops.model), flops_formula=flops_formula, tokens=int(work.tokens),
+        samples=int(work.samples), steps=int(work.steps), seq_len=seq_len, global_batch=global_batch,
+        devices=where.devices, nodes=where.nodes, gpus_per_node=where.gpus_per_node, data_parallel=layout.dp,
+        tensor_parallel=layout.tp, pipeline_parallel=layout.pp, zero_stage=layout.zero_stage,
+        micro_batch=layout.micro_batch, accumulation=global_batch // (layout.dp * layout.micro_batch),
+        batch_size_per_device=global_batch / where.devices, precision=used_precision,
+        precision_assumed=precision is None, memory=memory, shape=model.shape, layout=layout, flops=flops,
+        breakdown=dict(pred.breakdown), layouts=None if searched is None else searched.drop(columns="layout_obj"),
         context_parallel=layout.cp, expert_parallel=layout.ep, virtual_stages=layout.vp,
         sequence_parallel=layout.sequence_parallel, recompute=layout.recompute,
-        hf_config=None if hf is None else {k: v for k, v in hf.items() if k != "shape"}, notes=notes)
+        hf_config=None if model.hf is None else {k: v for k, v in model.hf.items() if k != "shape"}, notes=notes)
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What stays fixed while :func:`plan_llm_job` searches, predicts and checks the memory of its layouts: the
+    model's shape, the work per step, the devices and the options of the prediction."""
+
+    shape: TransformerShape
+    seq_len: int
+    global_batch: int
+    where: JobDevices
+    inter_node_gbps: float | None
+    optimizer: str
+    flash_attention: bool
+    history: Any
+    method: str
+    confidence: float
+    name: str
+
+    def search(self, precision: str) -> pd.DataFrame:
+        """The ranked layouts of the job that fit (:func:`search_layouts`)."""
+        return search_layouts(shape=self.shape, seq_len=self.seq_len, global_batch=self.global_batch,
+                              gpu_type=self.where.gpu_type, devices=self.where.devices, precision=precision,
+                              gpus_per_node=self.where.gpus_per_node, inter_node_gbps=self.inter_node_gbps,
+                              optimizer=self.optimizer, flash_attention=self.flash_attention, history=self.history,
+                              method=self.method, confidence=self.confidence, name=self.name)
+
+    def predict(self, params: float, layout: ParallelLayout, *, steps: int,
+                precision: str | None) -> TrainingTimePrediction:
+        """The prediction: the same call :func:`perfmodel.predict_training_time` answers for the job; its
+        warnings are passed on, from the line that called :func:`plan_llm_job`."""
+        spec = {"shape": self.shape, "params": params, "name": self.name,
+                "family": "moe" if self.shape.is_moe else "decoder"}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            pred = predict_training_time(spec, seq_len=self.seq_len, global_batch=self.global_batch,
+                                         gpu_count=self.where.devices, gpu_type=self.where.gpu_type, steps=steps,
+                                         precision=precision, layout=layout, gpus_per_node=self.where.gpus_per_node,
+                                         inter_node_gbps=self.inter_node_gbps, history=self.history,
+                                         confidence=self.confidence, method=self.method)
+        for w in caught:  # passed on, from the caller's line (of plan_llm_job, which called this)
+            warnings.warn(str(w.message), w.category, stacklevel=3)
+        return pred
+
+    def memory(self, layout: ParallelLayout, precision: str, params: float) -> MemoryEstimate:
+        """The per-device memory of the job under ``layout`` (:func:`estimate_memory`)."""
+        return estimate_memory(shape=self.shape, layout=layout, seq_len=self.seq_len, precision=precision,
+                               optimizer=self.optimizer, gpu_type=self.where.gpu_type,
+                               global_batch=self.global_batch, params=params, flash_attention=self.flash_attention)
+
+
+def _flops(shape: TransformerShape, seq_len: int, layout: ParallelLayout) -> tuple[TransformerFlops, str]:
+    """The FLOPs of one sequence under the layout's recomputation, and the formula in words."""
+    flops = transformer_flops(shape, seq_len, recompute=layout.recompute)
+    lookups = " and ".join(x for x in ("" if shape.tied_embeddings or not shape.vocab else "the untied input "
+                                       "embedding", "the position table" if shape.positions else "") if x)
+    formula = (f"6·N_a·seq + 12·L·h·hd·seq² with N_a = {shape.matmul_params():.4g} matmul parameters"
+               + (" (a token's experts only)" if shape.is_moe else "")
+               + (f" ({lookups}: lookups, not matmuls)" if lookups else "")
+               + (f"; recomputation adds {flops.recompute:.3g}" if flops.recompute else ""))
+    return flops, formula
+
+
+def _does_not_fit(job: _Job, layout: ParallelLayout, memory: MemoryEstimate, precision: str,
+                  names: dict) -> DoesNotFitError:
+    """The refusal of a layout whose memory does not fit, naming the fastest layout that does (when one does)."""
+    suggestion = None
+    try:
+        found = job.search(precision)
+        if len(found):
+            suggestion = found["layout"].iloc[0]
+    except (ValueError, TypeError):
+        found = None
+    hint = (f" The fastest layout that fits: {suggestion} ({names['search']} plans it)." if suggestion else
+            " No layout of this job fits on these devices: use more devices or a device with more memory.")
+    return DoesNotFitError(f"{WHERE}: the job does not fit in memory: {memory.short()} with {layout.describe()} "
+                           f"({memory.total_gb:.1f} GB: weights {memory.weights_bytes / 1e9:.1f}, gradients "
+                           f"{memory.gradients_bytes / 1e9:.1f}, optimizer {memory.optimizer_bytes / 1e9:.1f}, "
+                           f"activations {(memory.activations_bytes or 0) / 1e9:.1f}).{hint} Give "
+                           f"{names['allow_no_fit']} for its time anyway.", memory=memory, suggestion=suggestion)
