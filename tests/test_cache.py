@@ -154,12 +154,12 @@ class TestCacheDirectory:
 def test_a_cache_miss_validates_the_history_once(tmp_path, monkeypatch):
     import perfmodel
     import perfmodel.io as io_module
-    from perfmodel import predict
+    from perfmodel.predict import _memo
 
     path = tmp_path / "h.csv"
     make_history().to_csv(path, index=False)
     monkeypatch.setenv("PERFMODEL_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(predict, "_PREDICTORS", type(predict._PREDICTORS)())
+    monkeypatch.setattr(_memo, "_PREDICTORS", type(_memo._PREDICTORS)())
     calls = []
     original = io_module.validate_runs
     monkeypatch.setattr(io_module, "validate_runs", lambda *a, **k: calls.append(1) or original(*a, **k))

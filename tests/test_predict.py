@@ -152,7 +152,7 @@ class TestPredictMany:
     def test_each_distinct_configuration_once_gives_the_per_row_answer(self, monkeypatch, method):
         # predict_many predicts each distinct configuration once and broadcasts: the same frame, to the bit, as
         # predicting every row (the per-step prediction is row-wise), repeated rows, NA precision and all
-        import perfmodel.predict as P
+        import perfmodel.predict._base as P
 
         runs = perfmodel.load_bundled_runs()
         model = perfmodel.fit(runs, method=method, cv=None)
@@ -173,7 +173,7 @@ class TestPredictMany:
         assert (once["query_kind"] == "new_count").any() and not once["inside_domain"].all()
 
     def test_unhashable_cells_fall_back_to_one_group_per_row(self):
-        from perfmodel.predict import _distinct_rows
+        from perfmodel.predict._base import _distinct_rows
 
         q = pd.DataFrame({"a": [[1], [1], [2]], "b": [1, 1, 1]})
         first, inverse = _distinct_rows(q)
@@ -184,7 +184,7 @@ class TestPredictMany:
 
     def test_distinct_rows_when_the_column_code_would_overflow(self):
         # 6 columns of 2,000 distinct values: 2000**6 > 2**62, so the mixed-radix code must renumber on the way
-        from perfmodel.predict import _distinct_rows
+        from perfmodel.predict._base import _distinct_rows
 
         rng = np.random.default_rng(0)
         base = pd.DataFrame({f"c{j}": rng.integers(0, 2000, 2000) * 1.5 for j in range(6)})
@@ -592,7 +592,7 @@ class TestOwnRunsWin:
         assert default_precision(by, "H100-SXM5-80GB") == ("bf16", None)
 
     def test_a_device_the_own_runs_lack_says_the_bundled_history_answered(self):
-        from perfmodel.predict import _prior_note
+        from perfmodel.predict._support import prior_note as _prior_note
 
         q = pd.DataFrame({"gpu_type": ["L4"]})
         prov = ["my_runs.csv", "bundled:mlperf_steps.csv"]

@@ -14,6 +14,7 @@ import pytest
 
 import perfmodel
 from perfmodel import fitting, persistence, predict
+from perfmodel.predict import _memo
 from conftest import make_history
 
 #: Modules that ``import perfmodel`` must not import (it is lazy: the CLI and every API load what they use).
@@ -46,7 +47,7 @@ def own_history(tmp_path, monkeypatch):
     path = tmp_path / "runs.csv"
     make_history().to_csv(path, index=False)
     monkeypatch.setenv("PERFMODEL_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(predict, "_PREDICTORS", type(predict._PREDICTORS)())
+    monkeypatch.setattr(_memo, "_PREDICTORS", type(_memo._PREDICTORS)())
     return path
 
 
@@ -73,7 +74,7 @@ def test_a_warm_predict_answers_from_the_stored_models_without_reading_the_histo
                 for q in QUERIES]
         cold_many = perfmodel.predict_many(_frame(), history=str(own_history), method="physics")
     assert {c["query_kind"] for c in cold} == {"seen", "new_batch", "new_model"}
-    monkeypatch.setattr(predict, "_PREDICTORS", type(predict._PREDICTORS)())  # a fresh process, as the CLI is
+    monkeypatch.setattr(_memo, "_PREDICTORS", type(_memo._PREDICTORS)())  # a fresh process, as the CLI is
     _no_reading(monkeypatch)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

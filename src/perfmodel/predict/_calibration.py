@@ -1,0 +1,37 @@
+"""The layout model calibrated on a history's own transformer runs, with the bundled LLM history's fit as its
+prior (:func:`calibrated_layout`)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+
+import numpy as np
+
+from ..exceptions import UnsupportedQueryError
+from ..fitting import fit_history
+from ..history import LoadedHistory
+from ..layout import is_layout_job
+from ..models import CALIBRATION_PRIOR_WEIGHT, TrainingTimeModel
+from ._support import LAYOUT_METHOD
+
+
+def calibrated_layout(loaded: LoadedHistory, kind: str, bundled: Callable[[], TrainingTimeModel]) -> TrainingTimeModel:
+    """The layout model on a history's transformer runs, the bundled LLM fit's coefficients as the prior
+    (:meth:`perfmodel.models.LayoutRegressor.with_prior`): few runs move the coefficients as far as they show.
+    ``bundled`` gives the bundled LLM history's layout model (:func:`~perfmodel.predict.bundled_layout_model`)."""
+    runs = loaded.runs.loc[is_layout_job(loaded.runs)].reset_index(drop=True)
+    if not len(runs):
+        raise UnsupportedQueryError("The history has no transformer runs with a sequence length and a shape or "
+                                    "family (decoder, moe) to calibrate the layout model on; leave history out to "
+                                    "answer from the bundled LLM history, or add such runs.")
+    prior = dict(bundled().pipeline_.named_steps["regressor"].coef_)
+    sub = LoadedHistory(runs, loaded.labels, np.ones(len(runs), dtype=bool),
+                        hashlib.sha256(f"layout runs of {loaded.digest}".encode()).hexdigest())
+    fitted = fit_history(sub, LAYOUT_METHOD, kind=kind,
+                          regressor_params={"prior": prior, "prior_weight": CALIBRATION_PRIOR_WEIGHT})
+    # the error book is indexed by distinct jobs calibrated on: repeats of one configuration teach one job
+    config = [c for c in ("model", "seq_len", "global_batch_size", "gpu_count", "gpu_type", "precision",
+                          "micro_batch_size", "tp", "pp", "vp", "cp", "ep", "zero_stage", "recompute") if c in runs]
+    fitted.calibration_runs_ = int(len(runs[config].astype(str).drop_duplicates()))
+    return fitted

@@ -1,0 +1,80 @@
+"""The Predictors kept in this process: one per history content, method and device table
+(:func:`shared_predictor`), so that repeated calls neither re-read nor refit an unchanged history."""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import pandas as pd
+
+from .._validation import check_choice, check_confidence
+from ..hardware import table_digest
+from ..history import BUNDLED_PREFIX, frame_digest, history_parts, part_digest, part_label
+from ..models import METHODS, TrainingTimeModel
+from ..store import HistoryStore
+
+
+P = TypeVar("P")
+
+#: Predictors kept in this process, by (history content digest, method), most recently used last.
+_PREDICTORS: OrderedDict[tuple, Any] = OrderedDict()
+_PREDICTORS_MAX = 8
+
+
+def check_history_type(history, where: str) -> None:
+    """Refuse a ``history`` that is none of the kinds a Predictor reads (``where``: the caller, for the message)."""
+    if not isinstance(history, (type(None), str, os.PathLike, pd.DataFrame, list, tuple, TrainingTimeModel,
+                                HistoryStore)):
+        raise TypeError(
+            f"The 'history' parameter of {where} must be None, a path or store, a DataFrame, a bundled history name, a "
+            f"list of these, or a fitted TrainingTimeModel. Got {type(history).__name__} instead."
+        )
+
+
+def _history_key(history) -> tuple | None:
+    """What identifies a history's content without parsing it: file bytes', stores' and frames' digests (None:
+    cannot)."""
+    if history is None:
+        return ("bundled-default",)
+    key: list[object] = []
+    for part in history_parts(history):
+        if isinstance(part, pd.DataFrame):
+            key.append(frame_digest(part))
+        else:
+            try:
+                # a bundled name and a copy of its file hold the same bytes, but only the one is perfmodel's data
+                # (its fits' provenance, and with it the error books' floor: perfmodel.models.floor_for)
+                key.append((part_digest(part), part_label(part).startswith(BUNDLED_PREFIX)))
+            except (OSError, ValueError):
+                return None  # a missing file or store: read_history says what is wrong
+    return tuple(key)
+
+
+def shared_predictor(predictor_class: Callable[..., P], history, method: str, confidence: float, where: str) -> P:
+    """A Predictor for ``history`` and ``method``, shared in this process while the history's content is unchanged
+    (a rewritten file, however its size and modification time look, is another key). ``predictor_class`` makes
+    one (:class:`~perfmodel.predict.BasePredictor`, which keeps its prior here too)."""
+    check_history_type(history, where)
+    check_choice(method, "method", where, (*METHODS, "auto"))
+    confidence = check_confidence(confidence, where)
+    if isinstance(history, TrainingTimeModel):
+        return predictor_class(history, method=method, confidence=confidence)
+    content = _history_key(history)
+    if content is None:
+        return predictor_class(history, method=method, confidence=confidence)
+    key = (content, method, table_digest())  # a device registered or replaced meanwhile is another answer
+    cached = _PREDICTORS.get(key)
+    if cached is None:
+        cached = _PREDICTORS[key] = predictor_class(history, method=method)
+        while len(_PREDICTORS) > _PREDICTORS_MAX:
+            _PREDICTORS.popitem(last=False)
+    _PREDICTORS.move_to_end(key)
+    if cached.confidence == confidence:
+        return cached
+    view = type(cached).__new__(type(cached))  # the same fits at another level
+    view.__dict__.update(cached.__dict__)
+    view.confidence = confidence
+    return view
