@@ -17,7 +17,7 @@ import contextlib
 import json
 import os
 import sys
-import time
+from typing import Callable
 
 from ._train_setup import make_optimizer, set_tf32, setup_precision
 
@@ -73,12 +73,11 @@ def measure_config(cfg: dict, *, device, world: int = 1, rank: int = 0, local_ra
     failure (the caller records it). ``flops_cache`` (a dict) keeps FLOP counts across calls in one process.
     """
     import torch
-    import torch.distributed as dist
 
-    from ._peakmem import CpuPeakMemory, tensor_bytes
-    from .telemetry import NvmlSampler, host_facts, nvml_device_facts
-    from ._timing import StopRule, summarise_steps
-    from .workload import count_workload_flops, model_kind, resolve_workload
+    from ._peakmem import tensor_bytes
+    from ._steps import time_steps
+    from .telemetry import host_facts
+    from .workload import model_kind, resolve_workload
     from .zoo import count_params
 
     use_cuda = device.type == "cuda"
@@ -91,15 +90,7 @@ def measure_config(cfg: dict, *, device, world: int = 1, rank: int = 0, local_ra
                               seq_len=cfg.get("seq_len"))
     params = count_params(wl.module)
     fkey = (cfg["model"], json.dumps(cfg.get("knobs") or {}, sort_keys=True), cfg.get("seq_len"))
-    if cfg.get("flops_per_sample") is not None:  # counted once per model by the parent sweep
-        flops, flops_method = float(cfg["flops_per_sample"]), cfg.get("flops_method", "flop_counter")
-    elif flops_cache is not None and fkey in flops_cache:
-        flops, flops_method = flops_cache[fkey]
-    else:
-        wl.module.to(device)
-        flops, flops_method = count_workload_flops(wl, device)
-        if flops_cache is not None:
-            flops_cache[fkey] = (flops, flops_method)
+    flops, flops_method = _flops(cfg, wl, device, fkey, flops_cache)
     op_cols = _op_columns(cfg, fkey, flops_cache)
     checkpointing = bool(cfg.get("activation_checkpointing")) and wl.enable_checkpointing()
     model = wl.module.to(device)
@@ -112,10 +103,69 @@ def measure_config(cfg: dict, *, device, world: int = 1, rank: int = 0, local_ra
     if cfg.get("compile"):
         model = torch.compile(model)
     accum = int(cfg.get("grad_accum", 1))
+    step = _train_step(wl, model, opt, inputs, target, accum=accum, amp_dtype=amp_dtype, scaler=scaler,
+                       device=device, world=world)
+    # the peak-memory window on the CPU: the model and the batch, resident now, plus the growth of anonymous memory
+    run = time_steps(step, cfg, device=device, world=world, rank=rank, local_rank=local_rank,
+                     resident=lambda: tensor_bytes(model, inputs, target))
+    if run is None:  # not rank 0
+        return None
 
-    def sync():
-        if use_cuda:
-            torch.cuda.synchronize(device)
+    stats = run.summary()
+    gbatch = int(cfg["batch_size"]) * world * accum
+    opt_name = cfg.get("optimizer", "adamw")
+    extras = [f"{ran_precision}" + (" autocast" if amp_dtype is not None else ""),
+              f"grad-accum {accum}" if accum > 1 else None, "torch.compile" if cfg.get("compile") else None,
+              "activation checkpointing" if checkpointing else None]
+    rec = {
+        **run.timing_fields(stats, gbatch),
+        "params": params,
+        "flops_per_sample": flops,
+        "flops_method": flops_method,
+        "family": wl.family,
+        "model_source": wl.source,
+        "seq_len": wl.seq_len,
+        "precision": ran_precision,
+        "grad_accum": accum,
+        "optimizer": opt_name,
+        "compiled": int(bool(cfg.get("compile"))),
+        "activation_checkpointing": int(checkpointing),
+        "threads_per_worker": torch.get_num_threads(),
+        "gpu_count": world,
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda if use_cuda else None,
+        "protocol": f"{'AdamW' if opt_name == 'adamw' else 'SGD'} step ({', '.join(e for e in extras if e)}), "
+                    f"synthetic data, warm-up {run.warmup} steps, timed {run.rule.describe()}"
+                    + ("; cuda synchronize around each step" if use_cuda else ""),
+        **run.memory_fields(),
+        **op_cols,
+        **host_facts(),
+    }
+    rec.update(run.device_fields(device, local_rank))
+    return rec
+
+
+def _flops(cfg: dict, wl, device, fkey: tuple, flops_cache: dict | None) -> tuple[float | None, str]:
+    """``(flops_per_sample, flops_method)``: as the parent sweep counted them (once per model), from
+    ``flops_cache``, or counted here on ``device`` (the module is moved there)."""
+    from .workload import count_workload_flops
+
+    if cfg.get("flops_per_sample") is not None:  # counted once per model by the parent sweep
+        return float(cfg["flops_per_sample"]), cfg.get("flops_method", "flop_counter")
+    if flops_cache is not None and fkey in flops_cache:
+        return flops_cache[fkey]
+    wl.module.to(device)
+    flops, flops_method = count_workload_flops(wl, device)
+    if flops_cache is not None:
+        flops_cache[fkey] = (flops, flops_method)
+    return flops, flops_method
+
+
+def _train_step(wl, model, opt, inputs, target, *, accum: int, amp_dtype, scaler, device,
+                world: int) -> Callable[[], None]:
+    """One optimizer step: ``accum`` micro-batches (under DDP the gradients are synchronised on the last one
+    only), each forward under autocast when ``amp_dtype`` is set, backward through ``scaler`` when given."""
+    import torch
 
     def micro(last: bool):
         ctx = model.no_sync() if (world > 1 and not last and hasattr(model, "no_sync")) else contextlib.nullcontext()
@@ -136,106 +186,7 @@ def measure_config(cfg: dict, *, device, world: int = 1, rank: int = 0, local_ra
             opt.step()
         opt.zero_grad(set_to_none=True)
 
-    rule = StopRule(
-        steps=cfg.get("steps"),
-        ci_target=cfg.get("ci_target", 0.02),
-        min_steps=cfg.get("min_steps", 5),
-        max_steps=cfg.get("max_steps", 500),
-        max_seconds=cfg.get("max_seconds", 30.0),
-    )
-    warmup = int(cfg.get("warmup_steps", 3))
-    # the peak-memory window: every training step (the first, warm-up and timed ones), not the model build or
-    # the FLOP count; peak_mem_bytes is read when the steps end
-    if use_cuda:
-        torch.cuda.reset_peak_memory_stats(device)
-    else:  # the model and the batch, resident now, plus the growth of anonymous memory in the window
-        cpu_mem = CpuPeakMemory()
-        cpu_mem.start(tensor_bytes(model, inputs, target))
-    t_run0 = time.perf_counter()
-    step()  # includes torch.compile's compilation when compile is on: it counts to startup_s
-    sync()
-    startup_s = time.time() - float(cfg["launched_at"])
-    for _ in range(warmup):
-        step()
-    sync()
-
-    times: list[float] = []
-    flag = torch.zeros(1, dtype=torch.int32, device=device)
-    sampler = NvmlSampler(local_rank) if (use_cuda and rank == 0) else None
-    if sampler is not None:
-        sampler.__enter__()
-    reason = None
-    try:
-        while True:
-            sync()
-            t0 = time.perf_counter()
-            step()
-            sync()
-            times.append(time.perf_counter() - t0)
-            # Outside the timed region: rank 0 decides, every rank runs the same number of steps.
-            if rank == 0:
-                reason = rule.reason(times)
-                flag.fill_(1 if reason else 0)
-            if world > 1:
-                dist.broadcast(flag, 0)
-            if int(flag.item()):
-                break
-    finally:
-        if sampler is not None:
-            sampler.__exit__(None, None, None)
-    wall = time.perf_counter() - t_run0
-    if rank != 0:
-        return None
-    if use_cuda:
-        peak_mem, mem_source = float(torch.cuda.max_memory_allocated(device)), "cuda_max_allocated"
-    else:
-        peak_mem = cpu_mem.peak_bytes()
-        mem_source = cpu_mem.source if peak_mem is not None else None
-
-    stats = summarise_steps(times)
-    gbatch = int(cfg["batch_size"]) * world * accum
-    opt_name = cfg.get("optimizer", "adamw")
-    extras = [f"{ran_precision}" + (" autocast" if amp_dtype is not None else ""),
-              f"grad-accum {accum}" if accum > 1 else None, "torch.compile" if cfg.get("compile") else None,
-              "activation checkpointing" if checkpointing else None]
-    rec = {
-        **stats.to_record(),
-        "stop_reason": reason,
-        "warmup_steps": warmup,
-        "samples_per_s": gbatch / stats.mean,
-        "startup_s": startup_s,
-        "wall_time_s": wall,
-        "steps": 1 + warmup + stats.n,
-        "params": params,
-        "flops_per_sample": flops,
-        "flops_method": flops_method,
-        "family": wl.family,
-        "model_source": wl.source,
-        "seq_len": wl.seq_len,
-        "precision": ran_precision,
-        "grad_accum": accum,
-        "optimizer": opt_name,
-        "compiled": int(bool(cfg.get("compile"))),
-        "activation_checkpointing": int(checkpointing),
-        "threads_per_worker": torch.get_num_threads(),
-        "gpu_count": world,
-        "torch_version": torch.__version__,
-        "cuda_version": torch.version.cuda if use_cuda else None,
-        "protocol": f"{'AdamW' if opt_name == 'adamw' else 'SGD'} step ({', '.join(e for e in extras if e)}), "
-                    f"synthetic data, warm-up {warmup} steps, timed {rule.describe()}"
-                    + ("; cuda synchronize around each step" if use_cuda else ""),
-        "step_times_s": times,
-        "peak_mem_bytes": peak_mem,
-        "mem_source": mem_source,
-        **op_cols,
-        **host_facts(),
-    }
-    if use_cuda:
-        rec.update(nvml_device_facts(local_rank))
-        rec["gpu_name_torch"] = torch.cuda.get_device_name(device)
-        if sampler is not None:
-            rec.update(sampler.summary())
-    return rec
+    return step
 
 
 def error_line(exc: BaseException) -> str:
@@ -280,6 +231,7 @@ def main(config_path: str, result_path: str) -> int:
     else:
         rec = measure_config(cfg, device=device, world=world, rank=rank, local_rank=local_rank)
     if rank == 0:
+        assert rec is not None  # rank 0 gets the record (the other ranks None)
         rec["nodes"] = max(1, world // int(os.environ.get("LOCAL_WORLD_SIZE", world)))
         rec["launcher"] = "torchrun" if world > 1 else "local"
         _write_json(result_path, rec)
