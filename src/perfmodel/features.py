@@ -176,8 +176,8 @@ def peak_basis(runs: pd.DataFrame) -> np.ndarray:
             return True
 
     def text(key: str) -> str:
-        p, m, c, g = key.split("\x1f")
-        c = float(c)
+        p, m, share, g = key.split("\x1f")
+        c = float(share)
         if p != "fp32" or not tf32_capable(g):  # a device with no TF32 peak above fp32 has one fp32 peak
             return p
         if m == "tf32":

@@ -269,7 +269,7 @@ def baseline_first(scores: dict, n_groups: int) -> str:
         raise ValueError("baseline_first needs finite scores for one candidate or more; "
                          + (f"not finite: {', '.join(map(str, bad))}." if bad else "got none."))
     m = baseline_margin(n_groups)
-    lowest = min(scores, key=scores.get)
+    lowest = min(scores, key=lambda name: scores[name])
     base = [b for b in BASELINES if b in scores]
     if not base:
         return lowest

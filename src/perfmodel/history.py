@@ -296,7 +296,7 @@ def read_history(history) -> LoadedHistory:
 
     if isinstance(history, LoadedHistory):
         return history
-    frames, labels, own, digest = [], [], [], hashlib.sha256()
+    frames, labels, own_parts, digest = [], [], [], hashlib.sha256()
     parts = history_parts(history)
     for part in parts:
         if isinstance(part, pd.DataFrame):
@@ -308,9 +308,9 @@ def read_history(history) -> LoadedHistory:
         label = part_label(part)
         frames.append(runs.assign(history_source=label))
         labels.append(label)
-        own.append(np.full(len(runs), not label.startswith(BUNDLED_PREFIX)))
+        own_parts.append(np.full(len(runs), not label.startswith(BUNDLED_PREFIX)))
     runs = pd.concat(frames, ignore_index=True, sort=False) if len(frames) > 1 else frames[0]
-    own = np.concatenate(own)
+    own = np.concatenate(own_parts)
     if own.any() and not own.all():
         runs = _own_names_win(runs, own)
     return LoadedHistory(runs, labels, own, digest.hexdigest())

@@ -277,7 +277,7 @@ def _write_atomic(df: pd.DataFrame, path: Path, *, checks: bool = True) -> None:
         pq.write_table(table, fh)
 
 
-def write_history(runs: pd.DataFrame, path: str | os.PathLike) -> Path:
+def write_history(runs: pd.DataFrame, path: str | os.PathLike) -> Path | str:
     """Write a history frame as it is (no validation; columns in schema order), atomically under the file lock.
 
     For tools that rewrite a file they read with :func:`read_raw_history` and must change nothing but what they add
@@ -306,7 +306,7 @@ def write_history(runs: pd.DataFrame, path: str | os.PathLike) -> Path:
     return path
 
 
-def save_runs(runs: pd.DataFrame, path: str | os.PathLike) -> Path:
+def save_runs(runs: pd.DataFrame, path: str | os.PathLike) -> Path | str:
     """Write a whole history atomically (temp file + rename), under the file lock. Failed runs are kept.
 
     Parameters
@@ -363,7 +363,7 @@ def _combined(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True, sort=False) if len(frames) > 1 else frames[0]
 
 
-def append_runs(records, path: str | os.PathLike, *, validate: bool = True) -> Path:
+def append_runs(records, path: str | os.PathLike, *, validate: bool = True) -> Path | str:
     """Append run records to a history file, creating it if needed.
 
     The append holds ``<path>.lock`` (so concurrent writers serialise) and rewrites the file atomically, so an

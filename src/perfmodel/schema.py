@@ -452,8 +452,8 @@ def _numeric(out: pd.DataFrame, name: str, kind: str) -> tuple[np.ndarray, pd.Se
         as_float = col.to_numpy(dtype=float, na_value=np.nan)
         if np.nanmax(np.abs(as_float), initial=0.0) > 2**62:  # uint64 beyond int64: too large, said below
             return as_float, None
-        exact = col.astype("Int64")
-        return exact.to_numpy(dtype=float, na_value=np.nan), exact
+        ints = col.astype("Int64")
+        return ints.to_numpy(dtype=float, na_value=np.nan), ints
     if pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_complex_dtype(dtype):
         return col.to_numpy(dtype=float, na_value=np.nan), None
     values = col.to_numpy(dtype=object)

@@ -18,6 +18,8 @@ columns is ``X`` itself (no copy).
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -51,6 +53,8 @@ class NamedColumnsMixin:
     _NONNEGATIVE: tuple[str, ...] = ()
     #: Whether ``fit`` refuses runs with a NaN or infinite quantity (the baselines leave such runs out instead).
     _FINITE_FIT = True
+    #: The estimator's ``columns`` parameter (each subclass's ``__init__`` sets it; module docstring).
+    columns: dict | None
 
     # ------------------------------------------------------------------------------------------ columns
     def _where(self) -> str:
@@ -126,7 +130,7 @@ class NamedColumnsMixin:
         if index is None:
             return X
         # the memory layout of X: the same BLAS paths, so the same numbers as X in the featurizer's order
-        order = "F" if X.flags.f_contiguous and not X.flags.c_contiguous else "C"
+        order: Literal["C", "F"] = "F" if X.flags.f_contiguous and not X.flags.c_contiguous else "C"
         Z = np.empty((len(X), len(self._QUANTITIES)), order=order)
         for j, (q, i) in enumerate(zip(self._QUANTITIES, index)):
             Z[:, j] = X[:, i] if i >= 0 else self._ABSENT[q]

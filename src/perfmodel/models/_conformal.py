@@ -171,8 +171,8 @@ def score_set(abs_log_errors: np.ndarray, groups: np.ndarray | None, *, split: s
     if groups is None:
         return {"scores": np.sort(err[ok]), "groups": int(ok.sum()), "split": split, "by_model": {}}
     g = np.asarray(groups)[ok]
-    out = {"scores": balanced_scores(err[ok], g) if ok.any() else np.empty(0),
-           "groups": int(len(np.unique(g))), "split": split, "by_model": {}}
+    out: dict = {"scores": balanced_scores(err[ok], g) if ok.any() else np.empty(0),
+                 "groups": int(len(np.unique(g))), "split": split, "by_model": {}}
     if models is not None and devices is not None and ok.any():
         m, d, e = np.asarray(models)[ok], np.asarray(devices)[ok], err[ok]
         for name in np.unique(m):
@@ -220,7 +220,7 @@ def half_widths(book: dict, kinds: np.ndarray, confidence: float, *, models: np.
                 return k, q_of[k]
         if not q_of:
             return None, math.inf
-        widest = max(q_of, key=q_of.get)
+        widest = max(q_of, key=lambda k: q_of[k])
         return widest, q_of[widest]
 
     half = np.empty(len(kinds))

@@ -81,13 +81,14 @@ class PhysicsRegressor(NamedColumnsMixin, RegressorMixin, BaseEstimator):
     (0.002, 0.25)
     """
 
-    _QUANTITIES = PHYSICS_COLUMNS
+    _QUANTITIES: tuple[str, ...] = PHYSICS_COLUMNS
     _FEATURE_SET = "physics"
     _ABSENT = {"work_gflop": 1.0, "t_opt_s": 0.0, "t_comm_s": 0.0, "data_parallel": 0.0, "family_code": 0.0,
                "model_code": 0.0, "batch_size": 1.0, "gpu_count": 1.0}
-    _REQUIRED = ("t_compute_s",)
+    _REQUIRED: tuple[str, ...] = ("t_compute_s",)
     _CODES = ("family_code", "model_code")
-    _NONNEGATIVE = ("t_compute_s", "work_gflop", "t_opt_s", "t_comm_s", "data_parallel", "batch_size", "gpu_count")
+    _NONNEGATIVE: tuple[str, ...] = ("t_compute_s", "work_gflop", "t_opt_s", "t_comm_s", "data_parallel",
+                                     "batch_size", "gpu_count")
     #: Position of each quantity in the design (a subclass with another design, e.g.
     #: :class:`~perfmodel.models._ops.OpsRegressor`, sets its own).
     _AT = _P

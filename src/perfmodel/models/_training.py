@@ -127,8 +127,9 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         if feature_set(self.method) in _NAMED_FEATURE_SETS:  # the regressor reads its columns by name
             features.set_output(transform="pandas")
         regressor = make_regressor(self.method, self.random_state)
-        if getattr(self, "regressor_params", None):  # absent in a model file written before it existed
-            regressor.set_params(**self.regressor_params)
+        params = getattr(self, "regressor_params", None)  # absent in a model file written before it existed
+        if params:
+            regressor.set_params(**params)
         return Pipeline([("features", features), ("regressor", regressor)])
 
     def fit(self, X, y=None, *, oof: dict | None = None):
@@ -182,18 +183,19 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         self.configs_ = configs.drop_duplicates().reset_index(drop=True)
         domain = fit_domain(runs)
         self.domain_, self.domain_scale_, self.domain_points_ = domain["range"], domain["scale"], domain["points"]
-        self._domain_tree = None  # built on first use
+        self._domain_tree: object = None  # built on first use
         if "startup_s" in runs.columns and runs["startup_s"].notna().any():
             self.startup_s_ = float(runs["startup_s"].median())
         else:
             self.startup_s_ = 0.0
         self.cv_mape_ = self.cv_median_ape_ = np.nan
-        self.scores_ = {}
+        self.scores_: dict = {}
         if self.conformal and len(runs) >= 3:  # fewer (a calibration on one or two runs): the floor's interval
             self.calibrate(runs, y, ("seen",) + tuple(k for k in kinds if k != "seen"), predictions=oof)
         return self
 
-    def out_of_fold(self, runs: pd.DataFrame, y: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    def out_of_fold(self, runs: pd.DataFrame, y: np.ndarray,
+                    kind: str) -> tuple[np.ndarray, np.ndarray | None]:
         """Out-of-fold predictions of the refits that score ``kind``, and the group of each run.
 
         Parameters
@@ -213,10 +215,10 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             Each run's group (None for ``seen``: random folds).
         """
         self._check()
-        kind = get_kind(kind)
-        groups = None if kind.column is None else group_keys(runs, kind)
+        query = get_kind(kind)
+        groups = None if query.column is None else group_keys(runs, query)
         splits = folds(groups, len(runs), cv=self.cv or 5, random_state=self.random_state)
-        return self.out_of_fold_splits(runs, y, splits, groups=groups, what=kind.split), groups
+        return self.out_of_fold_splits(runs, y, splits, groups=groups, what=query.split), groups
 
     def out_of_fold_splits(self, runs: pd.DataFrame, y: np.ndarray, splits, *, groups=None,
                            what: str = "cross-validation") -> np.ndarray:

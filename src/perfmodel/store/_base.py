@@ -333,7 +333,7 @@ class HistoryStore:
         with self._tx(write=True) as cur:
             self._prepare(cur, write=True)
             self._lock(cur)
-            seen = set()
+            seen: set = set()
             for i in range(0, len(wanted), _CHUNK):
                 part = wanted[i:i + _CHUNK]
                 cur.execute(self._q(f'SELECT DISTINCT "{key}" FROM {RUNS} WHERE "{key}" IN '
