@@ -10,13 +10,17 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .layouts import layout_shape
+
+if TYPE_CHECKING:
+    from ._steps import TimedSteps
 
 __all__ = ["describe_layout_model", "LayoutDecoder", "build_decoder", "tensor_parallelize", "keep_stage", "lm_loss",
            "measure_layout_config", "layout_flops_per_sample"]
@@ -93,10 +97,11 @@ class LayoutDecoder(nn.Module):
 
     def __init__(self, n_layers: int, d_model: int, n_heads: int, ffn_hidden: int, vocab: int, seq: int):
         super().__init__()
-        self.emb = Embeddings(vocab, d_model, seq)
+        # emb, norm and head are None on the pipeline stages that do not hold them (keep_stage)
+        self.emb: Embeddings | None = Embeddings(vocab, d_model, seq)
         self.layers = nn.ModuleDict({str(i): Layer(d_model, n_heads, ffn_hidden) for i in range(n_layers)})
-        self.norm = nn.LayerNorm(d_model)
-        self.head = nn.Linear(d_model, vocab, bias=False)
+        self.norm: nn.LayerNorm | None = nn.LayerNorm(d_model)
+        self.head: nn.Linear | None = nn.Linear(d_model, vocab, bias=False)
 
     def forward(self, x):
         if self.emb is not None:
@@ -186,11 +191,12 @@ def tensor_parallelize(module: LayoutDecoder, mesh, *, sequence_parallel: bool =
         ``module``, its parameters now DTensors.
     """
     from torch.distributed.tensor import Replicate, Shard
-    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, PrepareModuleOutput,
-                                                   RowwiseParallel, SequenceParallel, parallelize_module)
+    from torch.distributed.tensor.parallel import (ColwiseParallel, ParallelStyle, PrepareModuleInput,
+                                                   PrepareModuleOutput, RowwiseParallel, SequenceParallel,
+                                                   parallelize_module)
 
     between = Shard(1) if sequence_parallel else Replicate()  # hidden states between the layers
-    plan = {}
+    plan: dict[str, ParallelStyle] = {}
     if module.emb is not None:
         plan["emb.tok"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate())
         if sequence_parallel:  # Megatron adds the (replicated) position embeddings, then scatters the sequence
@@ -212,7 +218,8 @@ def tensor_parallelize(module: LayoutDecoder, mesh, *, sequence_parallel: bool =
         if sequence_parallel:
             plan["norm"] = SequenceParallel()
         plan["head"] = ColwiseParallel(input_layouts=between, output_layouts=Shard(-1), use_local_output=False)
-    return parallelize_module(module, mesh, plan)
+    parallelize_module(module, mesh, plan)  # in place: returns module
+    return module
 
 
 def _local(t):
@@ -268,6 +275,54 @@ def _mesh(device, pp: int, dp: int, tp: int):
     return init_device_mesh(device.type, (pp, dp, tp), mesh_dim_names=("pp", "dp", "tp"))
 
 
+@dataclass(frozen=True)
+class _Split:
+    """How a layout run splits the decoder over its ``world`` processes: ``tp x pp`` ranks hold one replica, ``dp``
+    replicas; ``mb`` sequences per micro-batch, ``accum`` micro-batches per step (the pipeline's when
+    ``pp > 1``)."""
+
+    tp: int
+    pp: int
+    dp: int
+    sp: bool
+    mb: int
+    accum: int
+    schedule: str
+
+    @classmethod
+    def of(cls, cfg: dict, world: int) -> _Split:
+        """The split ``cfg`` asks for over ``world`` processes; ValueError where ``tp x pp`` does not divide
+        them."""
+        tp, pp = int(cfg.get("tp", 1)), int(cfg.get("pp", 1))
+        if world % (tp * pp):
+            raise ValueError(f"tp {tp} x pp {pp} does not divide the {world} processes")
+        return cls(tp=tp, pp=pp, dp=world // (tp * pp), sp=bool(cfg.get("sequence_parallel")) and tp > 1,
+                   mb=int(cfg["batch_size"]), accum=int(cfg.get("grad_accum", 1)),
+                   schedule=cfg.get("pp_schedule", "1f1b"))
+
+    @property
+    def global_batch(self) -> int:
+        """Sequences per optimizer step over all replicas."""
+        return self.mb * self.accum * self.dp
+
+    def describe(self, backend: str) -> str:
+        """The layout part of the record's ``protocol``."""
+        parts = []
+        if self.tp > 1:
+            parts.append(f"tensor parallel {self.tp} (torch.distributed.tensor.parallel: Colwise/Rowwise, "
+                         f"vocab-parallel embedding and loss_parallel cross-entropy"
+                         + (", SequenceParallel norms" if self.sp else "") + ")")
+        if self.pp > 1:
+            parts.append(f"pipeline parallel {self.pp} (torch.distributed.pipelining PipelineStage, "
+                         f"{'Schedule1F1B' if self.schedule == '1f1b' else 'ScheduleGPipe'}, {self.accum} "
+                         f"micro-batches)")
+        elif self.accum > 1:
+            parts.append(f"{self.accum} micro-batches accumulated")
+        if self.dp > 1:
+            parts.append(f"data parallel {self.dp} (one flat all_reduce of the gradient shards after backward)")
+        return f"layout run ({'; '.join(parts) or 'one process'}; {backend} backend)"
+
+
 def measure_layout_config(cfg: dict, *, device, world: int = 1, rank: int = 0, local_rank: int = 0) -> dict | None:
     """Build the layout decoder split as ``cfg`` asks, time its optimizer steps, return the record fields (rank 0;
     else None).
@@ -287,25 +342,13 @@ def measure_layout_config(cfg: dict, *, device, world: int = 1, rank: int = 0, l
     dict or None
         The record fields on rank 0.
     """
-    import torch.distributed as dist
-
-    from ._peakmem import CpuPeakMemory, tensor_bytes
-    from ._timing import StopRule, summarise_steps
+    from ._peakmem import tensor_bytes
+    from ._steps import time_steps
     from ._train_setup import make_optimizer, setup_precision
-    from .telemetry import NvmlSampler, host_facts, nvml_device_facts
     from .zoo import count_params
 
-    use_cuda = device.type == "cuda"
-    tp, pp = int(cfg.get("tp", 1)), int(cfg.get("pp", 1))
-    if world % (tp * pp):
-        raise ValueError(f"tp {tp} x pp {pp} does not divide the {world} processes")
-    dp = world // (tp * pp)
-    sp = bool(cfg.get("sequence_parallel")) and tp > 1
-    mb, accum = int(cfg["batch_size"]), int(cfg.get("grad_accum", 1))
-    schedule_name = cfg.get("pp_schedule", "1f1b")
-    gbatch = mb * accum * dp
-
-    mesh = _mesh(device, pp, dp, tp) if world > 1 else None
+    split = _Split.of(cfg, world)
+    mesh = _mesh(device, split.pp, split.dp, split.tp) if world > 1 else None
     pp_rank = mesh["pp"].get_local_rank() if mesh is not None else 0
     dp_rank = mesh["dp"].get_local_rank() if mesh is not None else 0
 
@@ -316,12 +359,13 @@ def measure_layout_config(cfg: dict, *, device, world: int = 1, rank: int = 0, l
         flops = float(cfg["flops_per_sample"])
     else:
         flops = layout_flops_per_sample(cfg["model"], cfg.get("knobs"), cfg.get("seq_len"))
-    if pp > 1:
-        keep_stage(module, pp_rank, pp)
+    if split.pp > 1:
+        keep_stage(module, pp_rank, split.pp)
     module.to(device)
     module.train()
-    if tp > 1:
-        tensor_parallelize(module, mesh["tp"], sequence_parallel=sp)
+    if split.tp > 1:
+        assert mesh is not None  # tp > 1 divides world > 1 processes: there is a mesh
+        tensor_parallelize(module, mesh["tp"], sequence_parallel=split.sp)
     amp_dtype, scaler, ran_precision = setup_precision(cfg.get("precision", "fp32"), device)
     if scaler is not None:
         raise ValueError("fp16 with a GradScaler is not supported in layout runs; use bf16 or fp32.")
@@ -329,34 +373,55 @@ def measure_layout_config(cfg: dict, *, device, world: int = 1, rank: int = 0, l
 
     # synthetic tokens, generated once: the same on the ranks of one replica, different between replicas
     gen = torch.Generator().manual_seed(1000 + dp_rank)
-    share = mb * accum
+    share = split.mb * split.accum
     tokens = torch.randint(0, shape["vocab"], (share, shape["seq"]), generator=gen).to(device)
     target = torch.roll(tokens, -1, dims=1)
+
+    forward_backward = _forward_backward(module, tokens, target, split, mesh=mesh, pp_rank=pp_rank, device=device,
+                                         amp_dtype=amp_dtype)
+    dp_group = mesh["dp"].get_group() if (mesh is not None and split.dp > 1) else None
+    step = _layout_step(forward_backward, list(module.parameters()), opt, dp_group, dp=split.dp, world=world)
+
+    def resident() -> int:  # a DTensor's shard on this rank
+        local = [_local(t) for t in (*module.parameters(), *module.buffers())]
+        return tensor_bytes(local, tokens, target)
+
+    run = time_steps(step, cfg, device=device, world=world, rank=rank, local_rank=local_rank, resident=resident)
+    if run is None:  # not rank 0
+        return None
+    return _layout_record(cfg, run, split, shape, params=params, flops=flops, precision=ran_precision,
+                          device=device, world=world, local_rank=local_rank)
+
+
+def _forward_backward(module: LayoutDecoder, tokens, target, split: _Split, *, mesh, pp_rank: int, device,
+                      amp_dtype) -> Callable[[], None]:
+    """The forward and backward passes of one step on this rank: through the pipeline schedule when
+    ``pp > 1``, else over the ``accum`` micro-batches; the loss under ``loss_parallel()`` when ``tp > 1``."""
 
     def autocast():
         return torch.autocast(device.type, dtype=amp_dtype) if amp_dtype is not None else contextlib.nullcontext()
 
     def loss_ctx():
-        if tp > 1:
+        if split.tp > 1:
             from torch.distributed.tensor.parallel import loss_parallel
 
             return loss_parallel()
         return contextlib.nullcontext()
 
-    if pp > 1:
+    if split.pp > 1:
         from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
-        first, last = pp_rank == 0, pp_rank == pp - 1
-        stage = PipelineStage(module, pp_rank, pp, device, group=mesh["pp"].get_group())
-        sched_cls = Schedule1F1B if schedule_name == "1f1b" else ScheduleGPipe
+        first, last = pp_rank == 0, pp_rank == split.pp - 1
+        stage = PipelineStage(module, pp_rank, split.pp, device, group=mesh["pp"].get_group())
+        sched_cls = Schedule1F1B if split.schedule == "1f1b" else ScheduleGPipe
 
         def stage_loss(out, y):
             with autocast():
                 return lm_loss(out, y)
 
-        schedule = sched_cls(stage, n_microbatches=accum, loss_fn=stage_loss)
+        schedule = sched_cls(stage, n_microbatches=split.accum, loss_fn=stage_loss)
 
-        def forward_backward():
+        def pipelined():
             with loss_ctx(), autocast():
                 if first:
                     schedule.step(tokens)
@@ -364,19 +429,28 @@ def measure_layout_config(cfg: dict, *, device, world: int = 1, rank: int = 0, l
                     schedule.step(target=target, losses=[])
                 else:
                     schedule.step()
-    else:
-        micro_x = tokens.split(mb)
-        micro_y = target.split(mb)
 
-        def forward_backward():
-            for x, y in zip(micro_x, micro_y):
-                with loss_ctx():
-                    with autocast():
-                        loss = lm_loss(module(x), y)
-                    (loss / accum).backward()
+        return pipelined
 
-    dp_group = mesh["dp"].get_group() if (mesh is not None and dp > 1) else None
-    params_list = list(module.parameters())
+    micro_x = tokens.split(split.mb)
+    micro_y = target.split(split.mb)
+
+    def accumulated():
+        for x, y in zip(micro_x, micro_y):
+            with loss_ctx():
+                with autocast():
+                    loss = lm_loss(module(x), y)
+                (loss / split.accum).backward()
+
+    return accumulated
+
+
+def _layout_step(forward_backward: Callable[[], None], params_list: list, opt, dp_group, *, dp: int,
+                 world: int) -> Callable[[], None]:
+    """One optimizer step: forward and backward, the gradients averaged over the data-parallel replicas
+    (``dp_group``, when there are several), the optimizer, and a barrier (the step ends when the slowest rank is
+    done)."""
+    import torch.distributed as dist
 
     def step():
         forward_backward()
@@ -387,81 +461,21 @@ def measure_layout_config(cfg: dict, *, device, world: int = 1, rank: int = 0, l
         if world > 1:
             dist.barrier()  # the step ends when the slowest rank is done
 
-    def sync():
-        if use_cuda:
-            torch.cuda.synchronize(device)
+    return step
 
-    rule = StopRule(steps=cfg.get("steps"), ci_target=cfg.get("ci_target", 0.02), min_steps=cfg.get("min_steps", 5),
-                    max_steps=cfg.get("max_steps", 500), max_seconds=cfg.get("max_seconds", 30.0))
-    warmup = int(cfg.get("warmup_steps", 3))
-    if use_cuda:
-        torch.cuda.reset_peak_memory_stats(device)
-    else:
-        cpu_mem = CpuPeakMemory()
-        local = [_local(t) for t in (*module.parameters(), *module.buffers())]  # a DTensor's shard on this rank
-        cpu_mem.start(tensor_bytes(local, tokens, target))
-    t_run0 = time.perf_counter()
-    step()
-    sync()
-    startup_s = time.time() - float(cfg["launched_at"])
-    for _ in range(warmup):
-        step()
-    sync()
 
-    times: list[float] = []
-    flag = torch.zeros(1, dtype=torch.int32, device=device)
-    sampler = NvmlSampler(local_rank) if (use_cuda and rank == 0) else None
-    if sampler is not None:
-        sampler.__enter__()
-    reason = None
-    try:
-        while True:
-            sync()
-            t0 = time.perf_counter()
-            step()
-            sync()
-            times.append(time.perf_counter() - t0)
-            if rank == 0:  # outside the timed region: rank 0 decides, every rank runs the same steps
-                reason = rule.reason(times)
-                flag.fill_(1 if reason else 0)
-            if world > 1:
-                dist.broadcast(flag, 0)
-            if int(flag.item()):
-                break
-    finally:
-        if sampler is not None:
-            sampler.__exit__(None, None, None)
-    wall = time.perf_counter() - t_run0
-    if rank != 0:
-        return None
-    if use_cuda:
-        peak_mem, mem_source = float(torch.cuda.max_memory_allocated(device)), "cuda_max_allocated"
-    else:
-        peak_mem = cpu_mem.peak_bytes()
-        mem_source = cpu_mem.source if peak_mem is not None else None
+def _layout_record(cfg: dict, run: TimedSteps, split: _Split, shape: dict, *, params: int, flops: float,
+                   precision: str, device, world: int, local_rank: int) -> dict:
+    """The record fields of a layout run (rank 0); RuntimeError on a non-finite step time."""
+    from .telemetry import host_facts
 
-    stats = summarise_steps(times)
+    use_cuda = device.type == "cuda"
+    stats = run.summary()
     opt_name = cfg.get("optimizer", "adamw")
-    parts = []
-    if tp > 1:
-        parts.append(f"tensor parallel {tp} (torch.distributed.tensor.parallel: Colwise/Rowwise, vocab-parallel "
-                     f"embedding and loss_parallel cross-entropy" + (", SequenceParallel norms" if sp else "") + ")")
-    if pp > 1:
-        parts.append(f"pipeline parallel {pp} (torch.distributed.pipelining PipelineStage, "
-                     f"{'Schedule1F1B' if schedule_name == '1f1b' else 'ScheduleGPipe'}, {accum} micro-batches)")
-    elif accum > 1:
-        parts.append(f"{accum} micro-batches accumulated")
-    if dp > 1:
-        parts.append(f"data parallel {dp} (one flat all_reduce of the gradient shards after backward)")
     backend = ("nccl" if use_cuda else "gloo") if world > 1 else "none"
+    gbatch = split.global_batch
     rec = {
-        **stats.to_record(),
-        "stop_reason": reason,
-        "warmup_steps": warmup,
-        "samples_per_s": gbatch / stats.mean,
-        "startup_s": startup_s,
-        "wall_time_s": wall,
-        "steps": 1 + warmup + stats.n,
+        **run.timing_fields(stats, gbatch),
         "params": params,
         "active_params": params,
         "flops_per_sample": flops,
@@ -469,8 +483,8 @@ def measure_layout_config(cfg: dict, *, device, world: int = 1, rank: int = 0, l
         "family": "decoder",
         "model_source": "zoo",
         "seq_len": shape["seq"],
-        "precision": ran_precision,
-        "grad_accum": accum,
+        "precision": precision,
+        "grad_accum": split.accum,
         "optimizer": opt_name,
         "compiled": 0,
         "activation_checkpointing": 0,
@@ -478,10 +492,10 @@ def measure_layout_config(cfg: dict, *, device, world: int = 1, rank: int = 0, l
         "gpu_count": world,
         "batch_size": gbatch / world,
         "global_batch_size": gbatch,
-        "micro_batch_size": mb,
-        "tp": tp, "pp": pp, "vp": 1, "cp": 1, "ep": 1, "dp": dp,
+        "micro_batch_size": split.mb,
+        "tp": split.tp, "pp": split.pp, "vp": 1, "cp": 1, "ep": 1, "dp": split.dp,
         "zero_stage": 0,
-        "sequence_parallel": int(sp),
+        "sequence_parallel": int(split.sp),
         "recompute": "none",
         "gpus_per_node": int(os.environ.get("LOCAL_WORLD_SIZE", world)),
         "n_layers": shape["n_layers"], "d_model": shape["d_model"], "n_heads": shape["n_heads"],
@@ -490,20 +504,14 @@ def measure_layout_config(cfg: dict, *, device, world: int = 1, rank: int = 0, l
         "n_experts": 0,
         "torch_version": torch.__version__,
         "cuda_version": torch.version.cuda if use_cuda else None,
-        "protocol": (f"layout run ({'; '.join(parts) or 'one process'}; {backend} backend), "
-                     f"{'AdamW' if opt_name == 'adamw' else 'SGD'} step ({ran_precision}), synthetic tokens, "
-                     f"every rank's step closed by a barrier, warm-up {warmup} steps, timed {rule.describe()}"
-                     + ("; cuda synchronize around each step" if use_cuda else "")),
-        "step_times_s": times,
-        "peak_mem_bytes": peak_mem,
-        "mem_source": mem_source,
+        "protocol": (f"{split.describe(backend)}, "
+                     f"{'AdamW' if opt_name == 'adamw' else 'SGD'} step ({precision}), synthetic tokens, "
+                     f"every rank's step closed by a barrier, warm-up {run.warmup} steps, timed "
+                     f"{run.rule.describe()}" + ("; cuda synchronize around each step" if use_cuda else "")),
+        **run.memory_fields(),
         **host_facts(),
     }
-    if use_cuda:
-        rec.update(nvml_device_facts(local_rank))
-        rec["gpu_name_torch"] = torch.cuda.get_device_name(device)
-        if sampler is not None:
-            rec.update(sampler.summary())
+    rec.update(run.device_fields(device, local_rank))
     if not math.isfinite(stats.mean):
         raise RuntimeError("non-finite step time")
     return rec

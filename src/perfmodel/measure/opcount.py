@@ -376,7 +376,7 @@ def _unfused_rnn_kernels(config: tuple, steps: int) -> int:
 
 
 class _Tally:
-    def __init__(self):
+    def __init__(self) -> None:
         self.flops = dict.fromkeys(TRACED_CLASSES, 0.0)
         self.bytes = dict.fromkeys(TRACED_CLASSES, 0.0)
         self.kernels = 0
