@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from .._validation import check_choice, check_confidence, check_positive_float, check_positive_int
+from .._validation import check_choice, check_confidence, check_positive_float
 from ..analysis import DEFAULT_EFFICIENCY_THRESHOLD
 from ..exceptions import ExtrapolationWarning, LayoutError, UnknownPriceError, UnsupportedQueryError
 from ..fitting import DEFAULT_METHOD
 from ..hardware import check_precision, resolve_gpu_type
 from ..models import METHODS
 from ..predict import BasePredictor, default_precision, model_spec, predict_many, resolve_history
+from ._checks import positive_int
 from ._cost import estimate_cost, load_prices, no_price_reason
 from ._llm import plan_llm_job
 from ._memory import OPTIMIZERS, estimate_memory
@@ -26,7 +28,7 @@ __all__ = ["recommend", "scaling_from_model", "WORK_MODES"]
 WORK_MODES = ("global_batch", "per_device_batch")
 
 
-def _first_sentence(text: str) -> str:
+def _first_sentence(text: object) -> str:
     text = " ".join(str(text).split())
     cut = text.find(". ")
     text = text if cut < 0 else text[: cut + 1]
@@ -239,7 +241,7 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
         For a str ``gpu_types``, an int ``gpu_counts``, or a ``provider`` or ``memory`` of the wrong type.
     """
     confidence = check_confidence(confidence, "recommend")
-    batch_size = check_positive_int(batch_size, "batch_size", "recommend")
+    batch_size = positive_int(batch_size, "batch_size", "recommend")
     if work not in WORK_MODES:
         raise ValueError(f"The 'work' parameter of recommend must be one of {', '.join(WORK_MODES)}. "
                          f"Got {work!r} instead.")
@@ -249,34 +251,68 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
         check_positive_float(budget, "budget", "recommend")
     if isinstance(gpu_types, str) or isinstance(gpu_counts, (int, np.integer)):
         raise TypeError("recommend takes lists: gpu_types=[...], gpu_counts=[...].")
-    counts = [check_positive_int(n, "gpu_counts", "recommend") for n in gpu_counts]
+    counts = [positive_int(n, "gpu_counts", "recommend") for n in gpu_counts]
     if not counts or not len(gpu_types):
         raise ValueError("recommend needs at least one device type and one device count.")
     if precision is not None:
         check_precision(precision, "recommend")
-    # the work: samples, identical on every configuration
+    samples = _samples(batch_size, steps=steps, epochs=epochs, dataset_size=dataset_size)
+    types = [resolve_gpu_type(g) for g in gpu_types]
+    if max_device_batch is not None:
+        max_device_batch = positive_int(max_device_batch, "max_device_batch", "recommend")
+    check_choice(method, "method", "recommend", (*METHODS, "auto"))
+    providers = _providers(provider)
+    memory = _check_memory(memory)
+    llm = seq_len is not None
+    _check_llm_options(llm, work=work, memory=memory, max_device_batch=max_device_batch, history=history,
+                       layout=layout, gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps)
+    # each configuration as predict_training_time answers it alone: the fit for its own kind of query
+    fits = history if isinstance(history, BasePredictor) else BasePredictor(history, method=method,
+                                                                             confidence=confidence)
+    table = _Table(providers=providers, prices=load_prices(prices),  # read and check once, not per configuration
+                   spot=spot, budget=budget, deadline=deadline)
+    if llm:
+        planned = _llm_rows(model, seq_len=seq_len, batch_size=batch_size, samples=samples, types=types,
+                            names=list(gpu_types), counts=counts, layout=layout, gpus_per_node=gpus_per_node,
+                            inter_node_gbps=inter_node_gbps, history=history, method=method, confidence=confidence,
+                            precision=precision, skipped=table.skipped, unfit=table.unfit)
+        for job, n, n_steps in planned:
+            table.add_llm_job(job, n, n_steps)
+    else:
+        for g, g_name in zip(types, gpu_types):
+            for n in counts:
+                _add_configuration(table, fits, model, g, g_name, n, work=work, batch_size=batch_size,
+                                   samples=samples, max_device_batch=max_device_batch, precision=precision,
+                                   memory=memory)
+    table.warn(stacklevel=3)
+    return table.ranked(llm)
+
+
+def _samples(batch_size: int, *, steps, epochs, dataset_size) -> int:
+    """The work: samples, identical on every configuration (``steps`` at ``batch_size``, or ``epochs`` of
+    ``dataset_size``)."""
     if steps is not None and (epochs is not None or dataset_size is not None):
         raise ValueError("recommend takes either 'steps' or 'epochs' with 'dataset_size', not both.")
     if steps is not None:
-        samples = check_positive_int(steps, "steps", "recommend") * batch_size
-    elif epochs is not None and dataset_size is not None:
-        samples = check_positive_int(epochs, "epochs", "recommend") * check_positive_int(
-            dataset_size, "dataset_size", "recommend")
-    else:
-        raise ValueError("recommend needs the amount of work: 'steps', or 'epochs' and 'dataset_size'.")
-    types = [resolve_gpu_type(g) for g in gpu_types]
-    if max_device_batch is not None:
-        max_device_batch = check_positive_int(max_device_batch, "max_device_batch", "recommend")
-    check_choice(method, "method", "recommend", (*METHODS, "auto"))
+        return positive_int(steps, "steps", "recommend") * batch_size
+    if epochs is not None and dataset_size is not None:
+        return positive_int(epochs, "epochs", "recommend") * positive_int(dataset_size, "dataset_size", "recommend")
+    raise ValueError("recommend needs the amount of work: 'steps', or 'epochs' and 'dataset_size'.")
+
+
+def _providers(provider) -> list[str | None]:
+    """The providers to price with: one (None: the cheapest) or a list of names, each once."""
     if provider is None or isinstance(provider, str):
-        providers = [provider]
-    elif isinstance(provider, (list, tuple)) and provider and all(isinstance(x, str) for x in provider):
-        providers = list(dict.fromkeys(provider))
-    else:
-        raise TypeError(f"The 'provider' parameter of recommend must be a provider name or a list of them. "
-                        f"Got {provider!r}.")
-    memory = _check_memory(memory)
-    llm = seq_len is not None
+        return [provider]
+    if isinstance(provider, (list, tuple)) and provider and all(isinstance(x, str) for x in provider):
+        return list(dict.fromkeys(provider))
+    raise TypeError(f"The 'provider' parameter of recommend must be a provider name or a list of them. "
+                    f"Got {provider!r}.")
+
+
+def _check_llm_options(llm: bool, *, work, memory: dict, max_device_batch, history, layout, gpus_per_node,
+                       inter_node_gbps) -> None:
+    """Refuse the options of an LLM job without ``seq_len``, and those an LLM job does not take."""
     if not llm and (layout is not None or gpus_per_node is not None or inter_node_gbps is not None):
         raise ValueError("recommend: layout=, gpus_per_node= and inter_node_gbps= plan LLM jobs; give seq_len= too.")
     if llm:
@@ -286,18 +322,42 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
         if isinstance(history, BasePredictor):
             raise TypeError("recommend with seq_len= takes the history as predict_training_time does, not a "
                             "Predictor.")
-    # each configuration as predict_training_time answers it alone: the fit for its own kind of query
-    fits = history if isinstance(history, BasePredictor) else BasePredictor(history, method=method,
-                                                                             confidence=confidence)
-    prices = load_prices(prices)  # read and check once, not once per configuration
-    rows, skipped, notes, unfit, unpriced = [], {}, {}, [], {}
-    planned = []
-    if llm:
-        planned = _llm_rows(model, seq_len=seq_len, batch_size=batch_size, samples=samples, types=types,
-                            names=list(gpu_types), counts=counts, layout=layout, gpus_per_node=gpus_per_node,
-                            inter_node_gbps=inter_node_gbps, history=history, method=method, confidence=confidence,
-                            precision=precision, skipped=skipped, unfit=unfit)
-    for job, n, n_steps in planned:
+
+
+#: The columns of :func:`recommend`'s table (``layout`` too for an LLM job).
+_COLUMNS = ["gpu_type", "gpu_count", "device_batch", "accumulation", "global_batch", "steps", "samples", "seconds",
+            "lower", "upper", "provider", "usd_per_device_hour", "cost", "cost_lower", "cost_upper",
+            "useful_pflop_per_dollar", "memory_gb", "device_memory_gb", "fits_memory", "memory_lower_bound",
+            "precision", "meets_deadline", "within_budget", "inside_domain", "price_note"]
+
+
+@dataclass
+class _Table:
+    """:func:`recommend`'s rows as they are added, and what it says once about the configurations: those left
+    out (by reason), the predictions' notes, those that do not fit and those no provider prices."""
+
+    providers: list[str | None]
+    prices: pd.DataFrame
+    spot: bool
+    budget: float | None
+    deadline: float | None
+    rows: list[dict] = field(default_factory=list)
+    skipped: dict[str, list[str]] = field(default_factory=dict)
+    notes: dict[str, type[Warning]] = field(default_factory=dict)
+    unfit: list[str] = field(default_factory=list)
+    unpriced: dict[str, list[str]] = field(default_factory=dict)
+
+    def meets_deadline(self, upper: float) -> bool:
+        """Whether the time interval's upper bound is within the deadline (True without one)."""
+        return True if self.deadline is None else bool(upper <= self.deadline)
+
+    def add(self, base: dict, r, useful: float, n: int, g_name: str) -> None:
+        """The rows of one predicted configuration, priced by each provider (:func:`_priced_rows`)."""
+        _priced_rows(self.rows, base, r, useful, self.providers, self.prices, self.spot, self.budget,
+                     self.unpriced, self.skipped, n, g_name)
+
+    def add_llm_job(self, job, n: int, n_steps: int) -> None:
+        """The rows of one planned LLM job (:func:`perfmodel.plan.plan_llm_job`) on ``n`` devices."""
         r, mem = job.prediction, job.memory
         base = {
             "gpu_type": job.gpu_type, "gpu_count": n, "device_batch": job.micro_batch,
@@ -305,80 +365,86 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
             "samples": job.global_batch * n_steps, "seconds": job.seconds, "lower": job.lower, "upper": job.upper,
             "memory_gb": mem.total_gb, "device_memory_gb": mem.device_gb, "fits_memory": mem.fits,
             "memory_lower_bound": mem.lower_bound, "precision": job.precision,
-            "meets_deadline": True if deadline is None else bool(job.upper <= deadline),
+            "meets_deadline": self.meets_deadline(job.upper),
             "inside_domain": r.inside_domain, "layout": job.layout.describe(),
         }
         useful = job.flops_per_sample * job.global_batch * n_steps
-        _priced_rows(rows, base, r, useful, providers, prices, spot, budget, unpriced, skipped, n, job.gpu_type)
-    for g, g_name in zip(types, gpu_types):
-        for n in (() if llm else counts):
-            if work == "global_batch":
-                split = _split_batch(batch_size, n, max_device_batch or fits.max_batch(g))
-                if split is None:
-                    reason = (f"the global batch {batch_size} does not divide over these device counts"
-                              if batch_size % n else
-                              f"no micro-batch <= max_device_batch={max_device_batch or fits.max_batch(g)}")
-                    skipped.setdefault(reason, []).append(f"{g_name} x{n}")
-                    continue
-                micro, accum = split
-                n_steps = -(-samples // batch_size)
-            else:
-                micro, accum = batch_size, 1
-                n_steps = -(-samples // (batch_size * n))
-            try:
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always")
-                    r = fits.predict(model, batch_size=micro, gpu_count=n, gpu_type=g, steps=n_steps * accum,
-                                     precision=precision)
-                for w in caught:  # per-configuration notes, said once for the whole table below
-                    if not issubclass(w.category, ExtrapolationWarning):
-                        notes.setdefault(str(w.message), w.category)
-            except UnsupportedQueryError as exc:
-                skipped.setdefault(_first_sentence(exc), []).append(f"{g_name} x{n}")
-                continue
-            mem = estimate_memory(params=float(r.query["params"]), gpu_type=r.query["gpu_type"],
-                                  precision=str(r.query["precision"]), micro_batch=micro,
-                                  data_parallel=max(1, n // (memory.get("tensor_parallel", 1)
-                                                             * memory.get("pipeline_parallel", 1))), **memory)
-            if mem.fits is False:
-                unfit.append(f"{g_name} x{n} ({mem.short()})")
-            fps = r.query.get("flops_per_sample")
-            useful = (fps or 6 * r.query["params"]) * micro * n * accum * n_steps
-            base = {
-                "gpu_type": r.query["gpu_type"], "gpu_count": n, "device_batch": micro, "accumulation": accum,
-                "global_batch": micro * n * accum, "steps": n_steps, "samples": micro * n * accum * n_steps,
-                "seconds": r.seconds, "lower": r.lower, "upper": r.upper, "memory_gb": mem.total_gb,
-                "device_memory_gb": mem.device_gb, "fits_memory": mem.fits, "memory_lower_bound": mem.lower_bound,
-                "precision": str(r.query["precision"]),
-                "meets_deadline": True if deadline is None else bool(r.upper <= deadline),
-                "inside_domain": r.inside_domain,
-            }
-            _priced_rows(rows, base, r, useful, providers, prices, spot, budget, unpriced, skipped, n, g_name)
-    if skipped:
-        parts = [f"{', '.join(where)} ({reason.rstrip('.')})" for reason, where in skipped.items()]
-        warnings.warn("recommend left out: " + "; ".join(parts), ExtrapolationWarning, stacklevel=2)
-    if unpriced:
-        where = [w for ws in unpriced.values() for w in ws]
-        warnings.warn(f"recommend: no price for {', '.join(where)}: kept with an empty cost, and price_note says "
-                      "why", ExtrapolationWarning, stacklevel=2)
-    if unfit:
-        warnings.warn("recommend: these configurations do not fit in device memory (kept, flagged fits_memory="
-                      "False): " + "; ".join(unfit), ExtrapolationWarning, stacklevel=2)
-    for message, category in notes.items():
-        warnings.warn(message, category, stacklevel=2)
-    cols = ["gpu_type", "gpu_count", "device_batch", "accumulation", "global_batch", "steps", "samples", "seconds",
-            "lower", "upper", "provider", "usd_per_device_hour", "cost", "cost_lower", "cost_upper",
-            "useful_pflop_per_dollar", "memory_gb", "device_memory_gb", "fits_memory", "memory_lower_bound",
-            "precision", "meets_deadline", "within_budget", "inside_domain", "price_note"] + (["layout"] if llm else [])
-    out = pd.DataFrame(rows, columns=cols)
-    for col in ("provider", "price_note", "within_budget"):  # None, not NaN, where unknown
-        out[col] = out[col].astype(object).where(out[col].notna(), None)
-    if len(out):
-        out["_feasible"] = (out["meets_deadline"] & (out["within_budget"] == True)  # noqa: E712 - None: unknown
-                            & (out["fits_memory"] != False))  # noqa: E712
-        out = out.sort_values(["_feasible", "cost", "seconds"], ascending=[False, True, True],
-                              na_position="last").drop(columns="_feasible")
-    return out.reset_index(drop=True)
+        self.add(base, r, useful, n, job.gpu_type)
+
+    def warn(self, *, stacklevel: int) -> None:
+        """One warning per kind: the configurations left out, unpriced, not fitting, and the predictions' notes."""
+        if self.skipped:
+            parts = [f"{', '.join(where)} ({reason.rstrip('.')})" for reason, where in self.skipped.items()]
+            warnings.warn("recommend left out: " + "; ".join(parts), ExtrapolationWarning, stacklevel=stacklevel)
+        if self.unpriced:
+            where = [w for ws in self.unpriced.values() for w in ws]
+            warnings.warn(f"recommend: no price for {', '.join(where)}: kept with an empty cost, and price_note "
+                          "says why", ExtrapolationWarning, stacklevel=stacklevel)
+        if self.unfit:
+            warnings.warn("recommend: these configurations do not fit in device memory (kept, flagged fits_memory="
+                          "False): " + "; ".join(self.unfit), ExtrapolationWarning, stacklevel=stacklevel)
+        for message, category in self.notes.items():
+            warnings.warn(message, category, stacklevel=stacklevel)
+
+    def ranked(self, llm: bool) -> pd.DataFrame:
+        """The table: feasible first, then by cost (unpriced rows after the priced ones), then by time."""
+        out = pd.DataFrame(self.rows, columns=_COLUMNS + (["layout"] if llm else []))
+        for col in ("provider", "price_note", "within_budget"):  # None, not NaN, where unknown
+            out[col] = out[col].astype(object).where(out[col].notna(), None)
+        if len(out):
+            out["_feasible"] = (out["meets_deadline"] & (out["within_budget"] == True)  # noqa: E712 - None: unknown
+                                & (out["fits_memory"] != False))  # noqa: E712
+            out = out.sort_values(["_feasible", "cost", "seconds"], ascending=[False, True, True],
+                                  na_position="last").drop(columns="_feasible")
+        return out.reset_index(drop=True)
+
+
+def _add_configuration(table: _Table, fits: BasePredictor, model, g: str, g_name: str, n: int, *, work: str,
+                       batch_size: int, samples: int, max_device_batch: int | None, precision,
+                       memory: dict) -> None:
+    """Predict one device type and count for the same work (``work``), estimate its memory and add its rows; a
+    configuration that cannot share the batch or that the history cannot predict is left out, with the reason."""
+    if work == "global_batch":
+        split = _split_batch(batch_size, n, max_device_batch or fits.max_batch(g))
+        if split is None:
+            reason = (f"the global batch {batch_size} does not divide over these device counts"
+                      if batch_size % n else
+                      f"no micro-batch <= max_device_batch={max_device_batch or fits.max_batch(g)}")
+            table.skipped.setdefault(reason, []).append(f"{g_name} x{n}")
+            return
+        micro, accum = split
+        n_steps = -(-samples // batch_size)
+    else:
+        micro, accum = batch_size, 1
+        n_steps = -(-samples // (batch_size * n))
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            r = fits.predict(model, batch_size=micro, gpu_count=n, gpu_type=g, steps=n_steps * accum,
+                             precision=precision)
+        for w in caught:  # per-configuration notes, said once for the whole table
+            if not issubclass(w.category, ExtrapolationWarning):
+                table.notes.setdefault(str(w.message), w.category)
+    except UnsupportedQueryError as exc:
+        table.skipped.setdefault(_first_sentence(exc), []).append(f"{g_name} x{n}")
+        return
+    mem = estimate_memory(params=float(r.query["params"]), gpu_type=r.query["gpu_type"],
+                          precision=str(r.query["precision"]), micro_batch=micro,
+                          data_parallel=max(1, n // (memory.get("tensor_parallel", 1)
+                                                     * memory.get("pipeline_parallel", 1))), **memory)
+    if mem.fits is False:
+        table.unfit.append(f"{g_name} x{n} ({mem.short()})")
+    fps = r.query.get("flops_per_sample")
+    useful = (fps or 6 * r.query["params"]) * micro * n * accum * n_steps
+    base = {
+        "gpu_type": r.query["gpu_type"], "gpu_count": n, "device_batch": micro, "accumulation": accum,
+        "global_batch": micro * n * accum, "steps": n_steps, "samples": micro * n * accum * n_steps,
+        "seconds": r.seconds, "lower": r.lower, "upper": r.upper, "memory_gb": mem.total_gb,
+        "device_memory_gb": mem.device_gb, "fits_memory": mem.fits, "memory_lower_bound": mem.lower_bound,
+        "precision": str(r.query["precision"]), "meets_deadline": table.meets_deadline(r.upper),
+        "inside_domain": r.inside_domain,
+    }
+    table.add(base, r, useful, n, g_name)
 
 
 def _priced_rows(rows, base, r, useful, providers, prices, spot, budget, unpriced, skipped, n, g_name) -> None:
@@ -408,6 +474,7 @@ def _priced_rows(rows, base, r, useful, providers, prices, spot, budget, unprice
     else:
         for prov in missing:  # another provider asked for prices it
             reason = no_price_reason(r.query["gpu_type"], provider=prov, spot=spot, prices=prices)
+            assert reason is not None  # prov gave no price for the device, so the table says why
             skipped.setdefault(reason.split(";")[0], []).append(f"{g_name} x{n} at {prov}")
 
 
@@ -448,8 +515,8 @@ def scaling_from_model(model, *, batch_size, gpu_type, gpu_counts=(1, 2, 4, 8), 
     """
     # checked before anything is fitted: a NumPy integer becomes a Python int, so no arithmetic below runs in a
     # narrow type (np.uint8(200) // 300 raised OverflowError) and 10**400 is a ValueError, not an OverflowError
-    batch_size = check_positive_int(batch_size, "batch_size", "scaling_from_model")
-    counts = [check_positive_int(n, "gpu_counts", "scaling_from_model") for n in gpu_counts]
+    batch_size = positive_int(batch_size, "batch_size", "scaling_from_model")
+    counts = [positive_int(n, "gpu_counts", "scaling_from_model") for n in gpu_counts]
     if mode not in ("weak", "strong"):
         raise ValueError(f"The 'mode' parameter of scaling_from_model must be 'weak' or 'strong'. Got {mode!r}.")
     threshold = check_positive_float(threshold, "threshold", "scaling_from_model")
