@@ -704,7 +704,8 @@ class BasePredictor:
         out["precision"] = q["precision"].astype(str).to_numpy()
         return out[list(PREDICTION_COLUMNS)]
 
-    def _row_fits(self, rows: pd.DataFrame, source) -> tuple[dict[str | None, TrainingTimeModel | None], np.ndarray]:
+    def _row_fits(self, rows: pd.DataFrame,
+                  source) -> tuple[dict[str | None, TrainingTimeModel | None], np.ndarray]:
         """The models answering distinct query ``rows``, by key, and each row's key. Each row is answered as
         :func:`predict_training_time` answers it alone: by the fit chosen for its own kind of query (``own:<kind>``
         where the caller's own runs answer it alone, :meth:`_answered_by_own`), a precision no run used by the rule

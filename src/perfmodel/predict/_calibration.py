@@ -16,7 +16,8 @@ from ..models import CALIBRATION_PRIOR_WEIGHT, TrainingTimeModel
 from ._support import LAYOUT_METHOD
 
 
-def calibrated_layout(loaded: LoadedHistory, kind: str, bundled: Callable[[], TrainingTimeModel]) -> TrainingTimeModel:
+def calibrated_layout(loaded: LoadedHistory, kind: str,
+                      bundled: Callable[[], TrainingTimeModel]) -> TrainingTimeModel:
     """The layout model on a history's transformer runs, the bundled LLM fit's coefficients as the prior
     (:meth:`perfmodel.models.LayoutRegressor.with_prior`): few runs move the coefficients as far as they show.
     ``bundled`` gives the bundled LLM history's layout model (:func:`~perfmodel.predict.bundled_layout_model`)."""

@@ -138,7 +138,7 @@ def model_spec(model, example_input, fitted) -> dict:
                 f"The 'example_input' parameter of {WHERE} is required when model is a torch.nn.Module: pass "
                 "one sample without the batch dimension, e.g. torch.randn(3, 224, 224)."
             )
-        from .measure.flops import count_module
+        from ..measure.flops import count_module
 
         params, fps = count_module(model, example_input)
         return {"model": type(model).__name__, "params": float(params), "flops_per_sample": fps}
@@ -199,8 +199,8 @@ def layout_columns(row: dict, *, seq_len, global_batch: int, layout=None, gpus_p
     except (TypeError, ValueError):
         shape = None
     check_layout(lay, devices=devices, global_batch=global_batch, shape=shape, seq_len=seq, names=names)
-    out: dict[str, Any] = {"seq_len": seq, "global_batch_size": global_batch, "micro_batch_size": lay.micro_batch, "tp": lay.tp,
-                           "pp": lay.pp, "vp": lay.vp, "cp": lay.cp, "ep": lay.ep, "dp": lay.dp,
+    out: dict[str, Any] = {"seq_len": seq, "global_batch_size": global_batch, "micro_batch_size": lay.micro_batch,
+                           "tp": lay.tp, "pp": lay.pp, "vp": lay.vp, "cp": lay.cp, "ep": lay.ep, "dp": lay.dp,
                            "zero_stage": lay.zero_stage, "sequence_parallel": int(lay.sequence_parallel),
                            "recompute": lay.recompute, "_assumed": assumed}
     if gpus_per_node is not None:

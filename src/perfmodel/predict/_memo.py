@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 from collections import OrderedDict
 from collections.abc import Callable
@@ -66,7 +67,7 @@ def shared_predictor(predictor_class: Callable[..., P], history, method: str, co
     if content is None:
         return predictor_class(history, method=method, confidence=confidence)
     key = (content, method, table_digest())  # a device registered or replaced meanwhile is another answer
-    cached = _PREDICTORS.get(key)
+    cached: Any = _PREDICTORS.get(key)  # made by predictor_class: a P
     if cached is None:
         cached = _PREDICTORS[key] = predictor_class(history, method=method)
         while len(_PREDICTORS) > _PREDICTORS_MAX:
@@ -74,7 +75,6 @@ def shared_predictor(predictor_class: Callable[..., P], history, method: str, co
     _PREDICTORS.move_to_end(key)
     if cached.confidence == confidence:
         return cached
-    view = type(cached).__new__(type(cached))  # the same fits at another level
-    view.__dict__.update(cached.__dict__)
+    view = copy.copy(cached)  # the same fits at another level (a shallow copy shares them)
     view.confidence = confidence
     return view
