@@ -174,7 +174,7 @@ class AnalyticBaseline:
         self.utilisation = utilisation
         self.host_peak_flops = host_peak_flops
 
-    def _peak(self, runs: pd.DataFrame) -> np.ndarray:
+    def _peak(self, runs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         q = run_quantities(runs)
         peak = q["peak_tflops"].to_numpy(dtype=float) * 1e12
         cpu = (q["gpu_type"] == "cpu").to_numpy()
@@ -207,7 +207,7 @@ class AnalyticBaseline:
         if self.utilisation == "fit":
             self.log_u_ = float(np.mean(log_u))
             resid = log_u - self.log_u_
-            self.resid_ = np.sort(np.abs(resid))
+            self.resid_: np.ndarray | None = np.sort(np.abs(resid))
         else:
             self.log_u_ = math.log(float(self.utilisation))
             self.resid_ = None

@@ -317,14 +317,14 @@ def _read_safe_archive(path: Path, max_bytes: int) -> tuple[dict, dict]:
             raise ValueError(f"its members would take {total / 2**20:.1f} MiB uncompressed, more than the "
                              f"limit of {max_bytes / 2**20:.1f} MiB (load_model(..., max_bytes=...))")
         by_name = {i.filename: i for i in infos}
-        info = by_name.get("__meta__.npy")
-        if info is None:
+        meta_info = by_name.get("__meta__.npy")
+        if meta_info is None:
             raise ValueError("it has no __meta__ member")
-        if info.file_size > 4 * max_chars + 1024:
-            raise ValueError(f"its description member takes {info.file_size} bytes, more than the limit of "
+        if meta_info.file_size > 4 * max_chars + 1024:
+            raise ValueError(f"its description member takes {meta_info.file_size} bytes, more than the limit of "
                              f"{4 * max_chars + 1024} (load_model(..., max_bytes=...) raises it)")
-        with zf.open(info) as fh:
-            text = str(_read_npy(fh, info.file_size, meta=True)[()])
+        with zf.open(meta_info) as fh:
+            text = str(_read_npy(fh, meta_info.file_size, meta=True)[()])
         meta = _parse_meta(text, max_values)
         del text
         wanted = _array_keys(meta.get("model"), set())
@@ -358,7 +358,7 @@ def _read_npy(fh, declared: int, *, meta: bool) -> np.ndarray:
     # read in chunks straight into the array (one copy of the data in memory); the member's declared size, which
     # bounds nbytes, was checked against its compressed bytes
     out = np.empty(count, dtype=dtype)
-    view = memoryview(out.reshape(-1).view(np.uint8))
+    view = out.reshape(-1).view(np.uint8).data  # a memoryview of its bytes
     got = 0
     while got < nbytes:
         n = fh.readinto(view[got:got + _CHUNK])
@@ -429,7 +429,7 @@ def _check_model(model, meta: dict, *, probe: bool = True) -> None:
     model.domain_distance(query)
 
 
-def _check_libraries(saved: dict, path: Path) -> None:
+def _check_libraries(saved: object, path: Path) -> None:
     if not isinstance(saved, dict):
         return
     here = _library_versions()
@@ -532,7 +532,8 @@ def save_model(model, path, *, format: str = "safe", force: bool = False) -> Pat
         enc = _Encoder()
         meta["model"] = enc.enc(model)
         buf = io.BytesIO()
-        np.savez_compressed(buf, __meta__=np.array(json.dumps(meta)), **enc.arrays)
+        # the arrays are named a0, a1, ...: never savez_compressed's allow_pickle, which mypy cannot know
+        np.savez_compressed(buf, __meta__=np.array(json.dumps(meta)), **enc.arrays)  # type: ignore[arg-type]
         with atomic_write(path) as fh:
             fh.write(buf.getvalue())
     return path
