@@ -394,7 +394,7 @@ def probe_query(model) -> pd.DataFrame:
                            "steps": 1}])
     if model.pipeline_.named_steps["features"].kind == "layout":
         # a transformer job: the fitted model's shape, a sequence, one sequence per device
-        shape = {c: row[c] for c in SHAPE_COLUMNS if c in row.index and pd.notna(row[c])}
+        shape = {c.name: row[c.name] for c in SHAPE_COLUMNS if c.name in row.index and pd.notna(row[c.name])}
         query = query.assign(**shape, family=str(row.get("family", "decoder")), seq_len=2048,
                              global_batch_size=query["gpu_count"])
     return query
