@@ -15,7 +15,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from .schema import OP_TRACED_CLASSES
+from ..schema import OP_TRACED_CLASSES
 
 __all__ = ["FP32_MODES", "CONV_FAMILIES", "per_distinct", "fp32_modes", "attention_share", "known_conv_share",
            "conv_share", "fp32_basis"]

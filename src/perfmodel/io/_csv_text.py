@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .exceptions import SchemaError
-from .schema import COLUMNS
+from ..exceptions import SchemaError
+from ..schema import COLUMNS
 
 __all__ = ["ROW_CHECK", "row_check", "read_csv_text", "csv_bytes"]
 
