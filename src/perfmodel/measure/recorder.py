@@ -36,11 +36,11 @@ import warnings
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Callable
 
+from .._validation import check_positive_int
 from .._version import __version__
 from ..exceptions import NoisyTimingWarning
 from ..hardware import resolve_gpu_type
 from ..io import append_runs
-from ._checks import positive_int
 from ._timing import explain_timing_flag, summarise_steps
 from .flops import count_params
 from .telemetry import NvmlSampler, host_facts, nvml_device_facts
@@ -106,18 +106,18 @@ class Recorder:
         if not isinstance(model, str) or not model:
             raise TypeError(f"The 'model' parameter of record must be a non-empty str. Got {model!r}.")
         self.model = model
-        self.batch_size = positive_int(batch_size, "batch_size", "record")
-        self.grad_accum = positive_int(grad_accum, "grad_accum", "record")
+        self.batch_size = check_positive_int(batch_size, "batch_size", "record")
+        self.grad_accum = check_positive_int(grad_accum, "grad_accum", "record")
         self.output = output
         self.module = module
         if params is None and module is not None:
             params = count_params(module)
         if params is None:
             raise ValueError("record needs the model size: pass module=<torch.nn.Module> or params=<int>.")
-        self.params = positive_int(params, "params", "record")
+        self.params = check_positive_int(params, "params", "record")
         self.flops_per_sample = flops_per_sample
         self.world = int(os.environ.get("WORLD_SIZE", "1")) if gpu_count is None else \
-            positive_int(gpu_count, "gpu_count", "record")
+            check_positive_int(gpu_count, "gpu_count", "record")
         self.rank = int(os.environ.get("RANK", "0")) if rank is None else int(rank)
         self.extra = dict(extra or {})
         self.precision = precision

@@ -42,7 +42,6 @@ from ..hardware import PRECISIONS, resolve_gpu_type
 from ..io import append_runs, check_history_target
 from ..store import history_target
 from . import _lifeline
-from ._checks import positive_float
 # the history a sweep resumes from and keeps per-step times beside (importable from here, as before)
 from ._resume import append_steps, done_keys, flag_timing, read_existing, repeat_medians
 from ._worker import ERROR_PREFIX
@@ -406,7 +405,7 @@ def measure_run(cfg: RunConfig, *, timeout_s: float = 600.0, gpu_type: str | Non
     per_step_times : list of float
         Seconds of each timed step (empty for a failed run or a follower).
     """
-    timeout_s = positive_float(timeout_s, "timeout_s", "measure_run")
+    timeout_s = check_positive_float(timeout_s, "timeout_s", "measure_run")
     gpu_type = gpu_type or _detect_gpu_type(cfg.device)
     record = base_record(cfg, gpu_type, sweep_id)
     times: list[float] = []
@@ -667,7 +666,7 @@ def run_local(configs: list[RunConfig], output: Path, *, timeout_s: float = 600.
         The records written by this call.
     """
     output = history_target(output)
-    timeout_s = positive_float(timeout_s, "timeout_s", "run_sweep")
+    timeout_s = check_positive_float(timeout_s, "timeout_s", "run_sweep")
     check_history_target(output)
     if isinstance(output, Path):
         check_writable(output)  # before the first run is measured, not after

@@ -43,7 +43,7 @@ from typing import Any
 import pandas as pd
 
 from .._format import format_duration, to_plain
-from .._validation import check_choice, check_confidence, check_positive_float
+from .._validation import check_choice, check_confidence, check_positive_float, check_positive_int
 from ..exceptions import DoesNotFitError
 from ..fitting import DEFAULT_METHOD
 from ..hardware import check_precision, resolve_gpu_type
@@ -52,7 +52,6 @@ from ..layout_features import shape_columns
 from ..models import METHODS
 from ..predict import TrainingTimePrediction, predict_many, predict_training_time
 from ..transformer import TransformerFlops, TransformerShape, hf_config_shape, transformer_flops
-from ._checks import positive_float, positive_int
 from ._cost import CostEstimate, estimate_cost
 from ._llm_layout import JobDevices, LayoutArgs, checked_recompute, checked_zero_stage, job_devices
 from ._llm_shape import WHERE, ModelArgs, job_work, si, whole_count
@@ -95,10 +94,10 @@ def decoder_params(n_layers: int, d_model: int, vocab: int = 0, ffn_mult: float 
     >>> decoder_params(32, 4096, 32000)
     6573522944.0
     """
-    L = positive_int(n_layers, "n_layers", "decoder_params")
-    d = positive_int(d_model, "d_model", "decoder_params")
-    v = 0 if vocab in (0, None) else positive_int(vocab, "vocab", "decoder_params")
-    f = positive_float(ffn_mult, "ffn_mult", "decoder_params")
+    L = check_positive_int(n_layers, "n_layers", "decoder_params")
+    d = check_positive_int(d_model, "d_model", "decoder_params")
+    v = 0 if vocab in (0, None) else check_positive_int(vocab, "vocab", "decoder_params")
+    f = check_positive_float(ffn_mult, "ffn_mult", "decoder_params")
     return float((4 + 2 * f) * L * d * d + v * d)
 
 
@@ -132,12 +131,12 @@ def decoder_flops_per_sample(params: float, seq_len: int, n_layers: int | None =
     >>> round(decoder_flops_per_sample(7e9, 4096, 32, 4096) / 1e12, 1)
     198.4
     """
-    n = positive_float(params, "params", "decoder_flops_per_sample")
-    s = positive_int(seq_len, "seq_len", "decoder_flops_per_sample")
+    n = check_positive_float(params, "params", "decoder_flops_per_sample")
+    s = check_positive_int(seq_len, "seq_len", "decoder_flops_per_sample")
     shape = None
     if n_layers is not None and d_model is not None:
-        shape = TransformerShape(n_layers=positive_int(n_layers, "n_layers", "decoder_flops_per_sample"),
-                                 d_model=positive_int(d_model, "d_model", "decoder_flops_per_sample"), n_heads=1)
+        shape = TransformerShape(n_layers=check_positive_int(n_layers, "n_layers", "decoder_flops_per_sample"),
+                                 d_model=check_positive_int(d_model, "d_model", "decoder_flops_per_sample"), n_heads=1)
     flops = transformer_flops(shape, s, recompute="full" if activation_checkpointing else "none", matmul_params=n)
     return flops.hardware
 
@@ -379,7 +378,7 @@ def search_layouts(*, shape: TransformerShape, seq_len: int, global_batch: int, 
         fits).
     """
     gpu_type = resolve_gpu_type(gpu_type)
-    devices = positive_int(devices, "devices", "search_layouts")
+    devices = check_positive_int(devices, "devices", "search_layouts")
     layouts, mems = [], []
     for lay in enumerate_layouts(devices=devices, global_batch=global_batch, shape=shape, seq_len=seq_len,
                                  gpus_per_node=gpus_per_node, micro_batches=micro_batches, zero_stages=zero_stages,

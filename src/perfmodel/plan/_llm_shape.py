@@ -9,8 +9,8 @@ import numbers
 from dataclasses import dataclass
 from typing import Any
 
+from .._validation import check_positive_float, check_positive_int
 from ..transformer import TransformerShape, hf_config_shape, standard_shape
-from ._checks import positive_float, positive_int
 
 #: How the planner's messages name it.
 WHERE = "plan_llm_job"
@@ -33,7 +33,7 @@ def whole_count(value: Any, name: str, shown: str | None = None) -> int:
                         "instead.")
     if not math.isfinite(float(value)) or float(value) <= 0 or not float(value).is_integer():
         raise ValueError(f"{what} must be a positive whole number. Got {value!r} instead.")
-    return positive_int(value, name, WHERE)  # a whole float becomes its int there, as int(value) did
+    return check_positive_int(value, name, WHERE)  # a whole float becomes its int there, as int(value) did
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ class ModelArgs:
         elif self.n_layers is not None or self.d_model is not None:
             derived = self._from_sizes(notes)
         elif self.params is not None:
-            params = positive_float(self.params, "params", WHERE)
+            params = check_positive_float(self.params, "params", WHERE)
             shape = standard_shape(params)
             notes.append(f"model given by its size only: the standard shape of a {si(params)}-parameter decoder "
                          f"(L={shape.n_layers}, d={shape.d_model}, {shape.n_heads} heads, gated MLP "
@@ -99,7 +99,7 @@ class ModelArgs:
             raise ValueError(f"{WHERE} needs the model: 'params', 'shape', 'hf_config', or 'n_layers' and 'd_model' "
                              f"(and 'vocab'). Got params=None, n_layers={self.n_layers!r}, d_model={self.d_model!r}.")
         if self.params is not None:
-            params = positive_float(self.params, "params", WHERE)
+            params = check_positive_float(self.params, "params", WHERE)
             if not 0.75 <= params / derived.params <= 1.33:
                 notes.append(f"params={params:.4g} differs from the shape's {derived.params:.4g} by more than a "
                              "third: check the architecture (the time follows the shape)")
@@ -136,7 +136,7 @@ class ModelArgs:
         if ffn_hidden is not None and ffn_mult is not None:
             raise ValueError(f"{WHERE}: give the MLP width one way: ffn_hidden= or ffn_mult=.")
         ffn = (whole_count(ffn_hidden, "ffn_hidden") if ffn_hidden is not None else
-               max(1, round((4.0 if ffn_mult is None else positive_float(ffn_mult, "ffn_mult", WHERE)) * d)))
+               max(1, round((4.0 if ffn_mult is None else check_positive_float(ffn_mult, "ffn_mult", WHERE)) * d)))
         V = 0 if self.vocab is None else whole_count(self.vocab, "vocab")
         shape = TransformerShape(n_layers=L, d_model=d, n_heads=h if d % h == 0 else 1, vocab=V, ffn_hidden=ffn,
                                  n_kv_heads=None if self.n_kv_heads is None else whole_count(self.n_kv_heads,

@@ -44,11 +44,10 @@ import math
 from dataclasses import dataclass, field
 
 from .._format import to_plain
-from .._validation import check_choice, check_nonnegative_float, check_positive_int
+from .._validation import check_choice, check_nonnegative_float, check_positive_float, check_positive_int
 from ..hardware import check_precision, get_spec, resolve_gpu_type
 from ..layout import ParallelLayout
 from ..transformer import RECOMPUTE_MODES, TransformerShape, standard_shape
-from ._checks import positive_float, positive_int
 
 __all__ = ["estimate_memory", "MemoryEstimate", "model_state_bytes_per_param", "layout_activation_bytes",
            "DEFAULT_OVERHEAD_BYTES", "OPTIMIZERS", "MEMORY_MARGIN"]
@@ -377,10 +376,10 @@ def estimate_memory(*, params=None, gpu_type=None, precision="bf16", micro_batch
     elif not isinstance(layout, ParallelLayout):
         raise TypeError(f"The 'layout' parameter of {_WHERE} must be a ParallelLayout. Got {type(layout).__name__}.")
     if global_batch is not None:
-        global_batch = positive_int(global_batch, "global_batch", _WHERE)
+        global_batch = check_positive_int(global_batch, "global_batch", _WHERE)
     seq_len = check_positive_int(seq_len, "seq_len", _WHERE, allow_none=True)
     if params is not None:
-        params = positive_float(params, "params", _WHERE)
+        params = check_positive_float(params, "params", _WHERE)
     if shape is None:
         shape = _given_shape(n_layers=n_layers, d_model=d_model, n_heads=n_heads, vocab=vocab, params=params,
                              seq_len=seq_len, notes=notes)
@@ -414,18 +413,18 @@ def _degrees_layout(*, zero_stage, tensor_parallel, pipeline_parallel, context_p
     if isinstance(zero_stage, bool) or zero_stage not in (0, 1, 2, 3):
         raise ValueError(f"The 'zero_stage' parameter of {_WHERE} must be 0, 1, 2 or 3. Got {zero_stage!r} "
                          "instead.")
-    tp = positive_int(tensor_parallel, "tensor_parallel", _WHERE)
+    tp = check_positive_int(tensor_parallel, "tensor_parallel", _WHERE)
     if recompute is None:
         recompute = "full" if activation_checkpointing else "none"
     if recompute not in RECOMPUTE_MODES:
         raise ValueError(f"The 'recompute' parameter of {_WHERE} must be one of {', '.join(RECOMPUTE_MODES)}. "
                          f"Got {recompute!r}.")
-    return ParallelLayout(tp=tp, pp=positive_int(pipeline_parallel, "pipeline_parallel", _WHERE),
-                          cp=positive_int(context_parallel, "context_parallel", _WHERE),
-                          dp=positive_int(data_parallel, "data_parallel", _WHERE),
-                          ep=positive_int(expert_parallel, "expert_parallel", _WHERE),
-                          vp=positive_int(virtual_stages, "virtual_stages", _WHERE),
-                          micro_batch=positive_int(micro_batch, "micro_batch", _WHERE),
+    return ParallelLayout(tp=tp, pp=check_positive_int(pipeline_parallel, "pipeline_parallel", _WHERE),
+                          cp=check_positive_int(context_parallel, "context_parallel", _WHERE),
+                          dp=check_positive_int(data_parallel, "data_parallel", _WHERE),
+                          ep=check_positive_int(expert_parallel, "expert_parallel", _WHERE),
+                          vp=check_positive_int(virtual_stages, "virtual_stages", _WHERE),
+                          micro_batch=check_positive_int(micro_batch, "micro_batch", _WHERE),
                           zero_stage=int(zero_stage), recompute=recompute,
                           sequence_parallel=(tp > 1) if sequence_parallel is None else bool(sequence_parallel))
 
@@ -438,7 +437,7 @@ def _given_shape(*, n_layers, d_model, n_heads, vocab, params: float | None, seq
     d = check_positive_int(d_model, "d_model", _WHERE, allow_none=True)
     V = check_positive_int(vocab, "vocab", _WHERE, allow_none=True) or 0
     if L is not None and d is not None:
-        h = positive_int(n_heads, "n_heads", _WHERE) if n_heads is not None else max(1, d // 128)
+        h = check_positive_int(n_heads, "n_heads", _WHERE) if n_heads is not None else max(1, d // 128)
         return TransformerShape(n_layers=L, d_model=d, n_heads=h, vocab=V,
                                 head_dim=None if d % h == 0 else max(1, d // h))
     if params is None:

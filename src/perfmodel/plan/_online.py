@@ -9,8 +9,7 @@ from statistics import NormalDist
 import numpy as np
 
 from .._format import to_plain
-from .._validation import check_confidence, check_nonnegative_float
-from ._checks import positive_float, positive_int
+from .._validation import check_confidence, check_nonnegative_float, check_positive_float, check_positive_int
 
 __all__ = ["OnlineEstimator", "OnlineEstimate", "DEFAULT_STEP_NOISE", "DEFAULT_DRIFT"]
 
@@ -31,7 +30,7 @@ MAX_STEPS = 10**12
 
 
 def _check_step(value, name: str, where: str) -> float:
-    value = positive_float(value, name, where, maximum=MAX_STEP_SECONDS)
+    value = check_positive_float(value, name, where, maximum=MAX_STEP_SECONDS)
     if value < MIN_STEP_SECONDS:
         raise ValueError(f"The {name!r} parameter of {where} must be a step time of at least {MIN_STEP_SECONDS:g} s. "
                          f"Got {value!r} instead.")
@@ -156,7 +155,7 @@ class OnlineEstimator:
                  step_noise: float = DEFAULT_STEP_NOISE, drift: float = DEFAULT_DRIFT,
                  drift_steps: float = DEFAULT_DRIFT_STEPS):
         where = "OnlineEstimator"
-        self.total_steps = positive_int(total_steps, "total_steps", where, maximum=MAX_STEPS)
+        self.total_steps = check_positive_int(total_steps, "total_steps", where, maximum=MAX_STEPS)
         self.confidence = check_confidence(confidence, where)
         prior_confidence = check_confidence(prior_confidence, where)
         prior_step_seconds = _check_step(prior_step_seconds, "prior_step_seconds", where)
@@ -165,16 +164,16 @@ class OnlineEstimator:
         if not (0 < prior_lower <= prior_step_seconds <= prior_upper):
             raise ValueError("OnlineEstimator needs 0 < prior_lower <= prior_step_seconds <= prior_upper. "
                              f"Got {prior_lower!r}, {prior_step_seconds!r}, {prior_upper!r}.")
-        self.step_noise = positive_float(step_noise, "step_noise", where, maximum=MAX_LOG_SD)
+        self.step_noise = check_positive_float(step_noise, "step_noise", where, maximum=MAX_LOG_SD)
         self.drift = check_nonnegative_float(drift, "drift", where, maximum=MAX_LOG_SD)
-        self.drift_steps = positive_float(drift_steps, "drift_steps", where, maximum=float(MAX_STEPS))
+        self.drift_steps = check_positive_float(drift_steps, "drift_steps", where, maximum=float(MAX_STEPS))
         if not prior_confidence >= 1e-6:  # (1 + 1e-308) / 2 is 0.5: no width can be read from the prior interval
             raise ValueError(f"The 'prior_confidence' parameter of {where} must be at least 1e-6 (the prior interval "
                              f"at that level gives the prior's width). Got {prior_confidence!r} instead.")
         z = NormalDist().inv_cdf((1 + prior_confidence) / 2)
         self.mu0 = math.log(prior_step_seconds)
         self.tau0 = max((math.log(prior_upper) - math.log(prior_lower)) / (2 * z), 1e-6)
-        self.warmup_steps = positive_int(warmup_steps + 1, "warmup_steps", "OnlineEstimator") - 1
+        self.warmup_steps = check_positive_int(warmup_steps + 1, "warmup_steps", "OnlineEstimator") - 1
         self._z = NormalDist().inv_cdf((1 + self.confidence) / 2)
         self.times: list[float] = []
 

@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
+from .._validation import check_positive_float, check_positive_int
 from .._format import to_plain
-from ._checks import positive_float, positive_int
 
 #: The most servers :func:`erlang_c` and :func:`simulate_queue` take, and the most jobs a simulation runs
 #: (a Python event loop: about a million jobs a few seconds); larger values are refused with a message.
@@ -88,9 +88,9 @@ def erlang_c(arrival_rate: float, service_time: float, servers: int) -> QueueRes
     >>> round(r.p_wait, 4), round(r.mean_wait, 4)
     (0.4444, 0.4444)
     """
-    arrival_rate = positive_float(arrival_rate, "arrival_rate", "erlang_c")
-    service_time = positive_float(service_time, "service_time", "erlang_c")
-    c = positive_int(servers, "servers", "erlang_c", maximum=MAX_SERVERS)
+    arrival_rate = check_positive_float(arrival_rate, "arrival_rate", "erlang_c")
+    service_time = check_positive_float(service_time, "service_time", "erlang_c")
+    c = check_positive_int(servers, "servers", "erlang_c", maximum=MAX_SERVERS)
     a = arrival_rate * service_time  # offered load (Erlangs)
     rho = a / c
     if not math.isfinite(a) or rho >= 1:
@@ -199,7 +199,7 @@ def simulate_queue(arrival_rate=None, service_time=None, servers=1, *, policy="f
     """
     if policy not in ("fcfs", "sjf"):
         raise ValueError(f"The 'policy' parameter of simulate_queue must be 'fcfs' or 'sjf'. Got {policy!r}.")
-    servers = positive_int(servers, "servers", "simulate_queue", maximum=MAX_SERVERS)
+    servers = check_positive_int(servers, "servers", "simulate_queue", maximum=MAX_SERVERS)
     if isinstance(warmup_fraction, bool) or not isinstance(warmup_fraction, numbers.Real) \
             or not 0 <= warmup_fraction < 1:
         raise ValueError(f"The 'warmup_fraction' parameter of simulate_queue must be a number in [0, 1). "
@@ -235,9 +235,9 @@ def simulate_queue(arrival_rate=None, service_time=None, servers=1, *, policy="f
 
 def _drawn_jobs(arrival_rate, service_time, n_arrivals, seed) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(arrivals, durations, sizes)`` of ``n_arrivals`` jobs with exponential arrivals and services."""
-    arrival_rate = positive_float(arrival_rate, "arrival_rate", "simulate_queue")
-    service_time = positive_float(service_time, "service_time", "simulate_queue")
-    n_arrivals = positive_int(n_arrivals, "n_arrivals", "simulate_queue", maximum=MAX_JOBS)
+    arrival_rate = check_positive_float(arrival_rate, "arrival_rate", "simulate_queue")
+    service_time = check_positive_float(service_time, "service_time", "simulate_queue")
+    n_arrivals = check_positive_int(n_arrivals, "n_arrivals", "simulate_queue", maximum=MAX_JOBS)
     rng = np.random.default_rng(seed)
     with np.errstate(over="ignore"):  # infinite draws are refused below, with the reason
         arrivals = np.cumsum(rng.exponential(1 / arrival_rate, n_arrivals))

@@ -9,14 +9,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .._validation import check_choice, check_confidence, check_positive_float
+from .._validation import check_choice, check_confidence, check_positive_float, check_positive_int
 from ..analysis import DEFAULT_EFFICIENCY_THRESHOLD
 from ..exceptions import ExtrapolationWarning, LayoutError, UnknownPriceError, UnsupportedQueryError
 from ..fitting import DEFAULT_METHOD
 from ..hardware import check_precision, resolve_gpu_type
 from ..models import METHODS
 from ..predict import BasePredictor, default_precision, model_spec, predict_many, resolve_history
-from ._checks import positive_int
 from ._cost import estimate_cost, load_prices, no_price_reason
 from ._llm import plan_llm_job
 from ._memory import OPTIMIZERS, estimate_memory
@@ -241,7 +240,7 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
         For a str ``gpu_types``, an int ``gpu_counts``, or a ``provider`` or ``memory`` of the wrong type.
     """
     confidence = check_confidence(confidence, "recommend")
-    batch_size = positive_int(batch_size, "batch_size", "recommend")
+    batch_size = check_positive_int(batch_size, "batch_size", "recommend")
     if work not in WORK_MODES:
         raise ValueError(f"The 'work' parameter of recommend must be one of {', '.join(WORK_MODES)}. "
                          f"Got {work!r} instead.")
@@ -251,7 +250,7 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
         check_positive_float(budget, "budget", "recommend")
     if isinstance(gpu_types, str) or isinstance(gpu_counts, (int, np.integer)):
         raise TypeError("recommend takes lists: gpu_types=[...], gpu_counts=[...].")
-    counts = [positive_int(n, "gpu_counts", "recommend") for n in gpu_counts]
+    counts = [check_positive_int(n, "gpu_counts", "recommend") for n in gpu_counts]
     if not counts or not len(gpu_types):
         raise ValueError("recommend needs at least one device type and one device count.")
     if precision is not None:
@@ -259,7 +258,7 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
     samples = _samples(batch_size, steps=steps, epochs=epochs, dataset_size=dataset_size)
     types = [resolve_gpu_type(g) for g in gpu_types]
     if max_device_batch is not None:
-        max_device_batch = positive_int(max_device_batch, "max_device_batch", "recommend")
+        max_device_batch = check_positive_int(max_device_batch, "max_device_batch", "recommend")
     check_choice(method, "method", "recommend", (*METHODS, "auto"))
     providers = _providers(provider)
     memory = _check_memory(memory)
@@ -294,9 +293,9 @@ def _samples(batch_size: int, *, steps, epochs, dataset_size) -> int:
     if steps is not None and (epochs is not None or dataset_size is not None):
         raise ValueError("recommend takes either 'steps' or 'epochs' with 'dataset_size', not both.")
     if steps is not None:
-        return positive_int(steps, "steps", "recommend") * batch_size
+        return check_positive_int(steps, "steps", "recommend") * batch_size
     if epochs is not None and dataset_size is not None:
-        return positive_int(epochs, "epochs", "recommend") * positive_int(dataset_size, "dataset_size", "recommend")
+        return check_positive_int(epochs, "epochs", "recommend") * check_positive_int(dataset_size, "dataset_size", "recommend")
     raise ValueError("recommend needs the amount of work: 'steps', or 'epochs' and 'dataset_size'.")
 
 
@@ -515,8 +514,8 @@ def scaling_from_model(model, *, batch_size, gpu_type, gpu_counts=(1, 2, 4, 8), 
     """
     # checked before anything is fitted: a NumPy integer becomes a Python int, so no arithmetic below runs in a
     # narrow type (np.uint8(200) // 300 raised OverflowError) and 10**400 is a ValueError, not an OverflowError
-    batch_size = positive_int(batch_size, "batch_size", "scaling_from_model")
-    counts = [positive_int(n, "gpu_counts", "scaling_from_model") for n in gpu_counts]
+    batch_size = check_positive_int(batch_size, "batch_size", "scaling_from_model")
+    counts = [check_positive_int(n, "gpu_counts", "scaling_from_model") for n in gpu_counts]
     if mode not in ("weak", "strong"):
         raise ValueError(f"The 'mode' parameter of scaling_from_model must be 'weak' or 'strong'. Got {mode!r}.")
     threshold = check_positive_float(threshold, "threshold", "scaling_from_model")
