@@ -26,7 +26,7 @@ import numpy as np
 
 import perfmodel
 from perfmodel.datasets import bundled_runs_path
-from perfmodel.evaluate import BASELINES, SPLITS, evaluate
+from perfmodel.evaluate import EVALUATION_BASELINES, SPLITS, evaluate
 
 from cross_hardware import coverage_verdict, device_bootstrap  # noqa: E402  (run as a script from the repository root)
 
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
     checks = []
     for split, g in table.groupby("split", sort=False):
         ours = g[g["method"].isin(PERFMODEL_METHODS)]
-        base = g[g["method"].isin(BASELINES)]
+        base = g[g["method"].isin(EVALUATION_BASELINES)]
         if len(ours) == 0:
             continue
         best = ours.loc[ours["median_ape"].idxmin()]

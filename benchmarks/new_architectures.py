@@ -4,7 +4,7 @@ Every run of one family (``leave-one-family-out``: e.g. all LSTMs) or of one mod
 out together; each method is fitted on the rest and predicts the held-out runs with a 90% interval (``auto`` chooses
 on the new-model split, intervals use the new-model conformity scores). Prints, per split and method: median APE,
 MAPE, coverage of the 90% interval and its mean relative width, side by side, for ``ops``, ``physics``,
-``roofline``, ``loglinear``, ``auto`` and the baselines of :data:`perfmodel.evaluate.BASELINES`.
+``roofline``, ``loglinear``, ``auto`` and the baselines of :data:`perfmodel.evaluate.EVALUATION_BASELINES`.
 
 A history without op-level columns (``op_*``) gets them backfilled into an in-memory copy first
 (:func:`perfmodel.measure.add_op_features`, needs torch); rows that cannot be rebuilt keep the imputed fallback.
@@ -53,10 +53,10 @@ def _load(history: str | None) -> tuple[pd.DataFrame, str]:
 def run(runs: pd.DataFrame, methods, confidence: float, n_jobs: int) -> pd.DataFrame:
     from joblib import Parallel, delayed
 
-    from perfmodel.evaluate import BASELINES, _fit_predict, grouped_folds
+    from perfmodel.evaluate import EVALUATION_BASELINES, _fit_predict, grouped_folds
     from perfmodel.metrics import coverage, mean_relative_width
 
-    all_methods = list(methods) + list(BASELINES)
+    all_methods = list(methods) + list(EVALUATION_BASELINES)
     jobs = []
     for split, col in SPLITS.items():
         if col not in runs.columns or runs[col].nunique() < 3:

@@ -12,7 +12,7 @@ import perfmodel
 
 from perfmodel.exceptions import SchemaError
 
-from perfmodel.evaluate import (BASELINES, AnalyticBaseline, SPLITS, coverage, evaluate, grouped_folds, mean_relative_width,
+from perfmodel.evaluate import (EVALUATION_BASELINES, AnalyticBaseline, SPLITS, coverage, evaluate, grouped_folds, mean_relative_width,
                                 noise_floor, r2_log)
 from perfmodel.kinds import KINDS, group_keys
 from perfmodel.models import PhysicsRegressor, TrainingTimeModel
@@ -70,11 +70,11 @@ class TestEvaluate:
     def test_table_and_json(self):
         runs = make_history(n_models=5).assign(threads_per_worker=1, family="mlp")
         ev = evaluate(runs, methods=("loglinear", "physics"), splits=("leave-one-batch-size-out",))
-        assert {"loglinear", "physics", *BASELINES} == set(ev.table["method"])
+        assert {"loglinear", "physics", *EVALUATION_BASELINES} == set(ev.table["method"])
         row = ev.table.set_index("method").loc["loglinear"]
         assert row["folds"] == 4 and row["n"] == len(runs) and 0 <= row["coverage"] <= 1
         data = json.loads(ev.to_json())
-        assert data["confidence"] == 0.9 and len(data["table"]) == 2 + len(BASELINES)
+        assert data["confidence"] == 0.9 and len(data["table"]) == 2 + len(EVALUATION_BASELINES)
 
     def test_single_group_split_is_refused_not_an_empty_table(self):
         with pytest.raises(SchemaError, match="nothing to cross-validate.*gpu_type"):
@@ -225,7 +225,7 @@ def test_cli_evaluate_json(tmp_path):
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert {r["method"] for r in data["table"]} == {"loglinear", *BASELINES}
+    assert {r["method"] for r in data["table"]} == {"loglinear", *EVALUATION_BASELINES}
 
 
 MLPERF = ROOT.parent / "shared" / "datasets" / "mlperf"

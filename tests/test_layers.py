@@ -19,7 +19,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "src" / "perfmodel"
 SHARED_TOOL = ROOT.parents[2] / "shared" / "tools" / "import_cycles.py"
 
 LAYERS = [
-    ("base", ["perfmodel", "perfmodel.exceptions", "perfmodel._validation", "perfmodel._format", "perfmodel.transformer", "perfmodel.layout",
+    ("base", ["perfmodel", "perfmodel.exceptions", "perfmodel._validation", "perfmodel._methods", "perfmodel._format", "perfmodel.transformer", "perfmodel.layout",
               "perfmodel._version", "perfmodel._atomic", "perfmodel._rows", "perfmodel.metrics"]),
     ("hardware", ["perfmodel.hardware"]),
     ("history", ["perfmodel.schema", "perfmodel.io", "perfmodel.datasets",
@@ -157,3 +157,20 @@ class TestLayers:
                              "GroupKFold(", "KFold("):
                     assert name not in text, f"{m} defines {name!r}: interval rules and refit folds live in " \
                                              "perfmodel.models._conformal"
+
+    def test_the_method_names_are_listed_once(self):
+        # the methods' vocabulary lives in perfmodel._methods (the registry, the CLI's --method choices and the
+        # selection read it): no other module spells out most of the method names together
+        from perfmodel import _methods
+        from perfmodel.cli._flags import METHOD_CHOICES
+
+        assert METHOD_CHOICES == list(_methods.METHOD_CHOICES) == ["auto", *_methods.METHODS]
+        names = set(_methods.METHODS)
+        for m, f in _modules().items():
+            if m == "perfmodel._methods":
+                continue
+            for node in ast.walk(ast.parse(f.read_text())):
+                if isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Dict)):
+                    items = node.keys if isinstance(node, ast.Dict) else node.elts
+                    spelled = [i.value for i in items if isinstance(i, ast.Constant) and i.value in names]
+                    assert len(spelled) < 6, f"{m}:{node.lineno} lists the methods {spelled}: ask perfmodel._methods"

@@ -32,7 +32,7 @@ from .schema import validate_runs
 
 __all__ = ["SPLITS", "DEFAULT_SPLITS", "CONFIG_KEYS", "noise_floor", "NoiseFloor", "grouped_folds", "evaluate",
            "Evaluation", "coverage", "mean_relative_width", "r2_log", "AnalyticBaseline", "PeakRatioBaseline",
-           "BASELINES", "SPLIT_KINDS", "DEFAULT_EVAL_METHODS"]
+           "EVALUATION_BASELINES", "SPLIT_KINDS", "DEFAULT_EVAL_METHODS"]
 
 #: split name -> what is held out one group at a time (a run column, or ``pair``: model and device type), one per
 #: kind of query (:mod:`perfmodel.kinds`).
@@ -317,7 +317,7 @@ REFUSED_NOTE = ("n = 0: the method refused every held-out run (e.g. linear, logl
 #: (c) naive peak-ratio scaling across devices, (d) the two baseline *methods* (:mod:`perfmodel.models._baselines`,
 #: intervals from the score book like every method's): ``ratio`` (spec-ratio scaling of the same workload,
 #: peak and bandwidth) and ``mfu`` (pooled median utilisation).
-BASELINES = ("seed-linear", "6ND-util0.4", "6ND-fitted-util", "peak-ratio", "ratio", "mfu")
+EVALUATION_BASELINES = ("seed-linear", "6ND-util0.4", "6ND-fitted-util", "peak-ratio", "ratio", "mfu")
 
 
 def _make(method: str, host_peak_flops):
@@ -443,7 +443,7 @@ def evaluate(runs, *, methods=DEFAULT_EVAL_METHODS, splits=DEFAULT_SPLITS, basel
     splits : sequence of str
         Keys of :data:`SPLITS`; a split whose column has fewer than two groups is skipped.
     baselines : bool, default=True
-        Also score :data:`BASELINES`.
+        Also score :data:`EVALUATION_BASELINES`.
     confidence : float, default=0.9
         Level of the prediction intervals whose coverage and width are scored.
     n_jobs : int, default=1
@@ -466,7 +466,7 @@ def evaluate(runs, *, methods=DEFAULT_EVAL_METHODS, splits=DEFAULT_SPLITS, basel
     bad = [s for s in splits if s not in SPLITS]
     if bad:
         raise ValueError(f"evaluate: unknown split(s) {bad}; choose from {tuple(SPLITS)}.")
-    all_methods = list(methods) + ([b for b in BASELINES if b not in methods] if baselines else [])
+    all_methods = list(methods) + ([b for b in EVALUATION_BASELINES if b not in methods] if baselines else [])
     jobs = []
     for split in splits:
         col = SPLITS[split]

@@ -56,6 +56,8 @@ from .history import LoadedHistory, read_history
 from .kinds import KIND_NAMES, TRANSFER_KINDS, get_kind, group_keys
 from .metrics import median_ape
 from .models import FIT_FORMAT as _FIT_FORMAT
+from . import _methods
+from ._methods import BASELINE_METHODS
 from .models import LAYOUT_BOOK, METHODS, TrainingTimeModel, layout_floor  # the books' owner: perfmodel.models
 from .models._conformal import folds
 from .schema import validate_runs
@@ -69,15 +71,15 @@ __all__ = ["DEFAULT_METHOD", "AUTO_CANDIDATES", "BASELINES", "MAX_BASELINE_MARGI
 
 #: The default ``method`` of every public entry point.
 DEFAULT_METHOD = "auto"
-#: Methods ``auto`` chooses among.
-AUTO_CANDIDATES = ("physics", "roofline", "loglinear", "gbm", "ops", "ratio", "mfu")
+#: Methods ``auto`` chooses among (:data:`perfmodel._methods.AUTO_CANDIDATES`).
+AUTO_CANDIDATES = _methods.AUTO_CANDIDATES
 #: Methods ``auto`` may choose when the history holds a single device count and the query asks another: only
 #: forms that carry the change physically (a communication term with a prior).
 _ONE_GROUP_CANDIDATES = {"new_count": ("physics", "roofline")}
 _MAX_CV_ROWS = 2000  # model selection on a random subsample of larger histories (speed; the choice is stable)
 #: The one-line baselines ``auto`` keeps unless another candidate clearly beats them, most specific first: ``ratio``
 #: (the same workload on other devices) before ``mfu`` (a pooled utilisation).
-BASELINES = ("ratio", "mfu")
+BASELINES = BASELINE_METHODS
 #: The relative margin a candidate must win by over the baselines when the selection rests on few groups
 #: (:func:`baseline_margin`).
 MAX_BASELINE_MARGIN = 0.5

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from .. import _methods
+
 
 def count(text: str) -> int:
     """A whole number, also written as ``1e4`` or ``10_000`` (like ``--params 2e6``)."""
@@ -50,7 +52,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 #: perfmodel.models.METHODS plus "auto" (kept literal so that --help does not import the models; a test checks it).
-METHOD_CHOICES = ["auto", "physics", "roofline", "loglinear", "gbm", "linear", "ops", "ratio", "mfu", "layout"]
+METHOD_CHOICES = list(_methods.METHOD_CHOICES)
 
 
 def add_llm_model_flags(p, *, params: bool = True) -> None:

@@ -36,7 +36,9 @@ def fit(runs, method: str = DEFAULT_METHOD, *, cv: int | None = 5, kind: str = "
     runs : str, path-like, DataFrame, bundled name or a list of these
         A ``.csv``/``.parquet`` history, a DataFrame, the name of a bundled history (``"cpu"``, ``"gpu"``,
         ``"mlperf"``) or a list of them (concatenated), validated with :func:`perfmodel.load_runs`.
-    method : {"auto", "physics", "roofline", "loglinear", "gbm", "ops", "linear"}, default="auto"
+    method : str, default="auto"
+        ``"auto"`` or a method of :data:`perfmodel.models.METHODS` (``perfmodel.models.METHODS`` lists them with
+        their descriptions; ``perfmodel --help`` shows them as ``--method`` choices).
         ``auto`` scores every candidate by grouped cross-validation on the split matching ``kind`` and keeps
         the best, or the baselines where a transfer rests on few held-out groups (see :mod:`perfmodel.fitting`).
     cv : int or None, default=5
@@ -185,7 +187,7 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
         As in :func:`predict_training_time`.
     confidence : float, default=0.9
         Level of the prediction intervals.
-    method : {"auto", "physics", "roofline", "loglinear", "gbm", "ops", "linear"}, default="auto"
+    method : str, default="auto"
         As in :func:`predict_training_time` (``auto``: per row kind of query).
 
     Returns

@@ -51,7 +51,9 @@ class BasePredictor:
         The runs to learn from (:mod:`perfmodel.history`). None: perfmodel's bundled runs, CPU runs for CPU
         queries and the public GPU history for GPU queries. A fitted :class:`~perfmodel.models.TrainingTimeModel`
         answers every query itself.
-    method : {"auto", "physics", "roofline", "loglinear", "gbm", "ops", "linear"}, default="auto"
+    method : str, default="auto"
+        ``"auto"`` or a method of :data:`perfmodel.models.METHODS` (``perfmodel.models.METHODS`` lists them with
+        their descriptions; ``perfmodel --help`` shows them as ``--method`` choices).
         ``auto`` chooses, for each kind of query, by the cross-validation split that matches it
         (:mod:`perfmodel.fitting`).
     confidence : float in (0, 1), default=0.9
