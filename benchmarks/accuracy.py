@@ -23,12 +23,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+from cross_hardware import coverage_verdict, device_bootstrap  # noqa: E402  (run as a script from the repository root)
 
 import perfmodel
 from perfmodel.datasets import bundled_runs_path
 from perfmodel.evaluate import EVALUATION_BASELINES, SPLITS, evaluate
-
-from cross_hardware import coverage_verdict, device_bootstrap  # noqa: E402  (run as a script from the repository root)
 
 PERFMODEL_METHODS = ("loglinear", "gbm", "physics", "auto")
 INTERPOLATION = ("leave-one-batch-size-out", "leave-one-gpu-count-out")
@@ -128,12 +128,11 @@ def main(argv=None) -> int:
     return 0
 
 
-def coverage_sampling(preds) -> "pd.DataFrame":
+def coverage_sampling(preds) -> pd.DataFrame:
     """Per (split, method): the held-out groups, a 90% interval of the coverage over resamples of those groups
     (the runs of one held-out model, batch size or count err together: the groups are the units, not the runs),
     and the verdict of benchmarks/cross_hardware.py ('ok' in 0.85-0.95; else 'miss' where the interval excludes
     0.90, 'outside, within sampling', or 'outside, too few held-out groups' below 8)."""
-    import pandas as pd
 
     out = {}
     for (split, method), g in preds.groupby(["split", "method"], sort=False):

@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from _paths import ROOT, rel  # benchmarks/_paths.py (the scripts run from benchmarks/)
 
 REPEATS = 7

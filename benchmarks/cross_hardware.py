@@ -40,7 +40,7 @@ import pandas as pd
 
 import perfmodel
 from perfmodel.datasets import bundled_runs_path
-from perfmodel.evaluate import EVALUATION_BASELINES, coverage, evaluate
+from perfmodel.evaluate import coverage, evaluate
 from perfmodel.fitting import fit_history
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -565,7 +565,8 @@ def break_trials(workdir: Path) -> dict:
 
 def range_trials() -> dict:
     from perfmodel.exceptions import SchemaError
-    from perfmodel.schema import COLUMNS as SCHEMA, LIMITS
+    from perfmodel.schema import COLUMNS as SCHEMA
+    from perfmodel.schema import LIMITS
 
     st_ = {"columns": 0, "values": 0, "accepted": 0, "wrong_error": 0, "unnamed": 0, "no_range": 0}
     for c in SCHEMA:

@@ -120,6 +120,7 @@ def attack_importers(c: Counts, tmp: Path) -> dict:
     mlflow_slow = 0
     try:
         import mlflow  # noqa: F401
+
         from perfmodel.importers import from_mlflow
 
         with socket.socket() as s:

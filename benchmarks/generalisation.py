@@ -49,6 +49,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from _paths import ROOT, rel  # benchmarks/_paths.py (the scripts run from benchmarks/)
 from joblib import Parallel, delayed
 from sklearn.model_selection import GroupKFold
 
@@ -58,8 +59,6 @@ from perfmodel.fitting import fit_history
 from perfmodel.io import load_runs
 from perfmodel.kinds import canonical_devices
 from perfmodel.metrics import coverage, mean_relative_width
-
-from _paths import ROOT, rel  # benchmarks/_paths.py (the scripts run from benchmarks/)
 
 DATA = ROOT / "data"
 METHODS = ("auto", "roofline", "physics", "loglinear", "gbm", "ratio", "mfu", "mfu-pooled", "6ND-util0.4")

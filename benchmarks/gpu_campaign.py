@@ -242,7 +242,7 @@ def microbenchmark(device, cap_s: float) -> dict:
         dtype = torch.bfloat16 if prec == "bf16" else torch.float32
         a = torch.randn(n, n, device=device, dtype=dtype, generator=gen)
         b = torch.randn(n, n, device=device, dtype=dtype, generator=gen)
-        med, reps = timed(lambda: a @ b, 20)
+        med, reps = timed(lambda: a @ b, 20)  # noqa: F821 (called before the del below)
         out["results"][f"matmul_{prec}_tflops"] = 2 * n**3 / med / 1e12
         out["results"][f"matmul_{prec}_reps"] = reps
         del a, b
@@ -251,7 +251,7 @@ def microbenchmark(device, cap_s: float) -> dict:
     nbytes = (1 << 30) if cuda else (64 << 20)
     x = torch.empty(nbytes // 4, device=device, dtype=torch.float32)
     y = torch.empty_like(x)
-    med, reps = timed(lambda: y.copy_(x), 20)
+    med, reps = timed(lambda: y.copy_(x), 20)  # noqa: F821 (called before any del)
     out["results"]["copy_bytes"] = nbytes
     out["results"]["copy_read_plus_write_gb_per_s"] = 2 * nbytes / med / 1e9
     out["results"]["copy_gb_per_s"] = nbytes / med / 1e9
@@ -560,7 +560,7 @@ def run_campaign(args) -> int:
         # data-parallel configurations, one torchrun each (machines with more than one device)
         if multi and time.time() < deadline - MIN_CONFIG_S[mode]:
             from perfmodel.io import append_runs
-            from perfmodel.measure.sweep import append_steps, _flops_for, measure_run
+            from perfmodel.measure.sweep import _flops_for, append_steps, measure_run
 
             for j, c in enumerate(multi):
                 if deadline - time.time() < MIN_CONFIG_S[mode] + 5.0:

@@ -50,6 +50,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from _paths import ROOT, rel  # benchmarks/_paths.py (the scripts run from benchmarks/)
 from scipy.stats import spearmanr
 
 from perfmodel.exceptions import DoesNotFitError, LayoutError
@@ -63,8 +64,6 @@ from perfmodel.layout_features import job_problems, layout_jobs
 from perfmodel.metrics import coverage, median_ape
 from perfmodel.plan import estimate_memory
 from perfmodel.transformer import transformer_flops
-
-from _paths import ROOT, rel  # benchmarks/_paths.py (the scripts run from benchmarks/)
 
 DATA = ROOT / "data"
 CONFIDENCE = 0.9

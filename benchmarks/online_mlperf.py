@@ -37,13 +37,12 @@ from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
+from online_remaining import cross_fit  # noqa: E402  (run from the repository root)
 
 import perfmodel
 from perfmodel.datasets import bundled_runs_path
 from perfmodel.fitting import fit_history
 from perfmodel.importers.mlperf import BENCHMARKS
-
-from online_remaining import cross_fit  # noqa: E402  (run from the repository root)
 
 #: Training samples per epoch: ImageNet-1k's 1,281,167 training images (the ``train_samples`` the MLPerf
 #: ResNet reference logs); COCO 2017's 117,266 training images with annotations (the Mask R-CNN reference).

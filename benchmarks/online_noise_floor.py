@@ -24,8 +24,8 @@ import math
 
 import numpy as np
 import pandas as pd
-
 from online_remaining import load_cases  # noqa: E402  (run as a script from the repository root)
+
 from perfmodel.plan import OnlineEstimator
 
 

@@ -18,7 +18,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from typing import Callable
+from collections.abc import Callable
 
 
 class Unavailable(RuntimeError):

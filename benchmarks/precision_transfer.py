@@ -46,6 +46,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from _paths import ROOT, rel  # benchmarks/_paths.py (the scripts run from benchmarks/)
 
 import perfmodel
 from perfmodel.features import run_quantities
@@ -53,8 +54,6 @@ from perfmodel.fitting import FIT_FORMAT, fit_history
 from perfmodel.history import read_history
 from perfmodel.io import load_runs
 from perfmodel.metrics import coverage, median_ape
-
-from _paths import ROOT, rel  # benchmarks/_paths.py (the scripts run from benchmarks/)
 
 CONFIDENCE = 0.9
 METHODS = ("ratio", "mfu", "physics", "roofline", "loglinear", "gbm")

@@ -23,12 +23,11 @@ import sys
 import time
 from pathlib import Path
 
+import generalisation as G  # benchmarks/, beside this script
 import numpy as np
+from _paths import ROOT
 
 from perfmodel.schema import MINIMAL_COLUMNS
-
-import generalisation as G  # benchmarks/, beside this script
-from _paths import ROOT
 
 #: What "only the required columns" keeps.
 REQUIRED = (*MINIMAL_COLUMNS, "step_time_s", "status", "precision")

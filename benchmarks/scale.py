@@ -55,7 +55,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "runs.parquet"
         df = timed("generate", lambda: generate(args.runs))
-        timed("write Parquet", lambda: df.to_parquet(path, index=False))
+        timed("write Parquet", lambda: df.to_parquet(path, index=False))  # noqa: F821 (called before the del)
         del df
         runs = timed("load_runs (read + validate)", lambda: perfmodel.load_runs(path))
         model = timed("fit loglinear (with 5-fold CV error)", lambda: perfmodel.fit(runs, method="loglinear"))

@@ -288,7 +288,7 @@ def main(argv=None) -> int:
     for (i, _, _), res in zip(jobs, done):
         by_case.setdefault(i, []).append(res)
     rows = []
-    for i, (name, split, kind, runs, _) in enumerate(todo):
+    for i, (name, split, _kind, _runs, _) in enumerate(todo):
         folds = by_case[i]
         for rule, pick in RULES.items():
             ape, chosen = _ape(folds, pick)

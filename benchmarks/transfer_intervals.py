@@ -49,14 +49,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
 from _paths import ROOT, rel  # benchmarks/_paths.py (the scripts run from benchmarks/)
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import build_layout_error_book as L  # noqa: E402  (scripts/, beside benchmarks/)
 import build_transfer_error_book as B  # noqa: E402
-from perfmodel.evaluate import AnalyticBaseline  # noqa: E402
 from precision_transfer import const_mfu, lambda_runs  # noqa: E402
+
+from perfmodel.evaluate import AnalyticBaseline  # noqa: E402
 
 CONFIDENCE = 0.9
 

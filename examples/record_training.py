@@ -16,7 +16,7 @@ for batch_size in (8, 12, 16, 24, 32, 48, 64, 96, 128, 192):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     x, y = torch.randn(batch_size, 128), torch.randint(0, 10, (batch_size,))
     with perfmodel.record("my-mlp", module=model, batch_size=batch_size, output=history, family="mlp") as rec:
-        for step in range(30):
+        for _ in range(30):
             loss = torch.nn.functional.cross_entropy(model(x), y)
             loss.backward()
             opt.step()

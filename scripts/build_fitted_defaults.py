@@ -56,7 +56,14 @@ def kinds_that_arise(runs) -> dict:
 
 def build(names, force: bool, check: bool) -> int:
     import perfmodel
-    from perfmodel.fitting import FIT_FORMAT, SHIPPED_EXTRA, SHIPPED_HISTORIES, fit_history, shipped_dir, shipped_key
+    from perfmodel.fitting import (
+        FIT_FORMAT,
+        SHIPPED_EXTRA,
+        SHIPPED_HISTORIES,
+        fit_history,
+        shipped_dir,
+        shipped_key,
+    )
     from perfmodel.hardware import table_digest
     from perfmodel.history import read_history
     from perfmodel.persistence import load_model, save_model

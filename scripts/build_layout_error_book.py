@@ -47,11 +47,10 @@ UNSTATED_COLUMNS = ("model", "family", "params", "flops_per_sample", "batch_size
 def build(repeats: int) -> dict:
     import perfmodel
     from perfmodel.datasets import bundled_runs_path
-    from perfmodel.models import CALIBRATION_PRIOR_WEIGHT, TrainingTimeModel
     from perfmodel.history import BUNDLED_HISTORIES
     from perfmodel.io import load_runs
     from perfmodel.layout import is_layout_job
-    from perfmodel.models import balanced_scores
+    from perfmodel.models import CALIBRATION_PRIOR_WEIGHT, TrainingTimeModel, balanced_scores
 
     sets = {}
     for file in BUNDLED_HISTORIES["llm"]:
@@ -116,12 +115,12 @@ def unstated_shape_errors() -> dict:
     (``UNSTATED_COLUMNS``: no shape, no sequence length, no layout; the model named as one the runs lack); only
     the rows the layout model answers (dense decoders: their sequence is implied by their FLOPs, their shape is
     the standard one for their size, their layout the default). Also the row count and median APE."""
+    from build_transfer_error_book import queries  # scripts/, beside this one
+
     from perfmodel import history as hist
     from perfmodel.datasets import bundled_runs_path
     from perfmodel.io import load_runs
     from perfmodel.predict import BasePredictor
-
-    from build_transfer_error_book import queries  # scripts/, beside this one
 
     full = hist.BUNDLED_HISTORIES["llm"]
     out = {}

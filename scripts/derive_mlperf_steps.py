@@ -29,9 +29,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from perfmodel.importers.mlperf import (SKIPPED_BENCHMARKS, frame, implementation_text, is_implementation_file,
-                                       loadable, make_run_id, summarize_run)
 from perfmodel.hardware import get_spec
+from perfmodel.importers.mlperf import (
+    SKIPPED_BENCHMARKS,
+    frame,
+    implementation_text,
+    is_implementation_file,
+    loadable,
+    make_run_id,
+    summarize_run,
+)
 from perfmodel.io import load_runs
 
 ROUNDS = ["v1.0", "v1.1", "v2.0", "v2.1", "v3.0", "v3.1", "v4.0", "v4.1", "v5.0"]

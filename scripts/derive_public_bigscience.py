@@ -163,7 +163,7 @@ def build(text: str, commit: str) -> tuple[pd.DataFrame, pd.DataFrame]:
         if not timed and not (t["section"] == "Best TFLOPs" and "TFLOPs" in h):
             raise ValueError(f"table {ti} under {t['section']!r} ({t['caption']!r}): not a table this builder reads")
         logs = list(t["logs"])
-        for ri, cells in enumerate(t["rows"]):
+        for _ri, cells in enumerate(t["rows"]):
             if not any(cells):
                 continue
             if len(cells) != len(h):

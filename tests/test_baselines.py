@@ -10,11 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
-import perfmodel
 import pytest
 from sklearn.base import clone
 
+import perfmodel
 from perfmodel.features import attention_share, conv_share, fp32_modes, peak_basis, run_quantities
 from perfmodel.fitting import AUTO_CANDIDATES, fit_history
 from perfmodel.hardware import get_spec

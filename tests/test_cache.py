@@ -9,12 +9,11 @@ import sys
 import warnings
 
 import pytest
+from conftest import make_history
 
 from perfmodel import cache, fitting, hardware
 from perfmodel.exceptions import CacheWarning
 from perfmodel.history import read_history
-
-from conftest import make_history
 
 
 @pytest.fixture()

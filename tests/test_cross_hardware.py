@@ -15,11 +15,10 @@ import pytest
 import perfmodel
 from perfmodel.exceptions import ExtrapolationWarning
 from perfmodel.fitting import AUTO_CANDIDATES, baseline_margin, choose_method, fit_history
+from perfmodel.hardware import get_spec
 from perfmodel.history import read_history
 from perfmodel.kinds import KIND_NAMES, classify
-from perfmodel.models import conformal_quantile
-from perfmodel.hardware import get_spec
-from perfmodel.models import RooflineRegressor
+from perfmodel.models import RooflineRegressor, conformal_quantile
 
 DEVICES = ("V100", "A100", "H100", "L40S", "A10", "L4")  # 5 left when one is held out: MIN_GROUPS
 

@@ -15,15 +15,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import make_history
 
 import perfmodel
 from perfmodel import predict_many, predict_training_time
 from perfmodel.datasets import bundled_runs_path
-from perfmodel.models import (LAYOUT_BOOK, TRANSFER_BOOK, conformal_quantile, layout_floor, read_error_book,
-                              transfer_floor)
+from perfmodel.models import (
+    LAYOUT_BOOK,
+    TRANSFER_BOOK,
+    conformal_quantile,
+    layout_floor,
+    read_error_book,
+    transfer_floor,
+)
 from perfmodel.transformer import TransformerShape
-
-from conftest import make_history
 
 ROOT = Path(__file__).resolve().parents[1]
 # a model of one's own (not one of MLPerf's five), as a user gives it: size, FLOPs and family
@@ -96,6 +101,7 @@ class TestTransferBook:
         assert many["interval_rule"] == one.interval_rule
         assert many["method"] == one.method
 
+    @pytest.mark.slow  # fits and saves the bundled GPU history (~9 s)
     def test_one_fit_one_answer_whichever_entry_point(self, tmp_path):
         fitted = perfmodel.fit("gpu", kind="new_model")
         q = pd.DataFrame([{**OWN_CNN, "model": "my-cnn", "batch_size": 64, "gpu_count": 1, "gpu_type": "H100",

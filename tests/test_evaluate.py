@@ -7,17 +7,23 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import make_history
 
 import perfmodel
-
+from perfmodel.evaluate import (
+    EVALUATION_BASELINES,
+    SPLITS,
+    AnalyticBaseline,
+    coverage,
+    evaluate,
+    grouped_folds,
+    mean_relative_width,
+    noise_floor,
+    r2_log,
+)
 from perfmodel.exceptions import SchemaError
-
-from perfmodel.evaluate import (EVALUATION_BASELINES, AnalyticBaseline, SPLITS, coverage, evaluate, grouped_folds, mean_relative_width,
-                                noise_floor, r2_log)
 from perfmodel.kinds import KINDS, group_keys
-from perfmodel.models import PhysicsRegressor, TrainingTimeModel
-
-from conftest import make_history
+from perfmodel.models import TrainingTimeModel
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import make_history
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,8 +31,6 @@ from perfmodel._atomic import atomic_write, clean_stale_temps
 from perfmodel.exceptions import DataQualityWarning, MeasurementError, PredictionError, SchemaError
 from perfmodel.io import append_runs, load_runs, read_raw_history, save_runs
 from perfmodel.persistence import load_model, save_model
-
-from conftest import make_history
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 BASE = {"params": 1000, "batch_size": 8, "gpu_count": 1, "gpu_type": "cpu", "step_time_s": 0.25}
@@ -62,7 +61,7 @@ class TestRoundTrip:
                                                  ("TRUE", "#comment"), ("ünï\u2028code", "-0")])
     def test_text_columns_come_back_exactly(self, tmp_path, suffix, model, sweep_id):
         path = tmp_path / f"runs{suffix}"
-        for i in range(3):  # every append re-reads and rewrites the whole file
+        for _ in range(3):  # every append re-reads and rewrites the whole file
             append_runs({**BASE, "model": model, "sweep_id": sweep_id, "family": "NA"}, path)
         runs = load_runs(path)
         assert list(runs["model"]) == [model] * 3 and list(runs["sweep_id"]) == [sweep_id] * 3

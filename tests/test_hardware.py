@@ -5,10 +5,21 @@ import pandas as pd
 import pytest
 
 from perfmodel import hardware
-from perfmodel.hardware import _builtin, _lookup, _registry, _spec
 from perfmodel.exceptions import DeviceSpecError, UnknownHardwareError
-from perfmodel.hardware import (PRECISIONS, get_spec, known_gpu_types, load_devices, register_device,
-                                resolve_gpu_type, spec_table, unregister_device)
+from perfmodel.hardware import (
+    PRECISIONS,
+    _builtin,
+    _lookup,
+    _registry,
+    _spec,
+    get_spec,
+    known_gpu_types,
+    load_devices,
+    register_device,
+    resolve_gpu_type,
+    spec_table,
+    unregister_device,
+)
 
 REQUIRED = ["V100", "A100-SXM4-40GB", "A100-SXM4-80GB", "A100-PCIE-40GB", "A100-PCIE-80GB", "A10", "A40", "L4",
             "L40S", "T4", "RTX 3090", "RTX 4090", "RTX A6000", "RTX 6000 Ada", "H100 PCIe", "H100 SXM", "H200",

@@ -36,7 +36,7 @@ def test_unknown_attribute():
     import pytest
 
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        perfmodel.nope
+        _ = perfmodel.nope
 
 
 def test_the_version_is_the_one_pyproject_declares():

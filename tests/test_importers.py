@@ -387,8 +387,9 @@ class TestMlflow:
 class TestMlflowLoggedSteps:
     def test_step_time_comes_from_the_logged_steps_not_runtime_over_steps(self, file_store):
         # a 40-step run: 30 s of start-up, then 0.5 s per step, loss logged every 5 steps (timestamps in ms)
-        from perfmodel.importers import from_mlflow
         from mlflow.entities import Metric
+
+        from perfmodel.importers import from_mlflow
 
         uri, log = file_store
         run_id = log(HF_PARAMS, {**HF_METRICS, "train_runtime": 50.0, "train_steps_per_second": 0.8,

@@ -23,7 +23,15 @@ import pytest
 
 import perfmodel
 from perfmodel.exceptions import SchemaError
-from perfmodel.io import ROW_CHECK, append_runs, load_runs, read_raw_history, recover_runs, save_runs, write_history
+from perfmodel.io import (
+    ROW_CHECK,
+    append_runs,
+    load_runs,
+    read_raw_history,
+    recover_runs,
+    save_runs,
+    write_history,
+)
 from perfmodel.schema import COLUMNS, LIMITS, describe_schema
 
 REC = {"model": "m", "params": 1000, "batch_size": 8, "gpu_count": 1, "gpu_type": "cpu"}

@@ -6,8 +6,14 @@ import pandas as pd
 import pytest
 
 from perfmodel.exceptions import LayoutError
-from perfmodel.layout import (ParallelLayout, check_layout, divisors, enumerate_layouts, is_layout_job,
-                              layout_problems)
+from perfmodel.layout import (
+    ParallelLayout,
+    check_layout,
+    divisors,
+    enumerate_layouts,
+    is_layout_job,
+    layout_problems,
+)
 from perfmodel.transformer import TransformerShape
 
 LLAMA3_70B = TransformerShape(n_layers=80, d_model=8192, n_heads=64, n_kv_heads=8, ffn_hidden=28672, vocab=128256,

@@ -185,6 +185,7 @@ class TestOwnLayoutHistoryWithoutASequence:
         with pytest.raises(UnsupportedQueryError, match=r"row 2 \(counting from 1\)"):
             predict_many(pd.DataFrame([known, cnn, known]), history=history)
 
+    @pytest.mark.slow  # fits the bundled GPU history (~10 s)
     def test_beside_bundled_gpu_runs_a_cnn_is_answered_by_them_and_a_decoder_by_the_layout_model(self, tmp_path,
                                                                                                  history):
         import warnings

@@ -11,8 +11,7 @@ import pytest
 
 import perfmodel
 from perfmodel.exceptions import DoesNotFitError
-from perfmodel.plan import (decoder_flops_per_sample, decoder_params, estimate_memory, plan_llm_job,
-                            recommend)
+from perfmodel.plan import decoder_flops_per_sample, decoder_params, estimate_memory, plan_llm_job, recommend
 from perfmodel.plan._llm import hf_config_shape
 
 pytestmark = pytest.mark.filterwarnings("ignore::perfmodel.exceptions.DataQualityWarning")
@@ -493,6 +492,7 @@ class TestCLI:
         assert len(err) == 1 and __import__("re").search(match, err[0]), p.stderr
 
 
+@pytest.mark.slow
 def test_docs_page_quotes_what_the_example_prints():
     import pathlib
     import re

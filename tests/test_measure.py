@@ -5,21 +5,19 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
-import pandas as pd
 import pytest
 
 torch = pytest.importorskip("torch")
+
+from conftest import tiny_sweep_command, wait_for_records  # noqa: E402
 
 import perfmodel  # noqa: E402
 from perfmodel.io import load_runs, read_raw_history  # noqa: E402
 from perfmodel.measure import RunConfig, measure_run, run_sweep, sweep_configs  # noqa: E402
 from perfmodel.measure._timing import StopRule, summarise_steps  # noqa: E402
 from perfmodel.measure.zoo import CLASSIC_MODELS, build, count_flops_per_sample, count_params  # noqa: E402
-
-from conftest import tiny_sweep_command, wait_for_records  # noqa: E402
 
 TINY = dict(steps=3, warmup_steps=1)
 
@@ -153,7 +151,7 @@ class TestRecorder:
         out = tmp_path / "history.csv"
         with pytest.raises(KeyboardInterrupt):
             with perfmodel.record("m", params=10, batch_size=4, output=out, warmup_steps=1) as rec:
-                for i in range(5):
+                for _ in range(5):
                     rec.step()
                 raise KeyboardInterrupt
         runs = load_runs(out)

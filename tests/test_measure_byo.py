@@ -1,6 +1,5 @@
 """Bring-your-own factories, Hugging Face models from a config, precision, gradient accumulation, optimizer."""
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -34,8 +33,8 @@ def byo_on_path(monkeypatch):
 
 def _in_process(model, **fields):
     cfg = RunConfig(model, fields.pop("batch_size", 4), **{**TINY, **fields})
-    from dataclasses import asdict
     import time
+    from dataclasses import asdict
 
     return measure_config({**asdict(cfg), "launched_at": time.time()}, device=torch.device("cpu"))
 

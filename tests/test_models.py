@@ -2,18 +2,25 @@ import joblib
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import make_history
 from sklearn.base import clone
 from sklearn.model_selection import GroupKFold, cross_val_score
-from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from perfmodel.exceptions import NotFittedError
-from perfmodel.models import (GBMRegressor, MFURegressor, OLSRegressor, OpsRegressor, PhysicsRegressor,
-                              RatioRegressor, RooflineRegressor, TrainingTimeModel, conformal_quantile, mape,
-                              median_ape)
-
-from conftest import make_history
+from perfmodel.models import (
+    GBMRegressor,
+    MFURegressor,
+    OLSRegressor,
+    OpsRegressor,
+    PhysicsRegressor,
+    RatioRegressor,
+    RooflineRegressor,
+    TrainingTimeModel,
+    conformal_quantile,
+    mape,
+    median_ape,
+)
 
 #: The physical forms and the baselines on the checks' synthetic arrays: each reads two of its quantities from
 #: the columns "x0" and "x1" (the checks' arrays have 1 to 10 unnamed columns); its other quantities are the

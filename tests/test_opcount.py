@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 torch = pytest.importorskip("torch")
-from torch import nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
 
 import perfmodel  # noqa: E402
 from perfmodel.datasets import bundled_runs_path  # noqa: E402

@@ -22,11 +22,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from perfmodel.exceptions import SchemaError  # noqa: E402
 from perfmodel.io import load_runs  # noqa: E402
 from perfmodel.measure import _peakmem, _worker  # noqa: E402
 from perfmodel.measure._worker import measure_config  # noqa: E402
 from perfmodel.plan import estimate_memory  # noqa: E402
-from perfmodel.exceptions import SchemaError  # noqa: E402
 from perfmodel.schema import LIMITS  # noqa: E402
 
 LINUX = sys.platform.startswith("linux") and _peakmem.CpuPeakMemory().available

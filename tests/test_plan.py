@@ -1,17 +1,25 @@
 import json
-import math
 import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import make_history
 
 import perfmodel
 from perfmodel import ExtrapolationWarning, TrainingTimeModel, predict_training_time
-from perfmodel.plan import (OnlineEstimator, diagnose, erlang_c, estimate_cost, load_prices, price_per_hour,
-                            recommend, scaling, scaling_from_model, simulate_queue)
-
-from conftest import make_history
+from perfmodel.plan import (
+    OnlineEstimator,
+    diagnose,
+    erlang_c,
+    estimate_cost,
+    load_prices,
+    price_per_hour,
+    recommend,
+    scaling,
+    scaling_from_model,
+    simulate_queue,
+)
 
 PRICES = pd.DataFrame({"gpu_type": ["A100", "A100", "H100", "cpu"], "provider": ["x", "y", "x", "x"],
                        "on_demand_usd_per_hour": [2.0, 3.0, 4.0, 0.05], "spot_usd_per_hour": [1.0, None, 2.0, 0.02]})
@@ -235,7 +243,7 @@ class TestOnline:
     def test_interval_narrows_and_converges_on_recorded_runs(self):
         path = perfmodel.datasets.bundled_runs_path()
         runs = perfmodel.load_runs(path)
-        steps = {json.loads(l)["run_id"]: json.loads(l)["step_times_s"] for l in open(str(path) + ".steps.jsonl")}
+        steps = {json.loads(ln)["run_id"]: json.loads(ln)["step_times_s"] for ln in open(str(path) + ".steps.jsonl")}
         run = runs[runs["run_id"].isin(steps)].assign(n=lambda d: d["run_id"].map(lambda r: len(steps[r])))
         run = run.sort_values("n").iloc[-1]
         times = steps[run["run_id"]]
@@ -257,7 +265,7 @@ class TestOnline:
         assert est.estimate()["total"] == pytest.approx(truth)  # all steps seen: nothing left to predict
 
     def test_recorder_callback(self):
-        torch = pytest.importorskip("torch")
+        pytest.importorskip("torch")
         est = OnlineEstimator(0.01, 0.005, 0.02, total_steps=20)
         with perfmodel.record("m", params=10, batch_size=1, warmup_steps=0) as rec:
             rec.add_callback(est.callback)

@@ -34,8 +34,7 @@ class TestPlots:
     def test_predicted_vs_measured(self, fitted, runs):
         ax = plot.plot_predicted_vs_measured(fitted, runs)
         assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
-        n_points = sum(len(c.get_offsets()) for c in ax.collections if hasattr(c, "get_offsets"))
-        lines = [l for l in ax.lines if l.get_label() == "identity"]
+        lines = [ln for ln in ax.lines if ln.get_label() == "identity"]
         assert len(lines) == 1
         assert len(ax.containers) == runs["family"].nunique()  # one errorbar container per family
         assert sum(len(c.lines[0].get_xdata()) for c in ax.containers) == len(runs)
@@ -55,17 +54,18 @@ class TestPlots:
         from perfmodel.analysis import scaling
 
         # one line per model measured at more than one device count, and the ideal
-        assert any(l.get_label() == "ideal" for l in ax.lines)
+        assert any(ln.get_label() == "ideal" for ln in ax.lines)
         assert len(ax.lines) == scaling(runs)["model"].nunique() + 1 > 2
 
     def test_cv_summary_has_noise_floor(self, runs):
         ev = evaluate(runs, methods=("loglinear",), splits=("leave-one-batch-size-out",), baselines=False)
         ax = plot.plot_cv_summary(ev)
-        assert len(ax.patches) == 1 and any("noise floor" in l.get_label() for l in ax.lines)
+        assert len(ax.patches) == 1 and any("noise floor" in ln.get_label() for ln in ax.lines)
 
 
 @pytest.mark.parametrize("script", ["plan_training.py", "fit_own_history.py",
-                                    pytest.param("record_training.py", marks=pytest.mark.slow), "plan_llm_job.py"])
+                                    pytest.param("record_training.py", marks=pytest.mark.slow),
+                                    pytest.param("plan_llm_job.py", marks=pytest.mark.slow)])
 def test_examples_run(script, tmp_path):
     if script == "record_training.py":
         pytest.importorskip("torch")
@@ -88,6 +88,7 @@ def test_notebook_executes_headless(tmp_path):
     assert len(images) >= 5
 
 
+@pytest.mark.slow
 def test_llm_notebook_executes_headless(tmp_path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")

@@ -4,12 +4,11 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import make_history
 
 import perfmodel
 from perfmodel import ExtrapolationWarning, TrainingTimeModel, predict_many, predict_training_time
 from perfmodel.exceptions import UnknownHardwareError
-
-from conftest import make_history
 
 
 @pytest.fixture(scope="module")
@@ -475,6 +474,7 @@ class TestOwnRunsWin:
                            run_id=mine["run_id"].astype(str) + "-bf16")
         return pd.concat([mine, bf16], ignore_index=True)
 
+    @pytest.mark.slow  # 13 predictions, each deciding its rows afresh (~20 s)
     def test_a_shifted_row_does_not_depend_on_the_rows_asked_with_it(self, two_precisions):
         p = perfmodel.Predictor([two_precisions, "cpu"])
         rows = pd.DataFrame({"model": ["vit-s", "vit-s", "gpt-s", "vit-m", "cnn-s", "vit-s"],
@@ -483,8 +483,9 @@ class TestOwnRunsWin:
         together = p.predict_many(rows)
         rules = together["interval_rule"].str.startswith("the bundled answer shifted")
         assert rules.any() and not rules.all()  # one batch, rows of one kind answered both ways
-        for i in range(len(rows)):
-            alone = perfmodel.Predictor([two_precisions, "cpu"]).predict_many(rows.iloc[[i]])
+        fresh = perfmodel.Predictor([two_precisions, "cpu"])  # asked one row at a time, last row first
+        for i in reversed(range(len(rows))):
+            alone = fresh.predict_many(rows.iloc[[i]])
             for col in ("seconds", "lower", "upper", "step_time_s"):
                 assert together[col].iloc[i] == pytest.approx(alone[col].iloc[0], rel=1e-9)
             assert together["interval_rule"].iloc[i] == alone["interval_rule"].iloc[0]

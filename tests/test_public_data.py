@@ -260,7 +260,7 @@ def test_lambda_is_not_committed_and_its_devices_resolve():
     mod = _script("derive_public_lambda")
     assert not (ROOT / "src" / "perfmodel" / "data" / "public_lambda.csv").exists() or os.environ.get(
         "PERFMODEL_ALLOW_LOCAL_LAMBDA")
-    for raw, canonical in mod.GPU_TYPES.items():
+    for canonical in mod.GPU_TYPES.values():
         assert resolve_gpu_type(canonical) == canonical
     assert mod._device("LambdaCloud 8x H100 80GB SXM5") == "H100 80GB SXM5"
     assert mod._device("2x RTX 6000 Ada") == "RTX 6000 Ada"

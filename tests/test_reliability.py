@@ -14,15 +14,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import make_history, tiny_sweep_command, wait_for_records
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import perfmodel
 from perfmodel.exceptions import SchemaError
-from perfmodel.io import append_runs, load_runs, read_raw_history, recover_runs, save_runs
+from perfmodel.io import append_runs, load_runs, recover_runs, save_runs
 from perfmodel.persistence import load_model, save_model
-
-from conftest import make_history, tiny_sweep_command, wait_for_records
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 

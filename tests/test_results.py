@@ -7,14 +7,12 @@ import math
 
 import numpy as np
 import pandas as pd
-import pytest
+from conftest import make_history
 
 import perfmodel
 from perfmodel import TrainingTimeModel
 from perfmodel._format import to_plain
 from perfmodel.plan import OnlineEstimator, diagnose, erlang_c, estimate_cost, simulate_queue
-
-from conftest import make_history
 
 PRICES = pd.DataFrame({"gpu_type": ["A100"], "provider": ["x"], "on_demand_usd_per_hour": [2.0],
                        "spot_usd_per_hour": [np.nan]})

@@ -272,6 +272,7 @@ class TestAnalysisThresholds:
                              ids=["1e400", "nan", "negative", "text", "none"])
     def test_scaling_threshold(self, value, exc):
         from conftest import make_history
+
         from perfmodel import analysis
 
         with pytest.raises(exc, match="'threshold' parameter of scaling"):
@@ -283,6 +284,7 @@ class TestAnalysisThresholds:
         ("gap_threshold", float("inf"), ValueError), ("efficiency_threshold", None, TypeError)])
     def test_diagnose_thresholds(self, name, value, exc):
         from conftest import make_history
+
         from perfmodel import analysis
 
         with pytest.raises(exc, match=f"'{name}' parameter of diagnose"):

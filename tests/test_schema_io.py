@@ -142,8 +142,9 @@ class TestFiles:
 
 
 def test_the_old_raw_reader_name_still_reads_and_says_it_is_deprecated(tmp_path):
-    import perfmodel.io as pio
     from conftest import make_history
+
+    import perfmodel.io as pio
 
     path = save_runs(make_history(n_models=1), tmp_path / "runs.csv")
     with pytest.warns(DeprecationWarning, match="renamed perfmodel.io.read_raw_history"):

@@ -11,11 +11,11 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import make_history
 
 import perfmodel
 from perfmodel import fitting, persistence, predict
 from perfmodel.predict import _memo
-from conftest import make_history
 
 #: Modules that ``import perfmodel`` must not import (it is lazy: the CLI and every API load what they use).
 HEAVY = ("numpy", "pandas", "scipy", "sklearn", "statsmodels", "pyarrow", "matplotlib", "torch", "joblib")

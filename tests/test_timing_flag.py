@@ -11,9 +11,15 @@ import pytest
 import perfmodel
 from perfmodel.exceptions import DataQualityWarning, NoisyTimingWarning
 from perfmodel.io import load_runs
-from perfmodel.measure import _timing, recorder as recorder_module, sweep
-from perfmodel.measure._timing import (NOISY_REPEAT_SPREAD, NOISY_STEP_CV, config_key, summarise_steps,
-                                       timing_flag)
+from perfmodel.measure import _timing, sweep
+from perfmodel.measure import recorder as recorder_module
+from perfmodel.measure._timing import (
+    NOISY_REPEAT_SPREAD,
+    NOISY_STEP_CV,
+    config_key,
+    summarise_steps,
+    timing_flag,
+)
 
 
 class TestTimingFlag:

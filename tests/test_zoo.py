@@ -16,8 +16,18 @@ from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 from perfmodel.io import load_runs  # noqa: E402
 from perfmodel.measure import plans  # noqa: E402
 from perfmodel.measure.sweep import DEFAULT_SWEEP, default_sweep_configs  # noqa: E402
-from perfmodel.measure.zoo import (CLASSIC_MODELS, LARGE_ZOO, ZOO, analytic_flops_per_sample, build,  # noqa: E402
-                                   count_flops_per_sample, count_params, default_seq_len, describe, families)
+from perfmodel.measure.zoo import (  # noqa: E402
+    CLASSIC_MODELS,
+    LARGE_ZOO,
+    ZOO,
+    analytic_flops_per_sample,
+    build,
+    count_flops_per_sample,
+    count_params,
+    default_seq_len,
+    describe,
+    families,
+)
 
 #: The family each architecture is declared with (written out by hand: the test of the labels).
 FAMILIES = {

@@ -44,7 +44,7 @@ _EXPORTS = {
     "DataQualityWarning": "perfmodel.exceptions",
 }
 
-__all__ = sorted(_EXPORTS) + ["__version__"]
+__all__ = sorted(_EXPORTS) + ["__version__"]  # noqa: PLE0605 (a list, built from the lazy table)
 
 #: Submodules reachable as attributes after ``import perfmodel`` (imported on first use: ``perfmodel.io``).
 _SUBMODULES = ("io",)

@@ -23,8 +23,8 @@ import os
 import re
 import secrets
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 __all__ = ["atomic_write", "atomic_write_bytes", "clean_stale_temps", "check_writable", "real_target", "lock_path"]
 

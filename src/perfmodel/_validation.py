@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import numbers
 import math
+import numbers
 from typing import Any, Literal, SupportsInt, cast, overload
 
 

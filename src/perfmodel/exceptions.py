@@ -118,7 +118,15 @@ class UnsupportedQueryError(PerfModelError, ValueError):
 
 
 class UnknownPriceError(PerfModelError, ValueError):
-    """The price table has no (on-demand or spot) price for a device, or none from the requested provider."""
+    """The price table has no (on-demand or spot) price for a device, or none from the requested provider.
+
+    Attributes
+    ----------
+    reason : str or None
+        Why there is no price, without the rest of the message (for callers that list it); None where not given.
+    """
+
+    reason: str | None = None
 
 
 class NotAModelFileError(PerfModelError, ValueError):

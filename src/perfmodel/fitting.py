@@ -42,7 +42,6 @@ change that alters fits without bumping :data:`FIT_FORMAT` cannot land unnoticed
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import sys
 import warnings
@@ -51,14 +50,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from . import _methods
+from ._methods import BASELINE_METHODS
 from ._validation import check_choice
 from .history import LoadedHistory, read_history
 from .kinds import KIND_NAMES, TRANSFER_KINDS, get_kind, group_keys
 from .metrics import median_ape
 from .models import FIT_FORMAT as _FIT_FORMAT
-from . import _methods
-from ._methods import BASELINE_METHODS
-from .models import LAYOUT_BOOK, METHODS, TrainingTimeModel, layout_floor  # the books' owner: perfmodel.models
+from .models import (  # the books' owner: perfmodel.models
+    LAYOUT_BOOK,
+    METHODS,
+    TrainingTimeModel,
+    layout_floor,
+)
 from .models._conformal import folds
 from .schema import validate_runs
 

@@ -224,7 +224,7 @@ class LoadedHistory(NamedTuple):
         """True when the history holds both the caller's own runs and perfmodel's bundled runs."""
         return bool(self.own.any() and not self.own.all())
 
-    def own_runs(self) -> "LoadedHistory":
+    def own_runs(self) -> LoadedHistory:
         """The caller's own runs alone.
 
         Returns

@@ -29,8 +29,8 @@ sequence divisible by
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
-from typing import Iterator
 
 import numpy as np
 import pandas as pd
@@ -183,7 +183,7 @@ class ParallelLayout:
         """
         return asdict(self)
 
-    def with_(self, **changes) -> "ParallelLayout":
+    def with_(self, **changes) -> ParallelLayout:
         """A copy with some fields changed.
 
         Parameters

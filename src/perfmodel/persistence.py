@@ -82,8 +82,17 @@ def _semver_major(version: str) -> tuple:
 
 def _safe_classes() -> dict:
     from .features import RunFeaturizer
-    from .models import (GBMRegressor, LayoutRegressor, MFURegressor, OLSRegressor, OpsRegressor, PhysicsRegressor,
-                         RatioRegressor, RooflineRegressor, TrainingTimeModel)
+    from .models import (
+        GBMRegressor,
+        LayoutRegressor,
+        MFURegressor,
+        OLSRegressor,
+        OpsRegressor,
+        PhysicsRegressor,
+        RatioRegressor,
+        RooflineRegressor,
+        TrainingTimeModel,
+    )
 
     return {c.__name__: c for c in (TrainingTimeModel, RunFeaturizer, OLSRegressor, GBMRegressor, PhysicsRegressor,
                                     RooflineRegressor, OpsRegressor, MFURegressor, RatioRegressor, LayoutRegressor)}

@@ -238,7 +238,13 @@ def _cv_section(data, methods: tuple, *, quick: bool, n_jobs: int, max_seconds: 
 
 def _plots_section(best, data, ev: Evaluation | None) -> str:
     """The plots of the fit ``best`` (and of the cross-validation, when one was done), as inline PNGs."""
-    from .plot import plot_batch_curves, plot_cv_summary, plot_predicted_vs_measured, plot_residuals, plot_scaling
+    from .plot import (
+        plot_batch_curves,
+        plot_cv_summary,
+        plot_predicted_vs_measured,
+        plot_residuals,
+        plot_scaling,
+    )
 
     parts = ["<h2>Plots</h2>"]
     if ev is not None:

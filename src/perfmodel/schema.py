@@ -20,9 +20,8 @@ Conventions
 
 from __future__ import annotations
 
-import math
-
 import logging
+import math
 import re
 from dataclasses import dataclass
 

@@ -285,7 +285,7 @@ class TransformerShape:
         """
         return asdict(self)
 
-    def with_(self, **changes) -> "TransformerShape":
+    def with_(self, **changes) -> TransformerShape:
         """A copy with some fields changed.
 
         Parameters

@@ -21,13 +21,29 @@ from pathlib import Path
 
 from .._version import __version__
 from ._flags import OneLineParser
-from ._history import (add_cache_parser, add_features_parser, add_hardware_parser, add_history_parser, cmd_cache,
-                       cmd_features, cmd_hardware, cmd_history)
+from ._history import (
+    add_cache_parser,
+    add_features_parser,
+    add_hardware_parser,
+    add_history_parser,
+    cmd_cache,
+    cmd_features,
+    cmd_hardware,
+    cmd_history,
+)
 from ._import import add_import_parser, cmd_import
 from ._measure import add_measure_parser, cmd_measure
 from ._plan_llm import add_plan_llm_parser, cmd_plan_llm
-from ._predict import (add_evaluate_parser, add_fit_parser, add_predict_parser, add_summary_parser, cmd_evaluate,
-                       cmd_fit, cmd_predict, cmd_summary)
+from ._predict import (
+    add_evaluate_parser,
+    add_fit_parser,
+    add_predict_parser,
+    add_summary_parser,
+    cmd_evaluate,
+    cmd_fit,
+    cmd_predict,
+    cmd_summary,
+)
 from ._recommend import add_recommend_parser, cmd_recommend
 from ._report import add_report_parser, cmd_report
 
@@ -117,8 +133,13 @@ def main(argv=None) -> int:
         os.environ["PERFMODEL_PROGRESS"] = "1" if args.progress else "0"
     elif sys.stderr.isatty():
         os.environ.setdefault("PERFMODEL_PROGRESS", "1")
-    from ..exceptions import (DoesNotFitError, PerfModelError, PredictionError, UnknownPriceError,
-                             UnsupportedQueryError)
+    from ..exceptions import (
+        DoesNotFitError,
+        PerfModelError,
+        PredictionError,
+        UnknownPriceError,
+        UnsupportedQueryError,
+    )
 
     try:
         _check_output_folder(args)

@@ -27,7 +27,7 @@ def csv_list(kind):
         try:
             items = [kind(t.strip()) for t in text.split(",") if t.strip()]
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a comma-separated list of {kind.__name__}, got {text!r}")
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list of {kind.__name__}, got {text!r}") from None
         if not items:
             raise argparse.ArgumentTypeError("expected at least one value")
         return items

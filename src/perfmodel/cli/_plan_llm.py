@@ -51,8 +51,8 @@ _PLAN_LLM_NAMES = {"tp": "--tensor-parallel", "pp": "--pipeline-parallel", "cp":
 
 
 def cmd_plan_llm(args) -> int:
-    from ..plan import plan_llm_job
     from ..exceptions import UnknownPriceError
+    from ..plan import plan_llm_job
 
     history = args.history if not args.history or len(args.history) > 1 else args.history[0]
     for flag, value in (("--deadline-hours", args.deadline_hours), ("--budget", args.budget)):

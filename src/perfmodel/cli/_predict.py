@@ -84,12 +84,9 @@ def add_evaluate_parser(sub) -> None:
 
 
 def cmd_fit(args) -> int:
-    from ..predict import fit
-
-    from ..persistence import save_model
-
     from .._atomic import real_target
-    from ..persistence import is_model_file
+    from ..persistence import is_model_file, save_model
+    from ..predict import fit
 
     out = real_target(args.output)
     if not args.force and out.is_file() and out.stat().st_size > 0 and not is_model_file(out):

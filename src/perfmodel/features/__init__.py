@@ -39,11 +39,19 @@ import pandas as pd
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ._flop_mix import (CONV_FAMILIES, FP32_MODES, attention_share, conv_share, fp32_basis, fp32_modes,
-                        known_conv_share, per_distinct)
 from ..hardware import ELEMENT_BYTES, get_spec, resolve_gpu_type
 from ..layout_features import LAYOUT_FEATURES, layout_components
 from ..schema import OP_TRACED_CLASSES
+from ._flop_mix import (
+    CONV_FAMILIES,
+    FP32_MODES,
+    attention_share,
+    conv_share,
+    fp32_basis,
+    fp32_modes,
+    known_conv_share,
+    per_distinct,
+)
 
 __all__ = ["run_quantities", "RunFeaturizer", "FEATURE_SETS", "FP32_GRAD_BYTES", "ROOFLINE_COLUMNS", "OPS_COLUMNS",
            "GPUS_PER_NODE", "COLLINEAR_TOL", "BASELINE_COLUMNS", "FP32_MODES", "CONV_FAMILIES", "fp32_modes",

@@ -13,9 +13,10 @@ import json
 import os
 import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Iterable, TypedDict
+from typing import Any, TypedDict
 
 from ..exceptions import DeviceSpecError, UnknownHardwareError
 from ._builtin import BUILTIN, BUILTIN_ALIASES, BUILTIN_BY_NAME

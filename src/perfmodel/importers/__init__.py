@@ -19,7 +19,7 @@ _EXPORTS = {
     "ImportResult": "perfmodel.importers._records",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(_EXPORTS)  # noqa: PLE0605 (a list, built from the lazy table)
 
 
 def __getattr__(name: str):

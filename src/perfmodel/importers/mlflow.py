@@ -110,7 +110,7 @@ def _quick_http(uri):
     try:
         yield
     except Exception as exc:
-        if not type(exc).__module__.split(".")[0] in ("mlflow", "requests", "urllib3"):
+        if type(exc).__module__.split(".")[0] not in ("mlflow", "requests", "urllib3"):
             raise
         first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
         error = ConnectionError if is_http else ValueError

@@ -63,11 +63,11 @@ import pandas as pd
 from filelock import FileLock
 
 from .._atomic import atomic_write, lock_path, real_target
-from ._csv_text import ROW_CHECK, csv_bytes, read_csv_text, row_check
 from ..exceptions import MissingDependencyError, SchemaError
 from ..schema import COLUMNS, coerce_dtypes, validate_runs
 from ..store import is_store, open_store
 from ..store._frames import as_frame, with_run_ids
+from ._csv_text import ROW_CHECK, csv_bytes, read_csv_text, row_check
 
 __all__ = ["load_runs", "save_runs", "append_runs", "append_new_runs", "read_raw_history", "read_history", "write_history",
            "recover_runs", "export_history", "import_history", "check_history_target", "ROW_CHECK", "row_check",

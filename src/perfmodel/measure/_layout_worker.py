@@ -10,8 +10,9 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -191,9 +192,15 @@ def tensor_parallelize(module: LayoutDecoder, mesh, *, sequence_parallel: bool =
         ``module``, its parameters now DTensors.
     """
     from torch.distributed.tensor import Replicate, Shard
-    from torch.distributed.tensor.parallel import (ColwiseParallel, ParallelStyle, PrepareModuleInput,
-                                                   PrepareModuleOutput, RowwiseParallel, SequenceParallel,
-                                                   parallelize_module)
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        ParallelStyle,
+        PrepareModuleInput,
+        PrepareModuleOutput,
+        RowwiseParallel,
+        SequenceParallel,
+        parallelize_module,
+    )
 
     between = Shard(1) if sequence_parallel else Replicate()  # hidden states between the layers
     plan: dict[str, ParallelStyle] = {}

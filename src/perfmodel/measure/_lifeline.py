@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-from .._atomic import pid_alive, atomic_write_bytes, signal_reaches
+from .._atomic import atomic_write_bytes, pid_alive, signal_reaches
 from ..exceptions import MeasurementError
 
 __all__ = ["preexec", "watch_sweep", "register", "check_stale_workers", "SWEEP_PID_ENV"]

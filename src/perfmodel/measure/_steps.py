@@ -6,8 +6,8 @@ the timed steps under the stop rule (rank 0 decides, every rank runs as many) an
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.distributed as dist

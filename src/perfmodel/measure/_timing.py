@@ -6,7 +6,6 @@ import math
 import statistics
 from dataclasses import dataclass
 
-
 __all__ = ["StepStats", "StopRule", "summarise_steps", "t_quantile_975", "NOISY_STEP_CV", "NOISY_REPEAT_SPREAD",
            "timing_flag", "explain_timing_flag", "config_key", "CONFIG_COLUMNS"]
 

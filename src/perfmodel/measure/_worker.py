@@ -17,7 +17,7 @@ import contextlib
 import json
 import os
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from ._train_setup import make_optimizer, set_tf32, setup_precision
 

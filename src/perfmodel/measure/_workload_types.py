@@ -3,8 +3,9 @@ dispatches to ``hf``) and ``hf`` (which builds Workloads) do not import each oth
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["Workload"]
 

@@ -7,7 +7,7 @@ the sweep (its ``RunConfig``, ``measure_run`` and record helpers) and nothing de
 from __future__ import annotations
 
 import os
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import pandas as pd
 

@@ -72,7 +72,8 @@ from dataclasses import dataclass, field
 __all__ = ["OP_CLASSES", "TRACED_CLASSES", "OP_FEATURE_VERSION", "OpFeatures", "count_ops", "count_workload_ops",
            "op_column_names", "OPTIMIZER_COST"]
 
-from ..schema import OP_FEATURE_VERSION, OP_TRACED_CLASSES as TRACED_CLASSES  # the schema owns the columns
+from ..schema import OP_FEATURE_VERSION  # the schema owns the columns
+from ..schema import OP_TRACED_CLASSES as TRACED_CLASSES
 from .flops import count_params
 
 OP_CLASSES = TRACED_CLASSES + ("optimizer",)
@@ -290,7 +291,7 @@ def _fused_rnn(module) -> bool:
     return getattr(module, "mode", "") == "LSTM"
 
 
-def _rnn_hook(tally: "_Tally"):
+def _rnn_hook(tally: _Tally):
     """A forward hook adding an RNN module's analytic counts (forward and backward) to ``tally``.
 
     Per layer and direction, with ``rows`` = time steps x batch, ``G`` gate rows (4H LSTM, 3H GRU, H RNN):

@@ -33,8 +33,9 @@ import os
 import time
 import uuid
 import warnings
+from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from .._validation import check_positive_int
 from .._version import __version__
@@ -170,7 +171,7 @@ class Recorder:
     def __enter__(self):
         return self.start()
 
-    def start(self) -> "Recorder":
+    def start(self) -> Recorder:
         """Start the clock (what ``with`` does); for trainer callbacks that cannot wrap the loop in ``with``.
 
         Also opens the peak-memory window and, on CUDA rank 0, starts the NVML telemetry sampler.

@@ -27,21 +27,23 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import pandas as pd
 
-from .._version import __version__
 from .._atomic import check_writable
 from .._validation import check_positive_float, check_positive_int
+from .._version import __version__
 from ..exceptions import LayoutError
 from ..hardware import PRECISIONS, resolve_gpu_type
 from ..io import append_runs, check_history_target
 from ..store import history_target
 from . import _lifeline
+
 # the history a sweep resumes from and keeps per-step times beside (importable from here, as before)
 from ._resume import append_steps, done_keys, flag_timing, read_existing, repeat_medians
 from ._worker import ERROR_PREFIX

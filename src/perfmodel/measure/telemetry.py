@@ -11,7 +11,6 @@ import os
 import platform
 import socket
 import threading
-import time
 
 logger = logging.getLogger(__name__)
 

@@ -28,8 +28,8 @@ import importlib.util
 import math
 import os
 import sys
-from dataclasses import dataclass
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["Workload", "model_kind", "factory_spec", "check_model_spec", "resolve_workload", "count_workload_flops",
            "FACTORY_CONTRACT"]
@@ -320,7 +320,6 @@ def count_workload_flops(wl: Workload, device) -> tuple[float | None, str]:
         Where the figure came from: the counter, the analytic count (the counter saw under half of it), or
         nowhere.
     """
-    import torch
     from torch.utils.flop_counter import FlopCounterMode
 
     module = wl.module

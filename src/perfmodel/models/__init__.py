@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+from ..metrics import mape, median_ape
 from ._baselines import RATIO_BAND, MFURegressor, RatioRegressor
-from ._books import LAYOUT_BOOK, TRANSFER_BOOK, UNSTATED_SHAPE, floor_for, layout_floor, read_error_book, transfer_floor
+from ._books import (
+           LAYOUT_BOOK,
+           TRANSFER_BOOK,
+           UNSTATED_SHAPE,
+           floor_for,
+           layout_floor,
+           read_error_book,
+           transfer_floor,
+)
 from ._conformal import balanced_scores, conformal_quantile
 from ._gbm import GBMRegressor, TreeEnsemble
 from ._layout import CALIBRATION_PRIOR_WEIGHT, LayoutRegressor
@@ -14,7 +23,6 @@ from ._registry import COUNT_FORMS, METHODS
 from ._roofline import RooflineRegressor
 from ._shift import StackShift, shift_scales
 from ._training import FIT_FORMAT, Summary, TrainingTimeModel
-from ..metrics import mape, median_ape
 
 __all__ = ["LAYOUT_BOOK", "TRANSFER_BOOK", "UNSTATED_SHAPE", "floor_for", "layout_floor", "read_error_book",
            "transfer_floor", "OLSRegressor", "GBMRegressor", "PhysicsRegressor", "OpsRegressor", "RooflineRegressor",

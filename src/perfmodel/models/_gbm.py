@@ -59,7 +59,7 @@ class TreeEnsemble:
         self.init, self.learning_rate, self.n_features = init, learning_rate, n_features
 
     @classmethod
-    def from_sklearn(cls, est: GradientBoostingRegressor) -> "TreeEnsemble":
+    def from_sklearn(cls, est: GradientBoostingRegressor) -> TreeEnsemble:
         """The trees of a fitted scikit-learn model.
 
         Parameters
@@ -98,7 +98,7 @@ class TreeEnsemble:
                 "learning_rate": self.learning_rate, "n_features": self.n_features}
 
     @classmethod
-    def from_arrays(cls, d: dict) -> "TreeEnsemble":
+    def from_arrays(cls, d: dict) -> TreeEnsemble:
         """Check stored arrays and build the ensemble.
 
         Parameters

@@ -253,7 +253,7 @@ class LayoutRegressor(NamedColumnsMixin, RegressorMixin, BaseEstimator):
         check_is_fitted(self, "theta_")
         return self._parts(self.theta_, self._validate_predict(X, "theta_"))
 
-    def with_prior(self, *, prior_weight: float = CALIBRATION_PRIOR_WEIGHT) -> "LayoutRegressor":
+    def with_prior(self, *, prior_weight: float = CALIBRATION_PRIOR_WEIGHT) -> LayoutRegressor:
         """A new, unfitted regressor whose prior is this one's fitted coefficients.
 
         Parameters

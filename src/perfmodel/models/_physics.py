@@ -27,8 +27,8 @@ from scipy.optimize import least_squares
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ..metrics import r2
 from ..features import CPU_THREAD_NOMINAL_FLOPS, PHYSICS_COLUMNS
+from ..metrics import r2
 from ._columns import NamedColumnsMixin
 
 __all__ = ["PhysicsRegressor", "PHYSICS_COLUMNS", "CPU_THREAD_NOMINAL_FLOPS", "PRIOR_WEIGHT"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .._methods import COUNT_FORMS, METHODS
 from ._baselines import MFURegressor, RatioRegressor
 from ._gbm import GBMRegressor
 from ._layout import LayoutRegressor
@@ -9,7 +10,6 @@ from ._ols import OLSRegressor
 from ._ops import OpsRegressor
 from ._physics import PhysicsRegressor
 from ._roofline import RooflineRegressor
-from .._methods import COUNT_FORMS, METHODS
 
 __all__ = ["METHODS", "COUNT_FORMS", "make_regressor", "feature_set"]
 

@@ -37,8 +37,8 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from ..metrics import r2
 from ..features import ROOFLINE_COLUMNS
+from ..metrics import r2
 from ._columns import NamedColumnsMixin
 
 __all__ = ["RooflineRegressor"]

@@ -109,7 +109,7 @@ class StackShift:
 
     @classmethod
     def fit(cls, residuals, devices, models, *, between: float | None = None,
-            within: float | None = None) -> "StackShift":
+            within: float | None = None) -> StackShift:
         """Estimate the shift from own runs' log residuals.
 
         Parameters

@@ -17,15 +17,15 @@ from ..exceptions import DataQualityWarning, NotFittedError, UnsupportedQueryErr
 from ..features import RunFeaturizer, peak_basis, run_quantities
 from ..history import model_table, precision_by_device
 from ..kinds import KIND_NAMES, canonical_devices, classify, get_kind, group_keys
+from ..layout_features import shape_columns
 from ..metrics import mape, median_ape, r2
 from ..schema import validate_runs
-from ..layout_features import shape_columns
 from ..transformer import standard_shape
 from ._baselines import MFURegressor, RatioRegressor
-from ._layout import COEFFICIENTS, PRIOR, LayoutRegressor
 from ._books import floor_for
-from ._conformal import conformal_quantile, clip_at_peak, folds, half_widths, score_set, widening
+from ._conformal import clip_at_peak, conformal_quantile, folds, half_widths, score_set, widening
 from ._domain import domain_distance, fit_domain
+from ._layout import COEFFICIENTS, PRIOR, LayoutRegressor
 from ._ols import OLSRegressor
 from ._physics import PhysicsRegressor
 from ._registry import COUNT_FORMS, METHODS, feature_set, make_regressor
@@ -568,7 +568,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
                                  "meaning": [COEFFICIENTS[k][3] for k in COEFFICIENTS]}, index=list(COEFFICIENTS))
         return pd.DataFrame({"importance": reg.feature_importances_}, index=self.feature_names_)
 
-    def summary(self) -> "Summary":
+    def summary(self) -> Summary:
         """A statsmodels-style summary (``print`` it, or display it in Jupyter).
 
         Returns

@@ -172,8 +172,8 @@ def price_quote(gpu_type: str, *, provider: str | None = None, spot: bool = Fals
         why = no_price_reason(g, provider=provider, spot=spot, prices=table)
         err = UnknownPriceError(f"No {'spot' if spot else 'on-demand'} price for {g!r}{where} in the price table: "
                                 f"{why}. It has prices for: {', '.join(have)}.")
-        # the reason alone, for callers that list it (an attribute UnknownPriceError does not declare)
-        setattr(err, "reason", why)
+        # the reason alone, for callers that list it
+        err.reason = why
         raise err
     row = priced.loc[priced[col].idxmin()]
     info = lambda k: None if pd.isna(row[k]) else str(row[k])  # noqa: E731

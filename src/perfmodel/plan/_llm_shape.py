@@ -169,7 +169,8 @@ def job_work(tokens: Any, samples: Any, steps: Any, seq_len: int, global_batch: 
                          f"{', '.join(given) if given else 'none'}.")
     if tokens is not None:
         tokens = whole_count(tokens, "tokens")
-        n_steps = -(-(-(-tokens // seq_len)) // global_batch)
+        sequences = -(-tokens // seq_len)  # ceiling divisions: a partial sequence or step still runs
+        n_steps = -(-sequences // global_batch)
     elif samples is not None:
         n_steps = -(-whole_count(samples, "samples") // global_batch)
     else:

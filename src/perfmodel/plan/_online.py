@@ -178,7 +178,7 @@ class OnlineEstimator:
         self.times: list[float] = []
 
     @classmethod
-    def from_prediction(cls, prediction, **kwargs) -> "OnlineEstimator":
+    def from_prediction(cls, prediction, **kwargs) -> OnlineEstimator:
         """An estimator whose prior is a prediction.
 
         Parameters

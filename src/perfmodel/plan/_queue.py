@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
-from .._validation import check_positive_float, check_positive_int
 from .._format import to_plain
+from .._validation import check_positive_float, check_positive_int
 
 #: The most servers :func:`erlang_c` and :func:`simulate_queue` take, and the most jobs a simulation runs
 #: (a Python event loop: about a million jobs a few seconds); larger values are refused with a message.

@@ -14,21 +14,53 @@ from .._rows import distinct_rows
 from .._validation import check_choice, check_confidence, check_positive_int
 from ..fitting import DEFAULT_METHOD, PRECISION_TRANSFER_METHOD, fit_cached, fit_history, stored_fit
 from ..hardware import check_precision, resolve_gpu_type
-from ..history import (BUNDLED_PREFIX, HistoryFiles, LoadedHistory, default_history, history_parts, model_table,
-                       part_label, peek_history, precision_by_device, read_history)
+from ..history import (
+    BUNDLED_PREFIX,
+    HistoryFiles,
+    LoadedHistory,
+    default_history,
+    history_parts,
+    model_table,
+    part_label,
+    peek_history,
+    precision_by_device,
+    read_history,
+)
 from ..kinds import KIND_NAMES, classify
 from ..layout import is_layout_job
 from ..models import METHODS, StackShift, TrainingTimeModel
 from ..models._conformal import MIN_GROUPS
 from ..schema import check_queries
-from ._memo import check_history_type, shared_predictor
 from ._calibration import calibrated_layout
-from ._job import (WHERE, default_precision, global_batch_of, implied_sequence, job_columns, job_steps,
-                   model_spec, query_row, standard_sized)
-from ._queries import (canonical_devices, check_positive_columns, fill_implied_sequences, fill_model_columns,
-                       fill_precision, sized_decoders, split_attention)
-from ._result import (PREDICTION_COLUMNS, TrainingTimePrediction, breakdown_of, fit_answers, job_prediction,
-                      predict_frame)
+from ._job import (
+    WHERE,
+    default_precision,
+    global_batch_of,
+    implied_sequence,
+    job_columns,
+    job_steps,
+    model_spec,
+    query_row,
+    standard_sized,
+)
+from ._memo import check_history_type, shared_predictor
+from ._queries import (
+    canonical_devices,
+    check_positive_columns,
+    fill_implied_sequences,
+    fill_model_columns,
+    fill_precision,
+    sized_decoders,
+    split_attention,
+)
+from ._result import (
+    PREDICTION_COLUMNS,
+    TrainingTimePrediction,
+    breakdown_of,
+    fit_answers,
+    job_prediction,
+    predict_frame,
+)
 from ._shifted import SHIFTED, own_scores, prior_queries, prior_steps, shifted_answers
 from ._support import LAYOUT_METHOD, check_support, domain_warnings, prior_note, warn_notes
 
@@ -382,7 +414,7 @@ class BasePredictor:
     # ------------------------------------------------------------------------------------------ predict
     def predict(self, model, *, batch_size=None, gpu_count=1, gpu_type, steps=None, epochs=None, dataset_size=None,
                 precision=None, example_input=None, seq_len=None, global_batch=None, layout=None,
-                gpus_per_node=None, inter_node_gbps=None) -> "TrainingTimePrediction":
+                gpus_per_node=None, inter_node_gbps=None) -> TrainingTimePrediction:
         """Predict the wall-clock time of one training job (as :func:`predict_training_time`).
 
         Parameters
@@ -469,7 +501,7 @@ class BasePredictor:
                               startup=float(fitted.startup_s_), n_runs=int(fitted.n_runs_), inside_domain=not notes,
                               warnings=assumed + notes + prior_notes, provenance=provenance, breakdown=breakdown)
 
-    def _shifted_prediction(self, q: pd.DataFrame, source, n_steps: int, assumed: list) -> "TrainingTimePrediction":
+    def _shifted_prediction(self, q: pd.DataFrame, source, n_steps: int, assumed: list) -> TrainingTimePrediction:
         """:meth:`predict`'s answer for a row the shifted prior answers (:meth:`_shifted_rows`)."""
         prior, shift, own = self.prior(source), self.shift(source), self.own(source)
         assert prior is not None and shift is not None and own is not None  # a row is shifted beside own runs only
@@ -502,7 +534,7 @@ class BasePredictor:
         return None if own is None else set(map(str, pd.unique(own.runs["gpu_type"])))
 
     # ------------------------------------------------------------------------------------ shifted prior
-    def prior(self, source: str | None = None) -> "BasePredictor | None":
+    def prior(self, source: str | None = None) -> BasePredictor | None:
         """The bundled parts of a history that mixes them with the caller's own runs, as a Predictor of their own:
         the prior the own runs shift (:meth:`shift`).
 

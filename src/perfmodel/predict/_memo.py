@@ -17,7 +17,6 @@ from ..history import BUNDLED_PREFIX, frame_digest, history_parts, part_digest, 
 from ..models import METHODS, TrainingTimeModel
 from ..store import HistoryStore
 
-
 P = TypeVar("P")
 
 #: Predictors kept in this process, by (history content digest, method), most recently used last.

@@ -28,7 +28,7 @@ import gc
 import hashlib
 import json
 import uuid
-from typing import Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import pandas as pd
@@ -140,7 +140,7 @@ class HistoryStore:
             self._conn = None
             self._ready = False
 
-    def __enter__(self) -> "HistoryStore":
+    def __enter__(self) -> HistoryStore:
         return self
 
     def __exit__(self, *exc) -> None:

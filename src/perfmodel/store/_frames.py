@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pandas as pd

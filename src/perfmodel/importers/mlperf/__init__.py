@@ -66,8 +66,16 @@ Examples
 from __future__ import annotations
 
 from ...exceptions import MLPerfFormatError
-from .catalogue import (BENCHMARKS, BERT_LARGE, GPT3_175B, LLAMA2_70B, LLAMA31_405B, LLM_SHAPES, SKIPPED_BENCHMARKS,
-                        Benchmark)
+from .catalogue import (
+                        BENCHMARKS,
+                        BERT_LARGE,
+                        GPT3_175B,
+                        LLAMA2_70B,
+                        LLAMA31_405B,
+                        LLM_SHAPES,
+                        SKIPPED_BENCHMARKS,
+                        Benchmark,
+)
 from .configs import implementation_precision, implementation_text, is_implementation_file, select_configs
 from .devices import gpus_per_node, resolve_device
 from .importer import find_result_files, frame, from_mlperf, loadable, make_run_id

@@ -11,7 +11,7 @@ may; the layout of a language model's run is read from the same config (:mod:`.l
 from __future__ import annotations
 
 import re
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from .devices import PCIE_DEVICE, config_names_device, device_model
 from .log import as_int

@@ -8,8 +8,8 @@ import json
 import logging
 import os
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 import pandas as pd
 

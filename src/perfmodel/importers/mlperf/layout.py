@@ -55,7 +55,7 @@ micro_batch_size × dp``. Where several candidate configs are found, they must g
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 from .catalogue import LLM_SHAPES
 from .configs import Configs, impl_folder, select_configs, selection_files

@@ -8,7 +8,7 @@ import json
 import math
 import re
 import statistics
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from .catalogue import Benchmark
 

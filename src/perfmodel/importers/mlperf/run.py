@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from datetime import datetime, timezone
-from typing import Mapping
 
 import numpy as np
 
@@ -14,8 +14,18 @@ from .catalogue import BENCHMARKS, CHECK_HIGH, CHECK_LOW, DEFAULT_TIMING, STAMP_
 from .configs import implementation_precision
 from .devices import peak_flops, resolve_device
 from .layout import layout_columns
-from .log import (USED_KEYS, as_int, block_segments, eval_point_segments, eval_segments, first_value,
-                  log_precision, number, parse_mllog, tracked_stats)
+from .log import (
+    USED_KEYS,
+    as_int,
+    block_segments,
+    eval_point_segments,
+    eval_segments,
+    first_value,
+    log_precision,
+    number,
+    parse_mllog,
+    tracked_stats,
+)
 
 __all__ = ["summarize_run"]
 
