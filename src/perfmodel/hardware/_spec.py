@@ -20,6 +20,8 @@ PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 #: format; activations, norms and the other memory-bound kernels stay in 16 bits). Bandwidth-bound time scales
 #: with it: a device's bandwidth moves half as many fp32 elements per second as 16-bit ones.
 ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2}
+#: Mixed precisions: 16- or 8-bit compute with fp32 master weights (the rest, fp32 and TF32, train in fp32 storage).
+MIXED_PRECISIONS = ("fp16", "bf16", "fp8")
 
 
 def check_precision(precision: object, where: str) -> str:

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 
 from .._format import to_plain
 from .._validation import check_choice, check_nonnegative_float, check_positive_float, check_positive_int
-from ..hardware import check_precision, get_spec, resolve_gpu_type
+from ..hardware import MIXED_PRECISIONS, check_precision, get_spec, resolve_gpu_type
 from ..layout import ParallelLayout
 from ..transformer import RECOMPUTE_MODES, TransformerShape, standard_shape
 
@@ -88,7 +88,7 @@ def model_state_bytes_per_param(precision: str, optimizer: str = "adamw") -> tup
     """
     precision = check_precision(precision, "model_state_bytes_per_param")
     check_choice(optimizer, "optimizer", "model_state_bytes_per_param", OPTIMIZERS)
-    mixed = precision in ("fp16", "bf16", "fp8")
+    mixed = precision in MIXED_PRECISIONS
     w = {"fp8": 3.0, "fp16": 2.0, "bf16": 2.0}.get(precision, 4.0)
     g = 4.0  # fp32 gradient buffers (mixed precision) or fp32 gradients
     if optimizer == "adamw":
@@ -274,7 +274,7 @@ def layout_activation_bytes(shape: TransformerShape, layout: ParallelLayout, *, 
     tp, pp, vp, cp, b = layout.tp, layout.pp, layout.vp, layout.cp, layout.micro_batch
     tokens = b * seq_len / cp
     sp = layout.sequence_parallel and tp > 1
-    scale = 2.0 if precision in ("fp32", "tf32") else 1.0
+    scale = 1.0 if precision in MIXED_PRECISIONS else 2.0
     stage_layers = math.ceil(shape.n_layers / (pp * vp)) * vp
     expert_share = shape.moe_layers / shape.n_layers
     scores = 0.0 if flash_attention or layout.recompute != "none" else 5.0 * shape.n_heads * seq_len / cp / tp
@@ -470,7 +470,7 @@ def _model_state_bytes(shape: TransformerShape | None, params: float | None, lay
         experts, total = 0.0, float(params)
     dense = total - experts
     w_b, g_b, o_b = model_state_bytes_per_param(precision, optimizer)
-    if layout.zero_stage >= 3 and precision in ("fp16", "bf16", "fp8"):
+    if layout.zero_stage >= 3 and precision in MIXED_PRECISIONS:
         # FSDP keeps the sharded weights themselves in fp32 (they are the master copy; 16-bit copies are made
         # per layer when gathered): no separate fp32 master in the optimizer state
         w_b, o_b = w_b + 2.0, o_b - 4.0
