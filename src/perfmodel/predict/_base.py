@@ -112,7 +112,12 @@ class BasePredictor:
                     f"{history.method!r}; pass method='auto' or refit.")
         self.history = history
         self._loaded: dict = {}
-        self._fits: dict = {}
+        #: fitted models by (source, kind, own runs alone), and by (method, source, kind) where a query names a
+        #: method; the model table and the devices' precisions by source
+        self._fits: dict[tuple, TrainingTimeModel] = {}
+        self._method_fits: dict[tuple, TrainingTimeModel] = {}
+        self._tables: dict = {}
+        self._precisions: dict = {}
 
     # ------------------------------------------------------------------------------------------ history
     def runs(self, source: str | None = None) -> LoadedHistory:
@@ -250,21 +255,21 @@ class BasePredictor:
         """:meth:`model` with ``method`` fitted on the whole history instead of the Predictor's (shipped or in the
         disk cache where stored for these files)."""
         check_choice(method, "method", "Predictor.model", tuple(METHODS))
-        key = ("method", method, source if self.history is None else None, kind)
-        files = self._files(key[2]) if key not in self._fits else None
+        key = (method, source if self.history is None else None, kind)
+        files = self._files(key[1]) if key not in self._method_fits else None
         if files is not None and not files.mixed:  # shipped or in the disk cache: nothing parsed
             stored = stored_fit(files.digest, method, kind)
             if stored is not None:
                 stored.provenance_ = list(files.labels)
-                self._fits[key] = stored
-        if key not in self._fits:
-            loaded = self.runs(key[2])
+                self._method_fits[key] = stored
+        if key not in self._method_fits:
+            loaded = self.runs(key[1])
             paths = all(isinstance(p, (str, os.PathLike)) for p in history_parts(
                 self.history if self.history is not None else source))
             fitted = fit_cached(loaded, method, kind) if paths else fit_history(loaded, method, kind=kind)
             fitted.provenance_ = list(loaded.labels)
-            self._fits[key] = fitted
-        return self._fits[key]
+            self._method_fits[key] = fitted
+        return self._method_fits[key]
 
     def _layout_history(self) -> bool:
         """Whether a history of the caller's own is answered by the layout model (a fitted layout model given as
@@ -343,8 +348,8 @@ class BasePredictor:
         src = source if self.history is None else None
         if isinstance(self.history, TrainingTimeModel) or src in self._loaded:
             return None
-        for key, fitted in self._fits.items():
-            if len(key) == 3 and key[0] == src and not key[2]:
+        for (fit_source, _, own), fitted in self._fits.items():
+            if fit_source == src and not own:
                 return fitted
         if ("reference", src) not in self._loaded:  # looked up once: None means the runs are read
             self._loaded[("reference", src)] = self._stored("seen", src)
@@ -360,11 +365,10 @@ class BasePredictor:
     def _table(self, source) -> pd.DataFrame:
         if isinstance(self.history, TrainingTimeModel):
             return self.history.models_
-        key = ("table", source)
-        if key not in self._fits:
+        if source not in self._tables:
             ref = self._reference(source)
-            self._fits[key] = ref.models_.copy() if ref is not None else model_table(self.runs(source).runs)
-        return self._fits[key]
+            self._tables[source] = ref.models_.copy() if ref is not None else model_table(self.runs(source).runs)
+        return self._tables[source]
 
     def _by_device(self, source) -> dict:
         """Per device type: the precision its runs used. With own runs beside bundled ones, the own runs' say
@@ -372,11 +376,10 @@ class BasePredictor:
         have GPU runs, whose usual precision is then assumed for every GPU they lack (``"*gpu*"``)."""
         if isinstance(self.history, TrainingTimeModel):
             return self.history.precision_by_device_
-        key = ("precision", source)
-        ref = self._reference(source) if key not in self._fits else None
+        ref = self._reference(source) if source not in self._precisions else None
         if ref is not None:  # a history that does not mix own and bundled runs (_stored)
-            self._fits[key] = dict(ref.precision_by_device_)
-        if key not in self._fits:
+            self._precisions[source] = dict(ref.precision_by_device_)
+        if source not in self._precisions:
             by = precision_by_device(self.runs(source).runs)
             own = self.own(source)
             if own is not None:
@@ -385,8 +388,8 @@ class BasePredictor:
                 by = {**by, **mine}
                 if gpu:
                     by["*gpu*"] = (max(set(gpu), key=gpu.count), False)
-            self._fits[key] = by
-        return self._fits[key]
+            self._precisions[source] = by
+        return self._precisions[source]
 
     def max_batch(self, gpu_type: str) -> int:
         """The largest per-device batch in the runs a query on ``gpu_type`` is predicted from.
