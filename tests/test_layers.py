@@ -174,3 +174,15 @@ class TestLayers:
                     items = node.keys if isinstance(node, ast.Dict) else node.elts
                     spelled = [i.value for i in items if isinstance(i, ast.Constant) and i.value in names]
                     assert len(spelled) < 6, f"{m}:{node.lineno} lists the methods {spelled}: ask perfmodel._methods"
+
+    def test_the_precisions_are_listed_once(self):
+        # the precisions live in perfmodel.hardware._spec (PRECISIONS, ELEMENT_BYTES, MIXED_PRECISIONS)
+        names = {"fp32", "tf32", "fp16", "bf16", "fp8"}
+        for m, f in _modules().items():
+            if m == "perfmodel.hardware._spec":
+                continue
+            for node in ast.walk(ast.parse(f.read_text())):
+                if isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Dict)):
+                    items = node.keys if isinstance(node, ast.Dict) else node.elts
+                    spelled = [i.value for i in items if isinstance(i, ast.Constant) and i.value in names]
+                    assert len(spelled) < 4, f"{m}:{node.lineno} lists the precisions {spelled}: ask perfmodel.hardware"

@@ -39,7 +39,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ..hardware import ELEMENT_BYTES, get_spec, resolve_gpu_type
+from ..hardware import ELEMENT_BYTES, PRECISIONS, get_spec, resolve_gpu_type
 from ..layout_features import LAYOUT_FEATURES, layout_components
 from ..schema import OP_TRACED_CLASSES
 from ._flop_mix import (
@@ -488,7 +488,7 @@ class RunFeaturizer(TransformerMixin, BaseEstimator):
             "data_parallel": (q["gpu_count"] > 1).astype(float),
             "log_allreduce_mb": np.log1p(q["allreduce_bytes"] / 1e6),
         }
-        for p in ("tf32", "fp16", "bf16", "fp8"):
+        for p in PRECISIONS[1:]:  # indicators against fp32
             cols[f"precision_{p}"] = (q["precision"] == p).astype(float)
         cols["log_peak_tflops"] = np.log(q["peak_tflops"])
         cols["log_memory_bandwidth"] = np.log(q["memory_bandwidth_gbps"])

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from ..hardware import PRECISIONS
+
 __all__ = ["setup_precision", "make_optimizer", "set_tf32"]
 
 
@@ -26,7 +28,7 @@ def setup_precision(precision: str, device) -> tuple:
     import torch
 
     cuda = device.type == "cuda"
-    if precision not in ("fp32", "tf32", "fp16", "bf16"):
+    if precision not in PRECISIONS or precision == "fp8":  # the measured training step has no fp8 path
         raise ValueError(f"precision must be fp32, tf32, fp16 or bf16 for a measured run. Got {precision!r}.")
     if precision in ("fp16", "tf32") and not cuda:
         raise ValueError(f"precision {precision!r} needs a CUDA device; on CPU use fp32 or bf16.")
