@@ -31,6 +31,33 @@ def make_history(n_models: int = 8, seed: int = 0, noise: float = 0.05, noise_se
     return pd.DataFrame(rows)
 
 
+#: The package's source folder, put first on the ``PYTHONPATH`` of the subprocesses the tests start.
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def cli(*args, **kw):
+    """Run ``python -m perfmodel ARGS`` from the source tree; the completed process (text output captured)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([sys.executable, "-m", "perfmodel", *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=kw.get("timeout", 300))
+
+
+def assert_one_line_error(proc, pattern=""):
+    """The CLI failed with exit status 2 and one ``perfmodel: error:`` line (matching ``pattern``), no traceback."""
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("perfmodel: error:"), proc.stderr
+    assert "Traceback" not in proc.stderr
+    if pattern:
+        import re
+
+        assert re.search(pattern, lines[0]), lines[0]
+
+
 #: A tiny real sweep (4 configurations, 3 timed steps each) run through the CLI.
 def tiny_sweep_command(output) -> list:
     import sys

@@ -4,7 +4,9 @@ import subprocess
 import sys
 
 import pytest
-from conftest import make_history
+from conftest import assert_one_line_error, cli, make_history
+
+from perfmodel.io import save_runs
 
 
 def run(*args, check=True):
@@ -278,3 +280,35 @@ class TestPredictTransformerJobs:
                    "--steps", "10", check=False)
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--family" in proc.stderr
         assert "--params" in proc.stderr
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Issue 14 (no silent corruption) #6: late failures are one-line errors, reported before anything runs.
+class TestEarlyOneLineErrors:
+    def test_cli_measure_bad_numbers(self, tmp_path):
+        pytest.importorskip("torch")
+        out = tmp_path / "runs.csv"
+        assert_one_line_error(cli("measure", "--models", "mlp-xs", "--batch-sizes", "2", "--max-seconds", "-1",
+                                  "--output", out), "max_seconds")
+        assert_one_line_error(cli("measure", "--models", "mlp-xs", "--batch-sizes", "2", "--timeout", "-5",
+                                  "--output", out), "timeout_s")
+        assert not out.exists()
+
+    def test_cuda_on_cpu_torch(self, tmp_path):
+        torch = pytest.importorskip("torch")
+        if torch.cuda.is_available():
+            pytest.skip("this machine has CUDA")
+        assert_one_line_error(cli("measure", "--device", "cuda", "--models", "mlp-xs", "--batch-sizes", "2",
+                                  "--steps", "2", "--output", tmp_path / "runs.csv"), "sees no CUDA device")
+
+    def test_evaluate_one_row(self, tmp_path):
+        path = tmp_path / "one.csv"
+        save_runs(make_history().head(1), path)
+        assert_one_line_error(cli("evaluate", path), "nothing to cross-validate")
+
+    def test_cli_negative_startup(self, tmp_path):
+        h = make_history()
+        h["startup_s"] = -1e6
+        h.to_csv(tmp_path / "h.csv", index=False)
+        assert_one_line_error(cli("predict", "--model", "m1", "--batch-size", "8", "--gpu-type", "A100",
+                                  "--steps", "10", "--history", tmp_path / "h.csv"), "startup_s")

@@ -332,3 +332,20 @@ def test_evaluate_keeps_the_seed_baseline_on_a_count_split():
     ev = evaluate(full, methods=("physics",), splits=("leave-one-gpu-count-out",), baselines=True)
     t = ev.table.set_index("method")
     assert t.loc["seed-linear", "n"] == len(full)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Every public result serialises: ``json.dumps(result.to_dict(), allow_nan=False)`` works, numbers stay
+# numbers.
+def _strict(d):
+    return json.loads(json.dumps(d, allow_nan=False))
+
+
+class TestToDict:
+    def test_evaluation_has_no_nan(self):
+        from perfmodel.evaluate import evaluate
+
+        ev = evaluate(make_history(), methods=("loglinear",), splits=("leave-one-batch-size-out",))
+        d = _strict(ev.to_dict())
+        assert d["table"] and all(isinstance(row["median_ape"], float) for row in d["table"])
+        json.loads(ev.to_json())

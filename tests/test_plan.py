@@ -1,4 +1,6 @@
 import json
+import math
+import time
 import warnings
 
 import numpy as np
@@ -7,7 +9,7 @@ import pytest
 from conftest import make_history
 
 import perfmodel
-from perfmodel import ExtrapolationWarning, TrainingTimeModel, predict_training_time
+from perfmodel import ExtrapolationWarning, TrainingTimeModel, plan, predict_training_time
 from perfmodel.plan import (
     OnlineEstimator,
     diagnose,
@@ -47,6 +49,32 @@ class TestErlangC:
         args = {"arrival_rate": 1.0, "service_time": 1.0, "servers": 2, **kwargs}
         with pytest.raises((ValueError, TypeError), match=match):
             erlang_c(**args)
+
+    # Issue 26 #11: numbers outside the documented range are refused, never an OverflowError or a NaN.
+    def test_known_values(self):
+        r = plan.erlang_c(2.0, 1.0, 3)
+        assert r.p_wait == pytest.approx(4 / 9) and r.mean_wait == pytest.approx(4 / 9)
+        assert plan.erlang_c(0.5, 1.0, 1).p_wait == pytest.approx(0.5)  # M/M/1: p_wait = rho
+
+    def test_many_servers_in_log_space(self):
+        """erlang_c(1000, 1, 2000) was NaN (a^c/c! overflowed)."""
+        r = plan.erlang_c(1000, 1, 2000)
+        assert all(math.isfinite(v) for v in r.to_dict().values())
+        assert 0 <= r.p_wait < 1e-100 and r.mean_response == pytest.approx(1.0)
+        r = plan.erlang_c(999, 1, 1000)
+        assert r.p_wait == pytest.approx(0.96123926040846, rel=1e-10)  # log-sum-exp reference
+
+    def test_no_loop_per_server(self):
+        t0 = time.perf_counter()
+        r = plan.erlang_c(9e8, 1.0, 10**9)
+        assert time.perf_counter() - t0 < 0.5 and math.isfinite(r.p_wait)
+        with pytest.raises(ValueError, match="'servers' parameter of erlang_c.*at most"):
+            plan.erlang_c(1.0, 1.0, 10**12)
+
+    def test_overload_and_overflow(self):
+        with pytest.raises(ValueError, match=">= 1"):
+            plan.erlang_c(1e300, 1e300, 3)
+        assert plan.erlang_c(1e-300, 1e-300, 3).p_wait == 0.0
 
 
 class TestSimulation:
@@ -116,6 +144,28 @@ class TestCost:
     def test_bundled_prices_have_sources(self):
         table = load_prices()
         assert table["source"].str.len().min() > 20 and "cpu" in set(table["gpu_type"])
+
+    # Issue 26 #11: numbers outside the documented range are refused, never an OverflowError or a NaN.
+    @pytest.mark.parametrize("rate", [float("nan"), float("inf"), -0.1])
+    def test_interruptions_per_hour(self, rate):
+        """estimate_cost(..., interruptions_per_hour=nan) returned NaN dollars."""
+        with pytest.raises(ValueError, match="'interruptions_per_hour' parameter of estimate_cost"):
+            plan.estimate_cost(seconds=3600, gpu_type="cpu", gpu_count=1, spot=True, interruptions_per_hour=rate)
+
+    @pytest.mark.parametrize("count", [float("inf"), 1.5])
+    def test_gpu_count_is_not_truncated(self, count):
+        """gpu_count=inf raised OverflowError (int() before the check) and 1.5 was billed as 1 device."""
+        with pytest.raises(TypeError, match="'gpu_count' parameter of estimate_cost must be a positive int"):
+            plan.estimate_cost(seconds=3600, gpu_type="cpu", gpu_count=count)
+        assert plan.estimate_cost(seconds=3600, gpu_type="cpu", gpu_count=2.0).devices == 2
+
+    def test_bounds_are_checked(self):
+        with pytest.raises(ValueError, match="'upper' parameter of estimate_cost"):
+            plan.estimate_cost(seconds=3600, upper=float("nan"), gpu_type="cpu")
+        with pytest.raises(ValueError, match="'seconds' parameter"):
+            plan.estimate_cost(seconds=10**400, gpu_type="cpu")
+        with pytest.raises(ValueError, match="beyond the numeric range"):
+            plan.estimate_cost(seconds=1e307, gpu_type="cpu", gpu_count=10**9)
 
 
 class TestRecommend:
@@ -238,6 +288,41 @@ class TestScalingAndDiagnose:
         assert any("scaling below target" in r for r in rules)
         assert "60%" in next(f.threshold for f in d.findings if "input" in f.rule)
 
+    # Issue 26 #11: numbers outside the documented range are refused, never an OverflowError or a NaN.
+    def test_scaling_from_model_with_a_uint8_batch(self):
+        """The issue's fuzz reported an OverflowError for a numpy uint8 batch in scaling_from_model: numpy
+        integers of any width give the same table as Python ints (no arithmetic in the narrow type)."""
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for mode in ("weak", "strong"):
+                plain = plan.scaling_from_model("gpt-s", batch_size=200, gpu_type="cpu", gpu_counts=(1, 2, 8),
+                                                mode=mode)
+                narrow = plan.scaling_from_model("gpt-s", batch_size=np.uint8(200), gpu_type="cpu",
+                                                 gpu_counts=np.array([1, 2, 8], dtype=np.uint8), mode=mode)
+                pd.testing.assert_frame_equal(narrow, plain)
+        assert plain["global_batch"].tolist() == [200, 200, 200] and narrow["batch_size"].tolist() == [200, 100, 25]
+        assert np.isfinite(narrow.select_dtypes("number").to_numpy(dtype=float)).all()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            # np.uint8(200) // 300 raised OverflowError ("Python integer 300 out of bounds for uint8")
+            many = plan.scaling_from_model("gpt-s", batch_size=np.uint8(200), gpu_type="cpu", gpu_counts=(300,),
+                                           mode="strong")
+        assert many["batch_size"].tolist() == [200, 1] and many["batch_size"].dtype == np.int64
+
+    @pytest.mark.parametrize("kwargs, exc, match", [
+        ({"batch_size": 10**400}, ValueError, "'batch_size' parameter of scaling_from_model.*at most"),
+        ({"batch_size": 0}, ValueError, "'batch_size' parameter of scaling_from_model must be a positive int"),
+        ({"batch_size": "8"}, TypeError, "'batch_size' parameter of scaling_from_model must be a positive int"),
+        ({"threshold": float("nan")}, ValueError, "'threshold' parameter of scaling_from_model"),
+        ({"mode": "both"}, ValueError, "'mode' parameter of scaling_from_model")],
+        ids=["1e400", "zero", "text", "nan-threshold", "mode"])
+    def test_scaling_from_model_checks_its_arguments_first(self, kwargs, exc, match):
+        """10**400 raised OverflowError and '8' a NumPy TypeError about ufuncs, after a fit."""
+        with pytest.raises(exc, match=match):
+            plan.scaling_from_model("gpt-s", **{"batch_size": 8, "gpu_type": "cpu", **kwargs})
+
 
 class TestOnline:
     def test_interval_narrows_and_converges_on_recorded_runs(self):
@@ -276,6 +361,38 @@ class TestOnline:
     def test_bad_prior(self):
         with pytest.raises(ValueError, match="prior_lower <= prior_step_seconds <= prior_upper"):
             OnlineEstimator(1.0, 2.0, 3.0, total_steps=10)
+
+    # Issue 26 #11: numbers outside the documented range are refused, never an OverflowError or a NaN.
+    @pytest.mark.parametrize("kwargs, name", [
+        ({"drift": 1e300}, "drift"), ({"drift": float("nan")}, "drift"), ({"step_noise": 1e300}, "step_noise"),
+        ({"drift_steps": float("inf")}, "drift_steps"), ({"total_steps": 10**400}, "total_steps"),
+    ], ids=["drift", "drift-nan", "step_noise", "drift_steps", "total_steps"])
+    def test_out_of_range_parameters(self, kwargs, name):
+        """OnlineEstimator(..., drift=1e300) raised OverflowError."""
+        args = {"prior_step_seconds": 1.0, "prior_lower": 0.5, "prior_upper": 2.0, "total_steps": 100, **kwargs}
+        with pytest.raises(ValueError, match=f"'{name}' parameter of OnlineEstimator"):
+            plan.OnlineEstimator(**args).estimate()
+
+    @pytest.mark.parametrize("level", [1e-308, 1e-15])
+    def test_prior_confidence_near_zero(self, level):
+        """prior_confidence=1e-308 raised ZeroDivisionError: (1 + 1e-308) / 2 is 0.5, a zero-width quantile."""
+        with pytest.raises(ValueError, match="'prior_confidence' parameter of OnlineEstimator must be at least"):
+            plan.OnlineEstimator(1.0, 0.5, 2.0, 100, prior_confidence=level)
+
+    def test_extremes_inside_the_range_are_finite(self):
+        est = plan.OnlineEstimator(1e7, 1e-9, 1e7, 10**12, drift=3.0, step_noise=3.0)
+        for t in (1e-9, 1e7, 1.0):
+            est.update(t)
+        out = est.estimate()
+        assert all(math.isfinite(v) for v in (out.total, out.total_lower, out.total_upper))
+        for bad in (1e300, 1e-300):
+            with pytest.raises(ValueError, match="'step_seconds' parameter"):
+                est.update(bad)
+
+    def test_an_interval_beyond_floats_is_a_value_error(self):
+        est = plan.OnlineEstimator(1.0, 1e-9, 1e7, 10**12, prior_confidence=1e-6, confidence=0.999999)
+        with pytest.raises(ValueError, match="beyond the numeric range"):
+            est.estimate()
 
 
 def test_yaml_price_table(tmp_path):
@@ -448,3 +565,101 @@ class TestProviders:
         lines = t.stdout.splitlines()
         assert any(ln.lstrip().startswith("MI300X") and "no price" in ln for ln in lines)
         assert any(ln.startswith("MI300X: no price: ") and "pass prices=" in ln for ln in lines)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Issue 26 #11: numbers outside the documented range are refused with a ValueError/TypeError naming the
+# parameter: never an OverflowError, a MemoryError or a NaN result.
+class TestSimulateQueue:
+    def test_empty_jobs(self):
+        for jobs in ([], pd.DataFrame(columns=["arrival", "duration"])):
+            with pytest.raises(ValueError, match="'jobs' parameter of simulate_queue is empty"):
+                plan.simulate_queue(servers=2, jobs=jobs)
+
+    @pytest.mark.parametrize("fraction", [1.0, 1.5, -0.1, float("nan")])
+    def test_warmup_fraction_out_of_range(self, fraction):
+        with pytest.raises(ValueError, match="'warmup_fraction' parameter of simulate_queue"):
+            plan.simulate_queue(2.0, 1.0, 3, n_arrivals=100, warmup_fraction=fraction)
+
+    def test_almost_all_warmup_still_averages_one_job(self):
+        r = plan.simulate_queue(2.0, 1.0, 3, n_arrivals=50, warmup_fraction=0.999)
+        assert math.isfinite(r.mean_wait) and math.isfinite(r.mean_response)
+
+    def test_n_arrivals_is_capped_with_a_message(self):
+        """simulate_queue(n_arrivals=10**9) ran out of memory."""
+        with pytest.raises(ValueError, match="'n_arrivals' parameter of simulate_queue.*at most 1e\\+07"):
+            plan.simulate_queue(2.0, 1.0, 3, n_arrivals=10**9)
+
+    @pytest.mark.parametrize("kwargs", [{"arrival_rate": 1e-308}, {"service_time": 1e308}], ids=["rate", "service"])
+    def test_drawn_times_beyond_floats(self, kwargs):
+        """arrival_rate=1e-308 drew infinite arrival times and the event loop raised IndexError."""
+        import warnings
+
+        args = {"arrival_rate": 2.0, "service_time": 1.0, "servers": 3, "n_arrivals": 200, **kwargs}
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no RuntimeWarning on the way either
+            with pytest.raises(ValueError, match="simulate_queue: the job times are beyond the numeric range"):
+                plan.simulate_queue(**args)
+
+    def test_jobs_are_sorted_as_numbers(self):
+        """A column mixing numbers and numeric text raised a raw TypeError from sorting ('<' between float and
+        str); the arrivals are read as numbers first, then sorted."""
+        r = plan.simulate_queue(servers=1, jobs={"arrival": [5.0, "1"], "duration": [1.0, 10.0]})
+        assert r.mean_wait == pytest.approx(3.0)  # the job arriving at 1 runs to 11; the one at 5 waits 6
+
+    def test_bad_job_values(self):
+        with pytest.raises(ValueError, match="must be numbers"):
+            plan.simulate_queue(servers=2, jobs={"arrival": ["a"], "duration": [1.0]})
+        with pytest.raises(ValueError, match="whole numbers"):
+            plan.simulate_queue(servers=2, jobs={"arrival": [0.0], "duration": [1.0], "size": [1.5]})
+        with pytest.raises(ValueError, match="beyond the numeric range"):
+            plan.simulate_queue(servers=1, jobs={"arrival": [0.0, 0.0], "duration": [1e308, 1e308]})
+
+
+class TestAnalysisThresholds:
+    """Thresholds of scaling and diagnose are checked first: 10**400 raised OverflowError, '3' and None a raw
+    TypeError from a comparison deep inside."""
+
+    @pytest.mark.parametrize("value, exc", [(10**400, ValueError), (float("nan"), ValueError), (-1.0, ValueError),
+                                            ("3", TypeError), (None, TypeError)],
+                             ids=["1e400", "nan", "negative", "text", "none"])
+    def test_scaling_threshold(self, value, exc):
+        from conftest import make_history
+
+        from perfmodel import analysis
+
+        with pytest.raises(exc, match="'threshold' parameter of scaling"):
+            analysis.scaling(make_history(n_models=2), threshold=value)
+
+    @pytest.mark.parametrize("name, value, exc", [
+        ("host_peak_flops", 10**400, ValueError), ("host_peak_flops", "3", TypeError),
+        ("util_threshold", 10**400, ValueError), ("util_threshold", 150.0, ValueError),
+        ("gap_threshold", float("inf"), ValueError), ("efficiency_threshold", None, TypeError)])
+    def test_diagnose_thresholds(self, name, value, exc):
+        from conftest import make_history
+
+        from perfmodel import analysis
+
+        with pytest.raises(exc, match=f"'{name}' parameter of diagnose"):
+            analysis.diagnose(make_history(n_models=2), **{name: value})
+        assert analysis.diagnose(make_history(n_models=2), host_peak_flops=1e12).table["mfu"].notna().all()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Every public result serialises: ``json.dumps(result.to_dict(), allow_nan=False)`` works, numbers stay
+# numbers.
+def _strict(d):
+    return json.loads(json.dumps(d, allow_nan=False))
+
+
+class TestToDict:
+    def test_queue_results(self):
+        assert _strict(erlang_c(2.0, 1.0, 3).to_dict())["mean_response"] > 1
+        sim = simulate_queue(jobs=[{"arrival": 0.0, "duration": 1.0}], servers=1)
+        d = _strict(sim.to_dict())  # one job: no batch-means standard error -> null
+        assert d["stderr_wait"] is None and d["n_arrivals"] == 1 and d["mean_response"] == 1.0
+
+    def test_diagnosis(self):
+        d = _strict(diagnose(make_history()).to_dict())
+        assert len(d["runs"]) == len(make_history()) and d["runs"][0]["mfu"] is None or \
+            isinstance(d["runs"][0]["mfu"], float)

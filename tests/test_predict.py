@@ -1,3 +1,4 @@
+import json
 import math
 import warnings
 
@@ -5,10 +6,17 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import make_history
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import perfmodel
 from perfmodel import ExtrapolationWarning, TrainingTimeModel, predict_many, predict_training_time
-from perfmodel.exceptions import UnknownHardwareError
+from perfmodel.exceptions import (
+    PredictionError,
+    SchemaError,
+    UnknownHardwareError,
+)
+from perfmodel.plan import OnlineEstimator, estimate_cost
 
 
 @pytest.fixture(scope="module")
@@ -846,3 +854,211 @@ class TestDecoderBySizeAndFlops:
 def test_a_predictor_without_history_asks_which_bundled_one_to_fit():
     with pytest.raises(ValueError, match="source='cpu', 'gpu' or 'llm'"):
         perfmodel.Predictor().model("seen")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Issue 14 (no silent corruption) #5: every query is checked; no NaN, inf or inverted results.
+@pytest.fixture(scope="module")
+def fitted_loglinear():
+    return perfmodel.fit(make_history(), method="loglinear")
+
+
+@pytest.fixture(scope="module")
+def gbm_model():
+    return perfmodel.fit(make_history(n_models=4), method="gbm")
+
+
+class TestInputs:
+    @pytest.mark.parametrize("column, value, message", [
+        ("flops_per_sample", -1e9, "'flops_per_sample' must be finite and positive"),
+        ("flops_per_sample", math.inf, "'flops_per_sample' must be finite and positive"),
+        ("flops_per_sample", 1e308, "'flops_per_sample' must be finite and positive \\(at most 1e\\+24\\)"),
+        ("batch_size", 8.5, "'batch_size' must hold whole numbers"),
+        ("gpu_count", 1.5, "'gpu_count' must hold whole numbers"),
+        ("steps", 10.25, "'steps' must hold whole numbers"),
+        ("steps", -3, "'steps' must be finite and positive"),
+        ("batch_size", True, "'batch_size' must be numeric"),
+        ("precision", 3, "'precision' must hold text"),
+        ("precision", pd.NaT, "'precision' must hold text")])
+    def test_predict_many_validates(self, fitted_loglinear, column, value, message):
+        q = pd.DataFrame([{"params": 1e6, "flops_per_sample": 1e9, "batch_size": 8, "gpu_count": 1,
+                           "gpu_type": "A100", "steps": 100, "precision": "fp32"}] * 2)
+        q[column] = q[column].astype(object)
+        q.loc[1, column] = value
+        with pytest.raises(SchemaError, match=message):
+            perfmodel.predict_many(q, history=fitted_loglinear)
+
+    def test_unbounded_interval_is_an_error_not_inf(self):
+        small = make_history(n_models=1).head(6)
+        model = perfmodel.fit(small, method="gbm")
+        with pytest.raises(PredictionError, match="unbounded.*confidence <= n/\\(n\\+1\\)"):
+            perfmodel.predict_training_time("m0", batch_size=8, gpu_type="A100", steps=10, history=model,
+                                            confidence=0.99)
+
+    def test_predictions_are_finite_and_ordered(self, fitted_loglinear):
+        q = pd.DataFrame({"params": [1e3, 1e9, 1e12], "flops_per_sample": [1e3, 1e12, 1e20],
+                          "batch_size": [1, 64, 4096], "gpu_count": [1, 2, 4], "gpu_type": "A100", "steps": 10**6})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = perfmodel.predict_many(q, history=fitted_loglinear)
+        v = out[["step_lower", "step_time_s", "step_upper", "lower", "seconds", "upper"]].to_numpy()
+        assert np.isfinite(v).all() and (v >= 0).all()
+        assert (v[:, 0] <= v[:, 1]).all() and (v[:, 1] <= v[:, 2]).all() and (v[:, 3] <= v[:, 4]).all()
+
+
+NUM = st.one_of(st.integers(-3, 10**7), st.floats(allow_nan=True, allow_infinity=True), st.booleans(), st.none(),
+                st.text(max_size=4), st.sampled_from([1e308, 1e24, 5e-324, 2**63]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.fixed_dictionaries({"params": NUM | st.just(1e6), "batch_size": NUM | st.just(8),
+                                            "gpu_count": NUM | st.just(2), "steps": NUM | st.just(100),
+                                            "flops_per_sample": NUM | st.just(1e9)}), min_size=1, max_size=3),
+       conf=st.floats(0.01, 0.9999), method=st.sampled_from(["loglinear", "gbm"]))
+def test_fuzz_predict_many(fitted_loglinear, gbm_model, rows, conf, method):
+    q = pd.DataFrame(rows).assign(gpu_type="A100")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = perfmodel.predict_many(q, confidence=conf, history=fitted_loglinear if method == "loglinear" else gbm_model)
+    except (ValueError, TypeError) as exc:
+        assert str(exc)
+        return
+    v = out[["step_lower", "step_time_s", "step_upper", "lower", "seconds", "upper"]].to_numpy(dtype=float)
+    assert np.isfinite(v).all() and (v >= 0).all()
+    assert (v[:, 0] <= v[:, 1]).all() and (v[:, 1] <= v[:, 2]).all()
+    assert (v[:, 3] <= v[:, 4]).all() and (v[:, 4] <= v[:, 5]).all()
+
+
+def test_a_whole_float_beyond_int64_in_an_integer_column_is_an_error_not_an_overflow(fitted_loglinear):
+    """Found by test_fuzz_predict_many: params 1e308 beside an empty cell crashed converting to Int64."""
+    q = pd.DataFrame([{"params": 5, "batch_size": 8, "gpu_count": 1, "steps": 10},
+                      {"params": "", "batch_size": 8, "gpu_count": 1, "steps": 10},
+                      {"params": 1e308, "batch_size": 8, "gpu_count": 1, "steps": 10}]).assign(gpu_type="A100")
+    with pytest.raises(ValueError, match="params"):
+        perfmodel.predict_many(q, history=fitted_loglinear)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Fault injection: fuzzed prediction arguments.
+@pytest.fixture(scope="module")
+def fitted_for_fuzz():
+    return perfmodel.fit(make_history(), method="loglinear")
+
+
+ARG = st.one_of(st.none(), st.integers(-5, 10**7), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=5),
+                st.booleans())
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batch=ARG, count=ARG, steps=ARG, epochs=ARG, size=ARG, conf=ARG,
+       gpu=st.sampled_from(["A100", "NVIDIA A100-SXM4-80GB", "cpu", "A1000", "", "ü"]),
+       prec=st.sampled_from(["fp32", "bf16", "int8", ""]))
+def test_fuzz_predict(fitted_for_fuzz, batch, count, steps, epochs, size, conf, gpu, prec):
+    import warnings
+
+    kwargs = dict(batch_size=batch, gpu_count=count, gpu_type=gpu, steps=steps, epochs=epochs, dataset_size=size,
+                  precision=prec, history=fitted_for_fuzz)
+    if conf is not None:
+        kwargs["confidence"] = conf
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = perfmodel.predict_training_time("m1", **kwargs)
+    except (ValueError, TypeError) as exc:
+        assert str(exc)
+        return
+    assert np.isfinite(r.seconds) and 0 <= r.lower <= r.seconds <= r.upper
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Issue 26 #11: numbers outside the documented range are refused with a ValueError/TypeError naming the
+# parameter: never an OverflowError, a MemoryError or a NaN result.
+class TestPredictSteps:
+    def test_steps_beyond_int64_is_a_value_error(self):
+        import perfmodel
+
+        with pytest.raises(ValueError, match="'steps' parameter of predict_training_time.*at most"):
+            perfmodel.predict_training_time("gpt-m", batch_size=32, gpu_type="cpu", steps=10**400)
+
+
+class TestPredictInputs:
+    def test_params_beyond_floats_is_a_value_error(self):
+        """{"params": 10**400} raised OverflowError (int too large to convert to float)."""
+        import perfmodel
+
+        with pytest.raises(ValueError, match="'params' parameter of the model spec of predict_training_time"):
+            perfmodel.predict_training_time({"params": 10**400}, batch_size=8, gpu_type="cpu", steps=10)
+
+
+def test_linear_never_answers_zero_for_a_measured_configuration():
+    """method='linear' answered 0 s/step (with an ExtrapolationWarning) for a configuration measured 4 times at
+    0.039 s. A measured configuration must get a positive time, or a refusal that says why."""
+    import warnings
+
+    import perfmodel
+
+    rows = [{"model": "small", "params": 1000, "batch_size": 8, "gpu_count": 1, "gpu_type": "cpu",
+             "step_time_s": 0.039 + 0.0005 * i} for i in range(4)]
+    rng = np.random.default_rng(0)
+    for m in range(6):
+        params = int(10 ** rng.uniform(6, 8))
+        rows += [{"model": f"big{m}", "params": params, "batch_size": b, "gpu_count": n, "gpu_type": "cpu",
+                  "step_time_s": 1e-9 * params * b * n} for b in (8, 16, 32, 64) for n in (1, 2)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # the linear fit crosses zero at the small model: refused, naming the method and what to use instead
+        with pytest.raises(perfmodel.PredictionError, match="linear fit predicts a non-positive step time.*log scale"):
+            perfmodel.predict_training_time("small", batch_size=8, gpu_type="cpu", steps=100,
+                                            history=pd.DataFrame(rows), method="linear")
+        # a log-scale method answers the same query with a positive time
+        r = perfmodel.predict_training_time("small", batch_size=8, gpu_type="cpu", steps=100,
+                                            history=pd.DataFrame(rows), method="loglinear")
+        # in predict_many the refused row is named as the caller counts it (the third of three)
+        q = pd.DataFrame({"model": ["big0", "big1", "small"], "batch_size": [64, 64, 8], "gpu_count": 1,
+                          "gpu_type": "cpu", "steps": 100})
+        with pytest.raises(perfmodel.PredictionError, match=r"^predict_many: .*row 3 \(counting from 1\)"):
+            perfmodel.predict_many(q, history=pd.DataFrame(rows), method="linear")
+    assert r.step_seconds > 0
+
+
+class TestValidationEdges:
+    """issue 26: a confidence beyond the float range raised OverflowError; True passed as a count of 1."""
+
+    def test_confidence_beyond_floats_is_a_value_error(self):
+        import perfmodel
+
+        with pytest.raises(ValueError, match="'confidence' parameter of predict_training_time must be a float"):
+            perfmodel.predict_training_time("gpt-m", batch_size=32, gpu_type="cpu", steps=10, confidence=10**400)
+
+    def test_a_bool_is_not_a_count(self):
+        import perfmodel
+
+        with pytest.raises(TypeError, match="'gpu_count' parameter of predict_training_time must be a positive int"):
+            perfmodel.predict_training_time("gpt-m", batch_size=32, gpu_type="cpu", gpu_count=True, steps=10)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Every public result serialises: ``json.dumps(result.to_dict(), allow_nan=False)`` works, numbers stay
+# numbers.
+PRICES = pd.DataFrame({"gpu_type": ["A100"], "provider": ["x"], "on_demand_usd_per_hour": [2.0],
+                       "spot_usd_per_hour": [np.nan]})
+
+
+def _strict(d):
+    return json.loads(json.dumps(d, allow_nan=False))
+
+
+class TestToDict:
+    def test_prediction_cost_online(self):
+        fitted = TrainingTimeModel(method="loglinear").fit(make_history())
+        r = perfmodel.predict_training_time("m1", batch_size=16, gpu_type="A100", steps=100, history=fitted)
+        d = _strict(r.to_dict())
+        assert isinstance(d["query"]["batch_size"], int) and isinstance(d["seconds"], float)
+        cost = estimate_cost(r, prices=PRICES)
+        assert _strict(cost.to_dict())["devices"] == 1
+        est = OnlineEstimator.from_prediction(r)
+        for t in (r.step_seconds,) * 4:
+            est.update(t)
+        e = est.estimate()
+        assert e["total"] == e.total and _strict(e.to_dict())["steps_done"] == 4

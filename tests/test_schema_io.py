@@ -1,13 +1,23 @@
+import math
 import os
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import make_history
 
 import perfmodel
-from perfmodel.exceptions import SchemaError, UnknownHardwareError
-from perfmodel.io import append_runs, load_runs, read_raw_history, save_runs
-from perfmodel.schema import COLUMNS, MINIMAL_COLUMNS, describe_schema
+from perfmodel.exceptions import (
+    SchemaError,
+    UnknownHardwareError,
+)
+from perfmodel.io import (
+    append_runs,
+    load_runs,
+    read_raw_history,
+    save_runs,
+)
+from perfmodel.schema import COLUMNS, LIMITS, MINIMAL_COLUMNS, describe_schema
 
 
 def minimal(**over):
@@ -150,3 +160,101 @@ def test_the_old_raw_reader_name_still_reads_and_says_it_is_deprecated(tmp_path)
     with pytest.warns(DeprecationWarning, match="renamed perfmodel.io.read_raw_history"):
         old = pio.read_history(path)
     pd.testing.assert_frame_equal(old, read_raw_history(path))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Issue 14 (no silent corruption) #5 and issue 26 #11: every history column is checked: values in range,
+# flags 0 or 1, integers that fit.
+class TestInputs:
+    @pytest.mark.parametrize("column, value", [("startup_s", -1e6), ("startup_s", math.inf),
+                                               ("step_time_s", 1e308), ("gpu_util_mean_pct", 250.0),
+                                               ("power_mean_w", -5.0), ("step_time_std_s", -1.0)])
+    def test_history_columns_in_range(self, column, value):
+        h = make_history()
+        h[column] = 0.5
+        h.loc[3, column] = value
+        with pytest.raises(SchemaError, match=f"Column '{column}' must be finite"):
+            load_runs(h)
+
+    @pytest.mark.parametrize("column", ["sequence_parallel", "gated_mlp", "tied_embeddings"])
+    def test_flag_columns_take_zero_and_one_only(self, column):
+        h = make_history()
+        h[column] = [0, 1] * (len(h) // 2) + [0] * (len(h) % 2)
+        assert set(load_runs(h)[column]) == {0, 1}
+        h.loc[3, column] = 2
+        with pytest.raises(SchemaError, match=f"Column '{column}' must be 0 or 1"):
+            load_runs(h)
+
+    def test_load_runs_params_beyond_int64(self):
+        """load_runs with params=2**63 raised a pandas TypeError (it does not fit int64)."""
+        from perfmodel.exceptions import SchemaError
+        from perfmodel.io import load_runs
+
+        row = {"model": "m", "params": 2**63, "batch_size": 8, "gpu_count": 1, "gpu_type": "cpu", "step_time_s": 0.5}
+        with pytest.raises(SchemaError, match="Column 'params' holds integers too large to store"):
+            load_runs(pd.DataFrame([row]))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Issue 26: every numeric column of the schema has a documented range, checked on load and before a fit.
+REC = {"model": "m", "params": 1000, "batch_size": 8, "gpu_count": 1, "gpu_type": "cpu"}
+
+
+NUMERIC = [c.name for c in COLUMNS if c.kind != "str"]
+
+
+class TestSchemaRanges:
+    def test_every_numeric_column_has_a_documented_range(self):
+        assert [n for n in NUMERIC if n not in LIMITS] == []
+        table = describe_schema().set_index("column")
+        assert (table.loc[NUMERIC, "range"] != "").all()
+        assert table.loc["compiled", "range"] == "0 or 1"
+
+    @pytest.mark.parametrize("column, value", [
+        ("grad_accum", 0), ("grad_accum", -3), ("op_matmul_flops", np.inf), ("op_matmul_flops", -1e308),
+        ("op_kernels", -1.0), ("seq_len", -1), ("seq_len", 0), ("compiled", -1), ("compiled", 7),
+        ("activation_checkpointing", -1), ("activation_checkpointing", 7), ("op_feature_version", 0)])
+    def test_out_of_range_refused_naming_column_row_and_value(self, column, value):
+        df = pd.DataFrame([{**REC, "step_time_s": 0.5, "run_id": "ok1"},
+                           {**REC, "step_time_s": 0.5, "run_id": "bad1", column: value}])
+        with pytest.raises(SchemaError, match=rf"Column '{column}' must .*run_id bad1.*e\.g\. "):
+            load_runs(df)
+
+    @pytest.mark.parametrize("column", NUMERIC)
+    def test_in_range_accepted(self, column):
+        lo, inclusive, hi = LIMITS[column]
+        value = lo if inclusive else min(1.0, hi)
+        if column in ("params", "batch_size", "gpu_count", "step_time_s", "wall_time_s", "steps"):
+            value = 1
+        runs = load_runs(pd.DataFrame([{**REC, "step_time_s": 0.5, column: value}]))
+        assert float(runs[column].iloc[0]) == value
+
+    def test_checked_on_load_from_a_file(self, tmp_path):
+        path = tmp_path / "runs.csv"
+        path.write_text("model,params,batch_size,gpu_count,gpu_type,step_time_s,grad_accum\n"
+                        "m,1000,8,1,cpu,0.5,1\nm,1000,8,1,cpu,0.5,-1\n")
+        with pytest.raises(SchemaError, match=r"'grad_accum'.*row-2.*-1"):
+            load_runs(path)
+
+    def test_fits_refuse_an_out_of_range_row(self):
+        """One row with grad_accum=-1 moved another model's prediction by 28%; op_matmul_flops=inf broke the ops
+        fit. Both are refused before anything is fitted, naming the row."""
+        from conftest import make_history
+
+        runs = make_history(n_models=4)
+        runs["run_id"] = [f"r{i}" for i in range(len(runs))]
+        runs["grad_accum"] = 1
+        runs.loc[5, "grad_accum"] = -1
+        with pytest.raises(SchemaError, match=r"Column 'grad_accum' must .*run_id r5"):
+            perfmodel.fit(runs, method="loglinear", cv=None)
+        runs["grad_accum"] = 1
+        runs["op_matmul_flops"] = runs["flops_per_sample"] * runs["batch_size"]
+        runs.loc[7, "op_matmul_flops"] = np.inf
+        with pytest.raises(SchemaError, match=r"Column 'op_matmul_flops' must .*run_id r7"):
+            perfmodel.fit(runs, method="ops", cv=None)
+
+    def test_missing_op_value_is_missing_not_refused(self):
+        """NaN (or an empty CSV cell) in an optional column is a missing value, not an out-of-range one."""
+        runs = load_runs(pd.DataFrame([{**REC, "step_time_s": 0.5, "op_matmul_flops": np.nan},
+                                       {**REC, "step_time_s": 0.5, "op_matmul_flops": 1e9}]))
+        assert runs["op_matmul_flops"].isna().tolist() == [True, False]
