@@ -36,6 +36,17 @@ Usage::
 
 ``--quick`` (a smoke test, not a result) runs one refit of a 2-way split per split, the methods auto, ratio, mfu
 and 6ND-util0.4, and MLPerf subsampled to 150 rows. Writes ``<out>.json`` and ``<out>.md``.
+
+Leave one set out (``--loso``, issue #36; instead of the splits above): each set in turn is the unseen one and
+the union of the other sets (development and confirmation alike; ``public_lambda`` too with ``--lambda``) is the
+history. Each held-out row's kind with respect to that history is :func:`perfmodel.kinds.classify`'s; each method
+is fitted on the history for each kind that occurs (:func:`perfmodel.fitting.fit_history`) and predicts the rows
+of that kind. Methods ``auto``, ``ratio``, ``mfu``, ``roofline`` and ``6ND-util0.4`` (``--methods a,b`` for a
+subset; ``--holdout NAME``, repeatable, for some held-out sets only). Reported per held-out set and per kind, and
+over the set's rows: rows answered (a refusal leaves its rows unanswered), median APE, 90% coverage, mean relative
+width. Writes ``benchmarks/results/generalisation_loso.{md,json}`` unless ``--out`` says otherwise::
+
+    python benchmarks/generalisation.py --loso [--quick] [--lambda PATH] [--methods auto,ratio] [--holdout SET]
 """
 
 from __future__ import annotations
@@ -57,12 +68,13 @@ from perfmodel.evaluate import AnalyticBaseline
 from perfmodel.exceptions import UnsupportedQueryError
 from perfmodel.fitting import fit_history
 from perfmodel.io import load_runs
-from perfmodel.kinds import canonical_devices
+from perfmodel.kinds import KIND_NAMES, canonical_devices, classify
 from perfmodel.metrics import coverage, mean_relative_width
 
 DATA = ROOT / "data"
 METHODS = ("auto", "roofline", "physics", "loglinear", "gbm", "ratio", "mfu", "mfu-pooled", "6ND-util0.4")
 QUICK_METHODS = ("auto", "ratio", "mfu", "mfu-pooled", "6ND-util0.4")
+LOSO_METHODS = ("auto", "ratio", "mfu", "roofline", "6ND-util0.4")
 #: ``mfu-pooled``: the ``mfu`` rule on the runs and queries without their op FLOPs columns, so without the attention
 #: split (one pooled utilisation per device type, precision and op class): the plain spreadsheet rule.
 _OP_FLOPS = ("op_matmul_flops", "op_attention_flops")
@@ -110,6 +122,11 @@ def split_folds(runs: pd.DataFrame, split: str, max_folds: int) -> tuple[str, li
 
 def fit_predict(method: str, runs: pd.DataFrame, train, test, kind: str) -> dict:
     tr, te = runs.iloc[train].reset_index(drop=True), runs.iloc[test].reset_index(drop=True)
+    return fit_predict_frames(method, tr, te, kind)
+
+
+def fit_predict_frames(method: str, tr: pd.DataFrame, te: pd.DataFrame, kind: str) -> dict:
+    """Fit ``method`` on ``tr`` for queries of ``kind`` and predict ``te`` (a refusal: NaN rows and ``error``)."""
     out = {"pred": np.full(len(te), np.nan), "lower": np.full(len(te), np.nan), "upper": np.full(len(te), np.nan),
            "chosen": method, "error": ""}
     try:
@@ -177,6 +194,102 @@ def _fmt(v, spec):
     return "—" if v is None else format(v, spec)
 
 
+def loso_jobs(sets: list[dict], holdout, methods) -> tuple[list[dict], list[tuple]]:
+    """Leave one set out: per held-out set its history (the other sets), each row's kind, and the fit jobs
+    ``(set index, kind, method)``."""
+    plans, jobs = [], []
+    for i, s in enumerate(sets):
+        if holdout and s["name"] not in holdout:
+            continue
+        others = [o for j, o in enumerate(sets) if j != i]
+        history = pd.concat([o["runs"] for o in others], ignore_index=True, sort=False)
+        kinds = np.asarray(classify(history, s["runs"]), dtype=object)
+        order = [k for k in KIND_NAMES[::-1] if (kinds == k).any()]  # most demanding first
+        plans.append({"index": i, "history": history, "history_sets": [o["name"] for o in others],
+                      "kinds": kinds, "order": order})
+        jobs += [(len(plans) - 1, k, m) for k in order for m in methods]
+    return plans, jobs
+
+
+def run_loso(args, sets: list[dict], methods, start: float) -> int:
+    holdout = set(args.holdout or ())
+    unknown = holdout - {s["name"] for s in sets}
+    if unknown:
+        raise SystemExit(f"--holdout: no set named {', '.join(sorted(unknown))} "
+                         f"(sets: {', '.join(s['name'] for s in sets)})")
+    plans, jobs = loso_jobs(sets, holdout, methods)
+
+    def one(p, k, m):
+        s, plan = sets[plans[p]["index"]], plans[p]
+        test = s["runs"].loc[plan["kinds"] == k].reset_index(drop=True)
+        return fit_predict_frames(m, plan["history"], test, k)
+
+    outs = Parallel(n_jobs=args.jobs)(delayed(one)(p, k, m) for p, k, m in jobs)
+    by_job = dict(zip(jobs, outs))
+    cmd = "benchmarks/generalisation.py --loso" + (" --quick" if args.quick else "") + \
+        ("" if args.methods is None else f" --methods {','.join(methods)}") + \
+        "".join(f" --holdout {h}" for h in sorted(holdout)) + ("" if args.lambda_path is None else " --lambda PATH")
+    lines = [f"# Generalisation, leave one set out ({cmd})", "",
+             "Each set in turn is the unseen one; the union of the other sets is the history. The kind of each "
+             "held-out row is perfmodel.kinds.classify's with respect to that history; every method is fitted on "
+             "the history for each kind that occurs (perfmodel.fitting.fit_history) and predicts the rows of that "
+             "kind (6ND-util0.4: the point rule, no interval). 90% intervals; median APE over answered rows; "
+             "width = mean (upper − lower) / predicted, as in generalisation.md; a refusal leaves its rows "
+             "unanswered. dev = development set (methods and rules chosen on it); confirmation = added when the "
+             "design was settled, nothing chosen on it; confirmation, reused = nothing chosen on it, but run at "
+             "several stops.", ""]
+    if args.lambda_path is None:
+        lines += ["public_lambda (confirmation, reused): not in the sets — no --lambda PATH given.", ""]
+    if holdout:
+        lines += [f"Held out: {', '.join(sorted(holdout))} only (--holdout); the other sets are history only.", ""]
+    if args.methods is not None:
+        lines += [f"Methods: {', '.join(methods)} only (--methods).", ""]
+    results, summary = [], []
+    for p, plan in enumerate(plans):
+        s = sets[plan["index"]]
+        counts = {k: int((plan["kinds"] == k).sum()) for k in plan["order"]}
+        per_kind = {k: {m: summarise([by_job[(p, k, m)]]) for m in methods} for k in plan["order"]}
+        overall = {m: summarise([by_job[(p, k, m)] for k in plan["order"]]) for m in methods}
+        results.append({"set": s["name"], "role": s["role"], "rows": int(len(s["runs"])),
+                        "history_sets": plan["history_sets"], "history_rows": int(len(plan["history"])),
+                        "kinds": counts, "per_kind": per_kind, "all": overall})
+        head = (f"## {s['name']} ({s['role']}) held out — {len(s['runs'])} rows "
+                f"({', '.join(f'{k} {n}' for k, n in counts.items())}); history: "
+                f"{', '.join(plan['history_sets'])} ({len(plan['history'])} runs)")
+        block = [head, "", "| kind | method | rows answered | median APE % | 90% coverage | width |",
+                 "|---|---|---|---|---|---|"]
+        for k, cells in [*per_kind.items(), ("all", overall)]:
+            for m in methods:
+                c = cells[m]
+                name = m if m != "auto" else f"auto ({', '.join(c['chosen'])})"
+                block.append(f"| {k} | {name} | {c['answered']}/{c['rows']} | {_fmt(c['median_ape'], '.1f')} | "
+                             f"{_fmt(c['coverage'], '.2f')} | {_fmt(c['rel_width'], '.2f')} |")
+        refusals = sorted({f"{m} ({k}): {e}" for k, cells in per_kind.items() for m in methods
+                           for e in cells[m]["errors"]})
+        block += [""] + [f"- refused: {r}" for r in refusals] + ([""] if refusals else [])
+        lines += block
+        print("\n".join(block), flush=True)
+        summary.append((s, overall))
+    at = len(lines)
+    lines += ["## Summary: median APE % / 90% coverage over each held-out set's rows", "",
+              "| held-out set | role | " + " | ".join(methods) + " |", "|---|---|" + "---|" * len(methods)]
+    for s, overall in summary:
+        lines.append(f"| {s['name']} | {s['role']} | " + " | ".join(
+            f"{_fmt(overall[m]['median_ape'], '.1f')} / {_fmt(overall[m]['coverage'], '.2f')}" for m in methods)
+            + " |")
+    lines += ["", f"Wall time {time.time() - start:.0f} s."]
+    print("\n".join(lines[at:]), flush=True)
+    out = args.out or ROOT / "benchmarks" / "results" / "generalisation_loso"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out.with_suffix(".json").write_text(json.dumps({
+        "protocol": "leave one set out", "quick": args.quick, "confidence": CONFIDENCE, "methods": list(methods),
+        "holdout": sorted(holdout) or "all", "lambda": "skipped" if args.lambda_path is None else
+        rel(args.lambda_path), "wall_s": round(time.time() - start, 1), "results": results,
+    }, indent=1, allow_nan=False), encoding="utf-8")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
@@ -184,11 +297,27 @@ def main(argv=None) -> int:
                     help="a public_lambda.csv built by scripts/derive_public_lambda.py (reused confirmation set)")
     ap.add_argument("--folds", type=int, default=10, help="most refits per split (default 10)")
     ap.add_argument("--jobs", type=int, default=1)
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "generalisation")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="results path without suffix (default benchmarks/results/generalisation, with --loso "
+                         "benchmarks/results/generalisation_loso)")
+    ap.add_argument("--loso", action="store_true", help="leave one set out instead of the splits")
+    ap.add_argument("--methods", default=None, help="with --loso: comma-separated subset of its methods")
+    ap.add_argument("--holdout", action="append", default=None, help="with --loso: hold out this set only "
+                    "(repeatable)")
     args = ap.parse_args(argv)
+    if not args.loso and (args.methods is not None or args.holdout is not None):
+        ap.error("--methods and --holdout go with --loso")
+    start = time.time()
+    if args.loso:
+        methods = LOSO_METHODS if args.methods is None else tuple(m.strip() for m in args.methods.split(","))
+        bad = [m for m in methods if m not in LOSO_METHODS]
+        if bad or not methods:
+            ap.error(f"--methods: choose from {', '.join(LOSO_METHODS)}")
+        return run_loso(args, load_sets(args.lambda_path, args.quick), methods, start)
+    if args.out is None:
+        args.out = ROOT / "benchmarks" / "results" / "generalisation"
     methods = QUICK_METHODS if args.quick else METHODS
     max_folds = 2 if args.quick else args.folds  # quick: 2-way splits, the first refit of each only
-    start = time.time()
     sets = load_sets(args.lambda_path, args.quick)
     if args.lambda_path is None:
         print("public_lambda (confirmation, reused): skipped (no --lambda PATH)", flush=True)

@@ -428,6 +428,22 @@ def test_generalisation_quick_smoke(tmp_path):
     assert (out.with_suffix(".json")).exists() and (out.with_suffix(".md")).exists()
 
 
+@pytest.mark.slow
+def test_generalisation_leave_one_set_out_smoke(tmp_path):
+    out = tmp_path / "loso"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "generalisation.py"), "--loso", "--quick",
+                           "--holdout", "public_neusight", "--methods", "auto,6ND-util0.4", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads(out.with_suffix(".json").read_text())
+    (entry,) = res["results"]
+    assert entry["set"] == "public_neusight" and entry["role"] == "dev"
+    assert "public_neusight" not in entry["history_sets"] and len(entry["history_sets"]) == 3
+    assert sum(entry["kinds"].values()) == entry["rows"] == entry["all"]["auto"]["rows"]
+    assert set(entry["per_kind"]) == set(entry["kinds"]) and res["methods"] == ["auto", "6ND-util0.4"]
+    assert "held out" in out.with_suffix(".md").read_text()
+
+
 @pytest.mark.parametrize("method", ["ratio", "mfu"])
 def test_baselines_round_trip_through_a_safe_model_file(method, tmp_path):
     runs, _ = _mfu_history()
