@@ -419,7 +419,7 @@ class TestBundledPrices:
         assert set(raw["gpu_type"]) <= set(known_gpu_types())  # canonical names, not aliases
 
     def test_aws_instances_price_the_device_they_carry(self):
-        # the instance named in each AWS row resolves (hardware._INSTANCE_PATTERNS) to the row's device:
+        # the instance named in each AWS row resolves (hardware._lookup._INSTANCE_PATTERNS) to the row's device:
         # g5 carries A10G (not A10), p3 V100 16 GB (p3dn has the 32 GB ones)
         import re
 
