@@ -21,6 +21,7 @@ from joblib import Parallel, delayed
 from sklearn.model_selection import LeaveOneGroupOut
 
 from ._format import to_plain
+from ._methods import METHOD_CHOICES
 from ._validation import check_confidence
 from .exceptions import SchemaError, UnsupportedQueryError
 from .features import run_quantities
@@ -460,7 +461,7 @@ def evaluate(runs, *, methods=DEFAULT_EVAL_METHODS, splits=DEFAULT_SPLITS, basel
 
     confidence = check_confidence(confidence, "evaluate")
     runs = load_runs(runs).reset_index(drop=True)
-    unknown = [m for m in methods if m not in (*METHODS, "auto")]
+    unknown = [m for m in methods if m not in METHOD_CHOICES]
     if unknown:
         raise ValueError(f"evaluate: unknown method(s) {unknown}; choose from {(*METHODS, 'auto')}.")
     bad = [s for s in splits if s not in SPLITS]

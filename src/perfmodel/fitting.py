@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 from . import _methods
-from ._methods import BASELINE_METHODS
+from ._methods import BASELINE_METHODS, METHOD_CHOICES
 from ._validation import check_choice
 from .history import LoadedHistory, read_history
 from .kinds import KIND_NAMES, TRANSFER_KINDS, get_kind, group_keys
@@ -59,7 +59,6 @@ from .metrics import median_ape
 from .models import FIT_FORMAT as _FIT_FORMAT
 from .models import (  # the books' owner: perfmodel.models
     LAYOUT_BOOK,
-    METHODS,
     TrainingTimeModel,
     layout_floor,
 )
@@ -320,7 +319,7 @@ def fit_history(history, method: str = DEFAULT_METHOD, *, kind: str = "seen", cv
     ValueError
         For an unknown ``method`` or ``kind``, or runs that fail validation.
     """
-    check_choice(method, "method", "fit", (*METHODS, "auto"))
+    check_choice(method, "method", "fit", METHOD_CHOICES)
     get_kind(kind)
     if isinstance(history, LoadedHistory):
         runs, labels = history.runs, history.labels

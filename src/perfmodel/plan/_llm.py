@@ -43,13 +43,13 @@ from typing import Any
 import pandas as pd
 
 from .._format import format_duration, to_plain
+from .._methods import METHOD_CHOICES
 from .._validation import check_choice, check_confidence, check_positive_float, check_positive_int
 from ..exceptions import DoesNotFitError
 from ..fitting import DEFAULT_METHOD
 from ..hardware import check_precision, resolve_gpu_type
 from ..layout import DEFAULT_GPUS_PER_NODE, ParallelLayout, check_layout, enumerate_layouts
 from ..layout_features import shape_columns
-from ..models import METHODS
 from ..predict import TrainingTimePrediction, predict_many, predict_training_time
 from ..transformer import TransformerFlops, TransformerShape, hf_config_shape, transformer_flops
 from ._cost import CostEstimate, estimate_cost
@@ -501,7 +501,7 @@ def plan_llm_job(*, seq_len, global_batch, gpu_type, params=None, n_layers=None,
     'tp 2 × dp 32, micro-batch 1, ZeRO-1, sequence parallel'
     """
     confidence = check_confidence(confidence, WHERE)
-    check_choice(method, "method", WHERE, (*METHODS, "auto"))
+    check_choice(method, "method", WHERE, METHOD_CHOICES)
     check_choice(optimizer, "optimizer", WHERE, OPTIMIZERS)
     names = {**LAYOUT_PARAMETER_NAMES, **(names or {})}
     seq_len = whole_count(seq_len, "seq_len")

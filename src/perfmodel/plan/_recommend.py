@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .._methods import METHOD_CHOICES
 from .._validation import check_choice, check_confidence, check_positive_float, check_positive_int
 from ..analysis import DEFAULT_EFFICIENCY_THRESHOLD
 from ..exceptions import ExtrapolationWarning, LayoutError, UnknownPriceError, UnsupportedQueryError
 from ..fitting import DEFAULT_METHOD
 from ..hardware import check_precision, resolve_gpu_type
-from ..models import METHODS
 from ..predict import BasePredictor, default_precision, model_spec, predict_many, resolve_history
 from ._cost import estimate_cost, load_prices, no_price_reason
 from ._llm import plan_llm_job
@@ -259,7 +259,7 @@ def recommend(model, *, batch_size, steps=None, epochs=None, dataset_size=None, 
     types = [resolve_gpu_type(g) for g in gpu_types]
     if max_device_batch is not None:
         max_device_batch = check_positive_int(max_device_batch, "max_device_batch", "recommend")
-    check_choice(method, "method", "recommend", (*METHODS, "auto"))
+    check_choice(method, "method", "recommend", METHOD_CHOICES)
     providers = _providers(provider)
     memory = _check_memory(memory)
     llm = seq_len is not None

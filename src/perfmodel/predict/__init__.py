@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from .._methods import METHOD_CHOICES
 from .._validation import check_choice
 from ..fitting import DEFAULT_METHOD, fit_history
 from ..history import default_history, read_history
@@ -52,7 +53,7 @@ def fit(runs, method: str = DEFAULT_METHOD, *, cv: int | None = 5, kind: str = "
     TrainingTimeModel
         The fitted model.
     """
-    check_choice(method, "method", "fit", (*METHODS, "auto"))
+    check_choice(method, "method", "fit", METHOD_CHOICES)
     check_choice(kind, "kind", "fit", KIND_NAMES)
     return fit_history(read_history(runs), method, kind=kind, cv=cv)
 

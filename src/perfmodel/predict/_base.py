@@ -10,6 +10,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from .._methods import METHOD_CHOICES
 from .._rows import distinct_rows
 from .._validation import check_choice, check_confidence, check_positive_int
 from ..fitting import DEFAULT_METHOD, PRECISION_TRANSFER_METHOD, fit_cached, fit_history, stored_fit
@@ -102,7 +103,7 @@ class BasePredictor:
 
     def __init__(self, history=None, *, method: str = DEFAULT_METHOD, confidence: float = 0.9):
         check_history_type(history, type(self).__name__)
-        self.method = check_choice(method, "method", "Predictor", (*METHODS, "auto"))
+        self.method = check_choice(method, "method", "Predictor", METHOD_CHOICES)
         self.confidence = check_confidence(confidence, "Predictor")
         if isinstance(history, TrainingTimeModel):
             history._check()

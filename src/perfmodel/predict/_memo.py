@@ -11,10 +11,11 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
+from .._methods import METHOD_CHOICES
 from .._validation import check_choice, check_confidence
 from ..hardware import table_digest
 from ..history import BUNDLED_PREFIX, frame_digest, history_parts, part_digest, part_label
-from ..models import METHODS, TrainingTimeModel
+from ..models import TrainingTimeModel
 from ..store import HistoryStore
 
 P = TypeVar("P")
@@ -58,7 +59,7 @@ def shared_predictor(predictor_class: Callable[..., P], history, method: str, co
     (a rewritten file, however its size and modification time look, is another key). ``predictor_class`` makes
     one (:class:`~perfmodel.predict.BasePredictor`, which keeps its prior here too)."""
     check_history_type(history, where)
-    check_choice(method, "method", where, (*METHODS, "auto"))
+    check_choice(method, "method", where, METHOD_CHOICES)
     confidence = check_confidence(confidence, where)
     if isinstance(history, TrainingTimeModel):
         return predictor_class(history, method=method, confidence=confidence)
