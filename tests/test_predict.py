@@ -170,17 +170,17 @@ class TestPredictMany:
                           "gpu_type": rng.choice(["cpu", "CPU"], n), "steps": rng.integers(1, 10**6, n),
                           "precision": rng.choice(["fp32", None], n)})
         once = predict_many(q, history=model)
-        first, inverse = P._distinct_rows(q, skip=("steps",))
+        first, inverse = P.distinct_query_rows(q, skip=("steps",))
         assert len(first) < n / 5
         rest = q.drop(columns="steps")
         pd.testing.assert_frame_equal(rest.iloc[first].iloc[inverse].reset_index(drop=True), rest)
-        monkeypatch.setattr(P, "_distinct_rows", lambda q, skip=(): (np.arange(len(q)), np.arange(len(q))))
+        monkeypatch.setattr(P, "distinct_query_rows", lambda q, skip=(): (np.arange(len(q)), np.arange(len(q))))
         every = predict_many(q, history=model)
         pd.testing.assert_frame_equal(once, every)
         assert (once["query_kind"] == "new_count").any() and not once["inside_domain"].all()
 
     def test_unhashable_cells_fall_back_to_one_group_per_row(self):
-        from perfmodel.predict._base import _distinct_rows
+        from perfmodel.predict._queries import distinct_query_rows as _distinct_rows
 
         q = pd.DataFrame({"a": [[1], [1], [2]], "b": [1, 1, 1]})
         first, inverse = _distinct_rows(q)
@@ -191,7 +191,7 @@ class TestPredictMany:
 
     def test_distinct_rows_when_the_column_code_would_overflow(self):
         # 6 columns of 2,000 distinct values: 2000**6 > 2**62, so the mixed-radix code must renumber on the way
-        from perfmodel.predict._base import _distinct_rows
+        from perfmodel.predict._queries import distinct_query_rows as _distinct_rows
 
         rng = np.random.default_rng(0)
         base = pd.DataFrame({f"c{j}": rng.integers(0, 2000, 2000) * 1.5 for j in range(6)})

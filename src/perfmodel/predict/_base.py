@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 
 from .._methods import METHOD_CHOICES
-from .._rows import distinct_rows
 from .._validation import check_choice, check_confidence, check_positive_int
 from ..fitting import DEFAULT_METHOD, PRECISION_TRANSFER_METHOD, fit_cached, fit_history, stored_fit
 from ..hardware import check_precision, resolve_gpu_type
@@ -48,6 +47,7 @@ from ._memo import check_history_type, shared_predictor
 from ._queries import (
     canonical_devices,
     check_positive_columns,
+    distinct_query_rows,
     fill_implied_sequences,
     fill_model_columns,
     fill_precision,
@@ -716,7 +716,7 @@ class BasePredictor:
         check_queries(q, "predict_many", positions)
         fill_precision(q, self._by_device(source), positions)
         check_positive_columns(q, positions)
-        first, inverse = _distinct_rows(q, skip=("steps",))  # the steps only scale the per-step prediction
+        first, inverse = distinct_query_rows(q, skip=("steps",))  # the steps only scale the per-step prediction
         rows = q.iloc[first]
         fits, kinds = self._row_fits(rows, source)
         pieces = []
@@ -789,13 +789,3 @@ def bundled_layout_model() -> TrainingTimeModel:
         _BUNDLED_LAYOUT.append(BasePredictor(None, method=LAYOUT_METHOD).model("seen", "llm"))
     return _BUNDLED_LAYOUT[0]
 
-
-def _distinct_rows(q: pd.DataFrame, skip: tuple = ()) -> tuple[np.ndarray, np.ndarray]:
-    """``first, inverse``: the position of the first of each distinct row of ``q`` (ignoring ``skip``), and each
-    row's index into ``first``. 100,000 queries over a grid of a few hundred configurations are predicted once per
-    configuration; unhashable cells fall back to one group per row."""
-    try:
-        first, inverse = distinct_rows([q[col] for col in q.columns if col not in skip] or [np.zeros(len(q))])
-    except TypeError:
-        return np.arange(len(q)), np.arange(len(q))
-    return first, inverse

@@ -249,3 +249,14 @@ def fill_precision(q: pd.DataFrame, by_device: dict, positions: np.ndarray) -> N
         raise ValueError(f"predict_many: column 'precision' must be one of {', '.join(PRECISIONS)}; got "
                          f"{q['precision'][bad_p].iloc[0]!r} (row "
                          f"{int(positions[np.flatnonzero(bad_p.to_numpy())[0]]) + 1}, counting from 1).")
+
+
+def distinct_query_rows(q: pd.DataFrame, skip: tuple = ()) -> tuple[np.ndarray, np.ndarray]:
+    """``first, inverse``: the position of the first of each distinct row of ``q`` (ignoring ``skip``), and each
+    row's index into ``first``. 100,000 queries over a grid of a few hundred configurations are predicted once per
+    configuration; unhashable cells fall back to one group per row."""
+    try:
+        first, inverse = distinct_rows([q[col] for col in q.columns if col not in skip] or [np.zeros(len(q))])
+    except TypeError:
+        return np.arange(len(q)), np.arange(len(q))
+    return first, inverse

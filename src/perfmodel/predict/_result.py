@@ -119,7 +119,7 @@ class TrainingTimePrediction:
 def predict_frame(fitted: TrainingTimeModel, q: pd.DataFrame, confidence: float,
                   distinct: tuple | None = None, *, where: str = WHERE, numbers=None) -> pd.DataFrame:
     """Per-step and whole-run predictions of each query row; ``distinct`` = (rows, inverse) from
-    :func:`_distinct_rows` predicts each distinct configuration once (the per-step prediction is row-wise).
+    :func:`~perfmodel.predict._queries.distinct_query_rows` predicts each distinct configuration once (the per-step prediction is row-wise).
     ``where`` and ``numbers`` (each row's 1-based number in the caller's queries) name a refused row."""
     if distinct is None:
         out = fitted.predict_interval(q, confidence)
