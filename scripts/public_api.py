@@ -25,6 +25,8 @@ LISTING = ROOT / "tests" / "data" / "public_api.txt"
 
 
 def public_modules() -> list[str]:
+    """The dotted names of ``perfmodel`` and of every submodule whose dotted name has no ``_`` part (also what
+    tests/test_docstrings.py checks the docstrings of)."""
     import perfmodel
 
     names = ["perfmodel"]
