@@ -171,7 +171,7 @@ def attack_devices(c: Counts, tmp: Path) -> dict:
     """Device files: shared aliases, non-UTF-8, a 40,000-row file; the cache key follows the table."""
     from perfmodel import cache, hardware
 
-    specs, aliases = dict(hardware._USER_SPECS), dict(hardware._USER_ALIASES)
+    specs, aliases = dict(hardware._lookup.USER_SPECS), dict(hardware._lookup.USER_ALIASES)
     partial = slow = stale = 0
     try:
         f = tmp / "shared.csv"
@@ -192,11 +192,11 @@ def attack_devices(c: Counts, tmp: Path) -> dict:
         hardware.register_device(**{**h100, "bf16_tflops": h100["bf16_tflops"] / 2}, replace=True)
         stale += int(cache.cache_key("d" * 64, "physics", "seen") == before)
     finally:
-        hardware._USER_SPECS.clear()
-        hardware._USER_SPECS.update(specs)
-        hardware._USER_ALIASES.clear()
-        hardware._USER_ALIASES.update(aliases)
-        hardware._CACHE.clear()
+        hardware._lookup.USER_SPECS.clear()
+        hardware._lookup.USER_SPECS.update(specs)
+        hardware._lookup.USER_ALIASES.clear()
+        hardware._lookup.USER_ALIASES.update(aliases)
+        hardware._lookup.CACHE.clear()
     env_file = tmp / "env-latin1.csv"
     env_file.write_bytes("name,vendor,source\nGerät,acme,s\n".encode("latin-1"))
     code = ("from perfmodel.hardware import resolve_gpu_type\n"

@@ -25,13 +25,13 @@ def history_file(tmp_path):
 
 @pytest.fixture()
 def clean_registry():
-    specs, aliases = dict(hardware._USER_SPECS), dict(hardware._USER_ALIASES)
+    specs, aliases = dict(hardware._lookup.USER_SPECS), dict(hardware._lookup.USER_ALIASES)
     yield
-    hardware._USER_SPECS.clear()
-    hardware._USER_SPECS.update(specs)
-    hardware._USER_ALIASES.clear()
-    hardware._USER_ALIASES.update(aliases)
-    hardware._CACHE.clear()
+    hardware._lookup.USER_SPECS.clear()
+    hardware._lookup.USER_SPECS.update(specs)
+    hardware._lookup.USER_ALIASES.clear()
+    hardware._lookup.USER_ALIASES.update(aliases)
+    hardware._lookup.CACHE.clear()
 
 
 class TestCache:

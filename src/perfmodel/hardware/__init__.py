@@ -37,7 +37,6 @@ Examples
 
 from __future__ import annotations
 
-from . import _lookup
 from ._registry import DEVICES_ENV, load_devices, register_device, table_digest, unregister_device
 from ._resolve import get_spec, known_gpu_types, resolve_gpu_type, spec_table
 from ._spec import ELEMENT_BYTES, MIXED_PRECISIONS, PRECISIONS, HardwareSpec, check_precision
@@ -49,11 +48,3 @@ __all__ = [
     "check_precision",
     "register_device", "unregister_device", "load_devices", "DEVICES_ENV", "table_digest",
 ]
-
-# The registered rows, their aliases and the lookup cache under the names they had when this package was one
-# module (benchmarks/faults_inputs.py saves and restores them): the same dicts as perfmodel.hardware._lookup's,
-# changed in place only. The code lives in _spec (rows, precisions), _builtin (the bundled table,
-# data/device_specs.csv), _lookup (names), _registry (registered devices) and _resolve (resolve_gpu_type, get_spec).
-_USER_SPECS = _lookup.USER_SPECS
-_USER_ALIASES = _lookup.USER_ALIASES
-_CACHE = _lookup.CACHE
