@@ -92,7 +92,7 @@ class TestShippedUsed:
             raise AssertionError(f"fit_history was called: the shipped model was not used ({REBUILD})")
 
         monkeypatch.setattr(fitting, "fit_history", no_fit)
-        monkeypatch.setattr(importlib.import_module("perfmodel.predict._base"), "fit_history", no_fit)
+        monkeypatch.setattr(importlib.import_module("perfmodel.predict._backend"), "fit_history", no_fit)
         p = perfmodel.Predictor()
         r = p.predict("gpt-m", batch_size=32, gpu_count=2, gpu_type="cpu", steps=20_000)
         assert r.lower < r.seconds < r.upper

@@ -1037,6 +1037,23 @@ class TestValidationEdges:
         with pytest.raises(TypeError, match="'gpu_count' parameter of predict_training_time must be a positive int"):
             perfmodel.predict_training_time("gpt-m", batch_size=32, gpu_type="cpu", gpu_count=True, steps=10)
 
+    def test_method_and_confidence_are_checked_once_per_call(self, monkeypatch):
+        # issue 37: the memo checks them in the caller's words; the Predictor it makes does not check them again
+        from perfmodel.predict import _base, _memo
+
+        checked = []
+        for module in (_base, _memo):
+            for name in ("check_choice", "check_confidence"):
+                real = getattr(module, name)
+                monkeypatch.setattr(module, name,
+                                    lambda *a, _real=real, **k: (checked.append(a[:2]), _real(*a, **k))[1])
+        monkeypatch.setattr(_memo, "_PREDICTORS", type(_memo._PREDICTORS)())  # made anew, not taken from a memo
+        perfmodel.predict_training_time("gpt-m", batch_size=32, gpu_type="cpu", steps=10, confidence=0.8)
+        assert checked == [("auto", "method"), (0.8, "predict_training_time")]
+        checked.clear()
+        perfmodel.predict.BasePredictor("cpu", method="auto", confidence=0.8)
+        assert checked == [("auto", "method"), (0.8, "Predictor")]
+
 
 # ----------------------------------------------------------------------------------------------------------
 # Every public result serialises: ``json.dumps(result.to_dict(), allow_nan=False)`` works, numbers stay

@@ -95,7 +95,7 @@ def _frame():
 def test_a_warm_predict_still_reads_a_history_that_mixes_own_and_bundled_runs(own_history, monkeypatch):
     # which runs answer (the caller's own alone, or all) is known only from the runs: no shortcut there
     p = predict.BasePredictor([str(own_history), "cpu"], method="physics")
-    assert p._stored("seen", None) is None
+    assert p._backend.stored("seen", None) is None
     _no_reading(monkeypatch)
     with pytest.raises(AssertionError, match="history was read"):
         p.predict("m1", batch_size=16, gpu_count=2, gpu_type="A100", steps=100)

@@ -17,8 +17,9 @@ from ..fitting import DEFAULT_METHOD, fit_history
 from ..history import default_history, read_history
 from ..kinds import KIND_NAMES
 from ..models import METHODS, TrainingTimeModel
-from ._base import MIN_OWN_RUNS as MIN_OWN_RUNS  # re-exported: the documented rule of a mixed history
-from ._base import BasePredictor, bundled_layout_model
+from ._backend import MIN_OWN_RUNS as MIN_OWN_RUNS  # re-exported: the documented rule of a mixed history
+from ._backend import bundled_layout_model
+from ._base import BasePredictor, checked_predictor
 from ._job import SHAPE_NAMES, WHERE, default_precision, layout_columns, model_spec
 from ._memo import shared_predictor
 from ._result import PREDICTION_COLUMNS, TrainingTimePrediction
@@ -80,13 +81,13 @@ def resolve_history(history, method: str = DEFAULT_METHOD, query: pd.DataFrame |
     TrainingTimeModel
         The fitted model (shared with other calls on the same history content and method).
     """
-    p = shared_predictor(BasePredictor, history, method, 0.9, where)
+    p = shared_predictor(checked_predictor, history, method, 0.9, where)
     if isinstance(history, TrainingTimeModel):
         return history
     source = None if history is not None else (default_history(query) if query is not None else "cpu")
     kind = "seen"
     if query is not None:
-        kinds = p._kinds(source, query)
+        kinds = p._backend.kinds(source, query)
         kind = max(set(kinds.tolist()), key=KIND_NAMES.index) if len(kinds) else "seen"
     return p.model(kind, source)
 
@@ -160,7 +161,7 @@ default="auto"
     >>> r.lower < r.seconds < r.upper
     True
     """
-    return shared_predictor(BasePredictor, history, method, confidence, WHERE).predict(
+    return shared_predictor(checked_predictor, history, method, confidence, WHERE).predict(
         model, batch_size=batch_size, gpu_count=gpu_count, gpu_type=gpu_type, steps=steps, epochs=epochs,
         dataset_size=dataset_size, precision=precision, example_input=example_input, seq_len=seq_len,
         global_batch=global_batch, layout=layout, gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps)
@@ -200,4 +201,4 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
         ``method`` that answered the row (what ``auto`` chose for it: ``layout`` for transformer jobs answered
         by the layout model), aligned with ``queries``.
     """
-    return shared_predictor(BasePredictor, history, method, confidence, "predict_many").predict_many(queries)
+    return shared_predictor(checked_predictor, history, method, confidence, "predict_many").predict_many(queries)

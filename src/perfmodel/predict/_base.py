@@ -1,10 +1,9 @@
 """The Predictor of one history (:class:`BasePredictor`: read and validated once, fitted lazily per kind of
-query) and the layout model of the bundled LLM history it calibrates (:func:`bundled_layout_model`)."""
+query), answering from a back-end chosen once (:mod:`perfmodel.predict._backend`: a fitted model or runs)."""
 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping
 
 import numpy as np
@@ -12,26 +11,13 @@ import pandas as pd
 
 from .._methods import METHOD_CHOICES
 from .._validation import check_choice, check_confidence, check_positive_int
-from ..fitting import DEFAULT_METHOD, PRECISION_TRANSFER_METHOD, fit_cached, fit_history, stored_fit
+from ..fitting import DEFAULT_METHOD
 from ..hardware import check_precision, resolve_gpu_type
-from ..history import (
-    BUNDLED_PREFIX,
-    HistoryFiles,
-    LoadedHistory,
-    default_history,
-    history_parts,
-    model_table,
-    part_label,
-    peek_history,
-    precision_by_device,
-    read_history,
-)
-from ..kinds import KIND_NAMES, classify
+from ..history import BUNDLED_PREFIX, LoadedHistory, history_parts, part_label
 from ..layout import is_layout_job
-from ..models import METHODS, StackShift, TrainingTimeModel
-from ..models._conformal import MIN_GROUPS
+from ..models import StackShift, TrainingTimeModel
 from ..schema import check_queries
-from ._calibration import calibrated_layout
+from ._backend import backend_for
 from ._job import (
     WHERE,
     default_precision,
@@ -43,7 +29,7 @@ from ._job import (
     query_row,
     standard_sized,
 )
-from ._memo import check_history_type, shared_predictor
+from ._memo import check_history_type, kept_predictor
 from ._queries import (
     canonical_devices,
     check_positive_columns,
@@ -64,12 +50,6 @@ from ._result import (
 )
 from ._shifted import SHIFTED, own_scores, prior_queries, prior_steps, shifted_answers
 from ._support import LAYOUT_METHOD, check_support, domain_warnings, prior_note, warn_notes
-
-#: In a history of the caller's own runs beside perfmodel's bundled ones, a query on a device type the caller's
-#: runs have is answered from the caller's runs alone (a model they lack: when they hold enough models) once
-#: there are at least this many of them
-#: (9: the fewest whose 90% split-conformal quantile is finite, ceil(0.9 (n + 1)) <= n).
-MIN_OWN_RUNS = 9
 
 
 # ------------------------------------------------------------------------------------------- predictor
@@ -103,22 +83,18 @@ class BasePredictor:
 
     def __init__(self, history=None, *, method: str = DEFAULT_METHOD, confidence: float = 0.9):
         check_history_type(history, type(self).__name__)
-        self.method = check_choice(method, "method", "Predictor", METHOD_CHOICES)
-        self.confidence = check_confidence(confidence, "Predictor")
-        if isinstance(history, TrainingTimeModel):
-            history._check()
-            if method not in ("auto", history.method):
-                raise ValueError(
-                    f"The 'method' parameter of Predictor is {method!r} but the fitted model given as history uses "
-                    f"{history.method!r}; pass method='auto' or refit.")
+        self._setup(history, check_choice(method, "method", "Predictor", METHOD_CHOICES),
+                    check_confidence(confidence, "Predictor"))
+
+    def _setup(self, history, method: str, confidence: float) -> None:
+        """Take checked arguments: the back-end that answers (:func:`~perfmodel.predict._backend.backend_for`, which
+        checks a fitted model given as the history) is chosen here, once."""
+        self.method = method
+        self.confidence = confidence
+        self._backend = backend_for(history, method)
         self.history = history
-        self._loaded: dict = {}
-        #: fitted models by (source, kind, own runs alone), and by (method, source, kind) where a query names a
-        #: method; the model table and the devices' precisions by source
-        self._fits: dict[tuple, TrainingTimeModel] = {}
-        self._method_fits: dict[tuple, TrainingTimeModel] = {}
-        self._tables: dict = {}
-        self._precisions: dict = {}
+        #: the bundled parts' Predictor and the own runs' shift from it, by source (a history that mixes them)
+        self._shared: dict = {}
 
     # ------------------------------------------------------------------------------------------ history
     def runs(self, source: str | None = None) -> LoadedHistory:
@@ -139,12 +115,7 @@ class BasePredictor:
         TypeError
             When this Predictor answers from a fitted model (it has no runs).
         """
-        if isinstance(self.history, TrainingTimeModel):
-            raise TypeError("This Predictor answers from a fitted model; it has no runs.")
-        key = source if self.history is None else None
-        if key not in self._loaded:
-            self._loaded[key] = read_history(source if self.history is None else self.history)
-        return self._loaded[key]
+        return self._backend.runs(source)
 
     def own(self, source: str | None = None) -> LoadedHistory | None:
         """The caller's own runs, when the history mixes them with perfmodel's bundled runs.
@@ -160,43 +131,7 @@ class BasePredictor:
             The caller's runs alone (:meth:`~perfmodel.history.LoadedHistory.own_runs`); None when the history
             does not mix them, is None or is a fitted model.
         """
-        if isinstance(self.history, TrainingTimeModel) or self.history is None:
-            return None
-        files = self._files(source)
-        if files is not None and not files.mixed:  # known from the file names, without reading the runs
-            return None
-        loaded = self.runs(source)
-        if not loaded.mixed:
-            return None
-        if ("own", source) not in self._loaded:
-            self._loaded[("own", source)] = loaded.own_runs()
-        return self._loaded[("own", source)]
-
-    def _own_layout_runs(self, source) -> int:
-        """How many of the caller's own runs are transformer training with a layout (0 without own runs)."""
-        own = self.own(source)
-        return 0 if own is None else int(is_layout_job(own.runs).sum())
-
-    def _answered_by_own(self, rows: pd.DataFrame, source) -> tuple[np.ndarray, np.ndarray | None]:
-        """Per row: whether the caller's own runs answer it alone, and its kind with respect to them. They do when
-        there are at least :data:`MIN_OWN_RUNS` and the row's device type is in them — the bundled runs inform only
-        a device the caller has not run on — and, for a model they lack, when they hold enough models to score
-        a new one (:data:`perfmodel.models._conformal.MIN_GROUPS`)."""
-        own = self.own(source)
-        if own is None:
-            return np.zeros(len(rows), dtype=bool), None
-        kinds = classify(own.runs, rows)
-        models_enough = own.runs["model"].nunique() >= MIN_GROUPS
-        answer = (kinds != "new_device") & ((kinds != "new_model") | models_enough)
-        answer &= len(own.runs) >= MIN_OWN_RUNS
-        if self.method == "auto" and self._own_layout_runs(source):
-            # transformer training: the layout model calibrated on the own runs answers it, whatever their count
-            # (the bundled LLM history's coefficients are the prior; the error book sizes the interval)
-            layout_rows = is_layout_job(rows)
-            answer = np.where(layout_rows, True, answer)
-            if self._own_layout_runs(source) == len(own.runs):  # their fit is the layout model: only such jobs
-                answer &= layout_rows
-        return answer, kinds
+        return self._backend.own(source)
 
     def model(self, kind: str = "seen", source: str | None = None, *, own: bool = False,
               method: str | None = None) -> TrainingTimeModel:
@@ -220,90 +155,7 @@ class BasePredictor:
         TrainingTimeModel
             The fitted model (the given one, when this Predictor answers from a fitted model).
         """
-        if isinstance(self.history, TrainingTimeModel):
-            return self.history
-        check_choice(kind, "kind", "Predictor.model", KIND_NAMES)
-        if self.history is None and source is None:
-            raise ValueError("Predictor.model: this Predictor has no history of its own (history=None): name the "
-                             "bundled one to fit, source='cpu', 'gpu' or 'llm'.")
-        if method is not None:
-            return self._method_model(kind, source, method)
-        key = (source if self.history is None else None, kind, bool(own))
-        if key not in self._fits and not own:
-            stored = self._stored(kind, key[0])
-            if stored is not None:
-                self._fits[key] = stored
-        if key not in self._fits:
-            loaded = self.runs(key[0])
-            if own:
-                own_runs = self.own(key[0])
-                if own_runs is None:
-                    raise ValueError("Predictor.model(own=True): the history does not mix own and bundled runs.")
-                loaded = own_runs
-            method = self._method(key[0], loaded)
-            if method == LAYOUT_METHOD and self.history is not None:
-                fitted = calibrated_layout(loaded, kind, bundled_layout_model)
-            elif all(isinstance(p, (str, os.PathLike)) for p in history_parts(self.history if self.history
-                                                                                is not None else source)):
-                fitted = fit_cached(loaded, method, kind)
-            else:
-                fitted = fit_history(loaded, method, kind=kind)
-            fitted.provenance_ = list(loaded.labels)
-            self._fits[key] = fitted
-        return self._fits[key]
-
-    def _method_model(self, kind: str, source: str | None, method: str) -> TrainingTimeModel:
-        """:meth:`model` with ``method`` fitted on the whole history instead of the Predictor's (shipped or in the
-        disk cache where stored for these files)."""
-        check_choice(method, "method", "Predictor.model", tuple(METHODS))
-        key = (method, source if self.history is None else None, kind)
-        files = self._files(key[1]) if key not in self._method_fits else None
-        if files is not None and not files.mixed:  # shipped or in the disk cache: nothing parsed
-            stored = stored_fit(files.digest, method, kind)
-            if stored is not None:
-                stored.provenance_ = list(files.labels)
-                self._method_fits[key] = stored
-        if key not in self._method_fits:
-            loaded = self.runs(key[1])
-            paths = all(isinstance(p, (str, os.PathLike)) for p in history_parts(
-                self.history if self.history is not None else source))
-            fitted = fit_cached(loaded, method, kind) if paths else fit_history(loaded, method, kind=kind)
-            fitted.provenance_ = list(loaded.labels)
-            self._method_fits[key] = fitted
-        return self._method_fits[key]
-
-    def _layout_history(self) -> bool:
-        """Whether a history of the caller's own is answered by the layout model (a fitted layout model given as
-        the history, ``method="layout"``, or under ``auto`` runs that are all transformer training with a layout;
-        in a history that mixes them with bundled runs, the own runs): a decoder given by its size and FLOPs then
-        gets the sequence its FLOPs imply, as out of the box. Worked out once (it reads the runs)."""
-        if self.history is None:
-            return False
-        if isinstance(self.history, TrainingTimeModel):
-            return self.history.method == LAYOUT_METHOD
-        if self.method not in ("auto", LAYOUT_METHOD):
-            return False
-        if ("layout history",) not in self._loaded:
-            files = self._files(None)
-            stored = self._stored("seen", None) if files is not None and not files.mixed else None
-            if stored is not None:  # a fit stored for these files says which method answers, with nothing parsed
-                self._loaded[("layout history",)] = stored.method == LAYOUT_METHOD
-                return self._loaded[("layout history",)]
-            loaded = self.runs(None)
-            own = self.own(None) if loaded.mixed else None
-            self._loaded[("layout history",)] = (self._method(None, loaded) == LAYOUT_METHOD or (
-                own is not None and len(own.runs) > 0 and bool(is_layout_job(own.runs).all())))
-        return self._loaded[("layout history",)]
-
-    def _method(self, source, loaded: LoadedHistory | None = None) -> str:
-        """The method that answers: ``auto`` is the layout model (:data:`LAYOUT_METHOD`) for the bundled LLM
-        history, and for a history whose runs are all transformer training with a layout
-        (:func:`~perfmodel.layout.is_layout_job`); else the Predictor's method."""
-        if self.method != "auto":
-            return self.method
-        if source == "llm" or (loaded is not None and len(loaded.runs) and bool(is_layout_job(loaded.runs).all())):
-            return LAYOUT_METHOD
-        return self.method
+        return self._backend.model(kind, source, own=own, method=method)
 
     def fit(self, kind: str = "seen") -> TrainingTimeModel:
         """The model for queries of ``kind`` on this history.
@@ -320,78 +172,6 @@ class BasePredictor:
         """
         return self.model(kind, "cpu" if self.history is None else None)
 
-    # ------------------------------------------------------------------ answers without reading the runs
-    def _files(self, source) -> HistoryFiles | None:
-        """The history's labels and content digest from its files' bytes, taken once
-        (:func:`~perfmodel.history.peek_history`); None when it is not made of files only."""
-        key = ("files", source if self.history is None else None)
-        if key not in self._loaded:
-            self._loaded[key] = peek_history(source if self.history is None else self.history)
-        return self._loaded[key]
-
-    def _stored(self, kind: str, source) -> TrainingTimeModel | None:
-        """The model :meth:`model` gives for ``kind`` when one is stored for these files, shipped or in the
-        disk cache (:func:`~perfmodel.fitting.stored_fit`, by the files' digest: nothing parsed); None when
-        none is, or when the history is not made of files only or mixes own and bundled runs (which
-        :meth:`own` splits)."""
-        files = self._files(source)
-        if files is None or files.mixed:
-            return None
-        fitted = stored_fit(files.digest, self._method(source if self.history is None else None), kind)
-        if fitted is not None:
-            fitted.provenance_ = list(files.labels)
-        return fitted
-
-    def _reference(self, source) -> TrainingTimeModel | None:
-        """While the runs are unread: a stored model fitted on them (:meth:`_stored`; a fit keeps the runs'
-        model table, precisions and configurations as ``models_``, ``precision_by_device_`` and ``configs_``),
-        which then answers for the runs. None once they are read, or when no model is stored."""
-        src = source if self.history is None else None
-        if isinstance(self.history, TrainingTimeModel) or src in self._loaded:
-            return None
-        for (fit_source, _, own), fitted in self._fits.items():
-            if fit_source == src and not own:
-                return fitted
-        if ("reference", src) not in self._loaded:  # looked up once: None means the runs are read
-            self._loaded[("reference", src)] = self._stored("seen", src)
-            if self._loaded[("reference", src)] is not None:
-                self._fits[(src, "seen", False)] = self._loaded[("reference", src)]
-        return self._loaded[("reference", src)]
-
-    def _kinds(self, source, rows: pd.DataFrame) -> np.ndarray:
-        """The kind of each row with respect to the history's runs (:func:`~perfmodel.kinds.classify`)."""
-        ref = self._reference(source)
-        return ref.query_kinds(rows) if ref is not None else classify(self.runs(source).runs, rows)
-
-    def _table(self, source) -> pd.DataFrame:
-        if isinstance(self.history, TrainingTimeModel):
-            return self.history.models_
-        if source not in self._tables:
-            ref = self._reference(source)
-            self._tables[source] = ref.models_.copy() if ref is not None else model_table(self.runs(source).runs)
-        return self._tables[source]
-
-    def _by_device(self, source) -> dict:
-        """Per device type: the precision its runs used. With own runs beside bundled ones, the own runs' say
-        first (the caller's stack), then the bundled runs' for devices the own runs lack — unless the own runs
-        have GPU runs, whose usual precision is then assumed for every GPU they lack (``"*gpu*"``)."""
-        if isinstance(self.history, TrainingTimeModel):
-            return self.history.precision_by_device_
-        ref = self._reference(source) if source not in self._precisions else None
-        if ref is not None:  # a history that does not mix own and bundled runs (_stored)
-            self._precisions[source] = dict(ref.precision_by_device_)
-        if source not in self._precisions:
-            by = precision_by_device(self.runs(source).runs)
-            own = self.own(source)
-            if own is not None:
-                mine = precision_by_device(own.runs)
-                gpu = [p for g, (p, _) in mine.items() if g != "cpu"]
-                by = {**by, **mine}
-                if gpu:
-                    by["*gpu*"] = (max(set(gpu), key=gpu.count), False)
-            self._precisions[source] = by
-        return self._precisions[source]
-
     def max_batch(self, gpu_type: str) -> int:
         """The largest per-device batch in the runs a query on ``gpu_type`` is predicted from.
 
@@ -405,15 +185,7 @@ class BasePredictor:
         int
             The largest ``batch_size`` of those runs (of the fitted model's domain, for a fitted model).
         """
-        if isinstance(self.history, TrainingTimeModel):
-            return int(self.history.domain_.loc["batch_size", "max"])
-        source = self._source_of(resolve_gpu_type(gpu_type))
-        return int(pd.to_numeric(self.runs(source).runs["batch_size"]).max())
-
-    def _source_of(self, gpu_type: str, query: dict | None = None) -> str | None:
-        if self.history is not None:
-            return None
-        return default_history(pd.DataFrame([{**(query or {}), "gpu_type": gpu_type}]))
+        return self._backend.max_batch(gpu_type)
 
     # ------------------------------------------------------------------------------------------ predict
     def predict(self, model, *, batch_size=None, gpu_count=1, gpu_type, steps=None, epochs=None, dataset_size=None,
@@ -467,24 +239,25 @@ class BasePredictor:
         sized = []
         if canonical != "cpu" and seq_len is None and isinstance(model, Mapping):
             implied, note = implied_sequence(model)  # out of the box a decoder is answered by the layout model
-            if implied is not None and ((self.history is None and self.method == "auto") or self._layout_history()):
+            if implied is not None and ((self.history is None and self.method == "auto")
+                                        or self._backend.layout_history()):
                 model = {**model, "seq_len": implied}
                 sized.append(note)
         model, note = standard_sized(model, seq_len)
         sized += [note] if note else []
         job = job_columns(model, job)
         wants_layout = layout is not None or "seq_len" in job
-        source = self._source_of(canonical, job if wants_layout else None)
+        source = self._backend.source_of(canonical, job if wants_layout else None)
         if source == "llm" or (self.history is None and wants_layout and isinstance(model, str)
                                and canonical != "cpu"):
-            source = "llm" if isinstance(model, Mapping) or model in self._table("llm").index else source
+            source = "llm" if isinstance(model, Mapping) or model in self._backend.table("llm").index else source
         assumed = sized
         if precision is None:
-            precision, note = default_precision(self._by_device(source), canonical)
+            precision, note = default_precision(self._backend.by_device(source), canonical)
             assumed += [note] if note else []
         if isinstance(model, Mapping) and "seq_len" in job and model.get("seq_len") is None:
             model = {**model, "seq_len": job["seq_len"]}  # a shape's FLOPs and attention share need the sequence
-        spec = model_spec(model, example_input, self._table(source))
+        spec = model_spec(model, example_input, self._backend.table(source))
         row, laid_out = query_row(spec, model, gpu_count=gpu_count, gpu_type=canonical, precision=precision,
                                   steps=n_steps, global_batch=global_batch, seq_len=job.get("seq_len"),
                                   layout=layout, gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps,
@@ -494,7 +267,7 @@ class BasePredictor:
         check_queries(q, WHERE)
         if self._shifted_rows(q, source)[0]:
             return self._shifted_prediction(q, source, n_steps, assumed)
-        fitted, kind = self._fitted_for(q, source)
+        fitted, kind = self._backend.fitted_for(q, source)
         provenance = list(getattr(fitted, "provenance_", []) or [])
         notes = check_support(fitted, q) + domain_warnings(fitted, q)[0]
         res = predict_frame(fitted, q, self.confidence).iloc[0]
@@ -509,8 +282,8 @@ class BasePredictor:
         """:meth:`predict`'s answer for a row the shifted prior answers (:meth:`_shifted_rows`)."""
         prior, shift, own = self.prior(source), self.shift(source), self.own(source)
         assert prior is not None and shift is not None and own is not None  # a row is shifted beside own runs only
-        asked = prior_queries(q, prior._table(None))
-        fitted, _ = prior._fitted_for(asked, None)  # the prior's fit for this row: its statistics, its checks
+        asked = prior_queries(q, prior._backend.table(None))
+        fitted, _ = prior._backend.fitted_for(asked, None)  # the prior's fit for this row: its statistics, its checks
         res = self._shifted_frame(q, source, positions=np.arange(1)).iloc[0]
         notes = check_support(fitted, asked) + domain_warnings(fitted, asked)[0]
         factor = float(np.exp(shift.offset(q["gpu_type"].astype(str).to_numpy(),
@@ -554,11 +327,10 @@ class BasePredictor:
         """
         if self.own(source) is None:
             return None
-        if ("prior", source) not in self._loaded:
+        if ("prior", source) not in self._shared:
             parts = [part for part in history_parts(self.history) if part_label(part).startswith(BUNDLED_PREFIX)]
-            self._loaded[("prior", source)] = shared_predictor(BasePredictor, parts, self.method, self.confidence,
-                                                               type(self).__name__)
-        return self._loaded[("prior", source)]
+            self._shared[("prior", source)] = kept_predictor(checked_predictor, parts, self.method, self.confidence)
+        return self._shared[("prior", source)]
 
     def shift(self, source: str | None = None) -> StackShift | None:
         """How far the caller's own runs sit from the bundled runs' answers (:class:`perfmodel.models.StackShift`):
@@ -579,7 +351,7 @@ class BasePredictor:
         prior = self.prior(source)
         if prior is None:
             return None
-        if ("shift", source) not in self._loaded:
+        if ("shift", source) not in self._shared:
             own = self.own(source)
             assert own is not None  # the prior is there only beside own runs
             runs = own.runs
@@ -587,29 +359,29 @@ class BasePredictor:
                 runs = runs.loc[~is_layout_job(runs)]
             residuals = np.full(len(runs), np.nan)
             if len(runs):
-                asked = prior_queries(runs.reset_index(drop=True), prior._table(None)).assign(steps=1)
+                asked = prior_queries(runs.reset_index(drop=True), prior._backend.table(None)).assign(steps=1)
                 priced = prior_steps(prior.predict_many, asked)
                 residuals = np.log(runs["step_time_s"].to_numpy(dtype=float) / priced)
-            self._loaded[("shift", source)] = StackShift.fit(residuals, runs["gpu_type"].astype(str).to_numpy(),
+            self._shared[("shift", source)] = StackShift.fit(residuals, runs["gpu_type"].astype(str).to_numpy(),
                                                              runs["model"].astype(str).to_numpy())
-        return self._loaded[("shift", source)]
+        return self._shared[("shift", source)]
 
     def _shifted_rows(self, rows: pd.DataFrame, source) -> np.ndarray:
         """Per row of a history that mixes own and bundled runs: whether the bundled answer shifted by the own runs
-        (:meth:`shift`) answers it. Only a row the own runs would answer alone (:meth:`_answered_by_own`) can be:
-        it is where their own fit is not better on its record — the log half-width of its 50% interval for the
-        row, against the shifted prior's leave-one-model-out record (:meth:`perfmodel.models.StackShift.record`)
-        — or cannot answer it or bound it at the Predictor's confidence (too few of its scores), and the prior
-        can price the row. Rows the own runs do not answer alone (a device type they lack, too few of them, a
-        model they lack when they hold fewer than :data:`~perfmodel.models._conformal.MIN_GROUPS`) keep the
-        pooled fit; transformer training with a layout under ``auto`` is the layout model's,
-        calibrated on the own runs. Each row is decided on its own, so the answer does not depend on the other
-        rows asked with it."""
+        (:meth:`shift`) answers it. Only a row the own runs would answer alone
+        (:meth:`~perfmodel.predict._backend.RunsBackend.answered_by_own`) can be: it is where their own fit is
+        not better on its record — the log half-width of its 50% interval for the row, against the shifted
+        prior's leave-one-model-out record (:meth:`perfmodel.models.StackShift.record`) — or cannot answer it
+        or bound it at the Predictor's confidence (too few of its scores), and the prior can price the row.
+        Rows the own runs do not answer alone (a device type they lack, too few of them, a model they lack when
+        they hold fewer than :data:`~perfmodel.models._conformal.MIN_GROUPS`) keep the pooled fit; transformer
+        training with a layout under ``auto`` is the layout model's, calibrated on the own runs. Each row is
+        decided on its own, so the answer does not depend on the other rows asked with it."""
         if self.own(source) is None:
             return np.zeros(len(rows), dtype=bool)
-        by_own, own_kinds = self._answered_by_own(rows, source)
+        by_own, own_kinds = self._backend.answered_by_own(rows, source)
         assert own_kinds is not None  # given beside own runs
-        layout = (is_layout_job(rows) if self.method == "auto" and self._own_layout_runs(source)
+        layout = (is_layout_job(rows) if self.method == "auto" and self._backend.own_layout_runs(source)
                   else np.zeros(len(rows), dtype=bool))
         shifted = np.zeros(len(rows), dtype=bool)
         candidates = by_own & ~layout
@@ -632,7 +404,7 @@ class BasePredictor:
             at = np.flatnonzero(shifted)
             prior = self.prior(source)
             assert prior is not None  # there is one beside own runs
-            asked = prior_queries(rows.iloc[at], prior._table(None)).assign(steps=1)
+            asked = prior_queries(rows.iloc[at], prior._backend.table(None)).assign(steps=1)
             shifted[at] = np.isfinite(prior_steps(prior.predict_many, asked))
         return shifted
 
@@ -641,32 +413,8 @@ class BasePredictor:
         shift, the interval from :meth:`perfmodel.models.StackShift.half_width`."""
         prior, shift = self.prior(source), self.shift(source)
         assert prior is not None and shift is not None  # rows are shifted beside own runs only
-        p = prior.predict_many(prior_queries(q, prior._table(None)), _positions=positions)
+        p = prior.predict_many(prior_queries(q, prior._backend.table(None)), _positions=positions)
         return shifted_answers(p, q, shift, self.confidence, self._own_startup(source))
-
-    def _fitted_for(self, q: pd.DataFrame, source) -> tuple[TrainingTimeModel, str | None]:
-        """The model answering a one-row query, and the row's kind: by the caller's own runs where they answer
-        it alone (:meth:`_answered_by_own`), else by the whole history's runs."""
-        if isinstance(self.history, TrainingTimeModel):
-            return self.history, None
-        by_own, own_kinds = self._answered_by_own(q, source)
-        if by_own[0]:
-            assert own_kinds is not None  # given where the own runs answer
-            kind = str(own_kinds[0])
-            return self.model(kind, source, own=True), kind
-        kind = str(self._kinds(source, q)[0])
-        fitted = self.model(kind, source)
-        if self._new_precision(q, source, fitted)[0]:
-            return self.model(kind, source, method=PRECISION_TRANSFER_METHOD), kind
-        return fitted, kind
-
-    def _new_precision(self, rows: pd.DataFrame, source, fitted: TrainingTimeModel) -> np.ndarray:
-        """Per row: whether ``auto`` hands it to :data:`~perfmodel.fitting.PRECISION_TRANSFER_METHOD` — its precision is one no run
-        of the history used, and ``fitted`` (the model its kind gets) is not the layout model, which prices every
-        precision from the datasheet itself."""
-        if self.method != "auto" or fitted.method in (LAYOUT_METHOD, PRECISION_TRANSFER_METHOD):
-            return np.zeros(len(rows), dtype=bool)
-        return ~rows["precision"].astype(str).isin(fitted.precisions_).to_numpy()
 
     def predict_many(self, queries: pd.DataFrame, *, _positions=None) -> pd.DataFrame:
         """Predict many configurations at once (as :func:`predict_many`).
@@ -691,7 +439,7 @@ class BasePredictor:
         canonical_devices(q)
         on_cpu = (q["gpu_type"].astype(str) == "cpu").to_numpy()
         if (self.history is None and self.method == "auto") or (sized_decoders(q, ~on_cpu).any()
-                                                                and self._layout_history()):
+                                                                and self._backend.layout_history()):
             fill_implied_sequences(q, ~on_cpu)
         if self.history is None:  # each row from the bundled runs of its own kind: CPU, LLM training, other GPU
             llm = ~on_cpu & is_layout_job(q)
@@ -710,15 +458,15 @@ class BasePredictor:
     def _predict_source(self, queries, q, positions, source) -> pd.DataFrame:
         """:meth:`predict_many` of the queries one history answers (``source``: which bundled one, for
         ``history=None``): ``q``, the caller's ``queries`` as read so far, completed and answered once per distinct
-        row by the fit its kind of query gets (:meth:`_row_fits`)."""
-        fill_model_columns(q, self._table(source), positions)
+        row by the fit its kind of query gets (the back-end's ``row_fits``)."""
+        fill_model_columns(q, self._backend.table(source), positions)
         q["gpu_count"] = q["gpu_count"] if "gpu_count" in q.columns else 1
         check_queries(q, "predict_many", positions)
-        fill_precision(q, self._by_device(source), positions)
+        fill_precision(q, self._backend.by_device(source), positions)
         check_positive_columns(q, positions)
         first, inverse = distinct_query_rows(q, skip=("steps",))  # the steps only scale the per-step prediction
         rows = q.iloc[first]
-        fits, kinds = self._row_fits(rows, source)
+        fits, kinds = self._backend.row_fits(rows, source, self._shifted_rows)
         pieces = []
         row_kind = kinds[inverse]
         for kind, fitted in fits.items():
@@ -742,50 +490,25 @@ class BasePredictor:
         out["precision"] = q["precision"].astype(str).to_numpy()
         return out[list(PREDICTION_COLUMNS)]
 
-    def _row_fits(self, rows: pd.DataFrame,
-                  source) -> tuple[dict[str | None, TrainingTimeModel | None], np.ndarray]:
-        """The models answering distinct query ``rows``, by key, and each row's key. Each row is answered as
-        :func:`predict_training_time` answers it alone: by the fit chosen for its own kind of query (``own:<kind>``
-        where the caller's own runs answer it alone, :meth:`_answered_by_own`), a precision no run used by the rule
-        chosen for it (``precision:<kind>``), and the rows the bundled answer shifted by the own runs answers by
-        :data:`SHIFTED` (no model of its own); a fitted model given as the history answers every row (key None)."""
-        if isinstance(self.history, TrainingTimeModel):
-            return {None: self.history}, np.full(len(rows), None, dtype=object)
-        by_own, own_kinds = self._answered_by_own(rows, source)
-        kinds = self._kinds(source, rows).astype(object)
-        if by_own.any():
-            assert own_kinds is not None  # given where the own runs answer
-            kinds[by_own] = own_kinds[by_own]
-        keys = np.where(by_own, np.char.add("own:", kinds.astype(str)), kinds.astype(str)).astype(object)
-        keys[self._shifted_rows(rows, source)] = SHIFTED  # the bundled answer shifted by the own runs
-        order = sorted(set(keys.tolist()) - {SHIFTED}, key=lambda k: (k.startswith("own:"), KIND_NAMES.index(
-            k.removeprefix("own:"))))
-        models = {k: self.model(k.removeprefix("own:"), source, own=k.startswith("own:")) for k in order}
-        fits: dict[str | None, TrainingTimeModel | None] = {k: fitted for k, fitted in models.items()}
-        if (keys == SHIFTED).any():
-            fits[SHIFTED] = None
-        for k, fitted in models.items():  # a precision no run used: the rule chosen for it answers
-            at = np.flatnonzero(keys == k)
-            moved = at[self._new_precision(rows.iloc[at], source, fitted)] if not k.startswith("own:") else at[:0]
-            if len(moved):
-                keys[moved] = f"precision:{k}"
-                fits[f"precision:{k}"] = self.model(k, source, method=PRECISION_TRANSFER_METHOD)
-        return {k: fit for k, fit in fits.items() if k in set(keys.tolist())}, keys
 
+def checked_predictor(history, method: str, confidence: float) -> BasePredictor:
+    """A :class:`BasePredictor` of arguments already checked (by :func:`~perfmodel.predict._memo.shared_predictor`,
+    which names its caller in its messages): they are checked once.
 
-_BUNDLED_LAYOUT: list = []
-
-
-def bundled_layout_model() -> TrainingTimeModel:
-    """The layout model of the bundled LLM history (shipped, or fitted once per process): the prior that an
-    organisation's own runs calibrate.
+    Parameters
+    ----------
+    history : None, path, DataFrame, bundled name, list of these, or TrainingTimeModel
+        The runs to learn from (its type checked).
+    method : str
+        ``"auto"`` or a method of :data:`perfmodel.models.METHODS` (checked).
+    confidence : float
+        Level of the prediction intervals (checked).
 
     Returns
     -------
-    TrainingTimeModel
-        Method ``layout``, fitted on :data:`perfmodel.history.BUNDLED_HISTORIES` ``"llm"``.
+    BasePredictor
+        As ``BasePredictor(history, method=method, confidence=confidence)`` makes it.
     """
-    if not _BUNDLED_LAYOUT:
-        _BUNDLED_LAYOUT.append(BasePredictor(None, method=LAYOUT_METHOD).model("seen", "llm"))
-    return _BUNDLED_LAYOUT[0]
-
+    predictor = BasePredictor.__new__(BasePredictor)
+    predictor._setup(history, method, confidence)
+    return predictor

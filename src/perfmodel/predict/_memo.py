@@ -54,22 +54,27 @@ def _history_key(history) -> tuple | None:
     return tuple(key)
 
 
-def shared_predictor(predictor_class: Callable[..., P], history, method: str, confidence: float, where: str) -> P:
+def shared_predictor(make: Callable[[Any, str, float], P], history, method: str, confidence: float, where: str) -> P:
     """A Predictor for ``history`` and ``method``, shared in this process while the history's content is unchanged
-    (a rewritten file, however its size and modification time look, is another key). ``predictor_class`` makes
-    one (:class:`~perfmodel.predict.BasePredictor`, which keeps its prior here too)."""
+    (a rewritten file, however its size and modification time look, is another key). The arguments are checked
+    here, once, in the words of ``where`` (the caller); ``make`` makes a Predictor of checked arguments
+    (:func:`~perfmodel.predict._base.checked_predictor`)."""
     check_history_type(history, where)
     check_choice(method, "method", where, METHOD_CHOICES)
-    confidence = check_confidence(confidence, where)
+    return kept_predictor(make, history, method, check_confidence(confidence, where))
+
+
+def kept_predictor(make: Callable[[Any, str, float], P], history, method: str, confidence: float) -> P:
+    """:func:`shared_predictor` of arguments already checked (a Predictor's prior, of the Predictor's own)."""
     if isinstance(history, TrainingTimeModel):
-        return predictor_class(history, method=method, confidence=confidence)
+        return make(history, method, confidence)
     content = _history_key(history)
     if content is None:
-        return predictor_class(history, method=method, confidence=confidence)
+        return make(history, method, confidence)
     key = (content, method, table_digest())  # a device registered or replaced meanwhile is another answer
-    cached: Any = _PREDICTORS.get(key)  # made by predictor_class: a P
+    cached: Any = _PREDICTORS.get(key)  # made by make: a P
     if cached is None:
-        cached = _PREDICTORS[key] = predictor_class(history, method=method)
+        cached = _PREDICTORS[key] = make(history, method, 0.9)
         while len(_PREDICTORS) > _PREDICTORS_MAX:
             _PREDICTORS.popitem(last=False)
     _PREDICTORS.move_to_end(key)
