@@ -27,6 +27,10 @@ Derivations (stated once here, repeated in data/README.md):
   ``cp = 1``, ``ep = 1``; ``vp = 1`` (DeepSpeed's pipeline engine has no interleaved schedule).
 * ``zero_stage``: the table's ZS column where it has one, else 1 (ZeRO-1: "it's because of ZeRO-1", section
   "Best TFLOPs"; the ZS table's baseline).
+* ``sequence_parallel = 0``: Megatron's sequence parallelism (Korthikanti et al., "Reducing Activation
+  Recomputation in Large Transformer Models", arXiv:2205.05198) was published in May 2022, after these February
+  2022 trials; BLOOM's launch script passes no such flag and the repository never mentions it. Without it each
+  tensor-parallel rank holds the layer inputs and the norms' activations of the whole sequence.
 * ``recompute = full``: assumed, not stated in the file (``recompute_source``): BLOOM's launch script
   ``train/tr11-176B-ml/tr11-176B-ml.slurm`` passes ``--checkpoint-activations``, and the logged TFLOPs (counted
   with the recomputation factor 4, ``math/README.md``) agree with 8 x params x seq per sample (``tflops_check_ratio``).
@@ -71,7 +75,7 @@ SKIP_TABLES = {
 COLUMNS = ["run_id", "status", "model", "family", "params", "flops_per_sample", "flops_method", "batch_size",
            "gpu_count", "gpu_type", "precision", "seq_len", "step_time_s", "samples_per_s", "nodes", "source",
            "protocol", "global_batch_size", "micro_batch_size", "tp", "pp", "vp", "cp", "ep", "dp", "zero_stage",
-           "recompute", "gpus_per_node", "n_layers", "d_model", "n_heads", "peak_mem_bytes", "mem_source",
+           "sequence_parallel", "recompute", "gpus_per_node", "n_layers", "d_model", "n_heads", "peak_mem_bytes", "mem_source",
            "memory_gb_reported", "tflops_reported", "tflops_check_ratio", "size_reported", "date_reported",
            "section", "precision_source", "recompute_source", "note", "source_repo", "source_path",
            "source_commit"]
@@ -237,7 +241,7 @@ def build(text: str, commit: str) -> tuple[pd.DataFrame, pd.DataFrame]:
                 "seq_len": SEQ, "step_time_s": sec, "samples_per_s": None if sec is None else gbs / sec,
                 "nodes": gpus // GPUS_PER_NODE, "source": "bigscience", "protocol": PROTOCOL,
                 "global_batch_size": gbs, "micro_batch_size": mbs, "tp": tp, "pp": pp, "vp": 1, "cp": 1, "ep": 1,
-                "dp": dp, "zero_stage": zs, "recompute": "full", "gpus_per_node": GPUS_PER_NODE,
+                "dp": dp, "zero_stage": zs, "sequence_parallel": 0, "recompute": "full", "gpus_per_node": GPUS_PER_NODE,
                 "peak_mem_bytes": None if mem is None else mem * 2**30, "mem_source": "" if mem is None else "reported",
                 "memory_gb_reported": mem, "tflops_reported": tflops, "tflops_check_ratio": check,
                 "size_reported": size, "date_reported": c.get("Notes", "").split(" ")[0],
@@ -262,7 +266,7 @@ def build(text: str, commit: str) -> tuple[pd.DataFrame, pd.DataFrame]:
                          + ("oom" if row["step_time_s"] is None else f"{row['step_time_s']:g}s"))
     df = pd.DataFrame(out, columns=COLUMNS)
     for col in ("gpu_count", "seq_len", "nodes", "global_batch_size", "micro_batch_size", "tp", "pp", "vp", "cp",
-                "ep", "dp", "zero_stage", "gpus_per_node", "n_layers", "d_model", "n_heads"):
+                "ep", "dp", "zero_stage", "sequence_parallel", "gpus_per_node", "n_layers", "d_model", "n_heads"):
         df[col] = df[col].astype("Int64")
     dup = df["run_id"].duplicated(keep=False)
     if dup.any():

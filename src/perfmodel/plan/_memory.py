@@ -9,7 +9,10 @@ layout ``tp, pp, cp, dp, ep, vp``, micro-batch ``b``, sequence ``s`` (:mod:`perf
   gradients (Megatron accumulates and reduces them in fp32 by default) and 12 of optimizer state (fp32 master
   weights, momentum and variance) per parameter: 18; ``fp8`` keeps 1 byte more per parameter (the fp8 weight
   copies of Transformer Engine); ``fp32``/``tf32`` keeps 4 + 4 + 8. SGD with momentum keeps 4 bytes of momentum (+
-  4 of fp32 master weights in mixed precision). A device holds ``dense/(tp·pp) + experts/(ep·tp·pp)`` parameters;
+  4 of fp32 master weights in mixed precision). A device holds ``dense/tp + experts/(ep·tp)`` of its pipeline
+  stage's parameters: the whole model without pipelining, else the busiest stage's — its ``⌈L/(pp·vp)⌉·vp`` layers
+  and one ``V·d`` matrix (Megatron-LM puts the input embedding on the first stage and the output head, or a copy of
+  the tied embedding, on the last), ``1/pp`` of the model when the shape is unknown;
   ZeRO then divides, over the ``dp·cp`` ranks that hold the same parameters (a mixture's experts: ``dp·cp/ep``),
   the optimizer state (stage 1: Megatron's distributed optimizer), also the gradients (stage 2), also the weights
   (stage 3: FSDP's full sharding, which keeps the sharded weights in fp32 as the master copy — 4 + 4 + 8 bytes
@@ -286,15 +289,16 @@ def layout_activation_bytes(shape: TransformerShape, layout: ParallelLayout, *, 
     dense_layer = per_layer(False)
     expert_layer = per_layer(True) if shape.is_moe else dense_layer
     layer = (1 - expert_share) * dense_layer + expert_share * expert_layer
-    if layout.recompute == "full":
-        held = stage_layers * tokens * 2 * shape.d_model / (tp if sp else 1) + max(dense_layer, expert_layer)
+    if layout.recompute == "full":  # each layer's input kept; one layer's activations rebuilt at a time
+        held = stage_layers * tokens * 2 * shape.d_model / (tp if sp else 1)
+        working = max(dense_layer, expert_layer)
     else:
-        held = stage_layers * layer
+        held, working = stage_layers * layer, 0.0
     micro = math.inf if global_batch is None else global_batch / (layout.dp * b)
     in_flight = min(micro, pp) * ((1 + (pp - 1) / (pp * vp)) if vp > 1 else 1.0)
-    first = held * in_flight
+    first = held * in_flight + working
     logits = 6.0 * tokens * shape.vocab / tp
-    last = held + logits if pp > 1 else 0.0
+    last = held + working + logits if pp > 1 else 0.0
     total = max(first + (logits if pp == 1 else 0.0), last)
     return float(total * scale), float(in_flight)
 
@@ -357,7 +361,7 @@ def estimate_memory(*, params=None, gpu_type=None, precision="bf16", micro_batch
     >>> m = estimate_memory(params=1.3e9, gpu_type="L4", precision="fp16", micro_batch=16, seq_len=2048,
     ...                     n_layers=24, d_model=2048)
     >>> m.fits, round(m.weights_bytes + m.gradients_bytes + m.optimizer_bytes)
-    (False, 23400000000)
+    (False, 21743271936)
     """
     precision = check_precision(precision, _WHERE)
     check_choice(optimizer, "optimizer", _WHERE, OPTIMIZERS)
@@ -454,7 +458,7 @@ def _given_shape(*, n_layers, d_model, n_heads, vocab, params: float | None, seq
 def _model_state_bytes(shape: TransformerShape | None, params: float | None, layout: ParallelLayout,
                        precision: str, optimizer: str, notes: list) -> tuple[float, float, float]:
     """Weights, gradients and optimizer state on one device, in bytes (module docstring, "Model state")."""
-    tp, pp, ep = layout.tp, layout.pp, layout.ep
+    tp, ep = layout.tp, layout.ep
     replicas = layout.dp * layout.cp
     experts: float
     if shape is not None:
@@ -469,18 +473,33 @@ def _model_state_bytes(shape: TransformerShape | None, params: float | None, lay
         assert params is not None  # _given_shape refuses a model given neither way
         experts, total = 0.0, float(params)
     dense = total - experts
+    if shape is not None and layout.pp > 1:  # the busiest pipeline stage, not an even share (module docstring)
+        share = _stage_share(shape, layout)
+        dense, experts = dense * share, experts * share
+    else:
+        dense, experts = dense / layout.pp, experts / layout.pp
     w_b, g_b, o_b = model_state_bytes_per_param(precision, optimizer)
     if layout.zero_stage >= 3 and precision in MIXED_PRECISIONS:
         # FSDP keeps the sharded weights themselves in fp32 (they are the master copy; 16-bit copies are made
         # per layer when gathered): no separate fp32 master in the optimizer state
         w_b, o_b = w_b + 2.0, o_b - 4.0
-    parts = [(dense / (tp * pp), replicas), (experts / (ep * tp * pp), max(1, replicas // ep))]
+    parts = [(dense / tp, replicas), (experts / (ep * tp), max(1, replicas // ep))]
     weights = sum(n * w_b / (r if layout.zero_stage >= 3 else 1) for n, r in parts)
     grads = sum(n * g_b / (r if layout.zero_stage >= 2 else 1) for n, r in parts)
     opt = sum(n * o_b / (r if layout.zero_stage >= 1 else 1) for n, r in parts)
     if layout.zero_stage >= 3 and shape is not None:  # one layer's weights gathered at a time (and the next prefetched)
-        weights += 2 * (shape.layer_params() / shape.n_layers) / (tp * pp) * 2.0 / max(1, pp)
+        weights += 2 * (shape.layer_params() / shape.n_layers) / tp * 2.0
     return weights, grads, opt
+
+
+def _stage_share(shape: TransformerShape, layout: ParallelLayout) -> float:
+    """The share of the model's parameters the busiest pipeline stage holds (``pp > 1``): its
+    ``⌈L/(pp·vp)⌉·vp`` layers and one ``V·d`` matrix (the first stage's input embedding, or the last stage's output
+    head, a copy of it when tied), learned positions on the first."""
+    total = float(shape.params())
+    layers = math.ceil(shape.n_layers / (layout.pp * layout.vp)) * layout.vp
+    ends = shape.vocab * shape.d_model + shape.positions * shape.d_model
+    return min(1.0, (layers * shape.layer_params() / shape.n_layers + ends) / total)
 
 
 def _device_fit(gpu_type, total_bytes: float, *, lower_bound: bool,
