@@ -319,6 +319,8 @@ def ranking(sets: dict, calibrate: int = RANK_CALIBRATION_RUNS, repeats: int = 5
         return {"groups": 0}
     r = pd.DataFrame(rows)
     return {"groups": int(len(r)), "mean_spearman": float(r["rho"].mean()),
+            # the spread of the mean over jobs: how far apart two models' rho must be to tell them apart
+            "mean_spearman_standard_error": float(r["rho"].std(ddof=1) / np.sqrt(len(r))),
             "fastest_within_5pct": float(r["fastest_within_5pct"].mean()),
             "random_pick_within_5pct": float(r["random_pick"].mean()),
             "const_mfu_spearman": "undefined: one time for every layout of a job",

@@ -67,6 +67,15 @@ class TestComponents:
         full = _parts(micro_batch_size=1, dp=8, recompute="full")
         assert full["layer_flops_s"] == pytest.approx(bf16["layer_flops_s"] * 4 / 3)
 
+    def test_gradient_accumulation_grows_with_the_weights_not_the_tokens(self):
+        # every micro-batch adds its gradients into the fp32 main gradient: 8 bytes per weight the stage holds
+        c = _parts(micro_batch_size=1, dp=8)
+        weights = 32 * (4 * 4096**2 + 2 * 4096 * 16384)
+        assert c["grad_acc_s"] == pytest.approx(weights * 8 / H100["bw"])
+        assert _parts(micro_batch_size=4, dp=8)["grad_acc_s"] == pytest.approx(c["grad_acc_s"])  # not the tokens
+        assert _parts(micro_batch_size=1, dp=1, tp=8)["grad_acc_s"] == pytest.approx(c["grad_acc_s"] / 8)
+        assert _parts(micro_batch_size=1, dp=2, pp=4)["grad_acc_s"] == pytest.approx(c["grad_acc_s"] / 4)
+
     def test_rows_that_are_not_layout_jobs(self):
         rows = pd.DataFrame([_row(), {**_row(), "seq_len": None}])
         c = layout_components(rows)

@@ -41,8 +41,10 @@ ranks of a node over NVLink, then across ``n/k`` nodes each rank's share over it
 ``2·(k−1)/k·V/B_nvl`` and ``2·(n/k−1)/(n/k)·V/(k·B_net)``), ``opt_s`` (the optimizer's traffic, 16 bytes per
 parameter held, over the memory bandwidth), ``fp8`` (1 where the GEMMs run in fp8) and ``sync_spread``
 (``√(2 ln N)`` of the job's ``N`` devices: how many spreads of one device's step time the slowest of them lies above
-the mean); and ``source_weight``, the
-row's weight in a fit (:func:`source_weights`).
+the mean); ``grad_acc_s`` (per micro-batch, the stage's GEMM weights — attention, MLPs, the device's experts, the
+output head, tensor-parallel shards — times 8 bytes, the fp32 gradient accumulation's read and write, over the
+memory bandwidth: a cost that grows with the weights, not the tokens, so many small micro-batches pay it many
+times); and ``source_weight``, the row's weight in a fit (:func:`source_weights`).
 
 Where a run or query lacks a quantity: heads ``d/128`` (or of the first head size of 64, 96, 192, 256 whose count
 divides over the row's tensor-parallel degree: the frameworks' rule), MLP ``4·d`` (plain), vocabulary 0, key/value
@@ -74,7 +76,7 @@ __all__ = ["LAYOUT_FEATURES", "LayoutJob", "layout_jobs", "layout_components", "
 LAYOUT_FEATURES = ("layer_flops_s", "layer_bytes_s", "expert_flops_s", "expert_bytes_s", "head_flops_s",
                    "head_bytes_s", "attn_flops_s", "mem_s", "kernels", "xl_nvl_s", "xl_net_s", "p2p_nvl_s",
                    "p2p_net_s", "microbatches", "bubble", "dp_nvl_s", "dp_net_s", "opt_s", "fp8", "sync_spread",
-                   "source_weight")
+                   "grad_acc_s", "source_weight")
 #: Inter-node bandwidth per device (GB/s, one way) assumed where neither the run nor the spec table gives one:
 #: one 200 Gb/s NIC per device.
 DEFAULT_NETWORK_GBPS = 25.0
@@ -83,6 +85,9 @@ _KERNELS_PER_LAYER = 30.0
 _KERNELS_PER_EXPERT_LAYER = 20.0
 _KERNELS_PER_COLLECTIVE = 3.0
 _OPT_BYTES_PER_PARAM = 16.0
+#: Bytes each weight of a stage moves per micro-batch when its gradient is accumulated into the fp32 main gradient
+#: (read 4 + write 4; the 16-bit gradient's read is counted with the weight-gradient GEMM).
+_GRAD_ACC_BYTES_PER_PARAM = 8.0
 
 
 class LayoutJob:
@@ -359,6 +364,19 @@ def _layer_gemms(s: TransformerShape, lay: ParallelLayout, st: _Stage) -> tuple[
     return lf, lb, ef, eb
 
 
+def _stage_weights(s: TransformerShape, lay: ParallelLayout, st: _Stage) -> float:
+    """The GEMM weights one device of the busiest stage holds (attention projections, dense and expert MLPs, the
+    output head), tensor-parallel shards: what each micro-batch's gradients are accumulated into."""
+    assert s.head_dim is not None and s.n_kv_heads is not None  # set by TransformerShape itself
+    d, hd = s.d_model, s.head_dim
+    attention = d * (s.n_heads + 2 * s.n_kv_heads) * hd + s.n_heads * hd * d
+    weights = st.per_stage * attention + st.Ld * d * s.mlp_matrices * (s.ffn_hidden or 0)
+    if s.is_moe:
+        assert s.moe_ffn_hidden is not None  # set for a mixture by TransformerShape itself
+        weights += st.Lm * d * s.mlp_matrices * s.moe_ffn_hidden * (s.n_shared_experts + s.n_experts / lay.ep)
+    return (weights + d * (s.vocab or 0)) / lay.tp
+
+
 def _activation_bytes(s: TransformerShape, lay: ParallelLayout, st: _Stage, rf: float) -> float:
     """Memory-bound traffic per micro-batch (Korthikanti et al. 2022 activation accounting, generalised)."""
     tp, d, m_mats = lay.tp, s.d_model, s.mlp_matrices
@@ -476,7 +494,8 @@ def _components(job: LayoutJob) -> dict:
             "p2p_net_s": p2p["net"] / net, "microbatches": micro, "bubble": bubble, "dp_nvl_s": dpn["nvl"] / nvl,
             "dp_net_s": dpn["net"] / net, "opt_s": held * _OPT_BYTES_PER_PARAM / W,
             "fp8": 1.0 if job.precision == "fp8" else 0.0,
-            "sync_spread": math.sqrt(2.0 * math.log(lay.devices)) if lay.devices > 1 else 0.0}
+            "sync_spread": math.sqrt(2.0 * math.log(lay.devices)) if lay.devices > 1 else 0.0,
+            "grad_acc_s": _stage_weights(s, lay, st) * _GRAD_ACC_BYTES_PER_PARAM / W}
 
 
 def layout_components(runs: pd.DataFrame, jobs: list | None = None) -> pd.DataFrame:
