@@ -8,8 +8,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-
 
 def make_history(n_models: int = 8, seed: int = 0, noise: float = 0.05, noise_seed: int | None = None) -> pd.DataFrame:
     """A generated history with a known power law: step = 2e-9 * flops_step^0.9 * n^0.1 * lognormal noise.

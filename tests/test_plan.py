@@ -2,6 +2,7 @@ import json
 import math
 import time
 import warnings
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
@@ -62,7 +63,11 @@ class TestErlangC:
         assert all(math.isfinite(v) for v in r.to_dict().values())
         assert 0 <= r.p_wait < 1e-100 and r.mean_response == pytest.approx(1.0)
         r = plan.erlang_c(999, 1, 1000)
-        assert r.p_wait == pytest.approx(0.96123926040846, rel=1e-10)  # log-sum-exp reference
+        # the reference in exact rational arithmetic: a^c/c!·c/(c−a) over Σ_{k<c} a^k/k! + that
+        a, c = 999, 1000
+        top = Fraction(a**c, math.factorial(c)) * Fraction(c, c - a)
+        below = sum(Fraction(a**k, math.factorial(k)) for k in range(c))
+        assert r.p_wait == pytest.approx(float(top / (below + top)), rel=1e-10)
 
     def test_no_loop_per_server(self):
         t0 = time.perf_counter()

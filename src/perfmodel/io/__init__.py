@@ -618,5 +618,5 @@ def read_history(path) -> pd.DataFrame:
     import warnings
 
     warnings.warn("perfmodel.io.read_history is renamed perfmodel.io.read_raw_history (perfmodel.history.read_history "
-                  "is the validated reader); the old name will be removed.", DeprecationWarning, stacklevel=2)
+                  "is the validated reader); the old name will be removed in perfmodel 0.4.", DeprecationWarning, stacklevel=2)
     return read_raw_history(path)
