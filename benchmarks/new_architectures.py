@@ -53,7 +53,7 @@ def _load(history: str | None) -> tuple[pd.DataFrame, str]:
 def run(runs: pd.DataFrame, methods, confidence: float, n_jobs: int) -> pd.DataFrame:
     from joblib import Parallel, delayed
 
-    from perfmodel.evaluate import EVALUATION_BASELINES, _fit_predict, grouped_folds
+    from perfmodel.evaluate import EVALUATION_BASELINES, fold_predictions, grouped_folds
     from perfmodel.metrics import coverage, mean_relative_width
 
     all_methods = list(methods) + list(EVALUATION_BASELINES)
@@ -68,7 +68,7 @@ def run(runs: pd.DataFrame, methods, confidence: float, n_jobs: int) -> pd.DataF
 
     def one(split, held, m, tr, te):
         try:
-            out = _fit_predict(m, runs, tr, te, confidence, None, "new_model")
+            out = fold_predictions(m, runs, tr, te, confidence, None, "new_model")
         except (ValueError, np.linalg.LinAlgError) as exc:  # a method that cannot fit this fold
             out = pd.DataFrame({"pred": np.nan, "step_lower": np.nan, "step_upper": np.nan,
                                 "y": runs["step_time_s"].to_numpy(dtype=float)[te], "row": te, "method": m,

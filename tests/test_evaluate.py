@@ -338,3 +338,23 @@ class TestToDict:
         d = _strict(ev.to_dict())
         assert d["table"] and all(isinstance(row["median_ape"], float) for row in d["table"])
         json.loads(ev.to_json())
+
+
+def test_the_old_baselines_name_warns_and_answers_the_new():
+    from perfmodel import evaluate as ev
+
+    with pytest.warns(DeprecationWarning, match="EVALUATION_BASELINES"):
+        assert ev.BASELINES == ev.EVALUATION_BASELINES
+    with pytest.raises(AttributeError, match="no attribute 'NOPE'"):
+        ev.NOPE  # noqa: B018
+
+
+def test_fold_predictions_is_one_fold_of_evaluate():
+    from perfmodel.evaluate import fold_predictions, grouped_folds
+
+    runs = make_history(n_models=4)
+    held, train, test = next(iter(grouped_folds(runs, "model")))
+    out = fold_predictions("loglinear", runs, train, test, 0.9)
+    assert list(out["row"]) == list(test) and (out["method"] == "loglinear").all()
+    assert np.allclose(out["y"], runs["step_time_s"].to_numpy()[test])
+    assert (out["step_lower"] <= out["pred"]).all() and (out["pred"] <= out["step_upper"]).all()

@@ -393,3 +393,15 @@ def test_tree_ensemble_predicts_bit_identically_to_scikit_learn(rows):
     est = GradientBoostingRegressor(n_estimators=120, max_depth=3, learning_rate=0.05, random_state=0).fit(X, y)
     Q = rng.normal(size=(rows, 4)) * 1.5
     assert np.array_equal(TreeEnsemble.from_sklearn(est).predict(Q), est.predict(Q))
+
+
+def test_every_method_has_one_regressor_factory():
+    from perfmodel.models import METHODS
+    from perfmodel.models._registry import REGRESSORS, make_regressor
+
+    assert set(REGRESSORS) == set(METHODS)
+    for method in METHODS:
+        a, b = make_regressor(method), make_regressor(method)
+        assert a is not b and hasattr(a, "fit") and hasattr(a, "predict")  # a fresh estimator each call
+    with pytest.raises(ValueError, match="Unknown method 'nope'"):
+        make_regressor("nope")

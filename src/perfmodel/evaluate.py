@@ -33,7 +33,8 @@ from .schema import validate_runs
 
 __all__ = ["SPLITS", "DEFAULT_SPLITS", "CONFIG_KEYS", "noise_floor", "NoiseFloor", "grouped_folds", "evaluate",
            "Evaluation", "coverage", "mean_relative_width", "r2_log", "AnalyticBaseline", "PeakRatioBaseline",
-           "EVALUATION_BASELINES", "SPLIT_KINDS", "DEFAULT_EVAL_METHODS"]
+           "EVALUATION_BASELINES", "SPLIT_KINDS", "DEFAULT_EVAL_METHODS",
+           "fold_predictions"]
 
 #: split name -> what is held out one group at a time (a run column, or ``pair``: model and device type), one per
 #: kind of query (:mod:`perfmodel.kinds`).
@@ -335,7 +336,32 @@ def _make(method: str, host_peak_flops):
     return TrainingTimeModel(method=method)
 
 
-def _fit_predict(method, runs, train, test, confidence, host_peak_flops, kind="seen"):
+def fold_predictions(method, runs, train, test, confidence=0.9, host_peak_flops=None, kind="seen") -> pd.DataFrame:
+    """Fit ``method`` on the ``train`` rows of ``runs`` and predict the ``test`` rows: one fold of :func:`evaluate`,
+    for a split of one's own.
+
+    Parameters
+    ----------
+    method : str
+        A method of :data:`~perfmodel.models.METHODS`, ``"auto"`` or one of :data:`EVALUATION_BASELINES`.
+    runs : pandas.DataFrame
+        A validated history (:func:`perfmodel.io.load_runs`).
+    train, test : array of int
+        Positions of the training and held-out rows (e.g. from :func:`grouped_folds`).
+    confidence : float, default=0.9
+        Level of the intervals.
+    host_peak_flops : float, optional
+        Peak FLOP/s the 6·N·D baselines divide by where the history's device has none.
+    kind : str, default="seen"
+        The kind of query the held-out rows are (:data:`perfmodel.kinds.KINDS`): the conformity scores used.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per held-out run: ``pred``, ``step_lower``, ``step_upper``, ``y`` (measured), ``row`` (its
+        position), ``method`` and ``chosen`` (what ``auto`` chose); NaN predictions where the method refuses
+        the query (:class:`~perfmodel.exceptions.UnsupportedQueryError`).
+    """
     import warnings
 
     with warnings.catch_warnings():
@@ -484,7 +510,7 @@ def evaluate(runs, *, methods=DEFAULT_EVAL_METHODS, splits=DEFAULT_SPLITS, basel
             f"{len(runs)} runs{'' if varying else ' and none varies'}."
         )
     results = Parallel(n_jobs=n_jobs)(
-        delayed(_fit_predict)(m, runs, tr, te, confidence, host_peak_flops, SPLIT_KINDS[split])
+        delayed(fold_predictions)(m, runs, tr, te, confidence, host_peak_flops, SPLIT_KINDS[split])
         for split, _, m, tr, te in jobs
     )
     frames = []
@@ -511,3 +537,13 @@ def evaluate(runs, *, methods=DEFAULT_EVAL_METHODS, splits=DEFAULT_SPLITS, basel
         })
     columns = ["split", "method", "folds", "n", "mape", "median_ape", "r2_log", "coverage", "rel_width"]
     return Evaluation(preds, pd.DataFrame(rows, columns=columns), noise_floor(runs), confidence)
+
+
+def __getattr__(name):
+    if name == "BASELINES":  # renamed in 0.3 (it clashed with perfmodel.fitting.BASELINES)
+        import warnings
+
+        warnings.warn("perfmodel.evaluate.BASELINES is renamed perfmodel.evaluate.EVALUATION_BASELINES; the old name "
+                      "will be removed in perfmodel 0.4.", DeprecationWarning, stacklevel=2)
+        return EVALUATION_BASELINES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -39,12 +39,20 @@ from __future__ import annotations
 
 from ._registry import DEVICES_ENV, load_devices, register_device, table_digest, unregister_device
 from ._resolve import get_spec, known_gpu_types, resolve_gpu_type, spec_table
-from ._spec import ELEMENT_BYTES, MIXED_PRECISIONS, PRECISIONS, HardwareSpec, check_precision
+from ._spec import (
+    ELEMENT_BYTES,
+    MIXED_PRECISIONS,
+    PRECISION_TABLE,
+    PRECISIONS,
+    HardwareSpec,
+    Precision,
+    check_precision,
+)
 from ._spec import FIELDS as FIELDS  # public before the split, though not in __all__
 
 __all__ = [
     "HardwareSpec", "get_spec", "resolve_gpu_type", "spec_table", "known_gpu_types", "PRECISIONS", "ELEMENT_BYTES",
-    "MIXED_PRECISIONS",
+    "MIXED_PRECISIONS", "PRECISION_TABLE", "Precision",
     "check_precision",
     "register_device", "unregister_device", "load_devices", "DEVICES_ENV", "table_digest",
 ]

@@ -9,20 +9,48 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import asdict, dataclass, fields
+from typing import NamedTuple
 
 from ..exceptions import DeviceSpecError
 
-#: Precisions perfmodel knows. ``fp16`` and ``bf16`` share the tensor-core peak on most devices (not on MI100,
-#: nor on Turing/Volta, which have no bf16); ``fp8`` is the dense FP8 tensor peak (None before Hopper/Ada/CDNA3).
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
-#: Bytes per activation element that a run's memory-bound kernels move at each precision: 4 in fp32 (TF32 is an
-#: fp32 storage format), 2 in fp16/bf16 mixed precision, and 2 under fp8 training too (fp8 is the GEMMs' input
-#: format; activations, norms and the other memory-bound kernels stay in 16 bits). Bandwidth-bound time scales
-#: with it: a device's bandwidth moves half as many fp32 elements per second as 16-bit ones.
-ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2}
-#: Mixed precisions: 16- or 8-bit compute with fp32 master weights (the rest, fp32 and TF32, train in fp32 storage).
-MIXED_PRECISIONS = ("fp16", "bf16", "fp8")
 
+class Precision(NamedTuple):
+    """What perfmodel knows about one training precision (a row of :data:`PRECISION_TABLE`)."""
+
+    #: The name (``"bf16"``).
+    name: str
+    #: Bytes per activation element that a run's memory-bound kernels move (:data:`ELEMENT_BYTES`).
+    element_bytes: int
+    #: Bytes per parameter of the weights a device holds for compute (fp8 training keeps a 16-bit copy beside the
+    #: fp8 one; the mixed precisions' fp32 master weights are optimizer state).
+    weight_bytes: float
+    #: The :class:`HardwareSpec` field of its dense peak.
+    peak_field: str
+    #: 16- or 8-bit compute with fp32 master weights (:data:`MIXED_PRECISIONS`).
+    mixed: bool
+
+
+#: Every precision perfmodel knows, one record each: the single source of :data:`PRECISIONS`,
+#: :data:`ELEMENT_BYTES`, :data:`MIXED_PRECISIONS` and the spec's peak fields. ``fp16`` and ``bf16`` share the
+#: tensor-core peak on most devices (not on MI100, nor on Turing/Volta, which have no bf16); ``fp8`` is the dense
+#: FP8 tensor peak (None before Hopper/Ada/CDNA3). Activations move 4 bytes in fp32 (TF32 is an fp32 storage
+#: format), 2 in fp16/bf16 mixed precision, and 2 under fp8 training too (fp8 is the GEMMs' input format;
+#: activations, norms and the other memory-bound kernels stay in 16 bits): a device's bandwidth moves half as many
+#: fp32 elements per second as 16-bit ones.
+PRECISION_TABLE = {p.name: p for p in (
+    Precision("fp32", 4, 4.0, "fp32_tflops", False),
+    Precision("tf32", 4, 4.0, "tf32_tflops", False),
+    Precision("fp16", 2, 2.0, "fp16_tflops", True),
+    Precision("bf16", 2, 2.0, "bf16_tflops", True),
+    Precision("fp8", 2, 3.0, "fp8_tflops", True),
+)}
+#: Precisions perfmodel knows, in the table's order.
+PRECISIONS = tuple(PRECISION_TABLE)
+#: Bytes per activation element that a run's memory-bound kernels move at each precision
+#: (:attr:`Precision.element_bytes`).
+ELEMENT_BYTES = {name: p.element_bytes for name, p in PRECISION_TABLE.items()}
+#: Mixed precisions: 16- or 8-bit compute with fp32 master weights (the rest, fp32 and TF32, train in fp32 storage).
+MIXED_PRECISIONS = tuple(name for name, p in PRECISION_TABLE.items() if p.mixed)
 
 def check_precision(precision: object, where: str) -> str:
     """A precision parameter, checked: one of :data:`PRECISIONS` (any case).
@@ -55,7 +83,7 @@ def check_precision(precision: object, where: str) -> str:
     return precision.lower()
 
 
-_PEAK_FIELDS = ("fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops", "fp8_tflops")
+_PEAK_FIELDS = tuple(p.peak_field for p in PRECISION_TABLE.values())
 #: The number fields of a row (validated as positive finite numbers or None).
 NUMBER_FIELDS = _PEAK_FIELDS + ("memory_gb", "memory_bandwidth_gbps", "interconnect_gbps", "network_gbps")
 #: The columns of :func:`perfmodel.hardware.spec_table`, in order (the name is its index).
@@ -171,7 +199,7 @@ class HardwareSpec:
         """
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}. Got {precision!r} instead.")
-        value = getattr(self, f"{precision}_tflops")
+        value = getattr(self, PRECISION_TABLE[precision].peak_field)
         if value is None and precision == "tf32":
             return self.fp32_tflops
         return value

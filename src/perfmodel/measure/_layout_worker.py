@@ -109,7 +109,7 @@ class LayoutDecoder(nn.Module):
             x = self.emb(x)
         for layer in self.layers.values():
             x = layer(x)
-        if self.head is not None:
+        if self.head is not None and self.norm is not None:  # the last stage holds both
             x = self.head(self.norm(x))
         return x
 

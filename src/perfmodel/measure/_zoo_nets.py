@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -194,7 +195,7 @@ class TCN(nn.Module):
 
     def forward(self, x):
         h = self.inp(x)
-        skip = 0
+        skip: Any = 0  # the sum of the skip outputs, a tensor after the first layer
         for i, (f, s) in enumerate(zip(self.filt, self.skip)):
             d = 2**i
             a, b = f(F.pad(h, (d, 0))).chunk(2, 1)  # causal: pad on the left only
@@ -310,6 +311,9 @@ class _LlamaBlock(nn.Module):
 class LlamaDecoder(nn.Module):
     """Llama-style decoder-only LM: RMSNorm, rotary position embeddings, SDPA causal attention, SwiGLU MLP."""
 
+    cos: torch.Tensor  # a registered buffer
+    sin: torch.Tensor  # a registered buffer
+
     def __init__(self, vocab: int = 1000, d_model: int = 128, layers: int = 2, heads: int = 4, seq: int = 64):
         super().__init__()
         self.tok = nn.Embedding(vocab, d_model)
@@ -333,6 +337,8 @@ class LlamaDecoder(nn.Module):
 class Seq2Seq(nn.Module):
     """Encoder-decoder Transformer (``nn.Transformer``, SDPA attention, cross-attention): the batch packs source
     and target tokens side by side, ``[src (seq) | tgt (seq)]``; the output is next-token logits of the target."""
+
+    mask: torch.Tensor  # a registered buffer
 
     def __init__(self, vocab: int = 1000, d_model: int = 128, layers: int = 2, heads: int = 4, seq: int = 32):
         super().__init__()
@@ -421,6 +427,8 @@ class DLRM(nn.Module):
     The batch packs ``dense`` float features and ``tables x bag`` ids (stored as exact float values) side by side.
     """
 
+    pairs: torch.Tensor  # a registered buffer
+
     def __init__(self, tables: int = 8, rows: int = 10000, dim: int = 16, bag: int = 4, dense: int = 13,
                  bottom: int = 64, top: int = 128):
         super().__init__()
@@ -443,6 +451,8 @@ class DLRM(nn.Module):
 class WideDeep(nn.Module):
     """Wide-and-deep recommender: a wide linear part over the sparse ids (an ``EmbeddingBag`` of width 1 over a
     hashed vocabulary), a deep MLP over concatenated field embeddings, summed into one logit."""
+
+    offsets: torch.Tensor  # a registered buffer
 
     def __init__(self, fields: int = 8, rows: int = 10000, dim: int = 16, hidden: int = 128, dense: int = 13):
         super().__init__()
@@ -539,6 +549,9 @@ class GCN(nn.Module):
     """Graph convolutional network for graph classification: every sample is a graph of ``nodes`` nodes (a fixed
     random graph with ``degree`` in-edges per node); messages are gathered along edges and summed with
     ``index_add_`` (scatter-add), then mean-pooled per graph."""
+
+    src: torch.Tensor  # a registered buffer
+    dst: torch.Tensor  # a registered buffer
 
     def __init__(self, hidden: int = 64, layers: int = 3, nodes: int = 64, degree: int = 4, features: int = 32,
                  classes: int = 10):

@@ -214,7 +214,7 @@ def hf_workload(spec: str, *, name: str | None = None, seq_len: int | None = Non
 
     def loss(output, inputs, _target):
         ids = inputs[0]
-        logits = getattr(output, "logits", None)
+        logits: Any = getattr(output, "logits", None)  # a tensor for the heads that have logits
         if head == "causal-lm":
             return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(), ids[:, 1:].reshape(-1))
         if head == "masked-lm":

@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["OP_CLASSES", "TRACED_CLASSES", "OP_FEATURE_VERSION", "OpFeatures", "count_ops", "count_workload_ops",
            "op_column_names", "OPTIMIZER_COST"]
@@ -304,7 +305,7 @@ def _rnn_hook(tally: _Tally):
     """
 
     def hook(module, args, _out):
-        x = args[0] if args else None
+        x: Any = args[0] if args else None
         data = getattr(x, "data", x)  # a PackedSequence's data is (sum of lengths, features)
         if data is None or not hasattr(data, "numel"):
             return
@@ -450,7 +451,7 @@ class _SdpaRedirect:
             return orig(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
                         scale=scale, **kwargs)
 
-        F.scaled_dot_product_attention = sdpa
+        F.scaled_dot_product_attention = sdpa  # type: ignore[assignment]  # same call, same result
         return self
 
     def __exit__(self, *exc):

@@ -11,6 +11,7 @@ import os
 import platform
 import socket
 import threading
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +115,8 @@ class NvmlSampler:
         self._samples: list[tuple[float, float, float, float]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._nv = None
+        self._nv: Any = None  # the pynvml module once NVML is initialised
+        self._handle: Any = None
 
     def __enter__(self):
         self._nv = _nvml()

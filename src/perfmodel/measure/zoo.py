@@ -183,6 +183,8 @@ class Encoder(_Checkpointable, nn.Module):
 class Decoder(_Checkpointable, nn.Module):
     """GPT-style decoder-only LM: causal self-attention layers and a next-token head."""
 
+    mask: torch.Tensor  # a registered buffer
+
     def __init__(self, vocab: int = 1000, d_model: int = 128, layers: int = 2, heads: int = 4, seq: int = 32,
                  tie: bool = False):
         super().__init__()

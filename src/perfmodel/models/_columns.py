@@ -184,7 +184,7 @@ class NamedColumnsMixin:
         return self._design(X)
 
     def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
+        tags = super().__sklearn_tags__()  # type: ignore[misc]  # the estimator class mixed with it has them
         tags.target_tags.positive_only = True  # step times
         tags.regressor_tags.poor_score = True  # a physical form, not a fit to arbitrary data
         tags.input_tags.allow_nan = not self._FINITE_FIT

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 from scipy import stats
@@ -104,7 +106,7 @@ class OLSRegressor(RegressorMixin, BaseEstimator):
         """
         from statsmodels.regression.linear_model import OLSResults, RegressionResultsWrapper
 
-        st = self._fit_state_
+        st: dict[str, Any] = self._fit_state_
         X, y = np.asarray(self._X_fit_, dtype=float), np.asarray(self._y_fit_, dtype=float)
         p = X.shape[1] + 1
         params = np.asarray(st["params"], dtype=float)

@@ -11,7 +11,21 @@ from ._ops import OpsRegressor
 from ._physics import PhysicsRegressor
 from ._roofline import RooflineRegressor
 
-__all__ = ["METHODS", "COUNT_FORMS", "make_regressor", "feature_set"]
+__all__ = ["METHODS", "COUNT_FORMS", "REGRESSORS", "make_regressor", "feature_set"]
+
+#: Each method of :data:`METHODS` -> a function of ``random_state`` making its unfitted regressor (one entry per
+#: method: ``tests/test_models.py`` checks the two agree).
+REGRESSORS = {
+    "linear": lambda random_state: OLSRegressor(log_target=False),
+    "loglinear": lambda random_state: OLSRegressor(log_target=True),
+    "gbm": lambda random_state: GBMRegressor(random_state=random_state),
+    "physics": lambda random_state: PhysicsRegressor(),
+    "ops": lambda random_state: OpsRegressor(),
+    "roofline": lambda random_state: RooflineRegressor(),
+    "ratio": lambda random_state: RatioRegressor(),
+    "mfu": lambda random_state: MFURegressor(),
+    "layout": lambda random_state: LayoutRegressor(),
+}
 
 
 def feature_set(method: str) -> str:
@@ -46,20 +60,7 @@ def make_regressor(method: str, random_state: int | None = 0):
         The method's scikit-learn regressor, with its default parameters (the physical forms and baselines read
         their columns by name: :mod:`perfmodel.models._columns`).
     """
-    if method == "gbm":
-        return GBMRegressor(random_state=random_state)
-    if method == "physics":
-        return PhysicsRegressor()
-    if method == "ops":
-        return OpsRegressor()
-    if method == "roofline":
-        return RooflineRegressor()
-    if method == "ratio":
-        return RatioRegressor()
-    if method == "mfu":
-        return MFURegressor()
-    if method == "layout":
-        return LayoutRegressor()
-    if method in ("linear", "loglinear"):
-        return OLSRegressor(log_target=(method == "loglinear"))
+    factory = REGRESSORS.get(method)
+    if factory is not None:
+        return factory(random_state)
     raise ValueError(f"Unknown method {method!r}; choose from {', '.join(METHODS)}.")

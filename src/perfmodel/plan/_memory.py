@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 
 from .._format import to_plain
 from .._validation import check_choice, check_nonnegative_float, check_positive_float, check_positive_int
-from ..hardware import MIXED_PRECISIONS, check_precision, get_spec, resolve_gpu_type
+from ..hardware import MIXED_PRECISIONS, PRECISION_TABLE, check_precision, get_spec, resolve_gpu_type
 from ..layout import ParallelLayout
 from ..transformer import RECOMPUTE_MODES, TransformerShape, standard_shape
 
@@ -92,7 +92,7 @@ def model_state_bytes_per_param(precision: str, optimizer: str = "adamw") -> tup
     precision = check_precision(precision, "model_state_bytes_per_param")
     check_choice(optimizer, "optimizer", "model_state_bytes_per_param", OPTIMIZERS)
     mixed = precision in MIXED_PRECISIONS
-    w = {"fp8": 3.0, "fp16": 2.0, "bf16": 2.0}.get(precision, 4.0)
+    w = PRECISION_TABLE[precision].weight_bytes
     g = 4.0  # fp32 gradient buffers (mixed precision) or fp32 gradients
     if optimizer == "adamw":
         opt = 12.0 if mixed else 8.0  # (fp32 master +) momentum + variance
