@@ -7,6 +7,8 @@ from __future__ import annotations
 import importlib.util
 import pathlib
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -46,3 +48,18 @@ def test_the_sections_parse():
     text = "perfmodel\n    fit: function (runs)\nperfmodel.x: not importable without torch\nperfmodel.y\n"
     assert _sections(text) == {"perfmodel": ["fit: function (runs)"],
                                "perfmodel.x": ["perfmodel.x: not importable without torch"], "perfmodel.y": []}
+
+
+@pytest.mark.parametrize("module, old, new", [
+    ("perfmodel.io", "read_history", "read_raw_history"),
+    ("perfmodel.evaluate", "BASELINES", "EVALUATION_BASELINES"),
+    ("perfmodel.predict", "layout_columns", "query_layout_columns"),
+    ("perfmodel.measure.layouts", "layout_problems", "layout_run_problems"),
+])
+def test_renamed_names_still_answer_with_a_deprecation_warning(module, old, new):
+    import importlib
+
+    mod = importlib.import_module(module)
+    with pytest.warns(DeprecationWarning, match=f"{old} is renamed {module}.{new}"):
+        assert getattr(mod, old) is getattr(mod, new)
+    assert old not in mod.__all__ and new in mod.__all__

@@ -215,3 +215,25 @@ def _collections_naming(names: set, at_least: int, *, owner: str | tuple) -> lis
                 if len(spelled) >= at_least:
                     found.append(f"{m}:{node.lineno} {spelled}")
     return found
+
+
+#: Public names that more than one module defines on purpose, and why.
+SHARED_NAMES = {
+    "MLP": "two measurement workers' own toy networks (the zoo's and the layout worker's)",
+    "PerfModelCallback": "one per training framework (perfmodel.integrations.hf, .lightning)",
+    "main": "each runnable module's entry point",
+    "as_int": "the MLPerf log reader's and the Hugging Face reader's own number rules",
+}
+
+
+def test_no_two_modules_define_one_public_name():
+    # one owner per concept: a public function or class name is defined in one module (the renames of issue 37:
+    # io.read_history, predict.layout_columns, measure.layouts.layout_problems, the query device resolver)
+    owners: dict[str, set] = {}
+    for m, f in _modules().items():
+        for node in ast.parse(f.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
+                owners.setdefault(node.name, set()).add(m)
+    clashes = {n: sorted(ms) for n, ms in owners.items() if len(ms) > 1 and n not in SHARED_NAMES}
+    assert not clashes, f"names defined in several modules (rename one, or list it in SHARED_NAMES): {clashes}"
+    assert all(len(owners.get(n, ())) > 1 for n in SHARED_NAMES), "SHARED_NAMES lists a name defined once"

@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch")
 import perfmodel  # noqa: E402
 from perfmodel.exceptions import LayoutError  # noqa: E402
 from perfmodel.measure import RunConfig, run_sweep  # noqa: E402
-from perfmodel.measure.layouts import LAYOUT_MODELS, LAYOUTS_SWEEP, layout_problems, layout_shape  # noqa: E402
+from perfmodel.measure.layouts import LAYOUT_MODELS, LAYOUTS_SWEEP, layout_run_problems, layout_shape  # noqa: E402
 from perfmodel.measure.plans import layouts_sweep_configs  # noqa: E402
 from perfmodel.measure.sweep import base_record  # noqa: E402
 from perfmodel.schema import LAYOUT_COLUMNS, SHAPE_COLUMNS  # noqa: E402
@@ -39,7 +39,7 @@ def _env():
 
 class TestChecks:
     def test_a_good_layout_has_no_problems(self):
-        assert layout_problems("layout-gpt-s", gpu_count=4, tp=2, pp=2, micro_batches=4,
+        assert layout_run_problems("layout-gpt-s", gpu_count=4, tp=2, pp=2, micro_batches=4,
                                sequence_parallel=True) == []
 
     @pytest.mark.parametrize("kwargs, words", [
@@ -51,12 +51,12 @@ class TestChecks:
         (dict(gpu_count=1, pp_schedule="zb"), ["pp_schedule must be one of 1f1b, gpipe"]),
     ])
     def test_bad_layouts_say_why(self, kwargs, words):
-        text = " ".join(layout_problems("layout-gpt-s", **kwargs))
+        text = " ".join(layout_run_problems("layout-gpt-s", **kwargs))
         for w in words:
             assert w in text
 
     def test_gpipe_takes_fewer_micro_batches_than_stages(self):
-        assert layout_problems("layout-gpt-s", gpu_count=4, pp=4, micro_batches=1, pp_schedule="gpipe") == []
+        assert layout_run_problems("layout-gpt-s", gpu_count=4, pp=4, micro_batches=1, pp_schedule="gpipe") == []
 
     def test_shape_knobs(self):
         assert layout_shape("layout-gpt-m") == LAYOUT_MODELS["layout-gpt-m"]

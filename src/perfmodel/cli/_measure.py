@@ -267,7 +267,7 @@ def _is_layout_request(args) -> bool:
 
 def _layout_configs(args, device: str, options: dict) -> list:
     """The layout runs the flags ask for, each checked (one line naming the flags on a bad layout)."""
-    from ..measure.layouts import layout_problems
+    from ..measure.layouts import layout_run_problems
     from ..measure.sweep import RunConfig
 
     tp, pp = args.tensor_parallel, args.pipeline_parallel
@@ -305,7 +305,7 @@ def _layout_configs(args, device: str, options: dict) -> list:
                 else:
                     batches = [(b, args.grad_accum) for b in (args.batch_sizes or [8])]
                 for mb, accum in batches:
-                    problems = layout_problems(model, gpu_count=n, tp=tp, pp=pp, micro_batches=accum,
+                    problems = layout_run_problems(model, gpu_count=n, tp=tp, pp=pp, micro_batches=accum,
                                                sequence_parallel=args.sequence_parallel, pp_schedule=args.pp_schedule,
                                                seq_len=args.seq_len, names=names)
                     if problems:

@@ -69,7 +69,7 @@ from ..store import is_store, open_store
 from ..store._frames import as_frame, with_run_ids
 from ._csv_text import ROW_CHECK, csv_bytes, read_csv_text, row_check
 
-__all__ = ["load_runs", "save_runs", "append_runs", "append_new_runs", "read_raw_history", "read_history", "write_history",
+__all__ = ["load_runs", "save_runs", "append_runs", "append_new_runs", "read_raw_history", "write_history",
            "recover_runs", "export_history", "import_history", "check_history_target", "ROW_CHECK", "row_check",
            "MissingDependencyError"]
 
@@ -601,22 +601,14 @@ def import_history(sources, target="default") -> tuple[int, int]:
     return added, skipped
 
 
-def read_history(path) -> pd.DataFrame:
-    """Deprecated name of :func:`read_raw_history` (it clashed with :func:`perfmodel.history.read_history`, which
-    reads *and validates* a history and returns a :class:`~perfmodel.history.LoadedHistory`).
+def __getattr__(name):
+    # ``read_history``: the deprecated name of read_raw_history (it clashed with perfmodel.history.read_history,
+    # which reads *and validates* a history and returns a LoadedHistory); it goes in perfmodel 0.4
+    if name == "read_history":
+        import warnings
 
-    Parameters
-    ----------
-    path : str, path-like or HistoryStore
-        As in :func:`read_raw_history`.
-
-    Returns
-    -------
-    pandas.DataFrame
-        :func:`read_raw_history`'s frame.
-    """
-    import warnings
-
-    warnings.warn("perfmodel.io.read_history is renamed perfmodel.io.read_raw_history (perfmodel.history.read_history "
-                  "is the validated reader); the old name will be removed in perfmodel 0.4.", DeprecationWarning, stacklevel=2)
-    return read_raw_history(path)
+        warnings.warn("perfmodel.io.read_history is renamed perfmodel.io.read_raw_history (perfmodel.history."
+                      "read_history is the validated reader); the old name will be removed in perfmodel 0.4.",
+                      DeprecationWarning, stacklevel=2)
+        return read_raw_history
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -38,7 +38,7 @@ from typing import Any
 
 from ..exceptions import LayoutError
 
-__all__ = ["LAYOUT_MODELS", "PP_SCHEDULES", "is_layout_model", "layout_shape", "layout_problems", "LAYOUTS_SWEEP"]
+__all__ = ["LAYOUT_MODELS", "PP_SCHEDULES", "is_layout_model", "layout_shape", "layout_run_problems", "LAYOUTS_SWEEP"]
 
 #: Decoders for layout runs: name -> shape. ``n_layers`` divides by pipeline degrees up to 4, ``n_heads``,
 #: ``vocab`` and ``seq`` by tensor-parallel degrees up to 4 (sequence parallelism splits the sequence).
@@ -108,7 +108,7 @@ def layout_shape(model: str, knobs: dict | None = None, seq_len: int | None = No
     return shape
 
 
-def layout_problems(model: str, *, gpu_count: int, tp: int = 1, pp: int = 1, micro_batches: int = 1,
+def layout_run_problems(model: str, *, gpu_count: int, tp: int = 1, pp: int = 1, micro_batches: int = 1,
                     sequence_parallel: bool = False, pp_schedule: str = "1f1b", knobs: dict | None = None,
                     seq_len: int | None = None, names: dict | None = None) -> list[str]:
     """Why a layout run of ``model`` cannot run as asked; empty when it can.
@@ -187,3 +187,14 @@ LAYOUTS_SWEEP: dict[str, Any] = {
     "repeats": 3,
     "run_options": {"max_seconds": 2.0, "warmup_steps": 2, "min_steps": 5, "max_steps": 200, "threads": 1},
 }
+
+
+def __getattr__(name):
+    # layout_problems: renamed layout_run_problems (it clashed with perfmodel.layout.layout_problems); the old name goes in perfmodel 0.4
+    if name == "layout_problems":
+        import warnings
+
+        warnings.warn("perfmodel.measure.layouts.layout_problems is renamed perfmodel.measure.layouts.layout_run_problems (perfmodel.layout.layout_problems is another function); the old name will be "
+                      "removed in perfmodel 0.4.", DeprecationWarning, stacklevel=2)
+        return layout_run_problems
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

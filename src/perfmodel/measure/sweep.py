@@ -47,7 +47,7 @@ from . import _lifeline
 # the history a sweep resumes from and keeps per-step times beside (importable from here, as before)
 from ._resume import append_steps, done_keys, flag_timing, read_existing, repeat_medians
 from ._worker import ERROR_PREFIX
-from .layouts import LAYOUT_MODELS, PP_SCHEDULES, is_layout_model, layout_problems, layout_shape
+from .layouts import LAYOUT_MODELS, PP_SCHEDULES, is_layout_model, layout_run_problems, layout_shape
 from .workload import check_model_spec, default_model_name, factory_spec, model_kind
 from .zoo import ZOO, default_seq_len
 
@@ -244,7 +244,7 @@ class RunConfig:
                                        ("precision fp16", self.precision == "fp16")) if on]
         if unsupported:
             raise LayoutError(f"{where}: a layout run of {self.model} does not support {', '.join(unsupported)}.")
-        problems = layout_problems(self.model, gpu_count=self.gpu_count, tp=self.tp, pp=self.pp,
+        problems = layout_run_problems(self.model, gpu_count=self.gpu_count, tp=self.tp, pp=self.pp,
                                    micro_batches=self.grad_accum, sequence_parallel=self.sequence_parallel,
                                    pp_schedule=self.pp_schedule, knobs=self.knobs, seq_len=self.seq_len)
         if problems:

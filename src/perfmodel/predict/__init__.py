@@ -20,13 +20,13 @@ from ..models import METHODS, TrainingTimeModel
 from ._backend import MIN_OWN_RUNS as MIN_OWN_RUNS  # re-exported: the documented rule of a mixed history
 from ._backend import bundled_layout_model
 from ._base import BasePredictor, checked_predictor
-from ._job import SHAPE_NAMES, WHERE, default_precision, layout_columns, model_spec
+from ._job import SHAPE_NAMES, WHERE, default_precision, model_spec, query_layout_columns
 from ._memo import shared_predictor
 from ._result import PREDICTION_COLUMNS, TrainingTimePrediction
 from ._support import LAYOUT_METHOD
 
 __all__ = ["BasePredictor", "predict_training_time", "predict_many", "fit", "TrainingTimePrediction", "resolve_history",
-           "layout_columns", "SHAPE_NAMES", "LAYOUT_METHOD", "bundled_layout_model",
+           "query_layout_columns", "SHAPE_NAMES", "LAYOUT_METHOD", "bundled_layout_model",
            "model_spec", "default_precision", "PREDICTION_COLUMNS"]
 
 
@@ -202,3 +202,14 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
         by the layout model), aligned with ``queries``.
     """
     return shared_predictor(checked_predictor, history, method, confidence, "predict_many").predict_many(queries)
+
+
+def __getattr__(name):
+    # layout_columns: renamed query_layout_columns (it clashed with perfmodel.importers.mlperf.layout.layout_columns); the old name goes in perfmodel 0.4
+    if name == "layout_columns":
+        import warnings
+
+        warnings.warn("perfmodel.predict.layout_columns is renamed perfmodel.predict.query_layout_columns (perfmodel.importers.mlperf.layout.layout_columns is another function); the old name will be "
+                      "removed in perfmodel 0.4.", DeprecationWarning, stacklevel=2)
+        return query_layout_columns
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

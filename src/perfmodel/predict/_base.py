@@ -31,12 +31,12 @@ from ._job import (
 )
 from ._memo import check_history_type, kept_predictor
 from ._queries import (
-    canonical_devices,
     check_positive_columns,
     distinct_query_rows,
     fill_implied_sequences,
     fill_model_columns,
     fill_precision,
+    resolve_query_devices,
     sized_decoders,
     split_attention,
 )
@@ -436,7 +436,7 @@ class BasePredictor:
         positions = np.arange(len(queries)) if _positions is None else np.asarray(_positions)
         q = queries.copy()
         split_attention(q, positions)  # as in a model spec: the op split the mfu rule reads
-        canonical_devices(q)
+        resolve_query_devices(q)
         on_cpu = (q["gpu_type"].astype(str) == "cpu").to_numpy()
         if (self.history is None and self.method == "auto") or (sized_decoders(q, ~on_cpu).any()
                                                                 and self._backend.layout_history()):

@@ -1,5 +1,5 @@
 """One training job as a query row: the model's columns (:func:`model_spec`), a transformer job's layout
-(:func:`layout_columns`), its steps, and the precision it is predicted at when it names none
+(:func:`query_layout_columns`), its steps, and the precision it is predicted at when it names none
 (:func:`default_precision`)."""
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def model_spec(model, example_input, fitted) -> dict:
 SHAPE_NAMES = tuple(c.name for c in SHAPE_COLUMNS)
 
 
-def layout_columns(row: dict, *, seq_len, global_batch: int, layout=None, gpus_per_node=None,
+def query_layout_columns(row: dict, *, seq_len, global_batch: int, layout=None, gpus_per_node=None,
                    inter_node_gbps=None, where: str = WHERE, names: dict | None = None) -> dict:
     """The run-schema columns of a transformer job's layout, checked against the frameworks' rules.
 
@@ -352,14 +352,14 @@ def job_columns(model, job: dict) -> dict:
 def query_row(spec: dict, model, *, gpu_count: int, gpu_type: str, precision: str, steps: int, global_batch: int,
               seq_len, layout, gpus_per_node, inter_node_gbps, wants_layout: bool) -> tuple[dict, list[str]]:
     """The query row of one job, and what its layout assumed: the model's columns (``spec``), the devices,
-    precision and steps, and for transformer training its layout's columns (:func:`layout_columns`; with
+    precision and steps, and for transformer training its layout's columns (:func:`query_layout_columns`; with
     recomputation, the FLOPs the devices do)."""
     row = {**spec, "gpu_count": gpu_count, "gpu_type": gpu_type, "precision": precision.lower(),
            "steps": steps,  # per device: whole where it divides (a model-parallel share may be a fraction)
            "batch_size": global_batch // gpu_count if global_batch % gpu_count == 0 else global_batch / gpu_count}
     assumed: list[str] = []
     if wants_layout or layout is not None or gpus_per_node is not None or inter_node_gbps is not None:
-        row.update(layout_columns(row, seq_len=seq_len, global_batch=global_batch, layout=layout,
+        row.update(query_layout_columns(row, seq_len=seq_len, global_batch=global_batch, layout=layout,
                                   gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps, where=WHERE))
         assumed = row.pop("_assumed")
         shape = model.get("shape") if isinstance(model, Mapping) else None

@@ -15,7 +15,7 @@ from .._validation import row_label
 from ..exceptions import ExtrapolationWarning, SchemaError, UnsupportedQueryError
 from ..hardware import PRECISIONS, resolve_gpu_type
 from ..layout import LayoutError
-from ._job import SHAPE_NAMES, default_precision, dense_part, implied_sequence, is_given, layout_columns
+from ._job import SHAPE_NAMES, default_precision, dense_part, implied_sequence, is_given, query_layout_columns
 
 
 # ---------------------------------------------------------------------------------------- given columns
@@ -43,7 +43,7 @@ def split_attention(q: pd.DataFrame, positions: np.ndarray) -> None:
     q["op_attention_flops"], q["op_matmul_flops"] = attn, dense
 
 
-def canonical_devices(q: pd.DataFrame) -> None:
+def resolve_query_devices(q: pd.DataFrame) -> None:
     """Make the ``gpu_type`` column the devices' canonical names (:func:`~perfmodel.hardware.resolve_gpu_type`),
     a categorical (no per-row string copies), in place."""
     if "gpu_type" not in q.columns:
@@ -201,7 +201,7 @@ _LAYOUT_FIELDS = {"tp": "tp", "pp": "pp", "vp": "vp", "cp": "cp", "ep": "ep", "m
 
 def fill_default_layouts(q: pd.DataFrame, rows: np.ndarray, positions: np.ndarray) -> None:
     """Complete the layout of the transformer jobs among ``rows`` as :func:`predict_training_time` does for the same
-    job (:func:`layout_columns`: what a row states is kept, :func:`perfmodel.layout.job_layout`'s defaults fill the
+    job (:func:`query_layout_columns`: what a row states is kept, :func:`perfmodel.layout.job_layout`'s defaults fill the
     rest), in place, once per distinct job: one answer per job, one row or many. A layout the frameworks would not
     run is refused naming the row (``positions``: each row's 0-based place in the caller's queries)."""
     rows = np.flatnonzero(rows)
@@ -220,7 +220,7 @@ def fill_default_layouts(q: pd.DataFrame, rows: np.ndarray, positions: np.ndarra
                 continue
             given = {k: (str(v) if k == "recompute" else bool(v) if k == "sequence_parallel" else int(v))
                      for k, v in given.items()}
-            lay = layout_columns({**row, "gpu_count": count}, seq_len=row.get("seq_len"), global_batch=int(round(gb)),
+            lay = query_layout_columns({**row, "gpu_count": count}, seq_len=row.get("seq_len"), global_batch=int(round(gb)),
                                  layout=given or None, where="predict_many")
         except LayoutError as exc:
             raise LayoutError(f"predict_many: {row_label(int(at[0]), positions + 1)}: {exc}") from None
