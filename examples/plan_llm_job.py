@@ -27,10 +27,13 @@ print(job)
 
 print("\n== 2. the fastest layout that fits in memory (a search over tp, pp, cp, micro-batch, ZeRO, recomputation)")
 best = plan_llm_job(**JOB, gpu_type="H100", gpu_count=64, search=True)
-print(best.layouts[["layout", "step_time_s", "step_lower", "step_upper", "memory_gb"]].head(8).to_string(
+print(best.layouts[["layout", "step_time_s", "vs_fastest", "told_apart", "memory_gb"]].head(8).to_string(
     index=False, float_format=lambda v: f"{v:.3g}"))
 print(f"{len(best.layouts)} layouts fit; planned: {best.layout.describe()}, {best.seconds / 3600:.1f} h "
       f"(90% PI {best.lower / 3600:.1f}–{best.upper / 3600:.1f} h)")
+tied = best.layouts["told_apart"].map(lambda v: v is False)
+print(f"{int(tied.sum())} of them within x{best.layouts['vs_fastest'][tied].max():.2f} of the fastest: not told "
+      "apart by the model (told_apart False); measure the leading few on your cluster")
 
 print("\n== 3. a layout whose memory estimate does not fit is refused, naming one that does")
 try:

@@ -11,6 +11,10 @@ from the bundled history is at least what the model missed when a whole set was 
 * ``bundled/unstated_shape``: the same, out of the box (``predict_many`` with no history, the set left out of the
   bundled LLM history), for its rows asked by the model's size alone (no shape, sequence or layout): the standard
   shape, the sequence its FLOPs imply and the default layout stand in for what was not said, and miss more;
+* ``within_job``: for every two rows of one held-out job (model, sequence, global batch, devices, device type,
+  precision) whose layouts differ, the difference of their log errors under the same fits: how far apart the
+  model's errors on two layouts of one job lie, so how close two predicted steps can be before the model cannot
+  tell which is faster (:func:`perfmodel.models.layout_tie_factor`; the layout search marks such layouts);
 * ``calibrated/<k>``: the same, after calibrating the fit on ``k`` runs of the held-out set (k = 1, 3, 9; the
   model's coefficients as the prior, :class:`perfmodel.models.LayoutRegressor`), predicting its other runs; the
   ``k`` runs drawn at random, ``--repeats`` times.
@@ -40,6 +44,11 @@ KS = (1, 3, 9)
 UNSTATED = "bundled/unstated_shape"
 #: The fewest such rows a set needs to enter that entry.
 MIN_SET_ROWS = 10
+#: The entry of the error differences between two layouts of one job (:func:`layout_pair_differences`), the
+#: columns that make a job, and those that make its layout.
+WITHIN_JOB = "within_job"
+JOB_COLUMNS = ("model", "seq_len", "global_batch_size", "gpu_count", "gpu_type", "precision")
+LAYOUT_KEYS = ("tp", "pp", "vp", "cp", "ep", "micro_batch_size", "zero_stage", "recompute", "sequence_parallel")
 UNSTATED_COLUMNS = ("model", "family", "params", "flops_per_sample", "batch_size", "gpu_count", "gpu_type",
                     "precision")
 
@@ -57,7 +66,7 @@ def build(repeats: int) -> dict:
         runs = load_runs(bundled_runs_path(file))
         sets[file] = runs.loc[is_layout_job(runs)].reset_index(drop=True)
     rng = np.random.default_rng(0)
-    errs = {"bundled": ([], [])} | {f"calibrated/{k}": ([], []) for k in KS}
+    errs = {"bundled": ([], []), WITHIN_JOB: ([], [])} | {f"calibrated/{k}": ([], []) for k in KS}
     summary = {}
     for name, test in sets.items():
         train = [r for n, r in sets.items() if n != name]
@@ -73,6 +82,11 @@ def build(repeats: int) -> dict:
         errs["bundled"][0].extend(e)
         errs["bundled"][1].extend([name] * len(e))
         summary[name] = {"rows": int(len(test)), "bundled_median_ape": float(np.median(np.abs(ratio - 1)) * 100)}
+        pairs = layout_pair_differences(test, np.log(ratio))
+        summary[name]["within_job_pairs"] = int(len(pairs))
+        if len(pairs) >= MIN_SET_ROWS:  # every set weighs the same: a few pairs would weigh as much as hundreds
+            errs[WITHIN_JOB][0].extend(pairs)
+            errs[WITHIN_JOB][1].extend([name] * len(pairs))
         prior = dict(base.pipeline_.named_steps["regressor"].coef_)
         for k in KS:
             cal_errs = []
@@ -103,10 +117,28 @@ def build(repeats: int) -> dict:
         scores = balanced_scores(np.asarray(e), np.asarray(groups))
         what = {"bundled": "bundled", UNSTATED: "bundled, the model given by its size alone"}.get(
             key, key.replace("/", " on ") + " own runs")
-        book["entries"][key] = {"name": f"the layout model's errors on an unseen published set ({what}; "
-                                        "data/layout_error_book.json)",
-                                "scores": [round(float(v), 6) for v in np.sort(scores)]}
+        name = (f"the layout model's errors on an unseen published set ({what}; data/layout_error_book.json)"
+                if key != WITHIN_JOB else "the difference of the layout model's errors on two layouts of one job "
+                "of an unseen published set (data/layout_error_book.json)")
+        book["entries"][key] = {"name": name, "scores": [round(float(v), 6) for v in np.sort(scores)]}
     return book
+
+
+def layout_pair_differences(runs, log_ratio) -> np.ndarray:
+    """``|e_i − e_j|`` for every pair of rows of one job (:data:`JOB_COLUMNS` equal) whose layouts differ, ``e``
+    the log of predicted over measured step time: how far apart two layouts' errors lie, the resolution of a
+    ranking of layouts (a shared error, the framework's level, cancels)."""
+
+    frame = runs.assign(_e=np.asarray(log_ratio, dtype=float))
+    layout = [c for c in LAYOUT_KEYS if c in frame.columns]
+    frame["_layout"] = frame[layout].apply(lambda c: c.map(str)).agg("|".join, axis=1)
+    out = []
+    for _, g in frame.groupby([c for c in JOB_COLUMNS if c in frame.columns], dropna=False):
+        e, lay = g["_e"].to_numpy(), g["_layout"].to_numpy()
+        i, j = np.triu_indices(len(g), 1)
+        keep = lay[i] != lay[j]  # repeats of one layout measure the runs' noise, not the ranking
+        out.append(np.abs(e[i] - e[j])[keep])
+    return np.concatenate(out) if out else np.array([])
 
 
 def unstated_shape_errors() -> dict:

@@ -206,6 +206,26 @@ class TestLayoutBook:
         assert floor_for("layout", ["bundled:public_llmfoundry.csv"])["name"] == layout_floor(0)["name"]
         assert floor_for("linear", ["bundled:mlperf_steps.csv"]) is None
 
+    def test_the_tie_factor_of_two_layouts_comes_from_the_within_job_entry(self):
+        from perfmodel.models import WITHIN_JOB, layout_tie_factor
+
+        scores = read_error_book(LAYOUT_BOOK)["entries"][WITHIN_JOB]["scores"]
+        assert layout_tie_factor(0.9) == pytest.approx(math.exp(conformal_quantile(scores, 0.9)))
+        assert 1.0 <= layout_tie_factor(0.5) <= layout_tie_factor(0.9) <= layout_tie_factor(0.99)
+
+    def test_pair_differences_take_distinct_layouts_of_one_job(self):
+        sys.path.insert(0, str(ROOT / "scripts"))
+        try:
+            from build_layout_error_book import layout_pair_differences
+        finally:
+            sys.path.pop(0)
+        job = {"model": "m", "seq_len": 2048, "global_batch_size": 64, "gpu_count": 8, "gpu_type": "H100",
+               "precision": "bf16"}
+        runs = pd.DataFrame([{**job, "tp": 1}, {**job, "tp": 1}, {**job, "tp": 2}, {**job, "model": "n", "tp": 4}])
+        # rows 0 and 1 repeat one layout (noise, not ranking); row 3 is another job
+        d = layout_pair_differences(runs, np.log([1.0, 1.2, 1.5, 3.0]))
+        assert sorted(np.round(d, 6)) == sorted(np.round([np.log(1.5), np.log(1.5 / 1.2)], 6))
+
     @pytest.mark.slow
     def test_the_shipped_book_is_up_to_date(self):
         out = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_layout_error_book.py"), "--check"],

@@ -186,6 +186,15 @@ class TestPlanLLMJob:
         assert table["layout"].iloc[0] == j.layout.describe() and j.fits
         assert table["step_time_s"].iloc[0] == pytest.approx(j.prediction.step_seconds)
         assert "layouts searched" in str(j) and "fastest of" in j.notes[-1]
+        # how close to the fastest a layout may be before the model cannot tell them apart (the layout book)
+        from perfmodel.models import layout_tie_factor
+
+        tie = layout_tie_factor(0.9)
+        assert tie is not None and tie > 1.0
+        assert table["vs_fastest"].iloc[0] == 1.0 and (table["vs_fastest"] >= 1.0).all()
+        assert list(table["told_apart"]) == [bool(v > tie) for v in table["vs_fastest"]]
+        tied = int((table["vs_fastest"] <= tie).sum())
+        assert (f"{tied} layouts within x" in str(j)) == (tied > 1)
 
     def test_size_alone_gets_a_standard_shape(self):
         j = plan_llm_job(params=7e9, seq_len=4096, steps=10, global_batch=512, gpu_type="H100", gpu_count=16,

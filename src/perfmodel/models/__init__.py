@@ -8,8 +8,10 @@ from ._books import (
            LAYOUT_BOOK,
            TRANSFER_BOOK,
            UNSTATED_SHAPE,
+           WITHIN_JOB,
            floor_for,
            layout_floor,
+           layout_tie_factor,
            read_error_book,
            transfer_floor,
 )
@@ -24,7 +26,8 @@ from ._roofline import RooflineRegressor
 from ._shift import StackShift, shift_scales
 from ._training import FIT_FORMAT, Summary, TrainingTimeModel
 
-__all__ = ["LAYOUT_BOOK", "TRANSFER_BOOK", "UNSTATED_SHAPE", "floor_for", "layout_floor", "read_error_book",
+__all__ = ["LAYOUT_BOOK", "TRANSFER_BOOK", "UNSTATED_SHAPE", "WITHIN_JOB", "floor_for", "layout_floor", "layout_tie_factor",
+           "read_error_book",
            "transfer_floor", "OLSRegressor", "GBMRegressor", "PhysicsRegressor", "OpsRegressor", "RooflineRegressor",
            "TrainingTimeModel", "Summary", "FIT_FORMAT", "METHODS", "COUNT_FORMS", "mape", "median_ape", "conformal_quantile",
            "balanced_scores", "TreeEnsemble", "MFURegressor", "RatioRegressor", "RATIO_BAND", "LayoutRegressor", "CALIBRATION_PRIOR_WEIGHT",

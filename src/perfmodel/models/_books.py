@@ -8,7 +8,8 @@ other publishers:
 
 * the **layout book** (:data:`LAYOUT_BOOK`, ``scripts/build_layout_error_book.py``): the layout model's errors
   on a published LLM set it never saw, out of the box (``bundled``; a decoder given by its size alone:
-  :data:`UNSTATED_SHAPE`) and calibrated on ``k`` of its runs (``calibrated/<k>``);
+  :data:`UNSTATED_SHAPE`) and calibrated on ``k`` of its runs (``calibrated/<k>``), and how far apart its errors
+  on two layouts of one job lie (:data:`WITHIN_JOB`: :func:`layout_tie_factor`);
 * the **transfer book** (:data:`TRANSFER_BOOK`, ``scripts/build_transfer_error_book.py``): the errors of the fits
   on the bundled GPU runs (MLPerf) on other publishers' sets, per kind of query, for models those runs lack.
 
@@ -23,13 +24,15 @@ from __future__ import annotations
 
 import json
 
-__all__ = ["LAYOUT_BOOK", "TRANSFER_BOOK", "UNSTATED_SHAPE", "read_error_book", "layout_floor", "transfer_floor",
-           "floor_for"]
+__all__ = ["LAYOUT_BOOK", "TRANSFER_BOOK", "UNSTATED_SHAPE", "WITHIN_JOB", "read_error_book", "layout_floor",
+           "transfer_floor", "floor_for", "layout_tie_factor"]
 
 #: The layout model's error book (scripts/build_layout_error_book.py).
 LAYOUT_BOOK = "layout_error_book.json"
 #: The layout book's entry for a query that states no shape (the standard shape of its size stands in).
 UNSTATED_SHAPE = "bundled/unstated_shape"
+#: The layout book's entry of the differences between the model's errors on two layouts of one job.
+WITHIN_JOB = "within_job"
 #: The transfer error book (scripts/build_transfer_error_book.py).
 TRANSFER_BOOK = "transfer_error_book.json"
 #: Label prefix of a history part that is perfmodel's bundled data (:data:`perfmodel.history.BUNDLED_PREFIX`).
@@ -150,3 +153,39 @@ def floor_for(method: str, provenance, calibration_runs: int | None = None) -> d
     if method == "linear":
         return None
     return transfer_floor(labels)
+
+
+def layout_tie_factor(confidence: float = 0.9) -> float | None:
+    """How close two layouts' predicted steps can be before the layout model cannot tell which is faster.
+
+    From the layout book's :data:`WITHIN_JOB` entry: for two layouts of one job of a published set the model never
+    saw, the ratio of their predicted steps is off from the ratio of their measured steps by at most this factor in
+    ``confidence`` of the cases (a split-conformal quantile of ``|log error_i − log error_j|``). A layout predicted
+    within this factor of the fastest may be the faster one.
+
+    Parameters
+    ----------
+    confidence : float in (0, 1), default=0.9
+        The share of the book's pairs the factor covers.
+
+    Returns
+    -------
+    float or None
+        The factor (>= 1; infinite where the book has too few pairs for ``confidence``), or None when the book or
+        its entry is not installed.
+
+    Examples
+    --------
+    >>> factor = layout_tie_factor()
+    >>> factor is None or factor >= 1.0
+    True
+    """
+    import math
+
+    from ._conformal import conformal_quantile
+
+    book = read_error_book(LAYOUT_BOOK)
+    entry = None if book is None else book["entries"].get(WITHIN_JOB)
+    if not entry or not entry.get("scores"):
+        return None
+    return math.exp(conformal_quantile(entry["scores"], confidence))

@@ -50,7 +50,8 @@ from ..fitting import DEFAULT_METHOD
 from ..hardware import check_precision, resolve_gpu_type
 from ..layout import DEFAULT_GPUS_PER_NODE, ParallelLayout, check_layout, enumerate_layouts
 from ..layout_features import shape_columns
-from ..predict import TrainingTimePrediction, predict_many, predict_training_time
+from ..models import layout_tie_factor
+from ..predict import LAYOUT_METHOD, TrainingTimePrediction, predict_many, predict_training_time
 from ..transformer import TransformerFlops, TransformerShape, hf_config_shape, transformer_flops
 from ._cost import CostEstimate, estimate_cost
 from ._llm_layout import JobDevices, LayoutArgs, checked_recompute, checked_zero_stage, job_devices
@@ -313,6 +314,11 @@ class LLMJobPlan:
             lines.append(f"layouts searched: {len(self.layouts)} fit in memory; fastest first:")
             for _, r in self.layouts.head(5).iterrows():
                 lines.append(f"  {r['layout']}: step {r['step_time_s']:.3g} s, {r['memory_gb']:.0f} GB")
+            tied = self.layouts["told_apart"].map(lambda v: v is False).to_numpy(dtype=bool)  # None: not told
+            if tied.sum() > 1:
+                lines.append(f"  {int(tied.sum())} layouts within x{self.layouts['vs_fastest'][tied].max():.2f} of "
+                             "the fastest: the model does not tell them apart (its errors between two layouts of "
+                             "one published job); measure the leading few")
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -374,6 +380,9 @@ def search_layouts(*, shape: TransformerShape, seq_len: int, global_batch: int, 
     pandas.DataFrame
         One row per layout, fastest first: ``layout`` (in words), the degrees (``tp, pp, vp, cp, dp, ep``),
         ``micro_batch``, ``zero_stage``, ``recompute``, ``step_time_s``, ``step_lower``, ``step_upper``,
+        ``vs_fastest`` (its step over the fastest one's), ``told_apart`` (False where the step is within
+        :func:`perfmodel.models.layout_tie_factor` of the fastest: the layout model's errors between two layouts
+        of one job could make this one the faster; None where the answers are not the layout model's),
         ``memory_gb``, ``fits`` and the ``ParallelLayout`` itself (``layout_obj``). Empty when none is valid (or
         fits).
     """
@@ -390,7 +399,8 @@ def search_layouts(*, shape: TransformerShape, seq_len: int, global_batch: int, 
         layouts.append(lay)
         mems.append(mem)
     columns = ["layout", "tp", "pp", "vp", "cp", "dp", "ep", "micro_batch", "zero_stage", "recompute",
-               "step_time_s", "step_lower", "step_upper", "memory_gb", "fits", "layout_obj"]
+               "step_time_s", "step_lower", "step_upper", "vs_fastest", "told_apart", "memory_gb", "fits",
+               "layout_obj"]
     if not layouts:
         return pd.DataFrame(columns=columns)
     q = _layout_rows(layouts, shape=shape, seq_len=seq_len, global_batch=global_batch, gpu_type=gpu_type,
@@ -405,7 +415,13 @@ def search_layouts(*, shape: TransformerShape, seq_len: int, global_batch: int, 
         "recompute": q["recompute"], "step_time_s": pred["step_time_s"].to_numpy(),
         "step_lower": pred["step_lower"].to_numpy(), "step_upper": pred["step_upper"].to_numpy(),
         "memory_gb": [m.total_gb for m in mems], "fits": [m.fits for m in mems], "layout_obj": layouts})
-    return out.sort_values(["step_time_s", "memory_gb"], kind="stable").reset_index(drop=True)
+    out = out.sort_values(["step_time_s", "memory_gb"], kind="stable").reset_index(drop=True)
+    out.insert(out.columns.get_loc("step_upper") + 1, "vs_fastest", out["step_time_s"] / out["step_time_s"].min())
+    # whether the layout model's errors between two layouts of one job could make this one the faster one
+    tie = layout_tie_factor(confidence) if (pred["method"] == LAYOUT_METHOD).all() else None
+    out.insert(out.columns.get_loc("vs_fastest") + 1, "told_apart",
+               pd.Series([None if tie is None else bool(v > tie) for v in out["vs_fastest"]], dtype=object))
+    return out
 
 
 def plan_llm_job(*, seq_len, global_batch, gpu_type, params=None, n_layers=None, d_model=None, vocab=None,
