@@ -372,6 +372,20 @@ def scaling(sets: dict) -> list[dict]:
     return out
 
 
+def scaling_summary(series: list[dict]) -> dict:
+    """Across the scaling series: the measured and predicted throughput per device at the most devices over the
+    fewest (their means), how far apart the two are per series, and in how many series each falls."""
+    if not series:
+        return {"series": 0}
+    meas = np.array([s["measured_last_over_first"] for s in series])
+    pred = np.array([s["predicted_last_over_first"] for s in series])
+    return {"series": len(series), "measured_mean_last_over_first": float(meas.mean()),
+            "predicted_mean_last_over_first": float(pred.mean()),
+            "mean_abs_difference": float(np.abs(meas - pred).mean()),
+            "measured_falls": int((meas < 1).sum()), "predicted_falls": int((pred < 1).sum()),
+            "both_fall": int(((meas < 1) & (pred < 1)).sum())}
+
+
 def fp8_speedup(sets: dict) -> dict:
     out = {"measured": [], "predicted": []}
     for name, test in sets.items():
@@ -714,6 +728,7 @@ def _md(res: dict) -> str:
               "```"]
     lines += ["", "## Layout ranking", "", "```", json.dumps(rk, indent=1), "```", "", "## Scaling", "", "```"]
     lines += [json.dumps(s) for s in res["scaling"]]
+    lines += ["```", "", "Summary:", "", "```", json.dumps(res["scaling_summary"], indent=1)]
     lines += ["```", "", "## fp8 over bf16", "", "```", json.dumps(res["fp8"], indent=1), "```", "",
               "## Memory and refusals", "", "```", json.dumps(res["memory"], indent=1),
               json.dumps(res["memory_oom"], indent=1), "```", "",
@@ -755,6 +770,7 @@ def main(argv=None) -> int:
     res["ranking"] = ranking(sets)
     print("ranking:", json.dumps(res["ranking"]), flush=True)
     res["scaling"] = scaling(sets)
+    res["scaling_summary"] = scaling_summary(res["scaling"])
     res["extrapolation"] = extrapolation(sets)
     print("extrapolation:", json.dumps(res["extrapolation"]), flush=True)
     res["fp8"] = fp8_speedup(sets)
