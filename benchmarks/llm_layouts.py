@@ -261,7 +261,9 @@ def leave_one_model_out(sets: dict, max_folds: int) -> dict:
     return out
 
 
-_JOB = ["set", "model", "seq_len", "global_batch_size", "gpu_count", "gpu_type", "precision"]
+# a job: where a set states them, also its release and precision recipe (another release is not another layout)
+_JOB = ["set", "model", "seq_len", "global_batch_size", "gpu_count", "gpu_type", "precision", "release",
+        "precision_reported"]
 _LAYOUT = ["tp", "pp", "vp", "cp", "ep", "micro_batch_size", "zero_stage", "recompute"]
 
 
@@ -389,7 +391,7 @@ def scaling_summary(series: list[dict]) -> dict:
 def fp8_speedup(sets: dict) -> dict:
     out = {"measured": [], "predicted": []}
     for name, test in sets.items():
-        cols = [c for c in _JOB + _LAYOUT if c in test.columns and c != "precision"]
+        cols = [c for c in _JOB + _LAYOUT if c in test.columns and c not in ("precision", "precision_reported")]
         pairs = [g for _, g in test.groupby(cols, dropna=False) if set(g["precision"]) >= {"bf16", "fp8"}]
         if not pairs:
             continue
@@ -463,8 +465,9 @@ def memory_of_failed_runs() -> dict:
 
 def out_of_box(sets: dict, limit: int) -> dict:
     """predict_training_time and plan_llm_job with no history, on the dense decoder jobs: IN-SAMPLE (the bundled fit
-    has these rows; the held-out figures are leave-one-set-out's). The layout is given whole, and again with only
-    its degrees (``predict_training_time`` and ``plan_llm_job`` then take the same defaults: their gap)."""
+    has these rows; the held-out figures are leave-one-set-out's). The layout is given whole (with the attention
+    kernels the row states), and again with only its degrees (``predict_training_time`` and ``plan_llm_job`` then
+    take the same defaults: their gap)."""
     import perfmodel
     from perfmodel.plan import plan_llm_job
 
@@ -483,7 +486,8 @@ def out_of_box(sets: dict, limit: int) -> dict:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 try:
-                    p = perfmodel.predict_training_time({"shape": j.shape, "params": float(row["params"])},
+                    p = perfmodel.predict_training_time({"shape": j.shape, "params": float(row["params"]),
+                                                         "flash_attention": j.flash},
                                                         seq_len=j.seq_len, global_batch=j.global_batch,
                                                         gpu_count=lay.devices, gpu_type=j.gpu_type, steps=100,
                                                         precision=j.precision, layout=layout,
@@ -495,7 +499,7 @@ def out_of_box(sets: dict, limit: int) -> dict:
                                         virtual_stages=lay.vp, micro_batch=lay.micro_batch,
                                         zero_stage=lay.zero_stage, recompute=lay.recompute,
                                         sequence_parallel=lay.sequence_parallel, gpus_per_node=j.gpus_per_node,
-                                        allow_no_fit=True)
+                                        flash_attention=j.flash, allow_no_fit=True)
                 except (LayoutError, DoesNotFitError, ValueError) as exc:
                     rows.append({"set": name, "error": str(exc)[:120]})
                     continue

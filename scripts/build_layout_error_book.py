@@ -12,7 +12,8 @@ from the bundled history is at least what the model missed when a whole set was 
   bundled LLM history), for its rows asked by the model's size alone (no shape, sequence or layout): the standard
   shape, the sequence its FLOPs imply and the default layout stand in for what was not said, and miss more;
 * ``within_job``: for every two rows of one held-out job (model, sequence, global batch, devices, device type,
-  precision) whose layouts differ, the difference of their log errors under the same fits: how far apart the
+  precision, and where a set states them its release and precision recipe) whose layouts differ, every job
+  weighing the same, the difference of their log errors under the same fits: how far apart the
   model's errors on two layouts of one job lie, so how close two predicted steps can be before the model cannot
   tell which is faster (:func:`perfmodel.models.layout_tie_factor`; the layout search marks such layouts);
 * ``calibrated/<k>``: the same, after calibrating the fit on ``k`` runs of the held-out set (k = 1, 3, 9; the
@@ -47,7 +48,8 @@ MIN_SET_ROWS = 10
 #: The entry of the error differences between two layouts of one job (:func:`layout_pair_differences`), the
 #: columns that make a job, and those that make its layout.
 WITHIN_JOB = "within_job"
-JOB_COLUMNS = ("model", "seq_len", "global_batch_size", "gpu_count", "gpu_type", "precision")
+JOB_COLUMNS = ("model", "seq_len", "global_batch_size", "gpu_count", "gpu_type", "precision", "release",
+               "precision_reported")  # the last two where a set has them: another release or recipe is not a layout
 LAYOUT_KEYS = ("tp", "pp", "vp", "cp", "ep", "micro_batch_size", "zero_stage", "recompute", "sequence_parallel")
 UNSTATED_COLUMNS = ("model", "family", "params", "flops_per_sample", "batch_size", "gpu_count", "gpu_type",
                     "precision")
@@ -82,11 +84,12 @@ def build(repeats: int) -> dict:
         errs["bundled"][0].extend(e)
         errs["bundled"][1].extend([name] * len(e))
         summary[name] = {"rows": int(len(test)), "bundled_median_ape": float(np.median(np.abs(ratio - 1)) * 100)}
-        pairs = layout_pair_differences(test, np.log(ratio))
+        pairs, jobs = layout_pair_differences(test, np.log(ratio))
         summary[name]["within_job_pairs"] = int(len(pairs))
-        if len(pairs) >= MIN_SET_ROWS:  # every set weighs the same: a few pairs would weigh as much as hundreds
+        summary[name]["within_job_jobs"] = int(len(np.unique(jobs)))
+        if len(pairs) >= MIN_SET_ROWS:  # a few pairs would weigh as much as hundreds
             errs[WITHIN_JOB][0].extend(pairs)
-            errs[WITHIN_JOB][1].extend([name] * len(pairs))
+            errs[WITHIN_JOB][1].extend(f"{name}|{j}" for j in jobs)  # every job weighs the same
         prior = dict(base.pipeline_.named_steps["regressor"].coef_)
         for k in KS:
             cal_errs = []
@@ -124,21 +127,26 @@ def build(repeats: int) -> dict:
     return book
 
 
-def layout_pair_differences(runs, log_ratio) -> np.ndarray:
+def layout_pair_differences(runs, log_ratio) -> tuple[np.ndarray, np.ndarray]:
     """``|e_i − e_j|`` for every pair of rows of one job (:data:`JOB_COLUMNS` equal) whose layouts differ, ``e``
     the log of predicted over measured step time: how far apart two layouts' errors lie, the resolution of a
-    ranking of layouts (a shared error, the framework's level, cancels)."""
+    ranking of layouts (a shared error, the framework's level, cancels); and each pair's job (a number), so that
+    every job can weigh the same (its pairs grow with the square of its layouts)."""
 
     frame = runs.assign(_e=np.asarray(log_ratio, dtype=float))
     layout = [c for c in LAYOUT_KEYS if c in frame.columns]
     frame["_layout"] = frame[layout].apply(lambda c: c.map(str)).agg("|".join, axis=1)
-    out = []
-    for _, g in frame.groupby([c for c in JOB_COLUMNS if c in frame.columns], dropna=False):
+    out, jobs = [], []
+    for n, (_, g) in enumerate(frame.groupby([c for c in JOB_COLUMNS if c in frame.columns], dropna=False)):
+        g = g[np.isfinite(g["_e"])]
         e, lay = g["_e"].to_numpy(), g["_layout"].to_numpy()
         i, j = np.triu_indices(len(g), 1)
         keep = lay[i] != lay[j]  # repeats of one layout measure the runs' noise, not the ranking
         out.append(np.abs(e[i] - e[j])[keep])
-    return np.concatenate(out) if out else np.array([])
+        jobs.append(np.full(int(keep.sum()), n))
+    if not out:
+        return np.array([]), np.array([], dtype=int)
+    return np.concatenate(out), np.concatenate(jobs)
 
 
 def unstated_shape_errors() -> dict:

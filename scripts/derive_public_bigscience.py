@@ -31,6 +31,9 @@ Derivations (stated once here, repeated in data/README.md):
   Recomputation in Large Transformer Models", arXiv:2205.05198) was published in May 2022, after these February
   2022 trials; BLOOM's launch script passes no such flag and the repository never mentions it. Without it each
   tensor-parallel rank holds the layer inputs and the norms' activations of the whole sequence.
+* ``flash_attention = 0``: attention computed its score matrix in memory, with Megatron's fused scale-mask-softmax
+  kernel (the file: "NHEADS=108 breaks constraints for invoking optimized fused softmax kernel");
+  FlashAttention (Dao et al., arXiv:2205.14135) was published in May 2022, after these February 2022 trials.
 * ``recompute = full``: assumed, not stated in the file (``recompute_source``): BLOOM's launch script
   ``train/tr11-176B-ml/tr11-176B-ml.slurm`` passes ``--checkpoint-activations``, and the logged TFLOPs (counted
   with the recomputation factor 4, ``math/README.md``) agree with 8 x params x seq per sample (``tflops_check_ratio``).
@@ -75,7 +78,7 @@ SKIP_TABLES = {
 COLUMNS = ["run_id", "status", "model", "family", "params", "flops_per_sample", "flops_method", "batch_size",
            "gpu_count", "gpu_type", "precision", "seq_len", "step_time_s", "samples_per_s", "nodes", "source",
            "protocol", "global_batch_size", "micro_batch_size", "tp", "pp", "vp", "cp", "ep", "dp", "zero_stage",
-           "sequence_parallel", "recompute", "gpus_per_node", "n_layers", "d_model", "n_heads", "peak_mem_bytes", "mem_source",
+           "sequence_parallel", "recompute", "flash_attention", "gpus_per_node", "n_layers", "d_model", "n_heads", "peak_mem_bytes", "mem_source",
            "memory_gb_reported", "tflops_reported", "tflops_check_ratio", "size_reported", "date_reported",
            "section", "precision_source", "recompute_source", "note", "source_repo", "source_path",
            "source_commit"]
@@ -241,7 +244,7 @@ def build(text: str, commit: str) -> tuple[pd.DataFrame, pd.DataFrame]:
                 "seq_len": SEQ, "step_time_s": sec, "samples_per_s": None if sec is None else gbs / sec,
                 "nodes": gpus // GPUS_PER_NODE, "source": "bigscience", "protocol": PROTOCOL,
                 "global_batch_size": gbs, "micro_batch_size": mbs, "tp": tp, "pp": pp, "vp": 1, "cp": 1, "ep": 1,
-                "dp": dp, "zero_stage": zs, "sequence_parallel": 0, "recompute": "full", "gpus_per_node": GPUS_PER_NODE,
+                "dp": dp, "zero_stage": zs, "sequence_parallel": 0, "recompute": "full", "flash_attention": 0, "gpus_per_node": GPUS_PER_NODE,
                 "peak_mem_bytes": None if mem is None else mem * 2**30, "mem_source": "" if mem is None else "reported",
                 "memory_gb_reported": mem, "tflops_reported": tflops, "tflops_check_ratio": check,
                 "size_reported": size, "date_reported": c.get("Notes", "").split(" ")[0],

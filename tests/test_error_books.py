@@ -223,8 +223,12 @@ class TestLayoutBook:
                "precision": "bf16"}
         runs = pd.DataFrame([{**job, "tp": 1}, {**job, "tp": 1}, {**job, "tp": 2}, {**job, "model": "n", "tp": 4}])
         # rows 0 and 1 repeat one layout (noise, not ranking); row 3 is another job
-        d = layout_pair_differences(runs, np.log([1.0, 1.2, 1.5, 3.0]))
+        d, jobs = layout_pair_differences(runs, np.log([1.0, 1.2, 1.5, 3.0]))
         assert sorted(np.round(d, 6)) == sorted(np.round([np.log(1.5), np.log(1.5 / 1.2)], 6))
+        assert len(set(jobs)) == 1  # both pairs are of one job
+        # another release of one model and layout is not another layout of the same job
+        _, none = layout_pair_differences(runs.iloc[[0, 2]].assign(release=["a", "b"]), np.log([1.0, 1.5]))
+        assert len(none) == 0
 
     @pytest.mark.slow
     def test_the_shipped_book_is_up_to_date(self):

@@ -75,6 +75,23 @@ class TestComponents:
         assert _parts(micro_batch_size=4, dp=8)["grad_acc_s"] == pytest.approx(c["grad_acc_s"])  # not the tokens
         assert _parts(micro_batch_size=1, dp=1, tp=8)["grad_acc_s"] == pytest.approx(c["grad_acc_s"] / 8)
         assert _parts(micro_batch_size=1, dp=2, pp=4)["grad_acc_s"] == pytest.approx(c["grad_acc_s"] / 4)
+        # the output head, and an untied input embedding where one stage holds both ends
+        tied = _parts(micro_batch_size=1, dp=8, vocab=32000, tied_embeddings=1)["grad_acc_s"]
+        untied = _parts(micro_batch_size=1, dp=8, vocab=32000, tied_embeddings=0)["grad_acc_s"]
+        assert tied == pytest.approx(c["grad_acc_s"] + 4096 * 32000 * 8 / H100["bw"])
+        assert untied == pytest.approx(tied + 4096 * 32000 * 8 / H100["bw"])
+
+    def test_unfused_attention_moves_its_scores_through_memory(self):
+        # flash_attention 0: the (h/tp)·t·seq score elements per layer pass through memory 16 times (2 bytes each)
+        fused, unfused = _parts(micro_batch_size=1, dp=8), _parts(micro_batch_size=1, dp=8, flash_attention=0)
+        assert fused["attn_bytes_s"] == 0 and _parts(micro_batch_size=1, dp=8, flash_attention=1)["attn_bytes_s"] == 0
+        assert unfused["attn_bytes_s"] == pytest.approx(16 * 2 * 32 * 32 * 2048 * 2048 / H100["bw"])
+        # it grows with the heads at one width (the flash FLOPs do not), and full recomputation repeats the forward
+        many = _parts(micro_batch_size=1, dp=8, flash_attention=0, n_heads=64)
+        assert many["attn_bytes_s"] == pytest.approx(2 * unfused["attn_bytes_s"])
+        assert many["attn_flops_s"] == pytest.approx(unfused["attn_flops_s"])
+        full = _parts(micro_batch_size=1, dp=8, flash_attention=0, recompute="full")
+        assert full["attn_bytes_s"] == pytest.approx(unfused["attn_bytes_s"] * 22.5 / 16)
 
     def test_rows_that_are_not_layout_jobs(self):
         rows = pd.DataFrame([_row(), {**_row(), "seq_len": None}])

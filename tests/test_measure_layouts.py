@@ -28,7 +28,9 @@ from perfmodel.schema import LAYOUT_COLUMNS, SHAPE_COLUMNS  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 BUNDLED = REPO / "src" / "perfmodel" / "data" / "runs_cpu_layouts.csv"
 #: Layout and shape columns a single-host dense decoder run leaves empty: no network between nodes, no experts.
-UNUSED = {"inter_node_gbps", "experts_per_token", "moe_ffn_hidden"}
+# flash_attention: recorded since the column exists; the bundled sweep predates it (empty reads as fused, which
+# its scaled_dot_product_attention is)
+UNUSED = {"inter_node_gbps", "experts_per_token", "moe_ffn_hidden", "flash_attention"}
 
 
 def _env():

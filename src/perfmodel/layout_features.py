@@ -44,14 +44,17 @@ parameter held, over the memory bandwidth), ``fp8`` (1 where the GEMMs run in fp
 the mean); ``grad_acc_s`` (per micro-batch, the stage's GEMM weights — attention, MLPs, the device's experts, the
 output head, tensor-parallel shards — times 8 bytes, the fp32 gradient accumulation's read and write, over the
 memory bandwidth: a cost that grows with the weights, not the tokens, so many small micro-batches pay it many
-times); and ``source_weight``, the row's weight in a fit (:func:`source_weights`).
+times); ``attn_bytes_s`` (per micro-batch, where attention does not run in fused kernels — ``flash_attention``
+0: FlashAttention and its kin keep the scores on chip — the score matrix's ``(h/tp)·t·seq`` elements per layer
+over the memory bandwidth, 16 passes forward and backward, 22.5 with the forward recomputed; it grows with the
+heads, not the head size); and ``source_weight``, the row's weight in a fit (:func:`source_weights`).
 
 Where a run or query lacks a quantity: heads ``d/128`` (or of the first head size of 64, 96, 192, 256 whose count
 divides over the row's tensor-parallel degree: the frameworks' rule), MLP ``4·d`` (plain), vocabulary 0, key/value
 heads as heads; a model given by its size only gets :func:`perfmodel.transformer.standard_shape`; the micro-batch is
 the replica's whole share (no accumulation), or with pipeline parallelism the share split into one micro-batch per
 stage (torchtitan's default); sequence parallelism on where ``tp > 1``; no recomputation (full
-where ``activation_checkpointing`` is 1); ZeRO stage 0; ``gpus_per_node`` the device's NVLink domain
+where ``activation_checkpointing`` is 1); fused attention (``flash_attention`` 1); ZeRO stage 0; ``gpus_per_node`` the device's NVLink domain
 (:attr:`perfmodel.hardware.HardwareSpec.nvlink_domain`: 72 on NVL72 racks), else 8; the network per device
 ``inter_node_gbps``, else the spec table's ``network_gbps``, else :data:`DEFAULT_NETWORK_GBPS`.
 """
@@ -76,7 +79,7 @@ __all__ = ["LAYOUT_FEATURES", "LayoutJob", "layout_jobs", "layout_components", "
 LAYOUT_FEATURES = ("layer_flops_s", "layer_bytes_s", "expert_flops_s", "expert_bytes_s", "head_flops_s",
                    "head_bytes_s", "attn_flops_s", "mem_s", "kernels", "xl_nvl_s", "xl_net_s", "p2p_nvl_s",
                    "p2p_net_s", "microbatches", "bubble", "dp_nvl_s", "dp_net_s", "opt_s", "fp8", "sync_spread",
-                   "grad_acc_s", "source_weight")
+                   "grad_acc_s", "attn_bytes_s", "source_weight")
 #: Inter-node bandwidth per device (GB/s, one way) assumed where neither the run nor the spec table gives one:
 #: one 200 Gb/s NIC per device.
 DEFAULT_NETWORK_GBPS = 25.0
@@ -88,6 +91,12 @@ _OPT_BYTES_PER_PARAM = 16.0
 #: Bytes each weight of a stage moves per micro-batch when its gradient is accumulated into the fp32 main gradient
 #: (read 4 + write 4; the 16-bit gradient's read is counted with the weight-gradient GEMM).
 _GRAD_ACC_BYTES_PER_PARAM = 8.0
+#: Passes over the attention score matrix (one element each) of a layer's forward and backward when attention does
+#: not run in fused kernels (``flash_attention`` 0): forward, the scores' GEMM writes them, the fused scale-mask-
+#: softmax reads them and writes the probabilities, dropout reads and writes them (and its 1-byte mask), the
+#: values' GEMM reads them (6.5); backward, the probabilities read for dV, dP written, dropout's and softmax's
+#: backward read and write it (with the probabilities and the mask), dQ's and dK's GEMMs read dS (9.5).
+_UNFUSED_SCORE_PASSES = 16.0
 
 
 class LayoutJob:
@@ -95,7 +104,7 @@ class LayoutJob:
     docstring for the defaults). ``problem`` says why a row cannot be resolved (then the rest is None)."""
 
     __slots__ = ("shape", "layout", "global_batch", "seq_len", "precision", "gpu_type", "gpus_per_node",
-                 "network_gbps", "problem", "assumed")
+                 "network_gbps", "flash", "problem", "assumed")
     shape: TransformerShape | None
     layout: ParallelLayout | None
     global_batch: int | None
@@ -104,6 +113,7 @@ class LayoutJob:
     gpu_type: str | None
     gpus_per_node: int | None
     network_gbps: float | None
+    flash: bool | None  # attention in fused kernels that keep the scores on chip
     problem: str | None
     assumed: list
 
@@ -280,9 +290,10 @@ def _job(row: dict) -> LayoutJob:
     gpn = _int(row, "gpus_per_node") or spec.nvlink_domain or DEFAULT_GPUS_PER_NODE
     net = _value(row, "inter_node_gbps")
     net = float(net) if net is not None else (spec.network_gbps or DEFAULT_NETWORK_GBPS)
+    flash = _int(row, "flash_attention")
     return LayoutJob(shape=shape, layout=layout, global_batch=gb, seq_len=seq,
                      precision=str(row.get("precision") or "bf16"), gpu_type=spec.name, gpus_per_node=gpn,
-                     network_gbps=net, assumed=assumed)
+                     network_gbps=net, flash=True if flash is None else bool(flash), assumed=assumed)
 
 
 def layout_jobs(runs: pd.DataFrame) -> list[LayoutJob]:
@@ -302,7 +313,7 @@ def layout_jobs(runs: pd.DataFrame) -> list[LayoutJob]:
     cols = [c for c in runs.columns if c in _SHAPE_FIELDS or c in (
         "seq_len", "gpu_count", "gpu_type", "precision", "global_batch_size", "batch_size", "micro_batch_size",
         "grad_accum", "tp", "pp", "cp", "vp", "ep", "zero_stage", "sequence_parallel", "recompute",
-        "activation_checkpointing", "gpus_per_node", "inter_node_gbps", "params", "active_params")]
+        "flash_attention", "activation_checkpointing", "gpus_per_node", "inter_node_gbps", "params", "active_params")]
     frame = runs[cols]
     keys = pd.util.hash_pandas_object(frame.astype("string"), index=False).to_numpy() if len(frame) else []
     cache: dict = {}
@@ -365,8 +376,9 @@ def _layer_gemms(s: TransformerShape, lay: ParallelLayout, st: _Stage) -> tuple[
 
 
 def _stage_weights(s: TransformerShape, lay: ParallelLayout, st: _Stage) -> float:
-    """The GEMM weights one device of the busiest stage holds (attention projections, dense and expert MLPs, the
-    output head), tensor-parallel shards: what each micro-batch's gradients are accumulated into."""
+    """The weights one device of the busiest stage holds (attention projections, dense and expert MLPs, the output
+    head, and an untied input embedding where there is one stage), tensor-parallel shards: what each micro-batch's
+    gradients are accumulated into."""
     assert s.head_dim is not None and s.n_kv_heads is not None  # set by TransformerShape itself
     d, hd = s.d_model, s.head_dim
     attention = d * (s.n_heads + 2 * s.n_kv_heads) * hd + s.n_heads * hd * d
@@ -374,7 +386,9 @@ def _stage_weights(s: TransformerShape, lay: ParallelLayout, st: _Stage) -> floa
     if s.is_moe:
         assert s.moe_ffn_hidden is not None  # set for a mixture by TransformerShape itself
         weights += st.Lm * d * s.mlp_matrices * s.moe_ffn_hidden * (s.n_shared_experts + s.n_experts / lay.ep)
-    return (weights + d * (s.vocab or 0)) / lay.tp
+    # the output head (the last stage), and an untied input embedding where one stage holds both ends
+    ends = 2 if (lay.pp == 1 and not s.tied_embeddings) else 1
+    return (weights + ends * d * (s.vocab or 0)) / lay.tp
 
 
 def _activation_bytes(s: TransformerShape, lay: ParallelLayout, st: _Stage, rf: float) -> float:
@@ -472,8 +486,11 @@ def _components(job: LayoutJob) -> dict:
     lf, lb, ef, eb = _layer_gemms(s, lay, st)
     head = _gemm(B, t, s.d_model, s.vocab / tp) if s.vocab else (0.0, 0.0)
     attn = 12.0 * per_stage * (h / tp) * hd * job.seq_len * t
+    # without fused attention kernels the score matrix, (h/tp)·t·seq elements per layer, passes through memory
+    scores = 0.0 if job.flash else _UNFUSED_SCORE_PASSES * B * per_stage * (h / tp) * t * job.seq_len
     if recompute in ("full", "selective"):
         attn *= 4.0 / 3.0
+        scores *= 22.5 / 16.0  # the forward's 6.5 passes again
     mem = _activation_bytes(s, lay, st, rf)
     kernels = per_stage * _KERNELS_PER_LAYER + Lm * _KERNELS_PER_EXPERT_LAYER
     # collectives inside the layers
@@ -495,7 +512,7 @@ def _components(job: LayoutJob) -> dict:
             "dp_net_s": dpn["net"] / net, "opt_s": held * _OPT_BYTES_PER_PARAM / W,
             "fp8": 1.0 if job.precision == "fp8" else 0.0,
             "sync_spread": math.sqrt(2.0 * math.log(lay.devices)) if lay.devices > 1 else 0.0,
-            "grad_acc_s": _stage_weights(s, lay, st) * _GRAD_ACC_BYTES_PER_PARAM / W}
+            "grad_acc_s": _stage_weights(s, lay, st) * _GRAD_ACC_BYTES_PER_PARAM / W, "attn_bytes_s": scores / W}
 
 
 def layout_components(runs: pd.DataFrame, jobs: list | None = None) -> pd.DataFrame:

@@ -98,6 +98,9 @@ LAYOUT_COLUMNS: tuple[Column, ...] = (
     _C("sequence_parallel", "int", "1 if tensor-parallel ranks also split the sequence in norms and dropout "
        "(Megatron sequence parallelism), else 0"),
     _C("recompute", "str", "activation recomputation: none | selective (attention core) | full (every layer)"),
+    _C("flash_attention", "int", "1 if attention runs in fused kernels that keep the score matrix on chip "
+       "(FlashAttention, cuDNN fused attention, PyTorch SDPA's flash and memory-efficient paths), 0 if the scores "
+       "pass through memory (nullable; default 1)"),
     _C("gpus_per_node", "int", "devices per node (per NVLink domain: 72 on a GB200 NVL72 rack)"),
     _C("inter_node_gbps", "float", "the cluster's scale-out network per device, GB/s in one direction (e.g. 50 for "
        "one 400 Gb/s NIC per GPU)"),
@@ -198,7 +201,7 @@ _POSITIVE = ("params", "batch_size", "gpu_count", "step_time_s", "wall_time_s", 
 
 
 #: Layout and shape columns that are 0/1 flags.
-_FLAG_COLUMNS = ("sequence_parallel", "gated_mlp", "tied_embeddings")
+_FLAG_COLUMNS = ("sequence_parallel", "flash_attention", "gated_mlp", "tied_embeddings")
 
 #: Plausibility limits: ``(low, low_inclusive, high)`` per numeric column, checked where a value is given. They
 #: are far beyond any real run (a 10^15-parameter model, a million-second optimizer step) and keep every product

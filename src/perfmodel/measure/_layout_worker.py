@@ -504,6 +504,7 @@ def _layout_record(cfg: dict, run: TimedSteps, split: _Split, shape: dict, *, pa
         "zero_stage": 0,
         "sequence_parallel": int(split.sp),
         "recompute": "none",
+        "flash_attention": 1,  # scaled_dot_product_attention: fused kernels
         "gpus_per_node": int(os.environ.get("LOCAL_WORLD_SIZE", world)),
         "n_layers": shape["n_layers"], "d_model": shape["d_model"], "n_heads": shape["n_heads"],
         "n_kv_heads": shape["n_heads"], "head_dim": shape["d_model"] // shape["n_heads"],

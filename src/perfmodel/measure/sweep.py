@@ -503,6 +503,7 @@ def _layout_record(cfg: RunConfig) -> dict:
         "batch_size": cfg.record_batch_size, "global_batch_size": cfg.global_batch, "micro_batch_size": cfg.batch_size,
         "tp": cfg.tp, "pp": cfg.pp, "vp": 1, "cp": 1, "ep": 1, "dp": cfg.dp, "zero_stage": 0,
         "sequence_parallel": int(bool(cfg.sequence_parallel) and cfg.tp > 1), "recompute": "none",
+        "flash_attention": 1,  # the layout models' attention is torch's scaled_dot_product_attention (fused)
         "gpus_per_node": cfg.gpu_count // cfg.nnodes, "family": "decoder",
         "n_layers": shape["n_layers"], "d_model": shape["d_model"], "n_heads": shape["n_heads"],
         "n_kv_heads": shape["n_heads"], "head_dim": shape["d_model"] // shape["n_heads"],

@@ -5,8 +5,8 @@ Per micro-batch on the busiest pipeline stage::
 
     T_mb = Σ_g smax(F_g / (e_gemm · r8^fp8), B_g / e_bw)          GEMMs: layers, experts, head (a smooth roofline)
          + F_attn / e_attn                                         attention scores and values
-         + κ_mem · T_mem + γ · T_acc + τ · kernels + c_mb          memory-bound kernels, gradient accumulation,
-                                                                   launches, scheduling
+         + κ_mem · T_mem + γ · T_acc + α · T_scores                memory-bound kernels, gradient accumulation,
+         + τ · kernels + c_mb                                      unfused attention's scores, launches, scheduling
          + x_layer · (C_nvl / η_nvl + C_net / η_net)               exposed tensor/context/expert collectives
 
 and per step::
@@ -53,6 +53,7 @@ COEFFICIENTS = {
     "attn_eff": (0.5, 0.15, 1.0, "fraction of the 16-bit peak attention kernels reach (counting no causal saving)"),
     "mem_factor": (2.0, 0.3, 10.0, "memory-bound traffic per activation byte (forward + backward passes)"),
     "grad_acc": (1.0, 0.05, 4.0, "passes over the stage's weights' fp32 gradients per micro-batch (accumulation)"),
+    "attn_mem": (1.0, 0.2, 5.0, "share of the unfused attention's score-matrix passes that reach memory"),
     "launch_s": (5e-6, 1e-6, 2e-5, "seconds per kernel launched"),
     "microbatch_s": (2e-3, 1e-5, 0.05, "seconds per micro-batch on a stage outside its kernels (scheduling, syncs)"),
     "layer_comm_exposed": (0.6, 0.1, 1.0, "share of the in-layer collectives not hidden behind compute"),
@@ -140,8 +141,8 @@ class LayoutRegressor(NamedColumnsMixin, RegressorMixin, BaseEstimator):
         gemm = sum(_smax(col(f"{g}_flops_s") / e_gemm, col(f"{g}_bytes_s") / c["gemm_bw_eff"])
                    for g in ("layer", "expert", "head"))
         attn = col("attn_flops_s") / c["attn_eff"]
-        mem = (c["mem_factor"] * col("mem_s") + c["grad_acc"] * col("grad_acc_s") + c["launch_s"] * col("kernels")
-               + c["microbatch_s"])
+        mem = (c["mem_factor"] * col("mem_s") + c["grad_acc"] * col("grad_acc_s") + c["attn_mem"] * col("attn_bytes_s")
+               + c["launch_s"] * col("kernels") + c["microbatch_s"])
         comm = c["layer_comm_exposed"] * (col("xl_nvl_s") / c["nvlink_eff"] + col("xl_net_s") / c["network_eff"])
         per_mb = gemm + attn + mem + comm
         sends = col("p2p_nvl_s") / c["nvlink_eff"] + col("p2p_net_s") / c["network_eff"]

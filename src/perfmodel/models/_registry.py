@@ -60,7 +60,7 @@ def make_regressor(method: str, random_state: int | None = 0):
         The method's scikit-learn regressor, with its default parameters (the physical forms and baselines read
         their columns by name: :mod:`perfmodel.models._columns`).
     """
-    factory = REGRESSORS.get(method)
+    factory = REGRESSORS.get(method) if isinstance(method, str) else None
     if factory is not None:
         return factory(random_state)
     raise ValueError(f"Unknown method {method!r}; choose from {', '.join(METHODS)}.")

@@ -40,6 +40,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from .._format import format_duration, to_plain
@@ -324,11 +325,12 @@ class LLMJobPlan:
 
 
 def _layout_rows(layouts, *, shape, seq_len, global_batch, gpu_type, devices, precision, gpus_per_node,
-                 inter_node_gbps, steps, name) -> pd.DataFrame:
+                 inter_node_gbps, steps, name, flash_attention=True) -> pd.DataFrame:
     """The query rows of many layouts of one job (the columns :func:`perfmodel.predict_many` reads)."""
     base = {"model": name, "params": float(shape.params()), "family": "moe" if shape.is_moe else "decoder",
             **shape_columns(shape), "seq_len": seq_len, "global_batch_size": global_batch, "gpu_count": devices, "gpu_type": gpu_type,
-            "batch_size": global_batch / devices, "steps": steps, "gpus_per_node": gpus_per_node}
+            "batch_size": global_batch / devices, "steps": steps, "gpus_per_node": gpus_per_node,
+            "flash_attention": int(bool(flash_attention))}
     if precision is not None:
         base["precision"] = precision
     if inter_node_gbps is not None:
@@ -365,7 +367,7 @@ def search_layouts(*, shape: TransformerShape, seq_len: int, global_batch: int, 
         The network per device, GB/s one way.
     optimizer : {"adamw", "sgd"}, default="adamw"
     flash_attention : bool, default=True
-        Attention kernels that store no score matrix (memory).
+        Attention kernels that keep the score matrix on chip: its memory, and without them its traffic (time).
     history, method, confidence
         As in :func:`perfmodel.predict_training_time`.
     micro_batches, zero_stages, recompute
@@ -380,9 +382,11 @@ def search_layouts(*, shape: TransformerShape, seq_len: int, global_batch: int, 
     pandas.DataFrame
         One row per layout, fastest first: ``layout`` (in words), the degrees (``tp, pp, vp, cp, dp, ep``),
         ``micro_batch``, ``zero_stage``, ``recompute``, ``step_time_s``, ``step_lower``, ``step_upper``,
-        ``vs_fastest`` (its step over the fastest one's), ``told_apart`` (False where the step is within
-        :func:`perfmodel.models.layout_tie_factor` of the fastest: the layout model's errors between two layouts
-        of one job could make this one the faster; None where the answers are not the layout model's),
+        ``vs_fastest`` (its step over the fastest one's in the table, which with ``include_unfit`` may not fit),
+        ``told_apart`` (False where the step is within :func:`perfmodel.models.layout_tie_factor` of the
+        fastest: the bundled layout model's errors between two layouts of one job could make this one the
+        faster; None where the answers are not the bundled layout model's — another method, or a history of
+        your own, whose errors the book does not know),
         ``memory_gb``, ``fits`` and the ``ParallelLayout`` itself (``layout_obj``). Empty when none is valid (or
         fits).
     """
@@ -405,7 +409,7 @@ def search_layouts(*, shape: TransformerShape, seq_len: int, global_batch: int, 
         return pd.DataFrame(columns=columns)
     q = _layout_rows(layouts, shape=shape, seq_len=seq_len, global_batch=global_batch, gpu_type=gpu_type,
                      devices=devices, precision=precision, gpus_per_node=gpus_per_node,
-                     inter_node_gbps=inter_node_gbps, steps=1, name=name)
+                     inter_node_gbps=inter_node_gbps, steps=1, name=name, flash_attention=flash_attention)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         pred = predict_many(q, history=history, confidence=confidence, method=method)
@@ -417,10 +421,12 @@ def search_layouts(*, shape: TransformerShape, seq_len: int, global_batch: int, 
         "memory_gb": [m.total_gb for m in mems], "fits": [m.fits for m in mems], "layout_obj": layouts})
     out = out.sort_values(["step_time_s", "memory_gb"], kind="stable").reset_index(drop=True)
     out.insert(out.columns.get_loc("step_upper") + 1, "vs_fastest", out["step_time_s"] / out["step_time_s"].min())
-    # whether the layout model's errors between two layouts of one job could make this one the faster one
-    tie = layout_tie_factor(confidence) if (pred["method"] == LAYOUT_METHOD).all() else None
+    # whether the layout model's errors between two layouts of one job could make this one the faster one: the
+    # bundled fit's (the book's); an own history's calibration has errors the book does not know
+    tie = layout_tie_factor(confidence) if history is None and (pred["method"] == LAYOUT_METHOD).all() else None
     out.insert(out.columns.get_loc("vs_fastest") + 1, "told_apart",
-               pd.Series([None if tie is None else bool(v > tie) for v in out["vs_fastest"]], dtype=object))
+               pd.Series([None if tie is None or not np.isfinite(v) else bool(v > tie) for v in out["vs_fastest"]],
+                         dtype=object))
     return out
 
 
@@ -479,7 +485,8 @@ def plan_llm_job(*, seq_len, global_batch, gpu_type, params=None, n_layers=None,
     activation_checkpointing : bool, default=False
         Full recomputation (``recompute="full"``).
     flash_attention : bool, default=True
-        Attention kernels that store no score matrix (memory only).
+        Attention kernels that keep the score matrix on chip (FlashAttention and its kin); False stores the
+        scores (memory) and moves them through memory (time: the layout model's ``attn_bytes_s``).
     optimizer : {"adamw", "sgd"}, default="adamw"
     precision : {"fp32", "tf32", "fp16", "bf16", "fp8"}, optional
         Default: what the history's runs on the device mostly used (the result says it was assumed).
@@ -621,7 +628,7 @@ class _Job:
         """The prediction: the same call :func:`perfmodel.predict_training_time` answers for the job; its
         warnings are passed on, from the line that called :func:`plan_llm_job`."""
         spec = {"shape": self.shape, "params": params, "name": self.name,
-                "family": "moe" if self.shape.is_moe else "decoder"}
+                "family": "moe" if self.shape.is_moe else "decoder", "flash_attention": self.flash_attention}
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             pred = predict_training_time(spec, seq_len=self.seq_len, global_batch=self.global_batch,

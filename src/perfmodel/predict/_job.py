@@ -54,7 +54,8 @@ def model_spec(model, example_input, fitted) -> dict:
         A model name in the history; a dict with ``params`` (and optionally ``flops_per_sample``, ``name``,
         ``family``: ``"cnn"`` for convolutions, ``"decoder"``, ``"encoder"``... for matmuls, and
         ``attention_flops_per_sample``: the part of ``flops_per_sample`` in attention's score and value
-        products); or a ``torch.nn.Module`` (its parameters and FLOPs counted with
+        products; ``flash_attention``: False where attention does not run in fused kernels, so its score matrix
+        passes through memory, which the layout model prices); or a ``torch.nn.Module`` (its parameters and FLOPs counted with
         :func:`perfmodel.measure.flops.count_module`).
     example_input : torch.Tensor or None
         One sample without the batch dimension; needed when ``model`` is a module, ignored otherwise.
@@ -121,6 +122,11 @@ def model_spec(model, example_input, fitted) -> dict:
             spec["flops_per_sample"] = transformer_flops(shape, seq).model
             spec["op_attention_flops"] = transformer_flops(shape, seq).attention
             spec["op_matmul_flops"] = transformer_flops(shape, seq).dense
+        if model.get("flash_attention") is not None:  # attention in fused kernels (1) or its scores through memory
+            if not isinstance(model["flash_attention"], (bool, int, np.integer)) or model["flash_attention"] not in (0, 1):
+                raise TypeError(f"The 'flash_attention' of {where} must be True or False. Got "
+                                f"{model['flash_attention']!r}.")
+            spec["flash_attention"] = int(bool(model["flash_attention"]))
         family = model.get("family")
         if family is not None:  # what its FLOPs are (cnn: convolutions; decoder, encoder, ...: matmuls)
             if not isinstance(family, str) or not family.strip():
