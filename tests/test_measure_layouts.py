@@ -224,8 +224,11 @@ def test_tensor_parallel_decoder_matches_the_unsplit_one(tmp_path):
     sequence parallelism."""
     script, result = tmp_path / "check.py", tmp_path / "out.json"
     script.write_text(_CHECK)
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                           str(script), str(result)], capture_output=True, text=True, env=_env(), timeout=240)
+    for _ in range(2):  # a rank killed by a signal (gloo's transport aborting on a busy host) is run once more
+        proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                               str(script), str(result)], capture_output=True, text=True, env=_env(), timeout=240)
+        if proc.returncode == 0 or "Signal 6 (SIGABRT)" not in proc.stderr:
+            break
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(result.read_text())
     for sp in ("False", "True"):
