@@ -17,7 +17,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "src" / "perfmodel"
 
 LAYERS = [
     ("base", ["perfmodel", "perfmodel.exceptions", "perfmodel._validation", "perfmodel._methods", "perfmodel._format", "perfmodel.transformer", "perfmodel.layout",
-              "perfmodel._version", "perfmodel._atomic", "perfmodel._rows", "perfmodel.metrics"]),
+              "perfmodel._version", "perfmodel._atomic", "perfmodel._rows", "perfmodel.metrics", "perfmodel._deprecation"]),
     ("hardware", ["perfmodel.hardware"]),
     ("history", ["perfmodel.schema", "perfmodel.io", "perfmodel.datasets",
                  "perfmodel.history", "perfmodel.kinds", "perfmodel.store"]),

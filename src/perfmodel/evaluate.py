@@ -20,6 +20,7 @@ import pandas as pd
 from joblib import Parallel, delayed
 from sklearn.model_selection import LeaveOneGroupOut
 
+from ._deprecation import renamed
 from ._format import to_plain
 from ._methods import METHOD_CHOICES
 from ._validation import check_confidence
@@ -539,11 +540,6 @@ def evaluate(runs, *, methods=DEFAULT_EVAL_METHODS, splits=DEFAULT_SPLITS, basel
     return Evaluation(preds, pd.DataFrame(rows, columns=columns), noise_floor(runs), confidence)
 
 
-def __getattr__(name):
-    if name == "BASELINES":  # renamed in 0.3 (it clashed with perfmodel.fitting.BASELINES)
-        import warnings
-
-        warnings.warn("perfmodel.evaluate.BASELINES is renamed perfmodel.evaluate.EVALUATION_BASELINES; the old name "
-                      "will be removed in perfmodel 0.4.", DeprecationWarning, stacklevel=2)
-        return EVALUATION_BASELINES
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# the old name still answers, with a DeprecationWarning, until perfmodel 0.4
+__getattr__ = renamed(__name__, {"BASELINES": ("EVALUATION_BASELINES", "perfmodel.fitting.BASELINES is auto's"
+                                                    " baselines, another thing")})

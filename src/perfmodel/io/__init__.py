@@ -63,6 +63,7 @@ import pandas as pd
 from filelock import FileLock
 
 from .._atomic import atomic_write, lock_path, real_target
+from .._deprecation import renamed
 from ..exceptions import MissingDependencyError, SchemaError
 from ..schema import COLUMNS, coerce_dtypes, validate_runs
 from ..store import is_store, open_store
@@ -601,14 +602,6 @@ def import_history(sources, target="default") -> tuple[int, int]:
     return added, skipped
 
 
-def __getattr__(name):
-    # ``read_history``: the deprecated name of read_raw_history (it clashed with perfmodel.history.read_history,
-    # which reads *and validates* a history and returns a LoadedHistory); it goes in perfmodel 0.4
-    if name == "read_history":
-        import warnings
-
-        warnings.warn("perfmodel.io.read_history is renamed perfmodel.io.read_raw_history (perfmodel.history."
-                      "read_history is the validated reader); the old name will be removed in perfmodel 0.4.",
-                      DeprecationWarning, stacklevel=2)
-        return read_raw_history
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# the old name still answers, with a DeprecationWarning, until perfmodel 0.4
+__getattr__ = renamed(__name__, {"read_history": ("read_raw_history", "perfmodel.history.read_history is the validated"
+                                                    " reader, returning a LoadedHistory")})

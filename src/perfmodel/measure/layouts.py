@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._deprecation import renamed
 from ..exceptions import LayoutError
 
 __all__ = ["LAYOUT_MODELS", "PP_SCHEDULES", "is_layout_model", "layout_shape", "layout_run_problems", "LAYOUTS_SWEEP"]
@@ -189,12 +190,6 @@ LAYOUTS_SWEEP: dict[str, Any] = {
 }
 
 
-def __getattr__(name):
-    # layout_problems: renamed layout_run_problems (it clashed with perfmodel.layout.layout_problems); the old name goes in perfmodel 0.4
-    if name == "layout_problems":
-        import warnings
-
-        warnings.warn("perfmodel.measure.layouts.layout_problems is renamed perfmodel.measure.layouts.layout_run_problems (perfmodel.layout.layout_problems is another function); the old name will be "
-                      "removed in perfmodel 0.4.", DeprecationWarning, stacklevel=2)
-        return layout_run_problems
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# the old name still answers, with a DeprecationWarning, until perfmodel 0.4
+__getattr__ = renamed(__name__, {"layout_problems": ("layout_run_problems", "perfmodel.layout.layout_problems is"
+                                                    " another function")})

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from .._deprecation import renamed
 from .._methods import METHOD_CHOICES
 from .._validation import check_choice
 from ..fitting import DEFAULT_METHOD, fit_history
@@ -204,12 +205,6 @@ def predict_many(queries: pd.DataFrame, *, history=None, confidence: float = 0.9
     return shared_predictor(checked_predictor, history, method, confidence, "predict_many").predict_many(queries)
 
 
-def __getattr__(name):
-    # layout_columns: renamed query_layout_columns (it clashed with perfmodel.importers.mlperf.layout.layout_columns); the old name goes in perfmodel 0.4
-    if name == "layout_columns":
-        import warnings
-
-        warnings.warn("perfmodel.predict.layout_columns is renamed perfmodel.predict.query_layout_columns (perfmodel.importers.mlperf.layout.layout_columns is another function); the old name will be "
-                      "removed in perfmodel 0.4.", DeprecationWarning, stacklevel=2)
-        return query_layout_columns
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# the old name still answers, with a DeprecationWarning, until perfmodel 0.4
+__getattr__ = renamed(__name__, {"layout_columns": ("query_layout_columns", "perfmodel.importers.mlperf.layout."
+                                                                           "layout_columns is another function")})
