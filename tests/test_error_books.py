@@ -240,3 +240,77 @@ class TestLayoutBook:
 def test_the_books_are_package_data():
     for name in (TRANSFER_BOOK, LAYOUT_BOOK):
         assert json.loads(Path(bundled_runs_path(name)).read_text())["entries"]
+
+
+def _sourced_history(offsets=(1.0, 1.0, 3.0), runs_per_model=12):
+    """Three sources of the generated power law (make_history), each its own models; source ``i``'s runs are
+    ``offsets[i]`` times slower (another cluster, framework or publisher)."""
+    parts = []
+    for i, k in enumerate(offsets):
+        h = make_history(n_models=3, seed=10 + i).head(3 * runs_per_model)
+        parts.append(h.assign(model=h["model"] + f"-s{i}", source=f"set{i}", step_time_s=h["step_time_s"] * k))
+    return pd.concat(parts, ignore_index=True)
+
+
+class TestSourceFloor:
+    """Rule 5 of perfmodel.models._conformal: a history of several sources is scored one whole source held out, and a
+    transfer query is never narrower than that (what the history itself can say about a set it never saw)."""
+
+    def test_a_transfer_query_is_at_least_the_leave_one_source_out_band(self):
+        from perfmodel.models import TrainingTimeModel
+
+        runs = _sourced_history()
+        m = TrainingTimeModel(method="loglinear", held_out=("new_model",)).fit(runs)
+        src = m.source_scores_
+        assert src is not None and src["groups"] == 3 and src["split"] == "leave-one-source-out"
+        # the slow source held out is predicted ~3× too fast: the band must reach that far
+        assert conformal_quantile(src["scores"], 0.9) > math.log(2.0)
+        q = make_history(n_models=1, seed=99).head(2).assign(model="brand-new")
+        out = m.predict_interval(q)
+        assert (out["query_kind"] == "new_model").all()
+        half = np.log(out["step_upper"] / out["step_time_s"]).to_numpy()
+        assert (half >= conformal_quantile(src["scores"], 0.9) - 1e-9).all()
+        assert all("leave-one-source-out (3 sources)" in r for r in out["interval_rule"])
+
+    def test_a_seen_query_keeps_its_own_band(self):
+        from perfmodel.models import TrainingTimeModel
+
+        runs = _sourced_history()
+        m = TrainingTimeModel(method="loglinear", held_out=("new_model",)).fit(runs)
+        out = m.predict_interval(runs.drop(columns="step_time_s").head(3))
+        assert (out["query_kind"] == "seen").all()
+        assert not any("source" in r for r in out["interval_rule"])
+
+    @pytest.mark.parametrize("history", [
+        lambda: _sourced_history(offsets=(1.0, 3.0)),  # two sources: each refit would learn from one set
+        lambda: _sourced_history().assign(source="sweep"),  # one source
+        lambda: _sourced_history().drop(columns="source"),  # no source column
+        lambda: _sourced_history(runs_per_model=3),  # sources of 9 runs: too few to be held out as one
+    ])
+    def test_no_source_floor_without_three_sources_of_enough_runs(self, history):
+        from perfmodel.models import TrainingTimeModel
+
+        m = TrainingTimeModel(method="loglinear", held_out=("new_model",)).fit(history())
+        assert m.source_scores_ is None
+
+    def test_a_fit_for_seen_queries_does_not_refit_per_source(self):
+        from perfmodel.models import TrainingTimeModel
+
+        assert TrainingTimeModel(method="loglinear").fit(_sourced_history()).source_scores_ is None
+
+    def test_predict_training_time_with_such_a_history_names_the_band(self):
+        r = predict_training_time({"model": "brand-new", "params": 2_000_000, "flops_per_sample": 1e8},
+                                  batch_size=32, gpu_count=2, gpu_type="A100", precision="fp32", steps=10,
+                                  history=_sourced_history(), method="loglinear")
+        assert r.query_kind == "new_model" and "leave-one-source-out" in r.interval_rule
+
+    def test_the_source_scores_survive_a_safe_save(self, tmp_path):
+        from perfmodel.models import TrainingTimeModel
+        from perfmodel.persistence import load_model, save_model
+
+        m = TrainingTimeModel(method="loglinear", held_out=("new_model",)).fit(_sourced_history())
+        save_model(m, tmp_path / "m.perfmodel")
+        back = load_model(tmp_path / "m.perfmodel")
+        q = make_history(n_models=1, seed=99).head(2).assign(model="brand-new")
+        pd.testing.assert_frame_equal(m.predict_interval(q), back.predict_interval(q))
+        np.testing.assert_allclose(back.source_scores_["scores"], m.source_scores_["scores"])

@@ -10,7 +10,8 @@ The score book of a fitted model holds, per kind it was calibrated for (``Traini
     {"scores": sorted |log errors|, "groups": held-out groups they came from, "split": "leave-one-model-out",
      "by_model": {model: its own sorted scores}}   # by_model: new_device / new_pair only
 
-The rules, all here (:func:`half_widths`), each named in the prediction's ``interval_rule``:
+The rules (:func:`half_widths`: 1–3; :meth:`perfmodel.models.TrainingTimeModel.predict_interval` applies
+the others with this module's functions), each named in the prediction's ``interval_rule``:
 
 1. **Kind.** A row takes the scores of its own kind. A kind whose scores come from fewer than
    :data:`MIN_GROUPS` held-out groups (or that the model was not calibrated for) takes the next more demanding
@@ -22,7 +23,12 @@ The rules, all here (:func:`half_widths`), each named in the prediction's ``inte
 3. **Both new.** A new model on a new device type adds the two kinds' quantiles in quadrature.
 4. **Distance.** Beyond :data:`EXTRAPOLATION_D0` (distance to the nearest run,
    :func:`perfmodel.models._domain.domain_distance`) the half-width grows by ``1 + EXTRAPOLATION_C·(d − d0)``.
-5. **Peak.** No step time, nor an interval's lower end, may imply more than the device's peak at the precision
+5. **Sources.** A history whose runs come from :data:`SOURCE_MIN_SOURCES` or more sources (its ``source``
+   column: other publishers, clusters or recorders, at least :data:`SOURCE_MIN_RUNS` runs each) is also scored by
+   refits that each held one whole source out (:func:`source_splits`). A query of a transfer kind (a model, device type or pair the runs
+   lack) is never narrower than those scores: it may come from a set like none of them, and a model held out of
+   one set is predicted from runs of the same publisher, framework and cluster, which a new one's are not.
+6. **Peak.** No step time, nor an interval's lower end, may imply more than the device's peak at the precision
    the run used (:func:`clip_at_peak`): both are raised to ``FLOPs per device-step / peak`` (the step at 100%
    of peak) where that is known (a datasheet peak and counted, not imputed, FLOPs).
 
@@ -39,8 +45,9 @@ import numpy as np
 from ..kinds import KIND_NAMES, get_kind
 
 __all__ = ["MIN_GROUPS", "MAX_FOLDS", "MODEL_MIN_DEVICES", "EXTRAPOLATION_D0", "EXTRAPOLATION_C",
-           "BALANCED_QUANTILES", "conformal_quantile", "balanced_scores", "folds", "score_set", "half_widths",
-           "widening", "clip_at_peak"]
+           "BALANCED_QUANTILES", "SOURCE_COLUMN", "SOURCE_MIN_RUNS", "SOURCE_MIN_SOURCES",
+           "conformal_quantile", "balanced_scores", "folds",
+           "source_splits", "score_set", "half_widths", "widening", "clip_at_peak"]
 
 #: A kind's scores are used only when they come from at least this many held-out groups (fewer: rule 1's
 #: fallback). With fewer, the errors of one or two unusual groups would set the interval alone.
@@ -56,6 +63,15 @@ EXTRAPOLATION_D0 = 0.5
 EXTRAPOLATION_C = 0.25
 #: Quantiles each held-out group contributes to balanced scores.
 BALANCED_QUANTILES = 200
+#: Rule 5: the run column that names where a run came from (:mod:`perfmodel.schema`), and the fewest runs a source
+#: needs to be held out as one (the transfer book's ``MIN_SET_ROWS``: every source weighs the same, so a source of
+#: three runs would weigh as much as one of two hundred).
+SOURCE_COLUMN = "source"
+SOURCE_MIN_RUNS = 10
+#: Rule 5 needs this many such sources, so that each held-out one is predicted from a pooled history of two or
+#: more (with two, each refit learns from one set: how one set carries to another, and a user's dozen runs beside
+#: the bundled thousands would be scored on predicting the thousands from the dozen).
+SOURCE_MIN_SOURCES = 3
 
 
 def conformal_quantile(scores: np.ndarray, confidence: float) -> float:
@@ -141,6 +157,41 @@ def folds(groups: np.ndarray | None, n: int, *, cv: int = 5, random_state: int |
     if n_groups < 2:
         return []
     return list(GroupKFold(min(n_groups, MAX_FOLDS)).split(np.zeros(n), groups=groups))
+
+
+def source_splits(sources) -> tuple[list, np.ndarray | None]:
+    """Rule 5's refits: each source of at least :data:`SOURCE_MIN_RUNS` runs held out once, when
+    :data:`SOURCE_MIN_SOURCES` or more are.
+
+    Parameters
+    ----------
+    sources : array-like of shape (n_runs,)
+        Each run's source (empty or missing: a source of its own, ``""``, held out like any other).
+
+    Returns
+    -------
+    splits : list of (ndarray, ndarray)
+        ``(train, test)`` index pairs: ``test`` one source's runs, ``train`` every other run (those of small
+        sources included). Empty when fewer than :data:`SOURCE_MIN_SOURCES` sources have enough runs.
+    groups : ndarray of shape (n_runs,) or None
+        Each run's source (None when ``splits`` is empty).
+
+    Examples
+    --------
+    >>> splits, groups = source_splits(["a"] * 10 + ["b"] * 12 + ["c"] * 11 + ["d"] * 2)
+    >>> [len(te) for _, te in splits], [len(tr) for tr, _ in splits]
+    ([10, 12, 11], [25, 23, 24])
+    >>> source_splits(["a"] * 10 + ["b"] * 12 + ["c"] * 2)[0]  # two sources of enough runs: no refits
+    []
+    """
+    src = np.asarray(["" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v).strip()
+                      for v in sources], dtype=object)
+    names, counts = np.unique(src, return_counts=True)
+    big = names[counts >= SOURCE_MIN_RUNS]
+    if len(big) < SOURCE_MIN_SOURCES:
+        return [], None
+    idx = np.arange(len(src))
+    return [(idx[src != name], idx[src == name]) for name in big], src
 
 
 def score_set(abs_log_errors: np.ndarray, groups: np.ndarray | None, *, split: str,
@@ -282,7 +333,7 @@ def widening(distance: np.ndarray, d0: float = EXTRAPOLATION_D0, c: float = EXTR
 
 
 def clip_at_peak(pred: np.ndarray, lower: np.ndarray, upper: np.ndarray, floor: np.ndarray):
-    """Rule 5: the point and lower end raised to ``floor``; a raised point keeps its upper half-width
+    """Rule 6: the point and lower end raised to ``floor``; a raised point keeps its upper half-width
     (``upper / pred``), so the interval stays an interval.
 
     Parameters

@@ -16,14 +16,23 @@ from .._validation import check_choice, check_confidence
 from ..exceptions import DataQualityWarning, NotFittedError, UnsupportedQueryError
 from ..features import RunFeaturizer, peak_basis, run_quantities
 from ..history import model_table, precision_by_device
-from ..kinds import KIND_NAMES, canonical_devices, classify, get_kind, group_keys
+from ..kinds import KIND_NAMES, TRANSFER_KINDS, canonical_devices, classify, get_kind, group_keys
 from ..layout_features import shape_columns
 from ..metrics import mape, median_ape, r2
 from ..schema import validate_runs
 from ..transformer import standard_shape
 from ._baselines import MFURegressor, RatioRegressor
 from ._books import floor_for
-from ._conformal import clip_at_peak, conformal_quantile, folds, half_widths, score_set, widening
+from ._conformal import (
+    SOURCE_COLUMN,
+    clip_at_peak,
+    conformal_quantile,
+    folds,
+    half_widths,
+    score_set,
+    source_splits,
+    widening,
+)
 from ._domain import domain_distance, fit_domain
 from ._layout import COEFFICIENTS, PRIOR, LayoutRegressor
 from ._ols import OLSRegressor
@@ -38,7 +47,7 @@ __all__ = ["TrainingTimeModel", "Summary", "CONFIG_COLUMNS", "FIT_FORMAT"]
 #: another format. Bump it when a change alters what fits give (tests/test_fitted_defaults.py refits one model per
 #: shipped history and compares the predictions, so a change that alters them without a bump fails there), then run
 #: scripts/build_fitted_defaults.py.
-FIT_FORMAT = 8
+FIT_FORMAT = 9
 #: Why a point fit (``conformal=False``) has no interval where no error book bounds it.
 _POINT_FIT = ("This TrainingTimeModel was fitted with conformal=False (a point fit): it has no conformity scores; "
               "refit with conformal=True for intervals.")
@@ -102,6 +111,11 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
     scores_ : dict
         The score book: per calibrated kind, ``{"scores", "groups", "split", "by_model"}``
         (:mod:`perfmodel.models._conformal`).
+    source_scores_ : dict or None
+        Rule 5's entry (:mod:`perfmodel.models._conformal`): the scores of refits that each held out one whole
+        source of the runs (their ``source`` column), a floor for queries of a transfer kind; None for a history of
+        fewer sources with enough runs, for fits not calibrated for a transfer kind and for the layout and linear
+        methods.
     configs_ : DataFrame
         The distinct configurations of the runs (:data:`CONFIG_COLUMNS`): what a query is classified against.
     domain_ : DataFrame
@@ -190,6 +204,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             self.startup_s_ = 0.0
         self.cv_mape_ = self.cv_median_ape_ = np.nan
         self.scores_: dict = {}
+        self.source_scores_: dict | None = None
         if self.conformal and len(runs) >= 3:  # fewer (a calibration on one or two runs): the floor's interval
             self.calibrate(runs, y, ("seen",) + tuple(k for k in kinds if k != "seen"), predictions=oof)
         return self
@@ -310,7 +325,26 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             if kind == "seen" and ok.any():
                 self.cv_mape_ = mape(y[ok], oof[ok])
                 self.cv_median_ape_ = median_ape(y[ok], oof[ok])
+        if set(_kinds_arg(kinds)) & set(TRANSFER_KINDS):
+            self.source_scores_ = self._source_scores(runs, y)
         return self
+
+    def _source_scores(self, runs: pd.DataFrame, y: np.ndarray) -> dict | None:
+        """Rule 5 of :mod:`perfmodel.models._conformal`: the scores of refits that each held one whole source of the
+        runs out (None: too few sources of enough runs, or a method whose intervals rest elsewhere: the
+        layout model's on its error book, measured one published set left out at a time, and the seed formula's
+        in seconds)."""
+        if self.method in ("linear", "layout") or SOURCE_COLUMN not in runs.columns:
+            return None
+        splits, groups = source_splits(runs[SOURCE_COLUMN].to_numpy(dtype=object))
+        if not splits:
+            return None
+        oof = self.out_of_fold_splits(runs, y, splits, groups=groups, what="leave-one-source-out")
+        ok = np.isfinite(oof) & (oof > 0)
+        err = np.full(len(y), np.nan)
+        err[ok] = np.abs(np.log(y[ok]) - np.log(oof[ok]))
+        entry = score_set(err, groups, split="leave-one-source-out")
+        return entry if entry["groups"] >= 2 else None  # refits that failed leave too few sources
 
     # ---------------------------------------------------------------------------------------- predict
     def _check(self):
@@ -418,8 +452,8 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         """Mean step time of one new run with its prediction interval at ``confidence``.
 
         Every method's interval goes through here: the conformity scores of the query's kind, the model's own
-        transfer scores, the two new-kinds rule, the widening with the distance to the runs and the device's
-        peak as a floor, each named in ``interval_rule`` (:mod:`perfmodel.models._conformal`).
+        transfer scores, the two new-kinds rule, the whole sources held out, the widening with the distance to the
+        runs and the device's peak as a floor, each named in ``interval_rule`` (:mod:`perfmodel.models._conformal`).
 
         Parameters
         ----------
@@ -463,6 +497,15 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             rule = np.asarray(rule, dtype=object).copy()
             rule[raise_] = [("" if f or not r else f"{r}; ") + f"at least {n}"
                             for r, f, n in zip(rule[raise_], few[raise_], names[raise_])]
+        sources = getattr(self, "source_scores_", None)  # absent in a model fitted before rule 5
+        if sources is not None:
+            q_src = conformal_quantile(sources["scores"], confidence)
+            raise_ = np.isin(np.asarray(kinds, dtype=object), TRANSFER_KINDS) & (half < q_src)
+            if raise_.any():
+                half = np.where(raise_, q_src, half)
+                rule = np.asarray(rule, dtype=object).copy()
+                rule[raise_] = [f"{r}; at least leave-one-source-out ({sources['groups']} sources)" if r else
+                                f"leave-one-source-out ({sources['groups']} sources)" for r in rule[raise_]]
         dist = self.domain_distance(X)
         # the layout model's floor is its error on whole unseen sets, across their models and scales: it is what a
         # distant query gets (the distance widening was calibrated on CPU runs, for forms without that physics)
@@ -486,7 +529,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
 
     @staticmethod
     def _peak_floor(X: pd.DataFrame, pred, lo, hi, rule):
-        """Rule 5 (:func:`~perfmodel.models._conformal.clip_at_peak`): nothing faster than 100% of the peak."""
+        """Rule 6 (:func:`~perfmodel.models._conformal.clip_at_peak`): nothing faster than 100% of the peak."""
         try:
             q = run_quantities(X)
         except (KeyError, ValueError, TypeError):  # a query frame without what the floor needs: no floor
