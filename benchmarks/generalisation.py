@@ -165,6 +165,8 @@ def summarise(res: list[dict]) -> dict:
         if pi.sum() == ok.sum():
             cell["coverage"] = float(coverage(y[pi], lo[pi], hi[pi]))
             cell["rel_width"] = float(mean_relative_width(p[pi], lo[pi], hi[pi]))
+            # the band as a factor: the median upper end over the answer (issue #36's "band wider than ×2")
+            cell["upper_factor"] = float(np.median(hi[pi] / p[pi]))
     return cell
 
 
@@ -234,8 +236,8 @@ def run_loso(args, sets: list[dict], methods, start: float) -> int:
              "held-out row is perfmodel.kinds.classify's with respect to that history; every method is fitted on "
              "the history for each kind that occurs (perfmodel.fitting.fit_history) and predicts the rows of that "
              "kind (6ND-util0.4: the point rule, no interval). 90% intervals; median APE over answered rows; "
-             "width = mean (upper − lower) / predicted, as in generalisation.md; a refusal leaves its rows "
-             "unanswered. dev = development set (methods and rules chosen on it); confirmation = added when the "
+             "width = mean (upper − lower) / predicted, as in generalisation.md; ×upper = the median of upper end / "
+             "predicted (the band as a factor either way); a refusal leaves its rows unanswered. dev = development set (methods and rules chosen on it); confirmation = added when the "
              "design was settled, nothing chosen on it; confirmation, reused = nothing chosen on it, but run at "
              "several stops.", ""]
     if args.lambda_path is None:
@@ -256,14 +258,15 @@ def run_loso(args, sets: list[dict], methods, start: float) -> int:
         head = (f"## {s['name']} ({s['role']}) held out — {len(s['runs'])} rows "
                 f"({', '.join(f'{k} {n}' for k, n in counts.items())}); history: "
                 f"{', '.join(plan['history_sets'])} ({len(plan['history'])} runs)")
-        block = [head, "", "| kind | method | rows answered | median APE % | 90% coverage | width |",
-                 "|---|---|---|---|---|---|"]
+        block = [head, "", "| kind | method | rows answered | median APE % | 90% coverage | width | ×upper |",
+                 "|---|---|---|---|---|---|---|"]
         for k, cells in [*per_kind.items(), ("all", overall)]:
             for m in methods:
                 c = cells[m]
                 name = m if m != "auto" else f"auto ({', '.join(c['chosen'])})"
                 block.append(f"| {k} | {name} | {c['answered']}/{c['rows']} | {_fmt(c['median_ape'], '.1f')} | "
-                             f"{_fmt(c['coverage'], '.2f')} | {_fmt(c['rel_width'], '.2f')} |")
+                             f"{_fmt(c['coverage'], '.2f')} | {_fmt(c['rel_width'], '.2f')} | "
+                             f"{_fmt(c.get('upper_factor'), '.2f')} |")
         refusals = sorted({f"{m} ({k}): {e}" for k, cells in per_kind.items() for m in methods
                            for e in cells[m]["errors"]})
         block += [""] + [f"- refused: {r}" for r in refusals] + ([""] if refusals else [])
@@ -271,11 +274,12 @@ def run_loso(args, sets: list[dict], methods, start: float) -> int:
         print("\n".join(block), flush=True)
         summary.append((s, overall))
     at = len(lines)
-    lines += ["## Summary: median APE % / 90% coverage over each held-out set's rows", "",
+    lines += ["## Summary: median APE % / 90% coverage / ×upper over each held-out set's rows", "",
               "| held-out set | role | " + " | ".join(methods) + " |", "|---|---|" + "---|" * len(methods)]
     for s, overall in summary:
         lines.append(f"| {s['name']} | {s['role']} | " + " | ".join(
-            f"{_fmt(overall[m]['median_ape'], '.1f')} / {_fmt(overall[m]['coverage'], '.2f')}" for m in methods)
+            f"{_fmt(overall[m]['median_ape'], '.1f')} / {_fmt(overall[m]['coverage'], '.2f')} / "
+            f"{_fmt(overall[m].get('upper_factor'), '.2f')}" for m in methods)
             + " |")
     lines += ["", f"Wall time {time.time() - start:.0f} s."]
     print("\n".join(lines[at:]), flush=True)

@@ -314,3 +314,51 @@ class TestSourceFloor:
         q = make_history(n_models=1, seed=99).head(2).assign(model="brand-new")
         pd.testing.assert_frame_equal(m.predict_interval(q), back.predict_interval(q))
         np.testing.assert_allclose(back.source_scores_["scores"], m.source_scores_["scores"])
+
+    def test_missing_sources_however_written_are_one_source(self):
+        from perfmodel.models._conformal import source_splits
+
+        blanks = [pd.NA] * 4 + [float("nan")] * 3 + [None] * 2 + ["  "] * 2  # 11 runs of no stated source
+        splits, groups = source_splits(blanks + ["a"] * 10 + ["b"] * 12)
+        assert len(splits) == 3 and set(groups) == {"", "a", "b"}
+
+    def test_a_source_larger_than_the_rest_is_not_held_out(self):
+        # a team's runs beside a much larger public table: the table is never predicted from the team's runs
+        runs = _sourced_history()
+        big = pd.concat([(h := make_history(n_models=8, seed=40 + i)).assign(model=f"big{i}-" + h["model"])
+                         for i in range(2)], ignore_index=True)  # 192 runs: more than the two others' 72
+        runs = pd.concat([runs.loc[runs["source"] != "set2"], big.assign(source="bundled")], ignore_index=True)
+        from perfmodel.models import TrainingTimeModel
+        from perfmodel.models._conformal import source_splits
+
+        held = [set(runs["source"].to_numpy()[te]) for _, te in source_splits(runs["source"].to_numpy())[0]]
+        assert held == [{"set0"}, {"set1"}]
+        m = TrainingTimeModel(method="loglinear", held_out=("new_model",)).fit(runs)
+        assert m.source_scores_ is not None and m.source_scores_["groups"] == 2
+
+    def test_auto_keeps_the_source_scores(self):
+        from perfmodel.fitting import fit_history
+
+        m = fit_history(_sourced_history(), "auto", kind="new_model")
+        assert m.source_scores_ is not None and m.source_scores_["groups"] == 3
+
+    def test_the_layout_model_takes_no_source_scores(self):
+        from perfmodel.models import TrainingTimeModel
+
+        runs = pd.read_csv(bundled_runs_path("public_llmfoundry.csv"), comment="#")
+        parts = [runs.iloc[i::3].assign(source=f"part{i}") for i in range(3)]  # three sources of 72 runs
+        m = TrainingTimeModel(method="layout", held_out=("new_model",)).fit(pd.concat(parts, ignore_index=True))
+        assert m.source_scores_ is None
+        # the same runs under a generic method do get them: the exemption is the method's
+        g = TrainingTimeModel(method="ratio", held_out=("new_model",)).fit(pd.concat(parts, ignore_index=True))
+        assert g.source_scores_ is not None
+
+    def test_the_within_set_record_leaves_the_rule_out(self):
+        from perfmodel.models import TrainingTimeModel
+
+        m = TrainingTimeModel(method="loglinear", held_out=("new_model",)).fit(_sourced_history())
+        q = make_history(n_models=1, seed=99).head(2).assign(model="brand-new")
+        with_rule = m.predict_interval(q)
+        without = m.predict_interval(q, source_floor=False)
+        assert (without["step_upper"] < with_rule["step_upper"]).all()
+        assert not any("source" in r for r in without["interval_rule"])

@@ -25,7 +25,8 @@ the others with this module's functions), each named in the prediction's ``inter
    :func:`perfmodel.models._domain.domain_distance`) the half-width grows by ``1 + EXTRAPOLATION_C·(d − d0)``.
 5. **Sources.** A history whose runs come from :data:`SOURCE_MIN_SOURCES` or more sources (its ``source``
    column: other publishers, clusters or recorders, at least :data:`SOURCE_MIN_RUNS` runs each) is also scored by
-   refits that each held one whole source out (:func:`source_splits`). A query of a transfer kind (a model, device type or pair the runs
+   refits that each held one whole source out (:func:`source_splits`: not a source larger than all the others
+   together), when two or more such refits succeed. A query of a transfer kind (a model, device type or pair the runs
    lack) is never narrower than those scores: it may come from a set like none of them, and a model held out of
    one set is predicted from runs of the same publisher, framework and cluster, which a new one's are not.
 6. **Peak.** No step time, nor an interval's lower end, may imply more than the device's peak at the precision
@@ -160,19 +161,24 @@ def folds(groups: np.ndarray | None, n: int, *, cv: int = 5, random_state: int |
 
 
 def source_splits(sources) -> tuple[list, np.ndarray | None]:
-    """Rule 5's refits: each source of at least :data:`SOURCE_MIN_RUNS` runs held out once, when
-    :data:`SOURCE_MIN_SOURCES` or more are.
+    """Rule 5's refits: each source of at least :data:`SOURCE_MIN_RUNS` runs, and of no more runs than the others
+    hold together, held out once, when :data:`SOURCE_MIN_SOURCES` or more sources have that many runs.
+
+    A source larger than all the rest (the bundled thousands beside a team's runs) is not held out: a refit that
+    learns from a few runs to predict thousands says how little a few runs know, not how far a new set lies; its
+    runs stay in every other refit's history.
 
     Parameters
     ----------
     sources : array-like of shape (n_runs,)
-        Each run's source (empty or missing: a source of its own, ``""``, held out like any other).
+        Each run's source (missing or blank, however written: one source, ``""``, held out like any other).
 
     Returns
     -------
     splits : list of (ndarray, ndarray)
         ``(train, test)`` index pairs: ``test`` one source's runs, ``train`` every other run (those of small
-        sources included). Empty when fewer than :data:`SOURCE_MIN_SOURCES` sources have enough runs.
+        sources included). Empty when fewer than :data:`SOURCE_MIN_SOURCES` sources have enough runs, or fewer
+        than two of them can be held out.
     groups : ndarray of shape (n_runs,) or None
         Each run's source (None when ``splits`` is empty).
 
@@ -183,15 +189,22 @@ def source_splits(sources) -> tuple[list, np.ndarray | None]:
     ([10, 12, 11], [25, 23, 24])
     >>> source_splits(["a"] * 10 + ["b"] * 12 + ["c"] * 2)[0]  # two sources of enough runs: no refits
     []
+    >>> [len(te) for _, te in source_splits(["a"] * 10 + ["b"] * 12 + ["big"] * 500)[0]]  # "big" stays in
+    [10, 12]
     """
-    src = np.asarray(["" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v).strip()
-                      for v in sources], dtype=object)
+    import pandas as pd  # loaded wherever a history is; not needed to predict
+
+    missing = pd.isna(pd.Series(list(sources), dtype=object)).to_numpy()
+    src = np.asarray(["" if m else str(v).strip() for v, m in zip(sources, missing)], dtype=object)
     names, counts = np.unique(src, return_counts=True)
-    big = names[counts >= SOURCE_MIN_RUNS]
-    if len(big) < SOURCE_MIN_SOURCES:
+    enough = counts >= SOURCE_MIN_RUNS
+    if enough.sum() < SOURCE_MIN_SOURCES:
+        return [], None
+    held = names[enough & (counts <= len(src) - counts)]
+    if len(held) < 2:
         return [], None
     idx = np.arange(len(src))
-    return [(idx[src != name], idx[src == name]) for name in big], src
+    return [(idx[src != name], idx[src == name]) for name in held], src
 
 
 def score_set(abs_log_errors: np.ndarray, groups: np.ndarray | None, *, split: str,

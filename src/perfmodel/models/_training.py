@@ -47,7 +47,7 @@ __all__ = ["TrainingTimeModel", "Summary", "CONFIG_COLUMNS", "FIT_FORMAT"]
 #: another format. Bump it when a change alters what fits give (tests/test_fitted_defaults.py refits one model per
 #: shipped history and compares the predictions, so a change that alters them without a bump fails there), then run
 #: scripts/build_fitted_defaults.py.
-FIT_FORMAT = 9
+FIT_FORMAT = 10
 #: Why a point fit (``conformal=False``) has no interval where no error book bounds it.
 _POINT_FIT = ("This TrainingTimeModel was fitted with conformal=False (a point fit): it has no conformity scores; "
               "refit with conformal=True for intervals.")
@@ -344,7 +344,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         err = np.full(len(y), np.nan)
         err[ok] = np.abs(np.log(y[ok]) - np.log(oof[ok]))
         entry = score_set(err, groups, split="leave-one-source-out")
-        return entry if entry["groups"] >= 2 else None  # refits that failed leave too few sources
+        return entry if entry["groups"] >= 2 else None  # refits that failed left fewer than two sources scored
 
     # ---------------------------------------------------------------------------------------- predict
     def _check(self):
@@ -448,7 +448,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         """
         return floor_for(self.method, getattr(self, "provenance_", None), getattr(self, "calibration_runs_", None))
 
-    def predict_interval(self, X, confidence: float = 0.9) -> pd.DataFrame:
+    def predict_interval(self, X, confidence: float = 0.9, *, source_floor: bool = True) -> pd.DataFrame:
         """Mean step time of one new run with its prediction interval at ``confidence``.
 
         Every method's interval goes through here: the conformity scores of the query's kind, the model's own
@@ -461,6 +461,10 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             Queries.
         confidence : float, default=0.9
             The interval level, in (0, 1).
+        source_floor : bool, default=True
+            Apply rule 5 (the whole sources held out, ``source_scores_``). False gives the band of the
+            within-set scores alone: a record to compare with another estimator's within-set record (the
+            predict layer's choice between own runs and a shifted prior), not an answer's band.
 
         Returns
         -------
@@ -497,7 +501,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             rule = np.asarray(rule, dtype=object).copy()
             rule[raise_] = [("" if f or not r else f"{r}; ") + f"at least {n}"
                             for r, f, n in zip(rule[raise_], few[raise_], names[raise_])]
-        sources = getattr(self, "source_scores_", None)  # absent in a model fitted before rule 5
+        sources = getattr(self, "source_scores_", None) if source_floor else None  # absent: fitted before rule 5
         if sources is not None:
             q_src = conformal_quantile(sources["scores"], confidence)
             raise_ = np.isin(np.asarray(kinds, dtype=object), TRANSFER_KINDS) & (half < q_src)

@@ -78,9 +78,11 @@ def prior_steps(ask: Callable[[pd.DataFrame], pd.DataFrame], asked: pd.DataFrame
 def own_scores(own_fit: TrainingTimeModel, frame: pd.DataFrame, confidence: float) -> tuple[np.ndarray, np.ndarray]:
     """Per row: the own fit's record for it (the log half-width of its 50% interval; nan where it cannot answer
     the row) and whether its interval at ``confidence`` is bounded. A batch the fit refuses is asked row by row,
-    so one row does not decide the others."""
+    so one row does not decide the others. The record is of the own runs' within-set scores (no rule 5 of
+    :mod:`perfmodel.models._conformal`), as the shifted prior's record is of its own runs held out model by model:
+    like for like."""
     def ask(part: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-        band = own_fit.predict_interval(part, 0.5)
+        band = own_fit.predict_interval(part, 0.5, source_floor=False)
         upper = own_fit.predict_interval(part, confidence)["step_upper"].to_numpy(dtype=float)
         score = np.log(band["step_upper"].to_numpy(dtype=float) / band["step_time_s"].to_numpy(dtype=float))
         return score, np.isfinite(upper)
