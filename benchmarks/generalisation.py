@@ -44,7 +44,7 @@ is fitted on the history for each kind that occurs (:func:`perfmodel.fitting.fit
 of that kind. Methods ``auto``, ``ratio``, ``mfu``, ``roofline`` and ``6ND-util0.4`` (``--methods a,b`` for a
 subset; ``--holdout NAME``, repeatable, for some held-out sets only). Reported per held-out set and per kind, and
 over the set's rows: rows answered (a refusal leaves its rows unanswered), median APE, 90% coverage, mean relative
-width. Writes ``benchmarks/results/generalisation_loso.{md,json}`` unless ``--out`` says otherwise::
+width and ×upper (the median upper end over the answer). Writes ``benchmarks/results/generalisation_loso.{md,json}`` unless ``--out`` says otherwise::
 
     python benchmarks/generalisation.py --loso [--quick] [--lambda PATH] [--methods auto,ratio] [--holdout SET]
 """

@@ -194,8 +194,8 @@ def source_splits(sources) -> tuple[list, np.ndarray | None]:
     """
     import pandas as pd  # loaded wherever a history is; not needed to predict
 
-    missing = pd.isna(pd.Series(list(sources), dtype=object)).to_numpy()
-    src = np.asarray(["" if m else str(v).strip() for v, m in zip(sources, missing)], dtype=object)
+    values = pd.Series(list(sources), dtype=object)
+    src = np.where(values.isna(), "", values.astype(str).str.strip()).astype(object)
     names, counts = np.unique(src, return_counts=True)
     enough = counts >= SOURCE_MIN_RUNS
     if enough.sum() < SOURCE_MIN_SOURCES:
