@@ -304,6 +304,14 @@ class TestSourceFloor:
                                   history=_sourced_history(), method="loglinear")
         assert r.query_kind == "new_model" and "leave-one-source-out" in r.interval_rule
 
+    def test_an_unbounded_band_names_the_scores_it_rests_on(self):
+        from perfmodel.exceptions import PredictionError
+
+        with pytest.raises(PredictionError, match=r"unbounded .* Its band rests on: leave-one-model-out \(9 groups\)"):
+            predict_training_time({"model": "brand-new", "params": 2_000_000, "flops_per_sample": 1e8},
+                                  batch_size=32, gpu_count=2, gpu_type="A100", precision="fp32", steps=10,
+                                  history=_sourced_history(), method="loglinear", confidence=0.999)
+
     def test_the_source_scores_survive_a_safe_save(self, tmp_path):
         from perfmodel.models import TrainingTimeModel
         from perfmodel.persistence import load_model, save_model

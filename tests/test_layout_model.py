@@ -43,6 +43,23 @@ class TestComponents:
         spans = _parts(tp=16, gpu_count=16, dp=1, micro_batch_size=1, global_batch_size=16)
         assert spans["xl_nvl_s"] == 0 and spans["xl_net_s"] > 0  # a tensor group wider than a node
 
+    def test_expert_all_to_all_splits_by_link(self):
+        moe = {"n_experts": 64, "experts_per_token": 8, "moe_ffn_hidden": 1024, "global_batch_size": 64,
+               "micro_batch_size": 1}
+        # every token to its 8 experts, 4 passes (dispatch and combine, forward and backward), 32 expert layers
+        vol = 4 * 2048 * 8 * 4096 * 2 * 32
+        one_node = _parts(**moe, gpu_count=8, dp=8, ep=8)
+        assert one_node["xl_nvl_s"] == pytest.approx(vol * 7 / 8 / H100["nvl"]) and one_node["xl_net_s"] == 0
+        # a group of 32 on four nodes: 7/32 of the copies stay on the node, 24/32 leave it
+        wide = _parts(**moe, gpu_count=32, dp=32, ep=32)
+        assert wide["xl_nvl_s"] == pytest.approx(vol * 7 / 32 / H100["nvl"])
+        assert wide["xl_net_s"] == pytest.approx(vol * 24 / 32 / H100["net"])
+        # under sequence parallelism a device dispatches only its share of the tokens
+        tp = _parts(**moe, gpu_count=16, dp=8, ep=8, tp=2, sequence_parallel=1)
+        no_tp = _parts(**moe, gpu_count=8, dp=8, ep=8)
+        a2a = tp["xl_nvl_s"] - 8 * 1 / 2 * 2048 * 4096 * 2 * 32 / H100["nvl"]  # less the tensor-parallel part
+        assert a2a == pytest.approx(no_tp["xl_nvl_s"] / 2)
+
     def test_pipeline_bubble_and_micro_batches(self):
         c = _parts(pp=4, dp=2, micro_batch_size=1, vp=2)
         assert c["microbatches"] == 32 and c["bubble"] == pytest.approx(3 / 2)

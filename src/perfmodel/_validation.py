@@ -187,11 +187,14 @@ def check_prediction_frame(out, *, confidence: float, n_runs: int, method: str, 
     if unbounded.any():
         i = int(np.flatnonzero(unbounded)[0])
         most = n_runs / (n_runs + 1)
+        rule = str(out["interval_rule"].iloc[i]) if "interval_rule" in out.columns else ""
+        basis = (f" Its band rests on: {rule}; each of those score sets bounds confidence <= n/(n+1) for its own "
+                 "n scores." if rule and rule != "nan" else "")
         raise PredictionError(
             f"{where}: the {confidence:g} prediction interval of {row_label(i, numbers)} is unbounded with this "
-            f"history ({n_runs} runs, {method} fit): its split-conformal interval needs confidence <= n/(n+1) = "
-            f"{most:.4g} for n conformity scores, one per run whose refit without it succeeded (a 90% interval "
-            "needs at least 9). Lower the confidence or add runs.")
+            f"history ({n_runs} runs, {method} fit): a split-conformal interval needs confidence <= n/(n+1) for n "
+            f"conformity scores (n/(n+1) = {most:.4g} with one score per run; a 90% interval needs at least 9)."
+            f"{basis} Lower the confidence or add runs.")
     lo, hi = bounds[:, [0, 2]], bounds[:, [1, 3]]
     tol = 1e-12 * np.abs(point)
     inverted = ((lo > point + tol) | (point > hi + tol) | (lo < 0)).any(axis=1)

@@ -22,8 +22,11 @@ device, ``b`` the micro-batch):
 * ``xl_nvl_s`` / ``xl_net_s``: collectives inside the layers at the link's one-way bandwidth — tensor parallel
   (``8·(tp−1)/tp·t·d`` bytes of 16-bit activations per layer: two all-reduces, or all-gather + reduce-scatter
   pairs, forward and backward), context parallel (the ring's K/V exchange, ``3·(cp−1)·2·t·kv·hd`` per layer) and
-  expert all-to-alls (``4·(ep−1)/ep·t·k·d`` per expert layer) — over NVLink when the group fits in a node
-  (``gpus_per_node``), else the network;
+  expert all-to-alls (``4·t'·k·d`` per expert layer, ``t'`` the tokens a device holds — ``t/tp`` under sequence
+  parallelism — each sent to its ``k`` experts: the share ``(g−1)/ep`` to another device of the expert group on
+  the same node, ``(ep−g)/ep`` off the node, ``g = min(ep, gpus_per_node)`` the group's devices per node, its ranks
+  consecutive) — tensor and context groups over NVLink when they fit in a node (``gpus_per_node``), else the
+  network;
 * ``p2p_nvl_s`` / ``p2p_net_s``: pipeline sends, activations forward and gradients back (``2·t·d/tp`` per virtual
   stage boundary).
 
@@ -420,8 +423,14 @@ def _layer_collectives(s: TransformerShape, lay: ParallelLayout, st: _Stage, gpu
         xl[_link(tp * cp, gpus_per_node)] += vol
         kernels += 2 * per_stage * _KERNELS_PER_COLLECTIVE
     if s.is_moe and ep > 1:
-        vol = 4 * (ep - 1) / ep * t * s.experts_per_token * s.d_model * B * st.Lm
-        xl[_link(tp * ep, gpus_per_node)] += vol
+        # each device dispatches the tokens it holds (its sequence-parallel share), every one to k experts; with
+        # the experts spread evenly, a copy stays on the device with chance 1/ep, goes to one of the group's other
+        # devices on the same node with (g−1)/ep and leaves the node with (ep−g)/ep, g the group's devices per node
+        held = t / tp if lay.sequence_parallel else t
+        vol = 4 * held * s.experts_per_token * s.d_model * B * st.Lm
+        g = min(ep, gpus_per_node)
+        xl["nvl"] += vol * (g - 1) / ep
+        xl["net"] += vol * (ep - g) / ep
         kernels += 4 * st.Lm * _KERNELS_PER_COLLECTIVE
     return xl, kernels
 
