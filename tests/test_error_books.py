@@ -307,7 +307,7 @@ class TestSourceFloor:
     def test_an_unbounded_band_names_the_scores_it_rests_on(self):
         from perfmodel.exceptions import PredictionError
 
-        with pytest.raises(PredictionError, match=r"unbounded .* Its band rests on: leave-one-model-out \(9 groups\)"):
+        with pytest.raises(PredictionError, match=r"unbounded .* Its band: leave-one-model-out \(9 groups\)"):
             predict_training_time({"model": "brand-new", "params": 2_000_000, "flops_per_sample": 1e8},
                                   batch_size=32, gpu_count=2, gpu_type="A100", precision="fp32", steps=10,
                                   history=_sourced_history(), method="loglinear", confidence=0.999)

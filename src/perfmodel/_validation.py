@@ -188,8 +188,7 @@ def check_prediction_frame(out, *, confidence: float, n_runs: int, method: str, 
         i = int(np.flatnonzero(unbounded)[0])
         most = n_runs / (n_runs + 1)
         rule = str(out["interval_rule"].iloc[i]) if "interval_rule" in out.columns else ""
-        basis = (f" Its band rests on: {rule}; each of those score sets bounds confidence <= n/(n+1) for its own "
-                 "n scores." if rule and rule != "nan" else "")
+        basis = f" Its band: {rule}." if rule and rule not in ("nan", "None") else ""
         raise PredictionError(
             f"{where}: the {confidence:g} prediction interval of {row_label(i, numbers)} is unbounded with this "
             f"history ({n_runs} runs, {method} fit): a split-conformal interval needs confidence <= n/(n+1) for n "

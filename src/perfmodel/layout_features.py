@@ -24,8 +24,10 @@ device, ``b`` the micro-batch):
   pairs, forward and backward), context parallel (the ring's K/V exchange, ``3·(cp−1)·2·t·kv·hd`` per layer) and
   expert all-to-alls (``4·t'·k·d`` per expert layer, ``t'`` the tokens a device holds — ``t/tp`` under sequence
   parallelism — each sent to its ``k`` experts: the share ``(g−1)/ep`` to another device of the expert group on
-  the same node, ``(ep−g)/ep`` off the node, ``g = min(ep, gpus_per_node)`` the group's devices per node, its ranks
-  consecutive) — tensor and context groups over NVLink when they fit in a node (``gpus_per_node``), else the
+  the same node, ``(ep−g)/ep`` off the node, ``g = min(ep, gpus_per_node)`` the group's devices per node: its ranks
+  consecutive, as Megatron-core places them without expert tensor parallelism, while the expert GEMMs, weights
+  and gradient reduction below are sharded by ``tp`` as with expert tensor parallelism ``tp``; the two agree at
+  ``tp`` 1) — tensor and context groups over NVLink when they fit in a node (``gpus_per_node``), else the
   network;
 * ``p2p_nvl_s`` / ``p2p_net_s``: pipeline sends, activations forward and gradients back (``2·t·d/tp`` per virtual
   stage boundary).
@@ -428,7 +430,7 @@ def _layer_collectives(s: TransformerShape, lay: ParallelLayout, st: _Stage, gpu
         # devices on the same node with (g−1)/ep and leaves the node with (ep−g)/ep, g the group's devices per node
         held = t / tp if lay.sequence_parallel else t
         vol = 4 * held * s.experts_per_token * s.d_model * B * st.Lm
-        g = min(ep, gpus_per_node)
+        g = max(1, min(ep, gpus_per_node))
         xl["nvl"] += vol * (g - 1) / ep
         xl["net"] += vol * (ep - g) / ep
         kernels += 4 * st.Lm * _KERNELS_PER_COLLECTIVE
