@@ -43,6 +43,13 @@ class TestComponents:
         spans = _parts(tp=16, gpu_count=16, dp=1, micro_batch_size=1, global_batch_size=16)
         assert spans["xl_nvl_s"] == 0 and spans["xl_net_s"] > 0  # a tensor group wider than a node
 
+    def test_collective_calls_per_micro_batch(self):
+        assert _parts(micro_batch_size=1, dp=8)["collectives"] == 0
+        # tensor parallel: 4 calls per layer (two all-reduces, forward and backward), 32 layers
+        assert _parts(tp=8, dp=1, micro_batch_size=1, sequence_parallel=1)["collectives"] == 4 * 32
+        # the pipeline's sends: 2 per virtual stage
+        assert _parts(pp=4, dp=2, micro_batch_size=1, vp=2)["collectives"] == 2 * 2
+
     def test_expert_all_to_all_splits_by_link(self):
         moe = {"n_experts": 64, "experts_per_token": 8, "moe_ffn_hidden": 1024, "global_batch_size": 64,
                "micro_batch_size": 1}
@@ -128,6 +135,18 @@ class TestComponents:
 
 
 class TestRegressor:
+    def test_a_host_with_slow_collectives_fits_their_latency(self):
+        # gloo on a CPU host takes milliseconds a call whatever its size, far above NCCL's ~10 µs: the fit can say so
+        X = np.zeros((6, len(LAYOUT_FEATURES)))
+        calls = np.array([0.0, 50, 100, 200, 400, 800])
+        X[:, LAYOUT_FEATURES.index("layer_flops_s")] = 1e-3
+        X[:, LAYOUT_FEATURES.index("kernels")] = 100.0
+        X[:, LAYOUT_FEATURES.index("collectives")] = calls
+        X[:, LAYOUT_FEATURES.index("microbatches")] = 1.0
+        y = 3e-3 * calls + 0.05
+        reg = LayoutRegressor(prior_weight=1e-4).fit(X, y)
+        assert reg.coef_["collective_s"] == pytest.approx(3e-3, rel=0.2)
+
     @staticmethod
     def design(n=60, seed=0):
         rng = np.random.default_rng(seed)

@@ -19,6 +19,9 @@ device, ``b`` the micro-batch):
   by tensor parallelism unless sequence-parallel, ``(8·d + 2·m·ffn)/tp`` split, ``m`` MLP matrices, plus ``4·k·d``
   of routing copies in an expert layer), over the memory bandwidth;
 * ``kernels``: kernels launched (forward + backward; a layer ~30, an expert layer ~20 more, a collective 3);
+* ``collectives``: collective calls inside the layers (tensor parallel 4 per layer, context parallel 2, expert
+  all-to-alls 4 per expert layer) and pipeline sends (``2·vp``), ×1.3 with recomputation: each pays a latency
+  whatever its size (the α of an α–β model), which a few small messages make count;
 * ``xl_nvl_s`` / ``xl_net_s``: collectives inside the layers at the link's one-way bandwidth — tensor parallel
   (``8·(tp−1)/tp·t·d`` bytes of 16-bit activations per layer: two all-reduces, or all-gather + reduce-scatter
   pairs, forward and backward), context parallel (the ring's K/V exchange, ``3·(cp−1)·2·t·kv·hd`` per layer) and
@@ -84,7 +87,7 @@ __all__ = ["LAYOUT_FEATURES", "LayoutJob", "layout_jobs", "layout_components", "
 LAYOUT_FEATURES = ("layer_flops_s", "layer_bytes_s", "expert_flops_s", "expert_bytes_s", "head_flops_s",
                    "head_bytes_s", "attn_flops_s", "mem_s", "kernels", "xl_nvl_s", "xl_net_s", "p2p_nvl_s",
                    "p2p_net_s", "microbatches", "bubble", "dp_nvl_s", "dp_net_s", "opt_s", "fp8", "sync_spread",
-                   "grad_acc_s", "attn_bytes_s", "source_weight")
+                   "grad_acc_s", "attn_bytes_s", "collectives", "source_weight")
 #: Inter-node bandwidth per device (GB/s, one way) assumed where neither the run nor the spec table gives one:
 #: one 200 Gb/s NIC per device.
 DEFAULT_NETWORK_GBPS = 25.0
@@ -505,7 +508,9 @@ def _components(job: LayoutJob) -> dict:
     mem = _activation_bytes(s, lay, st, rf)
     kernels = per_stage * _KERNELS_PER_LAYER + Lm * _KERNELS_PER_EXPERT_LAYER
     # collectives inside the layers
+    before = kernels
     xl, kernels = _layer_collectives(s, lay, st, job.gpus_per_node, kernels)
+    calls = (kernels - before) / _KERNELS_PER_COLLECTIVE + (2 * vp if pp > 1 else 0)  # and the pipeline sends
     # pipeline sends per micro-batch
     p2p = {"nvl": 0.0, "net": 0.0}
     if pp > 1:
@@ -523,7 +528,8 @@ def _components(job: LayoutJob) -> dict:
             "dp_net_s": dpn["net"] / net, "opt_s": held * _OPT_BYTES_PER_PARAM / W,
             "fp8": 1.0 if job.precision == "fp8" else 0.0,
             "sync_spread": math.sqrt(2.0 * math.log(lay.devices)) if lay.devices > 1 else 0.0,
-            "grad_acc_s": _stage_weights(s, lay, st) * _GRAD_ACC_BYTES_PER_PARAM / W, "attn_bytes_s": scores / W}
+            "grad_acc_s": _stage_weights(s, lay, st) * _GRAD_ACC_BYTES_PER_PARAM / W, "attn_bytes_s": scores / W,
+            "collectives": calls * (1.0 if recompute == "none" else 1.3)}
 
 
 def layout_components(runs: pd.DataFrame, jobs: list | None = None) -> pd.DataFrame:

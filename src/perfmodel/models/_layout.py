@@ -7,6 +7,7 @@ Per micro-batch on the busiest pipeline stage::
          + F_attn / e_attn                                         attention scores and values
          + κ_mem · T_mem + γ · T_acc + α · T_scores                memory-bound kernels, gradient accumulation,
          + τ · kernels + c_mb                                      unfused attention's scores, launches, scheduling
+         + λ · n_calls                                             latency of each collective call and send
          + x_layer · (C_nvl / η_nvl + C_net / η_net)               exposed tensor/context/expert collectives
 
 and per step::
@@ -55,6 +56,8 @@ COEFFICIENTS = {
     "grad_acc": (1.0, 0.05, 4.0, "passes over the stage's weights' fp32 gradients per micro-batch (accumulation)"),
     "attn_mem": (1.0, 0.2, 5.0, "share of the unfused attention's score-matrix passes that reach memory"),
     "launch_s": (5e-6, 1e-6, 2e-5, "seconds per kernel launched"),
+    "collective_s": (2e-5, 1e-6, 1e-2, "seconds of latency per collective call and pipeline send, whatever its size "
+                                       "(the α of an α–β model: ~10 µs in NCCL, milliseconds in gloo on a CPU)"),
     "microbatch_s": (2e-3, 1e-5, 0.05, "seconds per micro-batch on a stage outside its kernels (scheduling, syncs)"),
     "layer_comm_exposed": (0.6, 0.1, 1.0, "share of the in-layer collectives not hidden behind compute"),
     "nvlink_eff": (0.7, 0.4, 0.95, "fraction of the one-way NVLink bandwidth collectives reach"),
@@ -144,7 +147,7 @@ class LayoutRegressor(NamedColumnsMixin, RegressorMixin, BaseEstimator):
         mem = (c["mem_factor"] * col("mem_s") + c["grad_acc"] * col("grad_acc_s") + c["attn_mem"] * col("attn_bytes_s")
                + c["launch_s"] * col("kernels") + c["microbatch_s"])
         comm = c["layer_comm_exposed"] * (col("xl_nvl_s") / c["nvlink_eff"] + col("xl_net_s") / c["network_eff"])
-        per_mb = gemm + attn + mem + comm
+        per_mb = gemm + attn + mem + comm + c["collective_s"] * col("collectives")
         sends = col("p2p_nvl_s") / c["nvlink_eff"] + col("p2p_net_s") / c["network_eff"]
         pipe = (col("microbatches") + col("bubble")) * per_mb + col("microbatches") * sends
         dp = col("dp_nvl_s") / c["nvlink_eff"] + col("dp_net_s") / c["network_eff"]
