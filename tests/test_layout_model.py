@@ -45,8 +45,13 @@ class TestComponents:
 
     def test_collective_calls_per_micro_batch(self):
         assert _parts(micro_batch_size=1, dp=8)["collectives"] == 0
-        # tensor parallel: 4 calls per layer (two all-reduces, forward and backward), 32 layers
-        assert _parts(tp=8, dp=1, micro_batch_size=1, sequence_parallel=1)["collectives"] == 4 * 32
+        # tensor parallel: 4 calls per layer (two all-reduces forward, two backward), 32 layers; under sequence
+        # parallelism each all-reduce is an all-gather and a reduce-scatter; full recomputation repeats the forward's
+        assert _parts(tp=8, dp=1, micro_batch_size=1, sequence_parallel=0)["collectives"] == 4 * 32
+        assert _parts(tp=8, dp=1, micro_batch_size=1, sequence_parallel=1)["collectives"] == 8 * 32
+        assert _parts(tp=8, dp=1, micro_batch_size=1, sequence_parallel=0, recompute="full")["collectives"] == 6 * 32
+        # context parallel: the ring's cp − 1 steps, three passes
+        assert _parts(cp=4, dp=2, micro_batch_size=1)["collectives"] == 3 * 3 * 32
         # the pipeline's sends: 2 per virtual stage
         assert _parts(pp=4, dp=2, micro_batch_size=1, vp=2)["collectives"] == 2 * 2
 
@@ -191,6 +196,10 @@ class TestRegressor:
         parts = reg.breakdown(X)
         total = parts["pipeline"] + parts["dp_exposed"] + parts["optimizer"] + parts["overhead"]
         assert np.allclose(total, parts["total"]) and np.allclose(parts["total"], reg.predict(X))
+        X["collectives"] = 50.0
+        parts = reg.breakdown(X)
+        per_mb = parts["gemm"] + parts["attention"] + parts["memory"] + parts["layer_comm"] + parts["latency"]
+        assert np.allclose(per_mb, parts["per_microbatch"]) and (parts["latency"] > 0).all()
         table = reg.coef_table()
         assert list(table.index) == list(COEFFICIENTS) and (table["value"] > 0).all()
 

@@ -32,7 +32,7 @@ METHODS = {
               "gets the mfu rule", "baseline"),
     "layout": ("transformer training under its parallel layout: GEMMs (a smooth roofline), attention, memory-bound "
                "kernels, tensor/context/expert collectives, the pipeline schedule, data-parallel/FSDP traffic and "
-               "the optimizer, with a dozen efficiencies fitted across devices (perfmodel.models._layout)",
+               "the optimizer, with efficiencies and latencies fitted across devices (perfmodel.models._layout)",
                "layout"),
     "mfu": ("baseline: FLOPs per device-step / (peak at the precision used x the median achieved MFU of the runs "
             "of the same op class on that device type and precision, else that precision, else all runs); a "

@@ -19,9 +19,10 @@ device, ``b`` the micro-batch):
   by tensor parallelism unless sequence-parallel, ``(8·d + 2·m·ffn)/tp`` split, ``m`` MLP matrices, plus ``4·k·d``
   of routing copies in an expert layer), over the memory bandwidth;
 * ``kernels``: kernels launched (forward + backward; a layer ~30, an expert layer ~20 more, a collective 3);
-* ``collectives``: collective calls inside the layers (tensor parallel 4 per layer, context parallel 2, expert
-  all-to-alls 4 per expert layer) and pipeline sends (``2·vp``), ×1.3 with recomputation: each pays a latency
-  whatever its size (the α of an α–β model), which a few small messages make count;
+* ``collectives``: collective calls inside the layers (tensor parallel 4 per layer, 8 under sequence parallelism,
+  ×1.5 with full recomputation; context parallel ``3·(cp−1)``, the ring's steps; expert all-to-alls 4 per expert
+  layer) and pipeline sends (``2·vp``): each pays a latency whatever its size (the α of an α–β model), which many
+  small messages make count; the data-parallel calls, overlapped with compute, are not counted;
 * ``xl_nvl_s`` / ``xl_net_s``: collectives inside the layers at the link's one-way bandwidth — tensor parallel
   (``8·(tp−1)/tp·t·d`` bytes of 16-bit activations per layer: two all-reduces, or all-gather + reduce-scatter
   pairs, forward and backward), context parallel (the ring's K/V exchange, ``3·(cp−1)·2·t·kv·hd`` per layer) and
@@ -413,20 +414,26 @@ def _activation_bytes(s: TransformerShape, lay: ParallelLayout, st: _Stage, rf: 
 
 
 def _layer_collectives(s: TransformerShape, lay: ParallelLayout, st: _Stage, gpus_per_node: int,
-                       kernels: float) -> tuple[dict, float]:
+                       kernels: float) -> tuple[dict, float, float]:
     """Bytes of the collectives inside the layers by link (tensor and context parallel, expert all-to-alls),
-    and ``kernels`` with their launches added."""
+    ``kernels`` with their launches added, and the number of collective calls."""
     assert s.head_dim is not None and s.n_kv_heads is not None  # set by TransformerShape itself
     tp, cp, ep, t, B, per_stage = lay.tp, lay.cp, lay.ep, st.t, st.B, st.per_stage
     xl = {"nvl": 0.0, "net": 0.0}
+    calls = 0.0
     if tp > 1:
-        vol = 8 * (tp - 1) / tp * t * s.d_model * B * per_stage * (1.5 if lay.recompute == "full" else 1.0)
+        again = 1.5 if lay.recompute == "full" else 1.0  # the forward's collectives again
+        vol = 8 * (tp - 1) / tp * t * s.d_model * B * per_stage * again
         xl[_link(tp, gpus_per_node)] += vol
         kernels += 4 * per_stage * _KERNELS_PER_COLLECTIVE
+        # two all-reduces forward and two backward per layer; under sequence parallelism each is an all-gather and
+        # a reduce-scatter
+        calls += (8 if lay.sequence_parallel else 4) * per_stage * again
     if cp > 1:
         vol = 3 * (cp - 1) * 2 * t * s.n_kv_heads * s.head_dim * B * per_stage / tp
         xl[_link(tp * cp, gpus_per_node)] += vol
         kernels += 2 * per_stage * _KERNELS_PER_COLLECTIVE
+        calls += 3 * (cp - 1) * per_stage  # the ring's steps, forward and backward
     if s.is_moe and ep > 1:
         # each device dispatches the tokens it holds (its sequence-parallel share), every one to k experts; with
         # the experts spread evenly, a copy stays on the device with chance 1/ep, goes to one of the group's other
@@ -437,7 +444,8 @@ def _layer_collectives(s: TransformerShape, lay: ParallelLayout, st: _Stage, gpu
         xl["nvl"] += vol * (g - 1) / ep
         xl["net"] += vol * (ep - g) / ep
         kernels += 4 * st.Lm * _KERNELS_PER_COLLECTIVE
-    return xl, kernels
+        calls += 4 * st.Lm  # dispatch and combine, forward and backward
+    return xl, kernels, calls
 
 
 def _gradient_sync(s: TransformerShape, lay: ParallelLayout, B: float,
@@ -508,9 +516,8 @@ def _components(job: LayoutJob) -> dict:
     mem = _activation_bytes(s, lay, st, rf)
     kernels = per_stage * _KERNELS_PER_LAYER + Lm * _KERNELS_PER_EXPERT_LAYER
     # collectives inside the layers
-    before = kernels
-    xl, kernels = _layer_collectives(s, lay, st, job.gpus_per_node, kernels)
-    calls = (kernels - before) / _KERNELS_PER_COLLECTIVE + (2 * vp if pp > 1 else 0)  # and the pipeline sends
+    xl, kernels, calls = _layer_collectives(s, lay, st, job.gpus_per_node, kernels)
+    calls += 2 * vp if pp > 1 else 0  # and the pipeline's sends, activations forward and gradients back
     # pipeline sends per micro-batch
     p2p = {"nvl": 0.0, "net": 0.0}
     if pp > 1:
@@ -529,7 +536,7 @@ def _components(job: LayoutJob) -> dict:
             "fp8": 1.0 if job.precision == "fp8" else 0.0,
             "sync_spread": math.sqrt(2.0 * math.log(lay.devices)) if lay.devices > 1 else 0.0,
             "grad_acc_s": _stage_weights(s, lay, st) * _GRAD_ACC_BYTES_PER_PARAM / W, "attn_bytes_s": scores / W,
-            "collectives": calls * (1.0 if recompute == "none" else 1.3)}
+            "collectives": calls}
 
 
 def layout_components(runs: pd.DataFrame, jobs: list | None = None) -> pd.DataFrame:

@@ -1,5 +1,5 @@
 """The layout model: one optimizer step of transformer training, from the physical parts of
-:mod:`perfmodel.layout_features` and a dozen fitted efficiencies.
+:mod:`perfmodel.layout_features` and fitted efficiencies and latencies.
 
 Per micro-batch on the busiest pipeline stage::
 
@@ -7,7 +7,7 @@ Per micro-batch on the busiest pipeline stage::
          + F_attn / e_attn                                         attention scores and values
          + κ_mem · T_mem + γ · T_acc + α · T_scores                memory-bound kernels, gradient accumulation,
          + τ · kernels + c_mb                                      unfused attention's scores, launches, scheduling
-         + λ · n_calls                                             latency of each collective call and send
+         + λ · n_calls                                             latency of each collective call and send (α–β's α)
          + x_layer · (C_nvl / η_nvl + C_net / η_net)               exposed tensor/context/expert collectives
 
 and per step::
@@ -147,7 +147,8 @@ class LayoutRegressor(NamedColumnsMixin, RegressorMixin, BaseEstimator):
         mem = (c["mem_factor"] * col("mem_s") + c["grad_acc"] * col("grad_acc_s") + c["attn_mem"] * col("attn_bytes_s")
                + c["launch_s"] * col("kernels") + c["microbatch_s"])
         comm = c["layer_comm_exposed"] * (col("xl_nvl_s") / c["nvlink_eff"] + col("xl_net_s") / c["network_eff"])
-        per_mb = gemm + attn + mem + comm + c["collective_s"] * col("collectives")
+        latency = c["collective_s"] * col("collectives")
+        per_mb = gemm + attn + mem + comm + latency
         sends = col("p2p_nvl_s") / c["nvlink_eff"] + col("p2p_net_s") / c["network_eff"]
         pipe = (col("microbatches") + col("bubble")) * per_mb + col("microbatches") * sends
         dp = col("dp_nvl_s") / c["nvlink_eff"] + col("dp_net_s") / c["network_eff"]
@@ -158,7 +159,8 @@ class LayoutRegressor(NamedColumnsMixin, RegressorMixin, BaseEstimator):
         opt = c["mem_factor"] * col("opt_s")
         base = pipe + dp_exposed + opt + c["step_overhead_s"]
         sync = base * c["jitter"] * col("sync_spread")
-        return {"gemm": gemm, "attention": attn, "memory": mem, "layer_comm": comm, "per_microbatch": per_mb,
+        return {"gemm": gemm, "attention": attn, "memory": mem, "layer_comm": comm, "latency": latency,
+                "per_microbatch": per_mb,
                 "pipeline": pipe, "bubble": col("bubble") * per_mb, "dp_exposed": dp_exposed, "optimizer": opt,
                 "overhead": np.full(len(X), c["step_overhead_s"]), "sync": sync, "total": base + sync}
 
@@ -253,7 +255,8 @@ class LayoutRegressor(NamedColumnsMixin, RegressorMixin, BaseEstimator):
         -------
         dict of str to numpy.ndarray
             Seconds per step: ``gemm``, ``attention``, ``memory`` (memory-bound kernels and launches),
-            ``layer_comm`` (exposed in-layer collectives) — each per micro-batch —, and per step ``pipeline`` (the
+            ``layer_comm`` (exposed in-layer collectives), ``latency`` (the collective calls' and sends'
+            latency) — each per micro-batch, together ``per_microbatch`` —, and per step ``pipeline`` (the
             1F1B schedule with its bubble and sends), ``bubble``, ``dp_exposed``, ``optimizer``, ``overhead``,
             ``sync`` (waiting for the slowest device) and ``total``.
         """

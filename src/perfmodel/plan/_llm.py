@@ -310,7 +310,7 @@ class LLMJobPlan:
             lines.append("step: " + ", ".join(f"{k} {b[k]:.3g} s ({100 * b[k] / total:.0f}%)" for k in
                                               ("pipeline", "bubble", "dp_exposed", "optimizer", "overhead",
                                                "sync") if k in b) + "; per micro-batch " + ", ".join(
-                f"{k} {b[k] * 1e3:.3g} ms" for k in ("gemm", "attention", "memory", "layer_comm") if k in b))
+                f"{k} {b[k] * 1e3:.3g} ms" for k in ("gemm", "attention", "memory", "layer_comm", "latency") if k in b))
         if self.layouts is not None and len(self.layouts):
             lines.append(f"layouts searched: {len(self.layouts)} fit in memory; fastest first:")
             for _, r in self.layouts.head(5).iterrows():
