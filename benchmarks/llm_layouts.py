@@ -570,7 +570,8 @@ def sized_out_of_box(sets: dict) -> dict:
         dense = dense[dense["flops_per_sample"].notna() & np.isclose(dense["batch_size"], dense["batch_size"].round())]
         if not len(dense):
             continue
-        q = dense[cols].assign(steps=1).reset_index(drop=True)
+        # the batch as the set states it: per device, and the accumulation where the set gives one
+        q = dense[cols + [c for c in ("grad_accum",) if c in dense.columns]].assign(steps=1).reset_index(drop=True)
         y = dense["step_time_s"].to_numpy(dtype=float)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

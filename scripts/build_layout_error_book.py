@@ -51,8 +51,8 @@ WITHIN_JOB = "within_job"
 JOB_COLUMNS = ("model", "seq_len", "global_batch_size", "gpu_count", "gpu_type", "precision", "release",
                "precision_reported")  # the last two where a set has them: another release or recipe is not a layout
 LAYOUT_KEYS = ("tp", "pp", "vp", "cp", "ep", "micro_batch_size", "zero_stage", "recompute", "sequence_parallel")
-UNSTATED_COLUMNS = ("model", "family", "params", "flops_per_sample", "batch_size", "gpu_count", "gpu_type",
-                    "precision")
+UNSTATED_COLUMNS = ("model", "family", "params", "flops_per_sample", "batch_size", "grad_accum", "gpu_count",
+                    "gpu_type", "precision")
 
 
 def build(repeats: int) -> dict:

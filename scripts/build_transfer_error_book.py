@@ -41,8 +41,8 @@ OUT = ROOT / "src" / "perfmodel" / "data" / "transfer_error_book.json"
 BOOK_SETS = ("public_neusight.csv", "public_llmfoundry.csv", "public_megatron_bridge.csv", "public_torchtitan.csv",
              "public_bigscience.csv")
 #: What each query states: the columns a publisher's table gives for a job (where the set has them).
-QUERY_COLUMNS = ("model", "family", "params", "flops_per_sample", "batch_size", "gpu_count", "gpu_type", "precision",
-                 "fp32_mode")
+QUERY_COLUMNS = ("model", "family", "params", "flops_per_sample", "batch_size", "grad_accum", "gpu_count", "gpu_type",
+                 "precision", "fp32_mode")
 #: The kinds the book has entries for: a model the bundled runs lack, on a device type (or at a precision) they
 #: have or lack.
 BOOK_KINDS = ("new_model", "new_device")

@@ -122,6 +122,15 @@ class TestComponents:
         full = _parts(micro_batch_size=1, dp=8, flash_attention=0, recompute="full")
         assert full["attn_bytes_s"] == pytest.approx(unfused["attn_bytes_s"] * 22.5 / 16)
 
+    def test_a_stated_accumulation_is_part_of_the_step(self):
+        # the schema's step: grad_accum micro-batches of batch_size on every device (no global batch given)
+        row = _row(global_batch_size=None, batch_size=4.0, grad_accum=16)
+        job = layout_jobs(pd.DataFrame([row]))[0]
+        assert job.global_batch == 4 * 16 * 8 and job.layout.micro_batch == 4
+        one = _parts(global_batch_size=None, batch_size=4.0, grad_accum=1)
+        many = _parts(global_batch_size=None, batch_size=4.0, grad_accum=16)
+        assert one["microbatches"] == 1 and many["microbatches"] == 16
+
     def test_rows_that_are_not_layout_jobs(self):
         rows = pd.DataFrame([_row(), {**_row(), "seq_len": None}])
         c = layout_components(rows)
@@ -236,6 +245,24 @@ class TestOwnLayoutHistoryWithoutASequence:
                                                "gpu_type": "A100", "steps": 10}]), history=history)
         assert one.method == "layout" and one.query["seq_len"] % 16 == 0 and np.isfinite(one.seconds)
         assert many["method"].iloc[0] == "layout" and np.isfinite(many["seconds"].iloc[0])
+
+    def test_a_query_with_accumulation_is_the_job_with_its_global_batch(self, history):
+        # batch_size 4 per device, 16 accumulated passes, 8 devices: the step of a 512-sequence global batch in
+        # micro-batches of 4 (it used to be priced as one pass of 4, 16x too fast)
+        import warnings
+
+        from perfmodel import predict_many
+
+        base = {"model": "mpt-13b", "seq_len": 2048, "gpu_count": 8, "gpu_type": "A100", "steps": 1,
+                "zero_stage": 3}
+        queries = pd.DataFrame([{**base, "batch_size": 4, "grad_accum": 16},
+                                {**base, "batch_size": 64, "global_batch_size": 512, "micro_batch_size": 4},
+                                {**base, "batch_size": 4, "grad_accum": 1}])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t = predict_many(queries, history=history)["step_time_s"].to_numpy()
+        assert t[0] == pytest.approx(t[1], rel=1e-9)
+        assert 8 < t[0] / t[2] < 17
 
     @pytest.mark.parametrize("family", ["cnn", None])
     def test_a_query_without_a_sequence_is_refused_naming_it(self, history, family):

@@ -263,7 +263,8 @@ def _job(row: dict) -> LayoutJob:
         bs = _value(row, "batch_size")
         if bs is None:
             return LayoutJob(problem="no global_batch_size or batch_size")
-        gb = int(round(float(bs) * devices))
+        # the schema's step: grad_accum micro-batches of batch_size on every device
+        gb = int(round(float(bs) * devices * (_int(row, "grad_accum") or 1)))
     tp, pp, cp = (_int(row, c) or 1 for c in ("tp", "pp", "cp"))
     vp, ep = _int(row, "vp") or 1, _int(row, "ep") or 1
     if pp == 1:

@@ -208,16 +208,24 @@ def fill_default_layouts(q: pd.DataFrame, rows: np.ndarray, positions: np.ndarra
     if not len(rows) or "batch_size" not in q.columns:
         return
     stated = [c for c in _LAYOUT_FIELDS if c in q.columns]
-    cols = [c for c in ("family", "params", "active_params", "seq_len", "gpu_count", "batch_size",
+    cols = [c for c in ("family", "params", "active_params", "seq_len", "gpu_count", "batch_size", "grad_accum",
                         "global_batch_size", *SHAPE_NAMES, *stated) if c in q.columns]
     for row, at in _row_groups(q, rows, cols):
         given = {_LAYOUT_FIELDS[c]: row[c] for c in stated if row.get(c) is not None}
         try:
             count = int(row.get("gpu_count") or 1)
+            accum = row.get("grad_accum")
             gb = row.get("global_batch_size")
-            gb = float(gb) if gb is not None else float(row["batch_size"]) * count
+            # the schema's step: grad_accum micro-batches of batch_size on every device
+            gb = float(gb) if gb is not None else float(row["batch_size"]) * count * float(accum or 1)
             if not math.isclose(gb, round(gb)):
                 continue
+            if accum is not None and "micro_batch" not in given:
+                # a stated accumulation fixes the micro-batch: a replica's share of the step over its passes
+                split = math.prod(int(given.get(k) or 1) for k in ("tp", "pp", "cp"))
+                share, passes = round(gb) // max(count // split, 1), int(accum)
+                if passes >= 1 and count % split == 0 and share % passes == 0:
+                    given["micro_batch"] = share // passes
             given = {k: (str(v) if k == "recompute" else bool(v) if k == "sequence_parallel" else int(v))
                      for k, v in given.items()}
             lay = query_layout_columns({**row, "gpu_count": count}, seq_len=row.get("seq_len"), global_batch=int(round(gb)),
