@@ -47,8 +47,8 @@ SETS = {
 #: ``--columns basic``: the own runs as a table that records only what every publisher states (the transfer error
 #: book's query columns, scripts/build_transfer_error_book.py): no shape or layout, so they are ordinary runs, not
 #: transformer jobs with a layout (which ``auto`` answers through the layout model calibrated on them).
-BASIC_COLUMNS = ("model", "family", "params", "flops_per_sample", "batch_size", "gpu_count", "gpu_type", "precision",
-                 "fp32_mode", "step_time_s")
+BASIC_COLUMNS = ("model", "family", "params", "flops_per_sample", "batch_size", "grad_accum", "gpu_count", "gpu_type",
+                 "precision", "fp32_mode", "step_time_s")
 
 
 #: What a user states of a job when asking for it (its size, FLOPs, shape, layout — the schema's shape and layout

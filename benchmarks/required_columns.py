@@ -5,7 +5,9 @@ Every set of ``benchmarks/generalisation.py`` (development and confirmation, Lam
 transfer splits (a new device type; a new model size where the set has several sizes), fitted twice: on the set as
 published (every column its publisher states), and on the required columns alone
 (:data:`perfmodel.schema.MINIMAL_COLUMNS`, the measured step time, the run status and the precision: no
-``family``, no FLOPs, no ``fp32_mode``, no shape or layout). A set's rows whose per-device batch is a fraction (a
+``family``, no FLOPs, no ``fp32_mode``, no shape or layout; where a row accumulates gradients, its
+``batch_size`` is what a user without the ``grad_accum`` column would write, the per-device samples of the
+optimizer step its time covers, ``batch_size × grad_accum``). A set's rows whose per-device batch is a fraction (a
 model-parallel share, which the schema accepts only beside its layout columns) are left out of both. ``auto`` beside
 the ``ratio`` rule (what a careful user would compute in a spreadsheet), 90% intervals. Target: with only the
 required columns, ``auto`` within 1.1× of ``ratio`` on every set and split.
@@ -34,6 +36,15 @@ REQUIRED = (*MINIMAL_COLUMNS, "step_time_s", "status", "precision")
 METHODS = ("auto", "ratio")
 
 
+def required_only(runs):
+    """The runs with only the :data:`REQUIRED` columns, an accumulated step's samples folded into ``batch_size``."""
+    frame = runs[[c for c in REQUIRED if c in runs.columns]].copy()
+    if "grad_accum" in runs.columns:
+        accum = runs["grad_accum"].fillna(1).to_numpy(dtype=float)
+        frame["batch_size"] = frame["batch_size"].to_numpy(dtype=float) * accum
+    return frame
+
+
 def run(lambda_path: Path | None, folds: int) -> list[dict]:
     out = []
     for s in G.load_sets(lambda_path, False):
@@ -44,8 +55,7 @@ def run(lambda_path: Path | None, folds: int) -> list[dict]:
             if split == "small→large":
                 continue
             row = {"set": s["name"], "role": s["role"], "split": split, "runs": int(len(runs)), "cells": {}}
-            for columns, frame in (("as published", runs),
-                                   ("required only", runs[[c for c in REQUIRED if c in runs.columns]].copy())):
+            for columns, frame in (("as published", runs), ("required only", required_only(runs))):
                 kind, pairs = G.split_folds(frame, split, folds)
                 for method in METHODS:
                     t = time.perf_counter()
