@@ -248,7 +248,8 @@ class TestOwnLayoutHistoryWithoutASequence:
 
     def test_a_query_with_accumulation_is_the_job_with_its_global_batch(self, history):
         # batch_size 4 per device, 16 accumulated passes, 8 devices: the step of a 512-sequence global batch in
-        # micro-batches of 4 (it used to be priced as one pass of 4, 16x too fast)
+        # micro-batches of 4, however the step is written (the layout runs' own convention: batch_size the step's
+        # share per device beside global_batch_size; the peak floor reads the same global batch)
         import warnings
 
         from perfmodel import predict_many
@@ -257,12 +258,42 @@ class TestOwnLayoutHistoryWithoutASequence:
                 "zero_stage": 3}
         queries = pd.DataFrame([{**base, "batch_size": 4, "grad_accum": 16},
                                 {**base, "batch_size": 64, "global_batch_size": 512, "micro_batch_size": 4},
+                                {**base, "batch_size": 64, "global_batch_size": 512, "grad_accum": 16},
                                 {**base, "batch_size": 4, "grad_accum": 1}])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            t = predict_many(queries, history=history)["step_time_s"].to_numpy()
-        assert t[0] == pytest.approx(t[1], rel=1e-9)
-        assert 8 < t[0] / t[2] < 17
+            out = predict_many(queries, history=history)
+        t = out["step_time_s"].to_numpy()
+        assert t[0] == pytest.approx(t[1], rel=1e-9) and t[2] == pytest.approx(t[1], rel=1e-9)
+        assert not out["interval_rule"].str.contains("raised to").iloc[:3].any()
+        assert 8 < t[0] / t[3] < 17
+
+    def test_out_of_the_box_a_query_with_accumulation_takes_its_micro_batches(self):
+        # no history: predict_many completes the layout; one stated pass is the same job as none stated
+        import warnings
+
+        from perfmodel import predict_many
+
+        base = {"model": "mine", "family": "decoder", "params": 1.3e10, "seq_len": 2048, "gpu_count": 8,
+                "gpu_type": "H100", "steps": 1, "batch_size": 4}
+        queries = pd.DataFrame([{**base, "grad_accum": 16}, {**base, "grad_accum": 1}, {**base, "grad_accum": None},
+                                {**base, "batch_size": 64, "global_batch_size": 512, "micro_batch_size": 4}])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t = predict_many(queries)["step_time_s"].to_numpy()
+        assert t[1] == pytest.approx(t[2], rel=1e-9)
+        assert t[0] == pytest.approx(t[3], rel=1e-9)
+        assert 8 < t[0] / t[1] < 17
+
+    @pytest.mark.parametrize("accum", [2.5, 0, -1])
+    def test_an_accumulation_that_is_not_a_positive_whole_number_is_refused(self, accum):
+        from perfmodel import predict_many
+        from perfmodel.exceptions import SchemaError
+
+        q = pd.DataFrame([{"model": "mine", "family": "decoder", "params": 1.3e10, "seq_len": 2048, "gpu_count": 8,
+                           "gpu_type": "H100", "steps": 1, "batch_size": 4, "grad_accum": accum}])
+        with pytest.raises(SchemaError, match="grad_accum"):
+            predict_many(q)
 
     @pytest.mark.parametrize("family", ["cnn", None])
     def test_a_query_without_a_sequence_is_refused_naming_it(self, history, family):

@@ -258,3 +258,13 @@ class TestSchemaRanges:
         runs = load_runs(pd.DataFrame([{**REC, "step_time_s": 0.5, "op_matmul_flops": np.nan},
                                        {**REC, "step_time_s": 0.5, "op_matmul_flops": 1e9}]))
         assert runs["op_matmul_flops"].isna().tolist() == [True, False]
+
+
+def test_a_steps_global_batch_is_stated_or_the_passes_of_every_device():
+    from perfmodel.schema import step_global_batch
+
+    runs = pd.DataFrame({"batch_size": [4.0, 4.0, 64.0, 8.0], "gpu_count": [8, 8, 8, 2],
+                         "grad_accum": [16, None, 16, 1], "global_batch_size": [None, None, 512, None]})
+    # batch x accumulation x devices; accumulation 1 where missing; a stated global batch wins
+    assert step_global_batch(runs).tolist() == [512.0, 32.0, 512.0, 16.0]
+    assert step_global_batch(runs[["batch_size", "gpu_count"]]).tolist() == [32.0, 32.0, 512.0, 16.0]

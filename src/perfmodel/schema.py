@@ -6,8 +6,11 @@ perfmodel's measurement code writes every column of :data:`COLUMNS`.
 
 Conventions
 -----------
-* ``batch_size`` is **per device** (like torchrun/DDP scripts and Hugging Face's ``per_device_train_batch_size``);
-  the global batch is ``batch_size * gpu_count``.
+* ``batch_size`` is **per device** (like torchrun/DDP scripts and Hugging Face's ``per_device_train_batch_size``):
+  the samples of one forward/backward pass, so that with ``grad_accum`` k an optimizer step covers k of them and
+  the global batch is ``batch_size * grad_accum * gpu_count``. A run that states ``global_batch_size`` (a layout
+  run) may give ``global_batch_size / gpu_count`` instead; where given, ``global_batch_size`` is what a step covers
+  (:func:`step_global_batch`).
 * ``gpu_count`` is the number of data-parallel devices; on CPU it is the number of worker processes.
 * ``gpu_type`` is a canonical name from :mod:`perfmodel.hardware` (aliases such as ``"NVIDIA A100-SXM4-80GB"`` are
   resolved on load), or ``"cpu"``.
@@ -32,7 +35,7 @@ from .exceptions import SchemaError, UnknownHardwareError
 from .hardware import PRECISIONS, resolve_gpu_type
 
 __all__ = ["Column", "COLUMNS", "OP_COLUMNS", "LAYOUT_COLUMNS", "SHAPE_COLUMNS", "RECOMPUTE", "OP_TRACED_CLASSES", "OP_FEATURE_VERSION", "MINIMAL_COLUMNS", "STATUSES", "LIMITS", "validate_runs", "describe_range", "coerce_dtypes",
-           "check_queries", "describe_schema"]
+           "check_queries", "describe_schema", "step_global_batch"]
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +87,7 @@ OP_COLUMNS: tuple[Column, ...] = tuple(
 #: work. A history without them loads as before; a run without them ran data-parallel only (tp = pp = cp = 1).
 LAYOUT_COLUMNS: tuple[Column, ...] = (
     _C("global_batch_size", "int", "samples (sequences) per optimizer step over all devices (nullable; default "
-       "batch_size x gpu_count)"),
+       "batch_size x grad_accum x gpu_count)"),
     _C("micro_batch_size", "int", "samples per forward/backward pass on one model replica (nullable; default: "
        "the replica's whole share of the step, no accumulation)"),
     _C("tp", "int", "tensor-parallel degree (Megatron-LM; 1 = none)"),
@@ -132,8 +135,9 @@ COLUMNS: tuple[Column, ...] = (
     _C("params", "int", "trainable parameters"),
     _C("flops_per_sample", "float", "forward+backward FLOPs for one sample (nullable)"),
     _C("flops_method", "str", "how flops_per_sample was counted: flop_counter | analytic | reported | user"),
-    _C("batch_size", "float", "samples per device per optimizer step: global batch / devices (a model-parallel "
-       "job whose step has fewer sequences than devices takes a fraction)"),
+    _C("batch_size", "float", "samples per device per pass (grad_accum passes a step), or, beside "
+       "global_batch_size, global batch / devices (a model-parallel job whose step has fewer sequences than "
+       "devices takes a fraction)"),
     _C("gpu_count", "int", "data-parallel devices (on CPU: worker processes)"),
     _C("gpu_type", "str", "canonical device name from perfmodel.hardware, or cpu"),
     _C("precision", "str", "fp32 | tf32 | fp16 | bf16 | fp8: what ran (compute dtype: autocast for bf16/fp16, "
@@ -327,8 +331,8 @@ def _first_non_text(col: pd.Series) -> int | None:
 
 def check_queries(q: pd.DataFrame, where: str, positions=None) -> None:
     """Check prediction queries like :func:`validate_runs` checks runs: ``params``, ``batch_size``,
-    ``gpu_count``, ``steps`` (and ``flops_per_sample`` where given) finite, positive and within :data:`LIMITS`,
-    and the counts whole numbers; ``precision``, ``gpu_type`` and ``model`` text where given.
+    ``gpu_count``, ``steps`` (and ``flops_per_sample`` and ``grad_accum`` where given) finite, positive and within
+    :data:`LIMITS`, and the counts whole numbers; ``precision``, ``gpu_type`` and ``model`` text where given.
 
     Parameters
     ----------
@@ -354,9 +358,10 @@ def check_queries(q: pd.DataFrame, where: str, positions=None) -> None:
             if i is not None:
                 raise SchemaError(f"{where}: column {name!r} must hold text; {row(i)}, holds "
                                   f"{q[name].iloc[i]!r} of type {type(q[name].iloc[i]).__name__}.")
-    for name in ("params", "batch_size", "gpu_count", "steps", "flops_per_sample"):
+    optional = ("flops_per_sample", "grad_accum")
+    for name in ("params", "batch_size", "gpu_count", "steps", *optional):
         if name not in q.columns:
-            if name == "flops_per_sample":
+            if name in optional:
                 continue
             raise SchemaError(f"{where} needs a {name!r} column in the queries.")
         tmp = pd.DataFrame({name: q[name].reset_index(drop=True)})
@@ -367,7 +372,7 @@ def check_queries(q: pd.DataFrame, where: str, positions=None) -> None:
         except SchemaError as exc:
             raise SchemaError(f"{where}: {exc}") from None
         missing = np.isnan(values)
-        if name != "flops_per_sample" and missing.any():
+        if name not in optional and missing.any():
             raise SchemaError(f"{where}: column {name!r} is missing in {_rows(int(missing.sum()))} (first: "
                               f"{row(int(np.flatnonzero(missing)[0]))}).")
         bad = _out_of_range(name, values)
@@ -388,6 +393,32 @@ def check_queries(q: pd.DataFrame, where: str, positions=None) -> None:
                 i = int(np.flatnonzero(frac)[0])
                 raise SchemaError(f"{where}: column {name!r} must hold whole numbers; {_rows_are_not(frac)} whole "
                                   f"(first: {row(i)}: {float(values[i])!r}).")
+
+
+def step_global_batch(runs: pd.DataFrame) -> np.ndarray:
+    """Samples per optimizer step over all devices, per row: ``global_batch_size`` where given, else
+    ``batch_size × grad_accum × gpu_count`` (``grad_accum`` 1 where missing) — the one definition of what a step
+    covers (module docstring).
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        Runs or queries with ``batch_size`` and ``gpu_count`` (and ``grad_accum``, ``global_batch_size`` where
+        known).
+
+    Returns
+    -------
+    numpy.ndarray of float, shape (len(runs),)
+    """
+    def col(name: str, default: float) -> np.ndarray:
+        if name not in runs.columns:
+            return np.full(len(runs), default)
+        return pd.to_numeric(runs[name], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+
+    accum = col("grad_accum", 1.0)
+    own = col("batch_size", np.nan) * col("gpu_count", 1.0) * np.where(np.isnan(accum), 1.0, accum)
+    given = col("global_batch_size", np.nan)
+    return np.where(np.isnan(given), own, given)
 
 
 def describe_schema() -> pd.DataFrame:

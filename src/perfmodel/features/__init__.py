@@ -41,7 +41,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..hardware import ELEMENT_BYTES, PRECISIONS, get_spec, resolve_gpu_type
 from ..layout_features import LAYOUT_FEATURES, layout_components
-from ..schema import OP_TRACED_CLASSES
+from ..schema import OP_TRACED_CLASSES, step_global_batch
 from ._flop_mix import (
     CONV_FAMILIES,
     FP32_MODES,
@@ -245,11 +245,8 @@ def run_quantities(runs: pd.DataFrame) -> pd.DataFrame:
     """
     params = runs["params"].to_numpy(dtype=float)
     batch = runs["batch_size"].to_numpy(dtype=float)
-    if "grad_accum" in runs.columns:
-        accum = pd.to_numeric(runs["grad_accum"], errors="coerce").fillna(1).to_numpy(dtype=float)
-    else:
-        accum = np.ones(len(runs))
     n = runs["gpu_count"].to_numpy(dtype=float)
+    step = step_global_batch(runs)  # global_batch_size where given, else batch x grad_accum x devices
     if "flops_per_sample" in runs.columns:
         fps = runs["flops_per_sample"].to_numpy(dtype=float, na_value=np.nan)
     else:
@@ -263,10 +260,10 @@ def run_quantities(runs: pd.DataFrame) -> pd.DataFrame:
             "params": params,
             "batch_size": batch,
             "gpu_count": n,
-            "global_batch": batch * n * accum,
+            "global_batch": step,
             "flops_per_sample": fps,
             "flops_imputed": imputed,
-            "flops_per_step_device": fps * batch * accum,
+            "flops_per_step_device": fps * step / n,
             "allreduce_bytes": 2.0 * (n - 1.0) / n * params * FP32_GRAD_BYTES,
         },
         index=runs.index,

@@ -224,7 +224,7 @@ def fill_default_layouts(q: pd.DataFrame, rows: np.ndarray, positions: np.ndarra
                 # a stated accumulation fixes the micro-batch: a replica's share of the step over its passes
                 split = math.prod(int(given.get(k) or 1) for k in ("tp", "pp", "cp"))
                 share, passes = round(gb) // max(count // split, 1), int(accum)
-                if passes >= 1 and count % split == 0 and share % passes == 0:
+                if passes > 1 and count % split == 0 and share % passes == 0:  # 1 pass: the defaults, as unstated
                     given["micro_batch"] = share // passes
             given = {k: (str(v) if k == "recompute" else bool(v) if k == "sequence_parallel" else int(v))
                      for k, v in given.items()}
