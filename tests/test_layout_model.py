@@ -269,7 +269,9 @@ class TestOwnLayoutHistoryWithoutASequence:
         assert 8 < t[0] / t[3] < 17
 
     def test_out_of_the_box_a_query_with_accumulation_takes_its_micro_batches(self):
-        # no history: predict_many completes the layout; one stated pass is the same job as none stated
+        # no history: predict_many completes the layout. A stated accumulation states the micro-batch, as a
+        # history's row does (grad_accum 1: one pass of batch_size; under a pipeline, one per stage); none stated
+        # leaves the frameworks' default (1 sequence per pass)
         import warnings
 
         from perfmodel import predict_many
@@ -277,12 +279,15 @@ class TestOwnLayoutHistoryWithoutASequence:
         base = {"model": "mine", "family": "decoder", "params": 1.3e10, "seq_len": 2048, "gpu_count": 8,
                 "gpu_type": "H100", "steps": 1, "batch_size": 4}
         queries = pd.DataFrame([{**base, "grad_accum": 16}, {**base, "grad_accum": 1}, {**base, "grad_accum": None},
-                                {**base, "batch_size": 64, "global_batch_size": 512, "micro_batch_size": 4}])
+                                {**base, "batch_size": 64, "global_batch_size": 512, "micro_batch_size": 4},
+                                {**base, "micro_batch_size": 4}, {**base, "micro_batch_size": 1},
+                                {**base, "pp": 4, "grad_accum": 1}, {**base, "pp": 4, "micro_batch_size": 4}])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             t = predict_many(queries)["step_time_s"].to_numpy()
-        assert t[1] == pytest.approx(t[2], rel=1e-9)
         assert t[0] == pytest.approx(t[3], rel=1e-9)
+        assert t[1] == pytest.approx(t[4], rel=1e-9) and t[2] == pytest.approx(t[5], rel=1e-9)
+        assert t[6] == pytest.approx(t[7], rel=1e-9)
         assert 8 < t[0] / t[1] < 17
 
     @pytest.mark.parametrize("accum", [2.5, 0, -1])

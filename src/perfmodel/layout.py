@@ -40,7 +40,7 @@ from .exceptions import LayoutError
 from .transformer import RECOMPUTE_MODES, TransformerShape
 
 __all__ = ["ParallelLayout", "LayoutError", "check_layout", "layout_problems", "enumerate_layouts", "divisors",
-           "DEFAULT_GPUS_PER_NODE", "LAYOUT_FAMILIES", "is_layout_job", "job_layout"]
+           "DEFAULT_GPUS_PER_NODE", "LAYOUT_FAMILIES", "is_layout_job", "job_layout", "implied_micro_batch"]
 
 #: Devices per node (per NVLink domain) assumed where neither the run nor the query says.
 DEFAULT_GPUS_PER_NODE = 8
@@ -197,6 +197,35 @@ class ParallelLayout:
             The copy, validated again.
         """
         return replace(self, **changes)
+
+
+def implied_micro_batch(share: int, *, accum: int | None = None, pp: int = 1) -> tuple[int, str | None]:
+    """The micro-batch of a run that states its accumulation but not its micro-batch: a replica's ``share`` of the
+    step (global batch / dp) over its ``accum`` passes where that divides; else, under a pipeline, one micro-batch
+    per stage (torchtitan's default); else the whole share in one pass (the history's meaning of ``batch_size``
+    with ``grad_accum`` 1).
+
+    Parameters
+    ----------
+    share : int
+        Sequences per optimizer step on one model replica.
+    accum : int, optional
+        Passes per optimizer step (``grad_accum``).
+    pp : int, default=1
+        Pipeline stages.
+
+    Returns
+    -------
+    (int, str or None)
+        The micro-batch, and a sentence when it was assumed (the pipeline's default), else None.
+    """
+    share = max(1, int(share))
+    if accum and accum > 1 and share % accum == 0:
+        return share // accum, None
+    if pp > 1:
+        mb = max(1, share // pp)
+        return mb, f"micro-batch: {mb} ({pp} micro-batches per replica, one per pipeline stage)"
+    return share, None
 
 
 def job_layout(layout=None, *, devices: int, where: str = "job_layout") -> tuple[ParallelLayout, list[str]]:

@@ -77,7 +77,7 @@ import numpy as np
 import pandas as pd
 
 from .hardware import ELEMENT_BYTES, get_spec
-from .layout import DEFAULT_GPUS_PER_NODE, ParallelLayout, layout_problems
+from .layout import DEFAULT_GPUS_PER_NODE, ParallelLayout, implied_micro_batch, layout_problems
 from .schema import SHAPE_COLUMNS
 from .transformer import TransformerShape, standard_shape
 
@@ -274,15 +274,9 @@ def _job(row: dict) -> LayoutJob:
     dp = devices // (tp * pp * cp)
     mb = _int(row, "micro_batch_size")
     if mb is None:
-        share = max(1, gb // dp)
-        accum = _int(row, "grad_accum")
-        if accum and accum > 1 and share % accum == 0:
-            mb = share // accum
-        elif pp > 1:  # a pipeline is fed micro-batches: as many as it has stages (torchtitan's default)
-            mb = max(1, share // pp)
-            assumed.append(f"micro-batch: {mb} ({pp} micro-batches per replica, one per pipeline stage)")
-        else:
-            mb = share
+        mb, note = implied_micro_batch(gb // dp, accum=_int(row, "grad_accum"), pp=pp)
+        if note:
+            assumed.append(note)
     zero = _int(row, "zero_stage")
     zero = 0 if zero is None else zero
     sp = _int(row, "sequence_parallel")

@@ -14,7 +14,7 @@ from .._rows import distinct_rows
 from .._validation import row_label
 from ..exceptions import ExtrapolationWarning, SchemaError, UnsupportedQueryError
 from ..hardware import PRECISIONS, resolve_gpu_type
-from ..layout import LayoutError
+from ..layout import LayoutError, implied_micro_batch
 from ._job import SHAPE_NAMES, default_precision, dense_part, implied_sequence, is_given, query_layout_columns
 
 
@@ -221,11 +221,11 @@ def fill_default_layouts(q: pd.DataFrame, rows: np.ndarray, positions: np.ndarra
             if not math.isclose(gb, round(gb)):
                 continue
             if accum is not None and "micro_batch" not in given:
-                # a stated accumulation fixes the micro-batch: a replica's share of the step over its passes
+                # a stated accumulation states the micro-batch, as in a history's row (layout.implied_micro_batch)
                 split = math.prod(int(given.get(k) or 1) for k in ("tp", "pp", "cp"))
-                share, passes = round(gb) // max(count // split, 1), int(accum)
-                if passes > 1 and count % split == 0 and share % passes == 0:  # 1 pass: the defaults, as unstated
-                    given["micro_batch"] = share // passes
+                if count % split == 0:
+                    given["micro_batch"] = implied_micro_batch(round(gb) // (count // split), accum=int(accum),
+                                                               pp=int(given.get("pp") or 1))[0]
             given = {k: (str(v) if k == "recompute" else bool(v) if k == "sequence_parallel" else int(v))
                      for k, v in given.items()}
             lay = query_layout_columns({**row, "gpu_count": count}, seq_len=row.get("seq_len"), global_batch=int(round(gb)),
