@@ -275,6 +275,15 @@ class TestScalingAndDiagnose:
         strong = scaling(runs, mode="strong")  # global 16: 1 x 16 (1.8 s) vs 2 x 8 (1.25 s)
         assert strong.loc[0, "speedup"] == pytest.approx(1.8 / 1.25)
 
+    def test_scaling_counts_an_accumulated_steps_samples(self):
+        # 2 devices x 4 samples x 2 passes: the weak-scaling partner of 1 device x 8 samples, not a repeat of the
+        # 4-sample runs
+        runs = pd.DataFrame({"model": "m", "params": 10, "batch_size": [8, 4, 4], "gpu_count": [1, 2, 2],
+                             "grad_accum": [1, 2, 1], "gpu_type": "A100", "step_time_s": [1.0, 1.25, 9.0]})
+        weak = scaling(runs, mode="weak")
+        assert len(weak) == 1 and weak.loc[0, "batch_size"] == 8 and weak.loc[0, "global_batch"] == 16
+        assert weak.loc[0, "speedup"] == pytest.approx(2 / 1.25)
+
     def test_scaling_from_model_physics_has_comm_share(self):
         out = scaling_from_model("gpt-s", batch_size=16, gpu_type="cpu", gpu_counts=[1, 2])
         assert list(out["gpu_count"]) == [1, 2] and out.loc[0, "speedup"] == 1.0

@@ -16,6 +16,7 @@ from ._format import to_plain
 from ._validation import check_nonnegative_float, check_positive_float
 from .features import run_quantities
 from .io import load_runs
+from .schema import step_global_batch
 
 __all__ = ["scaling", "diagnose", "Diagnosis", "Finding", "DEFAULT_EFFICIENCY_THRESHOLD"]
 
@@ -47,7 +48,8 @@ def scaling(runs, *, mode: str = "weak", threshold: float = DEFAULT_EFFICIENCY_T
     -------
     pandas.DataFrame
         One row per (model, gpu_type, precision, per-device batch, device count > 1): ``model``,
-        ``gpu_type``, ``precision``, ``gpu_count``, ``batch_size`` (per device), ``global_batch``,
+        ``gpu_type``, ``precision``, ``gpu_count``, ``batch_size`` (per device per optimizer step:
+        :func:`perfmodel.schema.step_global_batch` over the devices), ``global_batch``,
         ``speedup``, ``efficiency`` and ``below_threshold``.
 
     Raises
@@ -59,11 +61,15 @@ def scaling(runs, *, mode: str = "weak", threshold: float = DEFAULT_EFFICIENCY_T
         raise ValueError(f"The 'mode' parameter of scaling must be 'weak' or 'strong'. Got {mode!r} instead.")
     threshold = check_positive_float(threshold, "threshold", "scaling")
     runs = load_runs(runs)
+    # a device's samples per optimizer step (with gradient accumulation, all its passes): runs that accumulate
+    # differently are different batches, not repeats
+    runs = runs.assign(batch_size=step_global_batch(runs) / runs["gpu_count"].to_numpy(dtype=float))
     keys = ["model", "gpu_type", "precision"]
     mean = runs.groupby(keys + ["batch_size", "gpu_count"], as_index=False)["step_time_s"].mean()
     rows = []
     for key, g in mean.groupby(keys):
-        t = {(int(b), int(n)): s for b, n, s in zip(g["batch_size"], g["gpu_count"], g["step_time_s"])}
+        t = {(int(b) if float(b).is_integer() else float(b), int(n)): s
+             for b, n, s in zip(g["batch_size"], g["gpu_count"], g["step_time_s"])}
         for (b, n), s in t.items():
             if n == 1:
                 continue

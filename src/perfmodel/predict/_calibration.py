@@ -13,6 +13,7 @@ from ..fitting import fit_history
 from ..history import LoadedHistory
 from ..layout import is_layout_job
 from ..models import CALIBRATION_PRIOR_WEIGHT, TrainingTimeModel
+from ..schema import step_global_batch
 from ._support import LAYOUT_METHOD
 
 
@@ -32,7 +33,8 @@ def calibrated_layout(loaded: LoadedHistory, kind: str,
     fitted = fit_history(sub, LAYOUT_METHOD, kind=kind,
                           regressor_params={"prior": prior, "prior_weight": CALIBRATION_PRIOR_WEIGHT})
     # the error book is indexed by distinct jobs calibrated on: repeats of one configuration teach one job
-    config = [c for c in ("model", "seq_len", "global_batch_size", "gpu_count", "gpu_type", "precision",
-                          "micro_batch_size", "tp", "pp", "vp", "cp", "ep", "zero_stage", "recompute") if c in runs]
-    fitted.calibration_runs_ = int(len(runs[config].astype(str).drop_duplicates()))
+    config = [c for c in ("model", "seq_len", "gpu_count", "gpu_type", "precision", "micro_batch_size", "grad_accum",
+                          "tp", "pp", "vp", "cp", "ep", "zero_stage", "recompute") if c in runs]
+    jobs = runs[config].astype(str).assign(step=step_global_batch(runs))  # the step's batch, however it is written
+    fitted.calibration_runs_ = int(len(jobs.drop_duplicates()))
     return fitted
