@@ -122,17 +122,6 @@ def test_classify_a_query(xhw):
     assert list(kinds) == ["seen", "new_batch", "new_count", "new_model", "new_device"]
 
 
-def test_an_accumulated_step_is_a_batch_of_its_own():
-    # a batch is an optimizer step's samples per device: more passes of the same micro-batch are a new batch, the
-    # same step written as batch_size x grad_accum or beside its global_batch_size is the one the runs have
-    runs = pd.DataFrame({"model": ["m"], "gpu_type": ["A100"], "batch_size": [4.0], "gpu_count": [8],
-                         "grad_accum": [16]})
-    q = pd.DataFrame({"model": ["m"] * 4, "gpu_type": ["A100"] * 4, "batch_size": [4.0, 4.0, 64.0, 4.0],
-                      "gpu_count": [8] * 4, "grad_accum": [16, 1, None, None],
-                      "global_batch_size": [None, None, 512, None]})
-    assert list(classify(runs, q)) == ["seen", "new_batch", "seen", "new_batch"]
-
-
 def test_auto_chooses_on_the_split_matching_the_query(xhw):
     model = fit_history(xhw, "auto", kind="new_device")
     assert model.auto_split_ == "leave-one-gpu-type-out" and model.auto_kind_ == "new_device"

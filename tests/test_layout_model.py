@@ -278,7 +278,7 @@ class TestOwnLayoutHistoryWithoutASequence:
 
         base = {"model": "mine", "family": "decoder", "params": 1.3e10, "seq_len": 2048, "gpu_count": 8,
                 "gpu_type": "H100", "steps": 1, "batch_size": 4}
-        queries = pd.DataFrame([{**base, "grad_accum": 16}, {**base, "grad_accum": 1}, {**base, "grad_accum": None},
+        queries = pd.DataFrame([{**base, "grad_accum": 16.0}, {**base, "grad_accum": 1}, {**base, "grad_accum": None},
                                 {**base, "batch_size": 64, "global_batch_size": 512, "micro_batch_size": 4},
                                 {**base, "micro_batch_size": 4}, {**base, "micro_batch_size": 1},
                                 {**base, "pp": 4, "grad_accum": 1}, {**base, "pp": 4, "micro_batch_size": 4}])
@@ -346,3 +346,18 @@ class TestOwnLayoutHistoryWithoutASequence:
         assert list(table.index) == list(COEFFICIENTS) and {"value", "prior", "meaning"} <= set(table.columns)
         assert np.isfinite(table["value"]).all()
 
+
+
+class TestImpliedMicroBatch:
+    @pytest.mark.parametrize("share, accum, pp, mb, says", [
+        (64, 16, 1, 4, None),            # the share over its passes
+        (16, 1, 1, 16, None),            # one pass: the whole share
+        (16, None, 4, 4, "one per pipeline stage"),
+        (16, 1, 4, 4, "one per pipeline stage"),
+        (3, 2, 1, 3, "2 passes do not divide"),
+    ])
+    def test_the_rule(self, share, accum, pp, mb, says):
+        from perfmodel.layout import implied_micro_batch
+
+        got, note = implied_micro_batch(share, accum=accum, pp=pp)
+        assert got == mb and (note is None if says is None else says in note)

@@ -68,8 +68,7 @@ def scaling(runs, *, mode: str = "weak", threshold: float = DEFAULT_EFFICIENCY_T
     mean = runs.groupby(keys + ["batch_size", "gpu_count"], as_index=False)["step_time_s"].mean()
     rows = []
     for key, g in mean.groupby(keys):
-        t = {(int(b) if float(b).is_integer() else float(b), int(n)): s
-             for b, n, s in zip(g["batch_size"], g["gpu_count"], g["step_time_s"])}
+        t = {(_batch_key(b), int(n)): s for b, n, s in zip(g["batch_size"], g["gpu_count"], g["step_time_s"])}
         for (b, n), s in t.items():
             if n == 1:
                 continue
@@ -78,7 +77,7 @@ def scaling(runs, *, mode: str = "weak", threshold: float = DEFAULT_EFFICIENCY_T
                 speed = None if base is None else (b * n / s) / (b / base)
                 gb = b * n
             else:
-                base = t.get((b * n, 1))
+                base = t.get((_batch_key(b * n), 1))
                 speed = None if base is None else base / s
                 gb = b * n
             if speed is None:
@@ -88,6 +87,12 @@ def scaling(runs, *, mode: str = "weak", threshold: float = DEFAULT_EFFICIENCY_T
     return pd.DataFrame(rows, columns=keys + ["gpu_count", "batch_size", "global_batch", "speedup", "efficiency",
                                               "below_threshold"])
 
+
+
+def _batch_key(b) -> float | int:
+    """A batch as a comparable key: whole numbers as ints, fractions to 9 significant digits."""
+    b = float(f"{float(b):.9g}")
+    return int(b) if b.is_integer() else b
 
 
 # ---------------------------------------------------------------------------------------------- diagnose

@@ -33,7 +33,6 @@ import numpy as np
 import pandas as pd
 
 from .hardware import resolve_gpu_type
-from .schema import step_global_batch
 
 __all__ = ["QueryKind", "KINDS", "KIND_NAMES", "TRANSFER_KINDS", "get_kind", "classify", "group_keys", "most_demanding",
            "canonical_devices", "split_name"]
@@ -219,9 +218,7 @@ def classify(runs: pd.DataFrame, query: pd.DataFrame) -> np.ndarray:
     """The kind of each row of ``query`` with respect to ``runs``.
 
     Device types are compared by their canonical names, models by name (a query without a ``model`` column asks
-    for a new model), batch sizes and device counts within the query's (model, device type) pair; a batch is the
-    samples per device of an optimizer step (:func:`perfmodel.schema.step_global_batch` over ``gpu_count``: with
-    ``grad_accum``, its passes; where given, ``global_batch_size``). Where both
+    for a new model), batch sizes and device counts within the query's (model, device type) pair. Where both
     frames have a ``precision`` column, a query at a precision no run used is ``new_device`` (module docstring),
     and the pair is (model, device type, precision): a model and device the runs have only at another precision
     are a ``new_pair``.
@@ -259,19 +256,12 @@ def classify(runs: pd.DataFrame, query: pd.DataFrame) -> np.ndarray:
     r_pair = np.char.add(np.char.add(_text(runs, "model").astype(str), "\x1f"), r_dev.astype(str)).astype(object)
     new_pair = ~np.isin(q_pair, np.unique(r_pair))
 
-    def values(frame: pd.DataFrame, column: str):
-        if column == "batch_size" and "gpu_count" in frame.columns:  # an optimizer step's samples per device
-            return step_global_batch(frame) / pd.to_numeric(frame["gpu_count"], errors="coerce").to_numpy(
-                dtype=float, na_value=np.nan)
-        return frame[column]
-
     def within_pair(column: str) -> np.ndarray:
         if column not in query.columns:
             return np.zeros(len(query), dtype=bool)
-        known = np.unique(np.char.add(r_pair.astype(str), np.char.add("\x1f", _numeric_keys(values(runs, column))
+        known = np.unique(np.char.add(r_pair.astype(str), np.char.add("\x1f", _numeric_keys(runs[column])
                                                                            .astype(str))))
-        keys = np.char.add(q_pair.astype(str), np.char.add("\x1f", _numeric_keys(values(query, column))
-                                                            .astype(str)))
+        keys = np.char.add(q_pair.astype(str), np.char.add("\x1f", _numeric_keys(query[column]).astype(str)))
         return ~np.isin(keys, known)
 
     code = np.select([new_device, new_model, new_pair, within_pair("gpu_count"), within_pair("batch_size")],

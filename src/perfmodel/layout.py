@@ -201,9 +201,10 @@ class ParallelLayout:
 
 def implied_micro_batch(share: int, *, accum: int | None = None, pp: int = 1) -> tuple[int, str | None]:
     """The micro-batch of a run that states its accumulation but not its micro-batch: a replica's ``share`` of the
-    step (global batch / dp) over its ``accum`` passes where that divides; else, under a pipeline, one micro-batch
-    per stage (torchtitan's default); else the whole share in one pass (the history's meaning of ``batch_size``
-    with ``grad_accum`` 1).
+    step (global batch / dp) over its ``accum`` passes where there are more than one and they divide it; else,
+    under a pipeline, one micro-batch per stage (torchtitan's default); else the whole share in one pass (the
+    history's meaning of ``batch_size`` with ``grad_accum`` 1). Passes that do not divide the share are said in
+    the note.
 
     Parameters
     ----------
@@ -222,10 +223,11 @@ def implied_micro_batch(share: int, *, accum: int | None = None, pp: int = 1) ->
     share = max(1, int(share))
     if accum and accum > 1 and share % accum == 0:
         return share // accum, None
+    odd = (f"; {accum} passes do not divide a replica's {share} sequences" if accum and accum > 1 else "")
     if pp > 1:
         mb = max(1, share // pp)
-        return mb, f"micro-batch: {mb} ({pp} micro-batches per replica, one per pipeline stage)"
-    return share, None
+        return mb, f"micro-batch: {mb} ({pp} micro-batches per replica, one per pipeline stage{odd})"
+    return share, (f"micro-batch: {share} (one pass{odd})" if odd else None)
 
 
 def job_layout(layout=None, *, devices: int, where: str = "job_layout") -> tuple[ParallelLayout, list[str]]:

@@ -19,7 +19,7 @@ from ..history import model_table, precision_by_device
 from ..kinds import KIND_NAMES, TRANSFER_KINDS, canonical_devices, classify, get_kind, group_keys
 from ..layout_features import shape_columns
 from ..metrics import mape, median_ape, r2
-from ..schema import step_global_batch, validate_runs
+from ..schema import validate_runs
 from ..transformer import standard_shape
 from ._baselines import MFURegressor, RatioRegressor
 from ._books import floor_for
@@ -191,9 +191,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         self.models_ = model_table(runs)
         configs = pd.DataFrame({"model": runs["model"].astype(str).to_numpy(),
                                 "gpu_type": canonical_devices(runs["gpu_type"]),
-                                # an optimizer step's samples per device (kinds.classify compares these)
-                                "batch_size": step_global_batch(runs) / pd.to_numeric(runs["gpu_count"]).astype(
-                                    float).to_numpy(),
+                                "batch_size": pd.to_numeric(runs["batch_size"]).astype(float).to_numpy(),
                                 "gpu_count": pd.to_numeric(runs["gpu_count"]).astype(float).to_numpy(),
                                 "precision": runs["precision"].astype(str).str.lower().to_numpy()})
         self.configs_ = configs.drop_duplicates().reset_index(drop=True)

@@ -7,6 +7,7 @@ import hashlib
 from collections.abc import Callable
 
 import numpy as np
+import pandas as pd
 
 from ..exceptions import UnsupportedQueryError
 from ..fitting import fit_history
@@ -35,6 +36,8 @@ def calibrated_layout(loaded: LoadedHistory, kind: str,
     # the error book is indexed by distinct jobs calibrated on: repeats of one configuration teach one job
     config = [c for c in ("model", "seq_len", "gpu_count", "gpu_type", "precision", "micro_batch_size", "grad_accum",
                           "tp", "pp", "vp", "cp", "ep", "zero_stage", "recompute") if c in runs]
-    jobs = runs[config].astype(str).assign(step=step_global_batch(runs))  # the step's batch, however it is written
+    jobs = runs[config].assign(**({"grad_accum": pd.to_numeric(runs["grad_accum"], errors="coerce").fillna(1)}
+                                  if "grad_accum" in config else {}))
+    jobs = jobs.astype(str).assign(step=step_global_batch(runs))  # the step's batch, however it is written
     fitted.calibration_runs_ = int(len(jobs.drop_duplicates()))
     return fitted

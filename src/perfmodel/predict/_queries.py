@@ -224,7 +224,8 @@ def fill_default_layouts(q: pd.DataFrame, rows: np.ndarray, positions: np.ndarra
                 # a stated accumulation states the micro-batch, as in a history's row (layout.implied_micro_batch)
                 split = math.prod(int(given.get(k) or 1) for k in ("tp", "pp", "cp"))
                 if count % split == 0:
-                    given["micro_batch"] = implied_micro_batch(round(gb) // (count // split), accum=int(accum),
+                    given["micro_batch"] = implied_micro_batch(round(gb) // (count // split),
+                                                               accum=int(float(accum)),
                                                                pp=int(given.get("pp") or 1))[0]
             given = {k: (str(v) if k == "recompute" else bool(v) if k == "sequence_parallel" else int(v))
                      for k, v in given.items()}
