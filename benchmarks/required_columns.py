@@ -29,7 +29,7 @@ import generalisation as G  # benchmarks/, beside this script
 import numpy as np
 from _paths import ROOT
 
-from perfmodel.schema import MINIMAL_COLUMNS
+from perfmodel.schema import MINIMAL_COLUMNS, step_global_batch
 
 #: What "only the required columns" keeps.
 REQUIRED = (*MINIMAL_COLUMNS, "step_time_s", "status", "precision")
@@ -37,11 +37,10 @@ METHODS = ("auto", "ratio")
 
 
 def required_only(runs):
-    """The runs with only the :data:`REQUIRED` columns, an accumulated step's samples folded into ``batch_size``."""
+    """The runs with only the :data:`REQUIRED` columns, ``batch_size`` the per-device samples of the step its time
+    covers (:func:`perfmodel.schema.step_global_batch` over the devices: an accumulated step's passes folded in)."""
     frame = runs[[c for c in REQUIRED if c in runs.columns]].copy()
-    if "grad_accum" in runs.columns:
-        accum = runs["grad_accum"].fillna(1).to_numpy(dtype=float)
-        frame["batch_size"] = frame["batch_size"].to_numpy(dtype=float) * accum
+    frame["batch_size"] = step_global_batch(runs) / runs["gpu_count"].to_numpy(dtype=float)
     return frame
 
 

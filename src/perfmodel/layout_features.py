@@ -78,7 +78,7 @@ import pandas as pd
 
 from .hardware import ELEMENT_BYTES, get_spec
 from .layout import DEFAULT_GPUS_PER_NODE, ParallelLayout, implied_micro_batch, layout_problems
-from .schema import SHAPE_COLUMNS
+from .schema import SHAPE_COLUMNS, step_global_batch
 from .transformer import TransformerShape, standard_shape
 
 __all__ = ["LAYOUT_FEATURES", "LayoutJob", "layout_jobs", "layout_components", "job_problems", "shape_of",
@@ -258,13 +258,10 @@ def _job(row: dict) -> LayoutJob:
     except (TypeError, ValueError) as exc:
         return LayoutJob(problem=f"shape: {exc}")
     devices = _int(row, "gpu_count") or 1
-    gb = _int(row, "global_batch_size")
-    if gb is None:
-        bs = _value(row, "batch_size")
-        if bs is None:
-            return LayoutJob(problem="no global_batch_size or batch_size")
-        # the schema's step: grad_accum micro-batches of batch_size on every device
-        gb = int(round(float(bs) * devices * (_int(row, "grad_accum") or 1)))
+    step = float(step_global_batch({**row, "gpu_count": devices})[0])  # the schema's step
+    if not math.isfinite(step):
+        return LayoutJob(problem="no global_batch_size or batch_size")
+    gb = int(round(step))
     tp, pp, cp = (_int(row, c) or 1 for c in ("tp", "pp", "cp"))
     vp, ep = _int(row, "vp") or 1, _int(row, "ep") or 1
     if pp == 1:

@@ -395,24 +395,31 @@ def check_queries(q: pd.DataFrame, where: str, positions=None) -> None:
                                   f"(first: {row(i)}: {float(values[i])!r}).")
 
 
-def step_global_batch(runs: pd.DataFrame) -> np.ndarray:
+def step_global_batch(runs) -> np.ndarray:
     """Samples per optimizer step over all devices, per row: ``global_batch_size`` where given, else
     ``batch_size × grad_accum × gpu_count`` (``grad_accum`` 1 where missing) — the one definition of what a step
     covers (module docstring).
 
     Parameters
     ----------
-    runs : pandas.DataFrame
+    runs : pandas.DataFrame or mapping
         Runs or queries with ``batch_size`` and ``gpu_count`` (and ``grad_accum``, ``global_batch_size`` where
-        known).
+        known); a mapping is one row (missing values None or NaN).
 
     Returns
     -------
-    numpy.ndarray of float, shape (len(runs),)
+    numpy.ndarray of float, shape (len(runs),), or (1,) for a mapping
     """
+    one = not isinstance(runs, pd.DataFrame)
+
     def col(name: str, default: float) -> np.ndarray:
-        if name not in runs.columns:
-            return np.full(len(runs), default)
+        if name not in runs:
+            return np.full(1 if one else len(runs), default)
+        if one:  # one row: no Series to build (the layout jobs ask once per distinct row)
+            try:
+                return np.array([float(runs[name])])
+            except (TypeError, ValueError):
+                return np.array([np.nan])
         return pd.to_numeric(runs[name], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
 
     accum = col("grad_accum", 1.0)

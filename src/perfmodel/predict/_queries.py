@@ -15,6 +15,7 @@ from .._validation import row_label
 from ..exceptions import ExtrapolationWarning, SchemaError, UnsupportedQueryError
 from ..hardware import PRECISIONS, resolve_gpu_type
 from ..layout import LayoutError, implied_micro_batch
+from ..schema import step_global_batch
 from ._job import SHAPE_NAMES, default_precision, dense_part, implied_sequence, is_given, query_layout_columns
 
 
@@ -215,9 +216,7 @@ def fill_default_layouts(q: pd.DataFrame, rows: np.ndarray, positions: np.ndarra
         try:
             count = int(row.get("gpu_count") or 1)
             accum = row.get("grad_accum")
-            gb = row.get("global_batch_size")
-            # the schema's step: grad_accum micro-batches of batch_size on every device
-            gb = float(gb) if gb is not None else float(row["batch_size"]) * count * float(accum or 1)
+            gb = float(step_global_batch({**row, "gpu_count": count})[0])  # the schema's step
             if not math.isclose(gb, round(gb)):
                 continue
             if accum is not None and "micro_batch" not in given:
