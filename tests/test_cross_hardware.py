@@ -470,3 +470,41 @@ class TestBaselineFirst:
             baseline_first({}, 4)
         with pytest.raises(ValueError, match="not finite: gbm"):
             baseline_first({"gbm": float("nan"), "ratio": 10.0}, 4)
+
+
+def test_roofline_slopes_stay_physical_on_a_handful_of_runs():
+    """Nine published runs of nine configurations (Megatron-Bridge's table): with its fixed slopes unpenalised
+    the form's refits on seven or eight of them put what the runs cannot pin down into the slopes and predicted a
+    held-out run at 10^47 times its time; the slope prior (``tau_slope``) keeps every refit within a few times."""
+    from perfmodel.datasets import bundled_runs_path
+    from perfmodel.schema import validate_runs
+
+    runs = perfmodel.load_runs(bundled_runs_path("public_megatron_bridge.csv"))
+    picks = [("deepseek-v3", 4096, "GB200", "fp8", 256), ("gpt-oss-120b", 4096, "GB200", "fp8", 64),
+             ("gpt-oss-120b", 8192, "GB200", "bf16", 64), ("gpt-oss-120b", 8192, "GB300", "bf16", 64),
+             ("llama3-8b", 8192, "B200", "fp8", 8), ("llama3-8b", 8192, "GB300", "fp8", 8),
+             ("llama3-8b", 8192, "H100-SXM5-80GB", "fp8", 8), ("qwen3-235b-a22b", 4096, "GB200", "fp8", 256),
+             ("qwen3-30b-a3b", 4096, "B200", "fp8", 8)]
+    rows = [runs[(runs["model"] == m) & (runs["seq_len"] == s) & (runs["gpu_type"] == g) & (runs["precision"] == p)
+                 & (runs["gpu_count"] == n)].iloc[0] for m, s, g, p, n in picks]
+    nine = pd.DataFrame(rows).reset_index(drop=True)
+    nine["model"] = nine["model"] + "@" + nine["seq_len"].astype(int).astype(str)  # one workload per sequence
+    nine = validate_runs(nine[["model", "family", "params", "flops_per_sample", "batch_size", "gpu_count",
+                               "gpu_type", "precision", "step_time_s"]])
+    y = nine["step_time_s"].to_numpy(float)
+
+    def worst_refit(**params):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = perfmodel.TrainingTimeModel(method="roofline", conformal=False,
+                                                regressor_params=params or None).fit(nine)
+            oof, _ = model.out_of_fold(nine, y, "seen")
+        return float(np.max(np.abs(np.log(oof / y))))
+
+    assert RooflineRegressor().tau_slope == 0.5
+    assert worst_refit() < np.log(3.0)
+    assert worst_refit(tau_slope=None) > np.log(1e6)  # the form before the prior
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pi = perfmodel.TrainingTimeModel(method="roofline").fit(nine).predict_interval(nine)
+    assert np.all(pi["step_upper"] / pi["step_lower"] < 100.0)

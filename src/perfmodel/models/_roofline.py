@@ -76,6 +76,13 @@ class RooflineRegressor(NamedColumnsMixin, RegressorMixin, BaseEstimator):
         one model's gain in one generation.
     tau_batch_slope : float
         Prior standard deviation of a model's batch elasticity around the pooled one.
+    tau_slope : float or None, default=0.5
+        Prior standard deviation of each fixed slope (device count, nodes, batch, communication and optimizer
+        shares, work, peak, ridge point, TF32 gap) around 0, the pure roofline, per unit of its centred log
+        covariate: elasticities of order one, which hundreds of runs overrule and a handful cannot. Without it
+        (None) a history of a few runs leaves the slopes unidentified, and a refit on seven runs predicted a held-out
+        one at 10^47 times its time. Chosen on the development sets, confirmed on Lambda's table:
+        ``benchmarks/roofline_slope_prior.py`` (benchmarks/results/roofline_slope_prior.txt).
     columns : dict of str to str, optional
         Where each quantity of the form is in ``X``: ``{quantity: column name}``, the quantities being
         :data:`~perfmodel.features.ROOFLINE_COLUMNS` (``log_t_peak`` is required). A quantity left out is the
@@ -114,7 +121,8 @@ class RooflineRegressor(NamedColumnsMixin, RegressorMixin, BaseEstimator):
     def __init__(self, *, tau_model: float = 1.0, tau_family: float = 1.0, tau_device: float = 0.2,
                  tau_arch: float = 0.25, tau_vendor: float = 0.4, tau_precision: float = 0.5,
                  tau_kappa: float = 0.3, tau_model_arch: float = 0.5, tau_software: float = 0.2,
-                 tau_model_software: float = 0.2, tau_batch_slope: float = 0.2, columns: dict | None = None):
+                 tau_model_software: float = 0.2, tau_batch_slope: float = 0.2, tau_slope: float | None = 0.5,
+                 columns: dict | None = None):
         self.tau_model = tau_model
         self.tau_family = tau_family
         self.tau_device = tau_device
@@ -126,6 +134,7 @@ class RooflineRegressor(NamedColumnsMixin, RegressorMixin, BaseEstimator):
         self.tau_software = tau_software
         self.tau_model_software = tau_model_software
         self.tau_batch_slope = tau_batch_slope
+        self.tau_slope = tau_slope
         self.columns = columns
 
     # ------------------------------------------------------------------------------------------ design
@@ -166,7 +175,8 @@ class RooflineRegressor(NamedColumnsMixin, RegressorMixin, BaseEstimator):
                 "software_code": self.tau_software}
         tau_inter = {("model_code", "arch_code"): self.tau_model_arch,
                      ("model_code", "software_code"): self.tau_model_software}
-        pen = [np.zeros(1), np.full(len(_FIXED), 1e-6)]
+        tau_slope = getattr(self, "tau_slope", None)  # absent in a model file written before it existed: no prior
+        pen = [np.zeros(1), np.full(len(_FIXED), 1e-6 if tau_slope is None else 1.0 / tau_slope ** 2)]
         for g, size in zip(_GROUPS, self.n_levels_):
             pen.append(np.full(size, 1.0 / taus[g] ** 2))
             if g == "model_code":
