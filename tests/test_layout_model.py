@@ -3,10 +3,13 @@ LayoutRegressor's fit, prior and breakdown."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
 
+import perfmodel
 from perfmodel.layout_features import LAYOUT_FEATURES, layout_components, layout_jobs
 from perfmodel.models import CALIBRATION_PRIOR_WEIGHT, LayoutRegressor
 from perfmodel.models._layout import COEFFICIENTS, PRIOR
@@ -361,3 +364,44 @@ class TestImpliedMicroBatch:
 
         got, note = implied_micro_batch(share, accum=accum, pp=pp)
         assert got == mb and (note is None if says is None else says in note)
+
+
+class TestLayoutsOnADeviceWithoutFigures:
+    """Layout runs measured on the generic ``cpu`` device (``perfmodel measure --sweep layouts`` writes them so) have
+    no peak or memory bandwidth for the layout model to divide by: the history's generic fit answers them, with a
+    warning that says how to give the host's figures; with them registered, the layout model is calibrated on the
+    same runs. (Before, predict_many on the bundled CPU layout runs failed with the regressor's NaN error.)"""
+
+    @pytest.fixture(scope="class")
+    def runs(self):
+        from perfmodel.datasets import bundled_runs_path
+
+        runs = perfmodel.load_runs(bundled_runs_path("runs_cpu_layouts.csv"))
+        return runs[runs["repeat"] == 0].reset_index(drop=True)
+
+    def test_generic_fit_answers_with_a_warning(self, runs):
+        from perfmodel.exceptions import DataQualityWarning
+        from perfmodel.layout_features import layout_priceable
+
+        assert not layout_priceable(runs).any()
+        q = runs.head(4).drop(columns=["step_time_s"]).assign(steps=1)
+        with pytest.warns(DataQualityWarning, match="register_device"):
+            out = perfmodel.predict_many(q, history=runs)
+        assert np.all(np.isfinite(out["step_time_s"])) and not (out["method"] == "layout").any()
+
+    def test_registered_host_is_priced_by_the_layout_model(self, runs):
+        from perfmodel.hardware import register_device, unregister_device
+        from perfmodel.layout_features import layout_priceable
+
+        register_device(name="Test Host L1", vendor="host", source="test: a host's measured figures",
+                        fp32_tflops=0.18, memory_bandwidth_gbps=17.6, interconnect_gbps=2.3, network_gbps=1.2)
+        try:
+            hosted = runs.assign(gpu_type="Test Host L1")
+            assert layout_priceable(hosted).all()
+            q = hosted.head(4).drop(columns=["step_time_s"]).assign(steps=1)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = perfmodel.predict_many(q, history=hosted)
+            assert (out["method"] == "layout").all() and np.all(np.isfinite(out["step_time_s"]))
+        finally:
+            unregister_device("Test Host L1")

@@ -76,13 +76,14 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from .exceptions import UnknownHardwareError
 from .hardware import ELEMENT_BYTES, get_spec
-from .layout import DEFAULT_GPUS_PER_NODE, ParallelLayout, implied_micro_batch, layout_problems
+from .layout import DEFAULT_GPUS_PER_NODE, ParallelLayout, implied_micro_batch, is_layout_job, layout_problems
 from .schema import SHAPE_COLUMNS, step_global_batch
 from .transformer import TransformerShape, standard_shape
 
-__all__ = ["LAYOUT_FEATURES", "LayoutJob", "layout_jobs", "layout_components", "job_problems", "shape_of",
-           "shape_columns", "source_weights", "DEFAULT_NETWORK_GBPS"]
+__all__ = ["LAYOUT_FEATURES", "LayoutJob", "layout_jobs", "layout_components", "layout_priceable", "job_problems",
+           "shape_of", "shape_columns", "source_weights", "DEFAULT_NETWORK_GBPS"]
 
 #: The quantities :func:`layout_components` produces, in order.
 LAYOUT_FEATURES = ("layer_flops_s", "layer_bytes_s", "expert_flops_s", "expert_bytes_s", "head_flops_s",
@@ -561,6 +562,42 @@ def layout_components(runs: pd.DataFrame, jobs: list | None = None) -> pd.DataFr
     out = pd.DataFrame(rows, index=runs.index, columns=list(LAYOUT_FEATURES), dtype=float)
     out["source_weight"] = source_weights(runs)
     return out
+
+
+def layout_priceable(runs: pd.DataFrame) -> np.ndarray:
+    """Per row, whether the layout model can price it: transformer training with a layout
+    (:func:`perfmodel.layout.is_layout_job`) on a device whose datasheet gives what :func:`layout_components` divides
+    by, a peak at the row's precision and a memory bandwidth. The generic ``"cpu"`` device has neither (a host's
+    figures are its own: :func:`perfmodel.hardware.register_device` gives them, as ``benchmarks/llm_layouts.py``
+    does for the host its layout runs were measured on).
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        Runs or queries.
+
+    Returns
+    -------
+    numpy.ndarray of bool
+    """
+    ok = is_layout_job(runs)
+    if not ok.any() or "gpu_type" not in runs.columns:
+        return ok & ("gpu_type" in runs.columns)
+    prec = (runs["precision"].astype("string").fillna("").to_numpy(dtype=object) if "precision" in runs.columns
+            else np.full(len(runs), "", dtype=object))
+    dev = runs["gpu_type"].astype("string").fillna("").to_numpy(dtype=object)
+    known: dict = {}
+    for i in np.flatnonzero(ok):
+        key = (dev[i], prec[i])
+        if key not in known:
+            try:
+                spec = get_spec(dev[i])
+            except (UnknownHardwareError, ValueError, TypeError):
+                known[key] = False
+            else:
+                known[key] = bool(spec.peak_tflops(prec[i] or "bf16") and spec.memory_bandwidth_gbps)  # as layout_jobs
+        ok[i] = known[key]
+    return ok
 
 
 def source_weights(runs: pd.DataFrame) -> np.ndarray:

@@ -134,8 +134,9 @@ def predict_training_time(model, *, batch_size=None, gpu_count=1, gpu_type, step
     method : {"auto", "physics", "roofline", "loglinear", "gbm", "ops", "linear", "ratio", "mfu", "layout"}, \
 default="auto"
         ``auto`` chooses by the cross-validation split matching the query (:mod:`perfmodel.fitting`); transformer
-        training with a sequence length (:func:`perfmodel.layout.is_layout_job`) is answered by the layout model
-        (``layout``), from the bundled LLM history when ``history`` is None.
+        training with a sequence length, on a device whose figures price it
+        (:func:`perfmodel.layout_features.layout_priceable`), is answered by the layout model (``layout``), from
+        the bundled LLM history when ``history`` is None.
     seq_len : int, optional
         Tokens per sequence of transformer training (or in the model dict).
     global_batch : int, optional

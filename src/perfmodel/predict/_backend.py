@@ -8,12 +8,14 @@ The layout model of the bundled LLM history, which an organisation's own runs ca
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
 from .._validation import check_choice
+from ..exceptions import DataQualityWarning
 from ..fitting import PRECISION_TRANSFER_METHOD, fit_cached, fit_history, stored_fit
 from ..hardware import resolve_gpu_type
 from ..history import (
@@ -28,6 +30,7 @@ from ..history import (
 )
 from ..kinds import KIND_NAMES, classify
 from ..layout import is_layout_job
+from ..layout_features import layout_priceable
 from ..models import METHODS, TrainingTimeModel
 from ..models._conformal import MIN_GROUPS
 from ._calibration import calibrated_layout
@@ -196,9 +199,10 @@ class RunsBackend(Backend):
         return self._loaded[("own", source)]
 
     def own_layout_runs(self, source) -> int:
-        """How many of the caller's own runs are transformer training with a layout (0 without own runs)."""
+        """How many of the caller's own runs are transformer training with a layout the layout model can price
+        (:func:`~perfmodel.layout_features.layout_priceable`; 0 without own runs)."""
         own = self.own(source)
-        return 0 if own is None else int(is_layout_job(own.runs).sum())
+        return 0 if own is None else int(layout_priceable(own.runs).sum())
 
     def answered_by_own(self, rows: pd.DataFrame, source) -> tuple[np.ndarray, np.ndarray | None]:
         """Per row: whether the caller's own runs answer it alone, and its kind with respect to them. They do when
@@ -215,7 +219,7 @@ class RunsBackend(Backend):
         if self.method == "auto" and self.own_layout_runs(source):
             # transformer training: the layout model calibrated on the own runs answers it, whatever their count
             # (the bundled LLM history's coefficients are the prior; the error book sizes the interval)
-            layout_rows = is_layout_job(rows)
+            layout_rows = layout_priceable(rows)
             answer = np.where(layout_rows, True, answer)
             if self.own_layout_runs(source) == len(own.runs):  # their fit is the layout model: only such jobs
                 answer &= layout_rows
@@ -291,17 +295,30 @@ class RunsBackend(Backend):
             loaded = self.runs(None)
             own = self.own(None) if loaded.mixed else None
             self._loaded[("layout history",)] = (self.answering_method(None, loaded) == LAYOUT_METHOD or (
-                own is not None and len(own.runs) > 0 and bool(is_layout_job(own.runs).all())))
+                own is not None and len(own.runs) > 0 and bool(layout_priceable(own.runs).all())))
         return self._loaded[("layout history",)]
 
     def answering_method(self, source, loaded: LoadedHistory | None = None) -> str:
         """The method that answers: ``auto`` is the layout model (:data:`LAYOUT_METHOD`) for the bundled LLM
-        history, and for a history whose runs are all transformer training with a layout
-        (:func:`~perfmodel.layout.is_layout_job`); else the Predictor's method."""
+        history, and for a history whose runs are all transformer training with a layout on devices whose datasheet
+        prices it (:func:`~perfmodel.layout_features.layout_priceable`); else the Predictor's method."""
         if self.method != "auto":
             return self.method
-        if source == "llm" or (loaded is not None and len(loaded.runs) and bool(is_layout_job(loaded.runs).all())):
+        if source == "llm" or (loaded is not None and len(loaded.runs)
+                               and bool(layout_priceable(loaded.runs).all())):
             return LAYOUT_METHOD
+        if loaded is not None and len(loaded.runs) and ("unpriced layouts", id(loaded)) not in self._loaded:
+            self._loaded[("unpriced layouts", id(loaded))] = True
+            jobs = is_layout_job(loaded.runs)
+            unpriced = jobs & ~layout_priceable(loaded.runs)
+            if jobs.all() and unpriced.any():
+                devices = sorted(set(loaded.runs["gpu_type"].astype(str)[unpriced]))
+                warnings.warn(f"{int(unpriced.sum())} runs of the history are transformer training with a layout on "
+                              f"{', '.join(map(repr, devices))}, whose figures give no peak at their precision or no "
+                              "memory bandwidth: the layout model cannot price them, so the history's generic fit "
+                              "answers. Register the device's measured figures (perfmodel.hardware.register_device, "
+                              "e.g. fp32_tflops and memory_bandwidth_gbps of the host) and name it in the runs to "
+                              "have the layout model calibrated on them.", DataQualityWarning, stacklevel=4)
         return self.method
 
     # ------------------------------------------------------------------ answers without reading the runs

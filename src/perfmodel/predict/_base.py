@@ -14,7 +14,7 @@ from .._validation import check_choice, check_confidence, check_positive_int
 from ..fitting import DEFAULT_METHOD
 from ..hardware import check_precision, resolve_gpu_type
 from ..history import BUNDLED_PREFIX, LoadedHistory, history_parts, part_label
-from ..layout import is_layout_job
+from ..layout_features import layout_priceable
 from ..models import StackShift, TrainingTimeModel
 from ..schema import check_queries
 from ._backend import backend_for
@@ -356,7 +356,7 @@ class BasePredictor:
             assert own is not None  # the prior is there only beside own runs
             runs = own.runs
             if self.method == "auto":
-                runs = runs.loc[~is_layout_job(runs)]
+                runs = runs.loc[~layout_priceable(runs)]
             residuals = np.full(len(runs), np.nan)
             if len(runs):
                 asked = prior_queries(runs.reset_index(drop=True), prior._backend.table(None)).assign(steps=1)
@@ -381,7 +381,7 @@ class BasePredictor:
             return np.zeros(len(rows), dtype=bool)
         by_own, own_kinds = self._backend.answered_by_own(rows, source)
         assert own_kinds is not None  # given beside own runs
-        layout = (is_layout_job(rows) if self.method == "auto" and self._backend.own_layout_runs(source)
+        layout = (layout_priceable(rows) if self.method == "auto" and self._backend.own_layout_runs(source)
                   else np.zeros(len(rows), dtype=bool))
         shifted = np.zeros(len(rows), dtype=bool)
         candidates = by_own & ~layout
@@ -442,7 +442,7 @@ class BasePredictor:
                                                                 and self._backend.layout_history()):
             fill_implied_sequences(q, ~on_cpu)
         if self.history is None:  # each row from the bundled runs of its own kind: CPU, LLM training, other GPU
-            llm = ~on_cpu & is_layout_job(q)
+            llm = ~on_cpu & layout_priceable(q)
             sources = np.where(on_cpu, "cpu", np.where(llm, "llm", "gpu"))
             kinds = [src for src in ("cpu", "llm", "gpu") if (sources == src).any()]
             if len(kinds) > 1:

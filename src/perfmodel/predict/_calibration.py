@@ -12,7 +12,7 @@ import pandas as pd
 from ..exceptions import UnsupportedQueryError
 from ..fitting import fit_history
 from ..history import LoadedHistory
-from ..layout import is_layout_job
+from ..layout_features import layout_priceable
 from ..models import CALIBRATION_PRIOR_WEIGHT, TrainingTimeModel
 from ..schema import step_global_batch
 from ._support import LAYOUT_METHOD
@@ -23,11 +23,13 @@ def calibrated_layout(loaded: LoadedHistory, kind: str,
     """The layout model on a history's transformer runs, the bundled LLM fit's coefficients as the prior
     (:meth:`perfmodel.models.LayoutRegressor.with_prior`): few runs move the coefficients as far as they show.
     ``bundled`` gives the bundled LLM history's layout model (:func:`~perfmodel.predict.bundled_layout_model`)."""
-    runs = loaded.runs.loc[is_layout_job(loaded.runs)].reset_index(drop=True)
+    runs = loaded.runs.loc[layout_priceable(loaded.runs)].reset_index(drop=True)
     if not len(runs):
         raise UnsupportedQueryError("The history has no transformer runs with a sequence length and a shape or "
-                                    "family (decoder, moe) to calibrate the layout model on; leave history out to "
-                                    "answer from the bundled LLM history, or add such runs.")
+                                    "family (decoder, moe), on a device with a peak at their precision and a memory "
+                                    "bandwidth, to calibrate the layout model on; leave history out to answer from "
+                                    "the bundled LLM history, add such runs, or give the device's figures "
+                                    "(perfmodel.hardware.register_device).")
     prior = dict(bundled().pipeline_.named_steps["regressor"].coef_)
     sub = LoadedHistory(runs, loaded.labels, np.ones(len(runs), dtype=bool),
                         hashlib.sha256(f"layout runs of {loaded.digest}".encode()).hexdigest())
