@@ -115,6 +115,26 @@ def test_roofline_rejects_bad_input():
         RooflineRegressor().fit(np.zeros((5, len(ROOFLINE_COLUMNS))), -np.ones(5))
 
 
+@pytest.mark.parametrize("params, error", [({"tau_slope": 0}, ValueError), ({"tau_slope": float("nan")}, ValueError),
+                                           ({"tau_slope": -1.0}, ValueError), ({"tau_model": 0.0}, ValueError),
+                                           ({"tau_device": float("inf")}, ValueError), ({"tau_slope": "0.5"}, TypeError)])
+def test_roofline_refuses_a_prior_that_is_not_a_positive_number(xhw, params, error):
+    with pytest.raises(error, match=next(iter(params))):
+        perfmodel.TrainingTimeModel(method="roofline", conformal=False, regressor_params=params).fit(xhw)
+
+
+def test_a_history_of_one_device_count_keeps_communication_at_its_physical_slope(xhw):
+    """With every run on one device count the data cannot say what communication costs: the slope prior keeps its
+    physical value (time = compute + communication), where without a prior it was 0 (communication free)."""
+    one = xhw[xhw["gpu_count"] == 1]
+    slopes = {}
+    for tau in (0.5, None):
+        model = perfmodel.TrainingTimeModel(method="roofline", conformal=False,
+                                            regressor_params={"tau_slope": tau}).fit(one)
+        slopes[tau] = float(model.pipeline_.named_steps["regressor"].effects().loc["slope[comm_rel]", "value"])
+    assert slopes[0.5] == pytest.approx(1.0, abs=1e-6) and slopes[None] == pytest.approx(0.0, abs=1e-6)
+
+
 def test_classify_a_query(xhw):
     q = xhw.head(1).copy()
     kinds = classify(xhw, pd.concat([q, q.assign(batch_size=3), q.assign(gpu_count=64), q.assign(model="other"),

@@ -385,7 +385,7 @@ class TestLayoutsOnADeviceWithoutFigures:
 
         assert not layout_priceable(runs).any()
         q = runs.head(4).drop(columns=["step_time_s"]).assign(steps=1)
-        with pytest.warns(DataQualityWarning, match="register_device"):
+        with pytest.warns(DataQualityWarning, match="predict_many: .*register_device"):
             out = perfmodel.predict_many(q, history=runs)
         assert np.all(np.isfinite(out["step_time_s"])) and not (out["method"] == "layout").any()
 
@@ -405,3 +405,23 @@ class TestLayoutsOnADeviceWithoutFigures:
             assert (out["method"] == "layout").all() and np.all(np.isfinite(out["step_time_s"]))
         finally:
             unregister_device("Test Host L1")
+
+    def test_search_layouts_refuses_a_ranking_the_layout_model_cannot_make(self, runs):
+        from perfmodel.exceptions import UnsupportedQueryError
+        from perfmodel.plan import search_layouts
+        from perfmodel.transformer import TransformerShape
+
+        shape = TransformerShape(n_layers=4, d_model=128, n_heads=4, vocab=1024)
+        with pytest.raises(UnsupportedQueryError, match="register_device"):
+            search_layouts(shape=shape, seq_len=64, global_batch=16, gpu_type="cpu", devices=2, precision="fp32",
+                           history=runs, include_unfit=True)
+
+    def test_an_upper_case_precision_still_reaches_the_layout_model(self):
+        from perfmodel.datasets import bundled_runs_path
+
+        mb = perfmodel.load_runs(bundled_runs_path("public_megatron_bridge.csv"))
+        row = mb[(mb["model"] == "llama3-8b") & (mb["gpu_count"] == 8)].head(1).drop(columns=["step_time_s"])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = perfmodel.predict_many(row.assign(precision=row["precision"].str.upper(), steps=1))
+        assert out["method"].iloc[0] == "layout"

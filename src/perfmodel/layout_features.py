@@ -583,19 +583,18 @@ def layout_priceable(runs: pd.DataFrame) -> np.ndarray:
     ok = is_layout_job(runs)
     if not ok.any() or "gpu_type" not in runs.columns:
         return ok & ("gpu_type" in runs.columns)
-    prec = (runs["precision"].astype("string").fillna("").to_numpy(dtype=object) if "precision" in runs.columns
-            else np.full(len(runs), "", dtype=object))
+    prec = (runs["precision"].astype("string").fillna("").str.strip().str.lower().to_numpy(dtype=object)
+            if "precision" in runs.columns else np.full(len(runs), "", dtype=object))
     dev = runs["gpu_type"].astype("string").fillna("").to_numpy(dtype=object)
     known: dict = {}
     for i in np.flatnonzero(ok):
         key = (dev[i], prec[i])
         if key not in known:
-            try:
+            try:  # an unknown device or precision: not priceable (the query's own checks name the problem)
                 spec = get_spec(dev[i])
+                known[key] = bool(spec.peak_tflops(prec[i] or "bf16") and spec.memory_bandwidth_gbps)  # as layout_jobs
             except (UnknownHardwareError, ValueError, TypeError):
                 known[key] = False
-            else:
-                known[key] = bool(spec.peak_tflops(prec[i] or "bf16") and spec.memory_bandwidth_gbps)  # as layout_jobs
         ok[i] = known[key]
     return ok
 

@@ -10,6 +10,9 @@ time at 100 % of peak) and ``ridge`` = log(peak / memory bandwidth) (the device'
 * ``κ_m`` is the model's *memory-bound share*: a roofline mixture ``T ∝ work / (peak^(1−κ) · bandwidth^κ)``, so
   a compute-bound model (κ≈0) scales with the peak at the run's precision and a memory-bound one with the
   bandwidth. ``κ_m = κ̅ + δ_m`` is partially pooled across models.
+* The slopes ``β`` (and ``ψ``, ``κ̅``) have a Gaussian prior too (``tau_slope``), centred on the physical form: time =
+  compute at the roofline + communication + optimizer traffic (``β`` 1 on the two shares, 0 elsewhere). Hundreds
+  of runs overrule it; a handful cannot throw the slopes, and runs of one device count keep communication's.
 * ``u_*`` are efficiencies (log slow-downs against the roofline) with Gaussian priors centred on zero —
   partial pooling, fitted as one ridge-penalised least-squares problem (the MAP of the hierarchical model).
   A device the history has never seen gets ``u_device = 0`` but keeps what its vendor and architecture share
@@ -37,6 +40,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
+from .._validation import check_positive_float
 from ..features import ROOFLINE_COLUMNS
 from ..metrics import r2
 from ._columns import NamedColumnsMixin
@@ -49,6 +53,12 @@ _GROUPS = ("family_code", "model_code", "vendor_code", "arch_code", "device_code
 #: Fixed slopes each model may depart from (partially pooled): its memory-bound share and its batch elasticity
 #: (a per-model count elasticity was tried in a one-off check and made leave-one-device-type-out error worse).
 _MODEL_SLOPES = ("ridge", "log_batch")
+#: Where the slope prior (``tau_slope``) is centred: the physical form, in which a step's time is its compute at the
+#: roofline plus its communication plus its optimizer traffic (``log(1 + t_comm/t_peak)`` and
+#: ``log(1 + t_opt/t_peak)`` with slope 1), and nothing else moves it (every other slope 0).
+_SLOPE_CENTRE = {"comm_rel": 1.0, "opt_rel": 1.0}
+_TAUS = ("tau_model", "tau_family", "tau_device", "tau_arch", "tau_vendor", "tau_precision", "tau_kappa",
+         "tau_model_arch", "tau_software", "tau_model_software", "tau_batch_slope")
 #: Pairs of effects with a pooled interaction (model × architecture, model × software generation).
 _INTERACTIONS = (("model_code", "arch_code"), ("model_code", "software_code"))
 
@@ -78,11 +88,13 @@ class RooflineRegressor(NamedColumnsMixin, RegressorMixin, BaseEstimator):
         Prior standard deviation of a model's batch elasticity around the pooled one.
     tau_slope : float or None, default=0.5
         Prior standard deviation of each fixed slope (device count, nodes, batch, communication and optimizer
-        shares, work, peak, ridge point, TF32 gap) around 0, the pure roofline, per unit of its centred log
-        covariate: elasticities of order one, which hundreds of runs overrule and a handful cannot. Without it
-        (None) a history of a few runs leaves the slopes unidentified, and a refit on seven runs predicted a held-out
-        one at 10^47 times its time. Chosen on the development sets, confirmed on Lambda's table:
-        ``benchmarks/roofline_slope_prior.py`` (benchmarks/results/roofline_slope_prior.txt).
+        shares, work, peak, ridge point, TF32 gap), per unit of its log covariate, around the physical form: time =
+        compute at the roofline + communication + optimizer traffic (slope 1 on ``log(1 + t_comm/t_peak)`` and on
+        ``log(1 + t_opt/t_peak)``, 0 on the others). Elasticities of order one, which hundreds of runs overrule and
+        a handful cannot; a history of one device count keeps the communication term at its physical slope.
+        Without it (None) a history of a few runs leaves the slopes unidentified, and a refit on seven runs
+        predicted a held-out one at 10^47 times its time. Chosen on the development sets, confirmed on Lambda's
+        table: ``benchmarks/roofline_slope_prior.py`` (benchmarks/results/roofline_slope_prior.txt).
     columns : dict of str to str, optional
         Where each quantity of the form is in ``X``: ``{quantity: column name}``, the quantities being
         :data:`~perfmodel.features.ROOFLINE_COLUMNS` (``log_t_peak`` is required). A quantity left out is the
@@ -175,7 +187,7 @@ class RooflineRegressor(NamedColumnsMixin, RegressorMixin, BaseEstimator):
                 "software_code": self.tau_software}
         tau_inter = {("model_code", "arch_code"): self.tau_model_arch,
                      ("model_code", "software_code"): self.tau_model_software}
-        tau_slope = getattr(self, "tau_slope", None)  # absent in a model file written before it existed: no prior
+        tau_slope = getattr(self, "tau_slope", None)  # absent in a regressor pickled before it existed: no prior
         pen = [np.zeros(1), np.full(len(_FIXED), 1e-6 if tau_slope is None else 1.0 / tau_slope ** 2)]
         for g, size in zip(_GROUPS, self.n_levels_):
             pen.append(np.full(size, 1.0 / taus[g] ** 2))
@@ -193,7 +205,8 @@ class RooflineRegressor(NamedColumnsMixin, RegressorMixin, BaseEstimator):
         rebuilding it (same solution, a fraction of the time)."""
         sigma2 = max(var_r * 0.05, 1e-4)
         for _ in range(3):
-            theta = np.linalg.solve(G + np.diag(self._pen * sigma2), b)
+            # the Gaussian prior N(mu, sigma2 / pen) of every coefficient: (G + P) theta = b + P mu
+            theta = np.linalg.solve(G + np.diag(self._pen * sigma2), b + self._pen * sigma2 * self._mu)
             sse = rr - 2 * theta @ b + theta @ G @ theta
             sigma2 = max(float(sse) / max(n, 1), 1e-4)
         return theta, sigma2
@@ -228,6 +241,9 @@ class RooflineRegressor(NamedColumnsMixin, RegressorMixin, BaseEstimator):
         self : RooflineRegressor
             Fitted.
         """
+        for name in _TAUS:
+            check_positive_float(getattr(self, name), name, "RooflineRegressor")
+        check_positive_float(self.tau_slope, "tau_slope", "RooflineRegressor", allow_none=True)
         X, y = self._validate_fit(X, y)
         self.n_levels_ = tuple(int(max(X[:, _COL[g]].max(), -1)) + 1 for g in _GROUPS)
         self.center_ = np.array([_column(X, c).mean() for c in _FIXED])
@@ -236,6 +252,10 @@ class RooflineRegressor(NamedColumnsMixin, RegressorMixin, BaseEstimator):
         self.model_batch_center_ = np.array([lb[mcode == m].mean() if np.any(mcode == m) else 0.0
                                              for m in range(self.n_levels_[_GROUPS.index("model_code")])])
         self._pen = self._penalty()
+        self._mu = np.zeros(len(self._pen))  # the prior's centre: 0 for every effect, the physical form's slopes
+        if self.tau_slope is not None:
+            for name, value in _SLOPE_CENTRE.items():
+                self._mu[1 + _FIXED.index(name)] = value
         Z, r = self._prepare(X, y)
         # small solves: one BLAS thread each (threaded BLAS on a few-hundred-row system is slower, and 50–100×
         # slower on a busy machine)

@@ -47,7 +47,7 @@ __all__ = ["TrainingTimeModel", "Summary", "CONFIG_COLUMNS", "FIT_FORMAT"]
 #: another format. Bump it when a change alters what fits give (tests/test_fitted_defaults.py refits one model per
 #: shipped history and compares the predictions, so a change that alters them without a bump fails there), then run
 #: scripts/build_fitted_defaults.py.
-FIT_FORMAT = 14
+FIT_FORMAT = 15
 #: Why a point fit (``conformal=False``) has no interval where no error book bounds it.
 _POINT_FIT = ("This TrainingTimeModel was fitted with conformal=False (a point fit): it has no conformity scores; "
               "refit with conformal=True for intervals.")

@@ -46,11 +46,11 @@ import pandas as pd
 from .._format import format_duration, to_plain
 from .._methods import METHOD_CHOICES
 from .._validation import check_choice, check_confidence, check_positive_float, check_positive_int
-from ..exceptions import DoesNotFitError
+from ..exceptions import DoesNotFitError, UnsupportedQueryError
 from ..fitting import DEFAULT_METHOD
 from ..hardware import check_precision, resolve_gpu_type
 from ..layout import DEFAULT_GPUS_PER_NODE, ParallelLayout, check_layout, enumerate_layouts
-from ..layout_features import shape_columns
+from ..layout_features import layout_priceable, shape_columns
 from ..models import layout_tie_factor
 from ..predict import LAYOUT_METHOD, TrainingTimePrediction, predict_many, predict_training_time
 from ..transformer import TransformerFlops, TransformerShape, hf_config_shape, transformer_flops
@@ -385,10 +385,17 @@ def search_layouts(*, shape: TransformerShape, seq_len: int, global_batch: int, 
         ``vs_fastest`` (its step over the fastest one's in the table, which with ``include_unfit`` may not fit),
         ``told_apart`` (False where the step is within :func:`perfmodel.models.layout_tie_factor` of the
         fastest: the bundled layout model's errors between two layouts of one job could make this one the
-        faster; None where the answers are not the bundled layout model's — another method, or a history of
-        your own, whose errors the book does not know),
+        faster; None where the answers are not the bundled layout model's: a history of your own, whose errors
+        the book does not know),
         ``memory_gb``, ``fits`` and the ``ParallelLayout`` itself (``layout_obj``). Empty when none is valid (or
         fits).
+
+    Raises
+    ------
+    UnsupportedQueryError
+        When a method other than the layout model answers (``method`` names another, the device's figures give
+        no peak at ``precision`` or no memory bandwidth, or ``history`` is not transformer runs with layouts the
+        layout model can price): it does not see the layout, so every layout would get the same time.
     """
     gpu_type = resolve_gpu_type(gpu_type)
     devices = check_positive_int(devices, "devices", "search_layouts")
@@ -413,6 +420,15 @@ def search_layouts(*, shape: TransformerShape, seq_len: int, global_batch: int, 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         pred = predict_many(q, history=history, confidence=confidence, method=method)
+    others = sorted(set(pred["method"].astype(str)) - {LAYOUT_METHOD})
+    if others:  # a method that does not see the layout gives every layout of the job the same time
+        why = (f"the device {gpu_type!r} has no peak at {precision} or no memory bandwidth in its figures (give "
+               "them: perfmodel.hardware.register_device)" if not layout_priceable(q).all() else
+               f"method={method!r}" if method != DEFAULT_METHOD else
+               "the history's runs are not all transformer training with a layout the layout model can price")
+        raise UnsupportedQueryError(f"search_layouts ranks layouts by the layout model, but {', '.join(others)} "
+                                    f"answered these ({why}), which does not see the layout: every layout would get "
+                                    "the same time.")
     out = pd.DataFrame({
         "layout": [lay.describe() for lay in layouts], "tp": q["tp"], "pp": q["pp"], "vp": q["vp"], "cp": q["cp"],
         "dp": q["dp"], "ep": q["ep"], "micro_batch": q["micro_batch_size"], "zero_stage": q["zero_stage"],

@@ -8,14 +8,12 @@ The layout model of the bundled LLM history, which an organisation's own runs ca
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
 from .._validation import check_choice
-from ..exceptions import DataQualityWarning
 from ..fitting import PRECISION_TRANSFER_METHOD, fit_cached, fit_history, stored_fit
 from ..hardware import resolve_gpu_type
 from ..history import (
@@ -29,7 +27,6 @@ from ..history import (
     read_history,
 )
 from ..kinds import KIND_NAMES, classify
-from ..layout import is_layout_job
 from ..layout_features import layout_priceable
 from ..models import METHODS, TrainingTimeModel
 from ..models._conformal import MIN_GROUPS
@@ -300,25 +297,14 @@ class RunsBackend(Backend):
 
     def answering_method(self, source, loaded: LoadedHistory | None = None) -> str:
         """The method that answers: ``auto`` is the layout model (:data:`LAYOUT_METHOD`) for the bundled LLM
-        history, and for a history whose runs are all transformer training with a layout on devices whose datasheet
-        prices it (:func:`~perfmodel.layout_features.layout_priceable`); else the Predictor's method."""
+        history, and for a history whose runs are all transformer training with a layout on devices whose figures
+        price it (:func:`~perfmodel.layout_features.layout_priceable`: one run the layout model cannot price, and
+        the history's generic fit answers); else the Predictor's method."""
         if self.method != "auto":
             return self.method
         if source == "llm" or (loaded is not None and len(loaded.runs)
                                and bool(layout_priceable(loaded.runs).all())):
             return LAYOUT_METHOD
-        if loaded is not None and len(loaded.runs) and ("unpriced layouts", id(loaded)) not in self._loaded:
-            self._loaded[("unpriced layouts", id(loaded))] = True
-            jobs = is_layout_job(loaded.runs)
-            unpriced = jobs & ~layout_priceable(loaded.runs)
-            if jobs.all() and unpriced.any():
-                devices = sorted(set(loaded.runs["gpu_type"].astype(str)[unpriced]))
-                warnings.warn(f"{int(unpriced.sum())} runs of the history are transformer training with a layout on "
-                              f"{', '.join(map(repr, devices))}, whose figures give no peak at their precision or no "
-                              "memory bandwidth: the layout model cannot price them, so the history's generic fit "
-                              "answers. Register the device's measured figures (perfmodel.hardware.register_device, "
-                              "e.g. fp32_tflops and memory_bandwidth_gbps of the host) and name it in the runs to "
-                              "have the layout model calibrated on them.", DataQualityWarning, stacklevel=4)
         return self.method
 
     # ------------------------------------------------------------------ answers without reading the runs

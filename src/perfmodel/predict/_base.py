@@ -4,6 +4,7 @@ query), answering from a back-end chosen once (:mod:`perfmodel.predict._backend`
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
@@ -11,6 +12,7 @@ import pandas as pd
 
 from .._methods import METHOD_CHOICES
 from .._validation import check_choice, check_confidence, check_positive_int
+from ..exceptions import DataQualityWarning
 from ..fitting import DEFAULT_METHOD
 from ..hardware import check_precision, resolve_gpu_type
 from ..history import BUNDLED_PREFIX, LoadedHistory, history_parts, part_label
@@ -49,7 +51,14 @@ from ._result import (
     predict_frame,
 )
 from ._shifted import SHIFTED, own_scores, prior_queries, prior_steps, shifted_answers
-from ._support import LAYOUT_METHOD, check_support, domain_warnings, prior_note, warn_notes
+from ._support import (
+    LAYOUT_METHOD,
+    check_support,
+    domain_warnings,
+    prior_note,
+    unpriced_layout_note,
+    warn_notes,
+)
 
 
 # ------------------------------------------------------------------------------------------- predictor
@@ -272,7 +281,7 @@ class BasePredictor:
         notes = check_support(fitted, q) + domain_warnings(fitted, q)[0]
         res = predict_frame(fitted, q, self.confidence).iloc[0]
         breakdown = breakdown_of(fitted, q)
-        prior_notes = prior_note(provenance, q, self._own_devices(source))
+        prior_notes = prior_note(provenance, q, self._own_devices(source)) + unpriced_layout_note(q, [fitted.method])
         warn_notes(notes, prior_notes, stacklevel=3)
         return job_prediction(res, q, fitted, confidence=self.confidence, steps=n_steps,
                               startup=float(fitted.startup_s_), n_runs=int(fitted.n_runs_), inside_domain=not notes,
@@ -451,9 +460,14 @@ class BasePredictor:
                                               positions[np.flatnonzero(sources == src)], src) for src in kinds]
                 out = pd.concat(parts)
                 order = np.argsort(np.concatenate([np.flatnonzero(sources == src) for src in kinds]), kind="stable")
-                return out.iloc[order]
-            return self._predict_source(queries, q, positions, kinds[0])
-        return self._predict_source(queries, q, positions, None)
+                out = out.iloc[order]
+            else:
+                out = self._predict_source(queries, q, positions, kinds[0])
+        else:
+            out = self._predict_source(queries, q, positions, None)
+        for note in unpriced_layout_note(q, out["method"].to_numpy()):
+            warnings.warn(f"predict_many: {note}.", DataQualityWarning, stacklevel=2)
+        return out
 
     def _predict_source(self, queries, q, positions, source) -> pd.DataFrame:
         """:meth:`predict_many` of the queries one history answers (``source``: which bundled one, for

@@ -13,11 +13,13 @@ from ..exceptions import DataQualityWarning, ExtrapolationWarning, UnsupportedQu
 from ..fitting import PRECISION_TRANSFER_METHOD
 from ..hardware import PRECISIONS, get_spec
 from ..history import BUNDLED_PREFIX
+from ..layout import is_layout_job
+from ..layout_features import layout_priceable
 from ..models import TrainingTimeModel
 from ._job import WHERE
 
-#: The method that answers transformer training with a layout (:func:`perfmodel.layout.is_layout_job`) under
-#: ``method="auto"``: :class:`perfmodel.models.LayoutRegressor`.
+#: The method that answers transformer training with a layout on a device whose figures price it
+#: (:func:`perfmodel.layout_features.layout_priceable`) under ``method="auto"``: :class:`perfmodel.models.LayoutRegressor`.
 LAYOUT_METHOD = "layout"
 
 
@@ -127,6 +129,23 @@ def prior_note(provenance: list, q: pd.DataFrame, own_devices: set | None = None
         return []
     return [f"your own runs have no {', '.join(new)}: its speed comes from perfmodel's bundled public GPU history "
             "(tuned vendor software) fitted together with your runs; a run of your own there would settle it"]
+
+
+def unpriced_layout_note(q: pd.DataFrame, methods) -> list[str]:
+    """A warning when rows describe transformer training with a layout (:func:`perfmodel.layout.is_layout_job`)
+    that a method other than the layout model answered because their device's figures lack what it divides by
+    (:func:`perfmodel.layout_features.layout_priceable`): that answer does not see the layout."""
+    if "gpu_type" not in q.columns:
+        return []
+    unpriced = is_layout_job(q) & ~layout_priceable(q) & (np.asarray(methods, dtype=object) != LAYOUT_METHOD)
+    if not unpriced.any():
+        return []
+    devices = ", ".join(repr(d) for d in sorted(set(q["gpu_type"].astype(str).to_numpy()[unpriced])))
+    return [f"{int(unpriced.sum())} of the rows are transformer training with a layout on {devices}, whose figures "
+            "give no peak at their precision or no memory bandwidth: the layout model cannot price them, and the "
+            "method that answered them does not see the layout (its tensor, pipeline or data degrees). Register the "
+            "device's measured figures (perfmodel.hardware.register_device, e.g. a host's fp32_tflops and "
+            "memory_bandwidth_gbps), name it in the runs' and queries' gpu_type, and the layout model prices them"]
 
 
 def warn_notes(notes: list[str], prior_notes: list[str], *, stacklevel: int) -> None:
