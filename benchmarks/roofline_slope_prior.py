@@ -4,9 +4,9 @@ The hierarchical roofline (:mod:`perfmodel.models._roofline`) fits nine fixed sl
 communication and optimizer shares, work, peak, ridge point, TF32 gap) beside its pooled effects. Fitted without a
 prior, a history of a few runs leaves them unidentified and the least-squares solution puts whatever the runs do not
 pin down into them: a refit on seven of a team's nine runs predicted one held-out run at 10^47 times its measured
-time, and ``auto`` then served intervals 10^48 wide. ``tau_slope`` gives each slope a Gaussian prior centred on the
-pure roofline (0: time = FLOPs / peak times one pooled efficiency) with that standard deviation per unit of its
-centred log covariate: elasticities of order one, which hundreds of runs overrule and a handful cannot.
+time, and ``auto`` then served intervals 10^48 wide. ``tau_slope`` gives each slope a Gaussian prior with that
+standard deviation per unit of its log covariate: elasticities of order one, which hundreds of runs overrule and a
+handful cannot.
 
 The prior is centred on the physical form (slope 1 on the communication and optimizer shares, ``log(1 +
 t_comm/t_peak)`` and ``log(1 + t_opt/t_peak)``: time = compute + communication + optimizer traffic; 0 on the
@@ -173,7 +173,7 @@ def main(argv=None) -> int:
     if args.lambda_path is not None:
         runs = load("lambda", args.lambda_path)
         confirm = {"lambda": {v[0]: evaluate(runs, v) for v in (VARIANTS[0], chosen)}}
-        parts += ["", "## Confirmation (Lambda, not looked at while choosing)", "", table(confirm, ["lambda"])]
+        parts += ["", "## Confirmation (Lambda, not used in the choice; a first version of this script had shown it)", "", table(confirm, ["lambda"])]
     parts += ["", f"({time.time() - t0:.0f} s)"]
     report = "\n".join(parts) + "\n"
     print(report)

@@ -205,7 +205,7 @@ class RooflineRegressor(NamedColumnsMixin, RegressorMixin, BaseEstimator):
         rebuilding it (same solution, a fraction of the time)."""
         sigma2 = max(var_r * 0.05, 1e-4)
         for _ in range(3):
-            # the Gaussian prior N(mu, sigma2 / pen) of every coefficient: (G + P) theta = b + P mu
+            # the Gaussian prior N(mu, 1 / pen) of every coefficient (sd tau): (G + sigma2 P) theta = b + sigma2 P mu
             theta = np.linalg.solve(G + np.diag(self._pen * sigma2), b + self._pen * sigma2 * self._mu)
             sse = rr - 2 * theta @ b + theta @ G @ theta
             sigma2 = max(float(sse) / max(n, 1), 1e-4)

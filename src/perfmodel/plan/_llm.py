@@ -46,7 +46,7 @@ import pandas as pd
 from .._format import format_duration, to_plain
 from .._methods import METHOD_CHOICES
 from .._validation import check_choice, check_confidence, check_positive_float, check_positive_int
-from ..exceptions import DoesNotFitError, UnsupportedQueryError
+from ..exceptions import DataQualityWarning, DoesNotFitError
 from ..fitting import DEFAULT_METHOD
 from ..hardware import check_precision, resolve_gpu_type
 from ..layout import DEFAULT_GPUS_PER_NODE, ParallelLayout, check_layout, enumerate_layouts
@@ -390,12 +390,13 @@ def search_layouts(*, shape: TransformerShape, seq_len: int, global_batch: int, 
         ``memory_gb``, ``fits`` and the ``ParallelLayout`` itself (``layout_obj``). Empty when none is valid (or
         fits).
 
-    Raises
-    ------
-    UnsupportedQueryError
+    Warns
+    -----
+    DataQualityWarning
         When a method other than the layout model answers (``method`` names another, the device's figures give
-        no peak at ``precision`` or no memory bandwidth, or ``history`` is not transformer runs with layouts the
-        layout model can price): it does not see the layout, so every layout would get the same time.
+        no peak at ``precision`` or no memory bandwidth, or the runs that answer are not transformer training with
+        layouts the layout model can price): it does not see the layout, so every layout gets the same time; the
+        table is then ordered by memory (least first), ``vs_fastest`` empty.
     """
     gpu_type = resolve_gpu_type(gpu_type)
     devices = check_positive_int(devices, "devices", "search_layouts")
@@ -425,18 +426,20 @@ def search_layouts(*, shape: TransformerShape, seq_len: int, global_batch: int, 
         why = (f"the device {gpu_type!r} has no peak at {precision} or no memory bandwidth in its figures (give "
                "them: perfmodel.hardware.register_device)" if not layout_priceable(q).all() else
                f"method={method!r}" if method != DEFAULT_METHOD else
-               "the history's runs are not all transformer training with a layout the layout model can price")
-        raise UnsupportedQueryError(f"search_layouts ranks layouts by the layout model, but {', '.join(others)} "
-                                    f"answered these ({why}), which does not see the layout: every layout would get "
-                                    "the same time.")
+               "the runs that answer them are not transformer training with a layout the layout model can price")
+        warnings.warn(f"search_layouts: {', '.join(others)} answered these ({why}) and does not see the layout: "
+                      "every layout gets the same time, so they are ordered by memory, not ranked by time "
+                      "(vs_fastest is empty).", DataQualityWarning, stacklevel=2)
     out = pd.DataFrame({
         "layout": [lay.describe() for lay in layouts], "tp": q["tp"], "pp": q["pp"], "vp": q["vp"], "cp": q["cp"],
         "dp": q["dp"], "ep": q["ep"], "micro_batch": q["micro_batch_size"], "zero_stage": q["zero_stage"],
         "recompute": q["recompute"], "step_time_s": pred["step_time_s"].to_numpy(),
         "step_lower": pred["step_lower"].to_numpy(), "step_upper": pred["step_upper"].to_numpy(),
         "memory_gb": [m.total_gb for m in mems], "fits": [m.fits for m in mems], "layout_obj": layouts})
-    out = out.sort_values(["step_time_s", "memory_gb"], kind="stable").reset_index(drop=True)
-    out.insert(out.columns.get_loc("step_upper") + 1, "vs_fastest", out["step_time_s"] / out["step_time_s"].min())
+    out = out.sort_values(["memory_gb"] if others else ["step_time_s", "memory_gb"], kind="stable")
+    out = out.reset_index(drop=True)
+    out.insert(out.columns.get_loc("step_upper") + 1, "vs_fastest",
+               np.nan if others else out["step_time_s"] / out["step_time_s"].min())
     # whether the layout model's errors between two layouts of one job could make this one the faster one: the
     # bundled fit's (the book's); an own history's calibration has errors the book does not know
     tie = layout_tie_factor(confidence) if history is None and (pred["method"] == LAYOUT_METHOD).all() else None
@@ -577,7 +580,10 @@ def plan_llm_job(*, seq_len, global_batch, gpu_type, params=None, n_layers=None,
                                   "1-8, ZeRO-1 and FSDP, every recomputation); use more devices or a device with "
                                   "more memory.")
         layout = searched["layout_obj"].iloc[0]
-        notes.append(f"layout searched: the fastest of {len(searched)} that fit in memory")
+        notes.append(f"layout searched: the fastest of {len(searched)} that fit in memory"
+                     if searched["vs_fastest"].notna().all() else
+                     f"layout searched: the one of {len(searched)} that fit in memory needing the least (the method "
+                     "that answered does not see the layout, so it could not rank them by time)")
     else:
         check_layout(layout, devices=where.devices, global_batch=global_batch, shape=model.shape, seq_len=seq_len,
                      names=names)
@@ -678,14 +684,18 @@ def _flops(shape: TransformerShape, seq_len: int, layout: ParallelLayout) -> tup
 def _does_not_fit(job: _Job, layout: ParallelLayout, memory: MemoryEstimate, precision: str,
                   names: dict) -> DoesNotFitError:
     """The refusal of a layout whose memory does not fit, naming the fastest layout that does (when one does)."""
-    suggestion = None
+    suggestion, ranked = None, True
     try:
-        found = job.search(precision)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DataQualityWarning)  # a search the method cannot rank: said below
+            found = job.search(precision)
         if len(found):
             suggestion = found["layout"].iloc[0]
+            ranked = bool(found["vs_fastest"].notna().all())
     except (ValueError, TypeError):
         found = None
-    hint = (f" The fastest layout that fits: {suggestion} ({names['search']} plans it)." if suggestion else
+    which = "The fastest layout that fits" if ranked else "A layout that fits (the least memory of them)"
+    hint = (f" {which}: {suggestion} ({names['search']} plans it)." if suggestion else
             " No layout of this job fits on these devices: use more devices or a device with more memory.")
     return DoesNotFitError(f"{WHERE}: the job does not fit in memory: {memory.short()} with {layout.describe()} "
                            f"({memory.total_gb:.1f} GB: weights {memory.weights_bytes / 1e9:.1f}, gradients "

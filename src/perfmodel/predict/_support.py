@@ -132,16 +132,23 @@ def prior_note(provenance: list, q: pd.DataFrame, own_devices: set | None = None
 
 
 def unpriced_layout_note(q: pd.DataFrame, methods) -> list[str]:
-    """A warning when rows describe transformer training with a layout (:func:`perfmodel.layout.is_layout_job`)
-    that a method other than the layout model answered because their device's figures lack what it divides by
+    """A warning when rows describe transformer training split across devices (a tensor, pipeline, context or
+    expert degree above 1; :func:`perfmodel.layout.is_layout_job`) that a method other than the layout model
+    answered because their device's figures lack what it divides by
     (:func:`perfmodel.layout_features.layout_priceable`): that answer does not see the layout."""
     if "gpu_type" not in q.columns:
         return []
-    unpriced = is_layout_job(q) & ~layout_priceable(q) & (np.asarray(methods, dtype=object) != LAYOUT_METHOD)
+    split = np.zeros(len(q), dtype=bool)  # a device holds part of a replica: the layout decides the time
+    for col in ("tp", "pp", "cp", "ep"):
+        if col in q.columns:
+            split |= (pd.to_numeric(q[col], errors="coerce") > 1).fillna(False).to_numpy(dtype=bool)
+    unpriced = (split & is_layout_job(q) & ~layout_priceable(q)
+                & (np.asarray(methods, dtype=object) != LAYOUT_METHOD))
     if not unpriced.any():
         return []
     devices = ", ".join(repr(d) for d in sorted(set(q["gpu_type"].astype(str).to_numpy()[unpriced])))
-    return [f"{int(unpriced.sum())} of the rows are transformer training with a layout on {devices}, whose figures "
+    rows = "a row is" if len(q) == 1 else f"{int(unpriced.sum())} of the rows are"
+    return [f"{rows} transformer training split across devices on {devices}, whose figures "
             "give no peak at their precision or no memory bandwidth: the layout model cannot price them, and the "
             "method that answered them does not see the layout (its tensor, pipeline or data degrees). Register the "
             "device's measured figures (perfmodel.hardware.register_device, e.g. a host's fp32_tflops and "
